@@ -1,0 +1,142 @@
+"""Commands: the inputs of the job aggregate. Each travels in an ``Envelope`` with its idem_key."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from cronlog.model import JobSpec
+
+
+class FailureKind(StrEnum):
+    """Why an attempt failed."""
+
+    NONZERO_EXIT = "nonzero_exit"
+    """The command exited with a code other than 0."""
+    TIMEOUT = "timeout"
+    """The worker killed the command after the job's timeout."""
+    LEASE_EXPIRED = "lease_expired"
+    """The holder stopped renewing; the fold expired the lease on a tick."""
+    SPAWN_ERROR = "spawn_error"
+    """The command could not be started (missing executable, permissions)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterJob:
+    """Register a new job. Refused with ``job_exists`` if the job_id is live."""
+
+    spec: JobSpec
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateJob:
+    """Replace a job's definition; future ticks are recomputed from the fold's now."""
+
+    spec: JobSpec
+
+
+@dataclass(frozen=True, slots=True)
+class PauseJob:
+    """Stop firing ticks; runs already started go on."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeJob:
+    """Fire ticks again, from now on (ticks that passed while paused are not fired)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteJob:
+    """Stop the job for good; history stays readable on the run-events topic."""
+
+
+@dataclass(frozen=True, slots=True)
+class TriggerJob:
+    """Start one manual run now; its run_id derives from the command's idem_key."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """Time passes: fire due ticks, release retries, expire leases. Carries no data."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimTask:
+    """A worker asks for the lease on one attempt of a ready task instance.
+
+    Attributes:
+        run_id, task: the task instance.
+        attempt: the attempt number the worker saw in TaskReady (1-based).
+        worker_id: the claiming worker.
+    """
+
+    run_id: str
+    task: str
+    attempt: int
+    worker_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RenewLease:
+    """The lease holder extends its lease by the job's lease_ttl from the fold's now."""
+
+    run_id: str
+    task: str
+    attempt: int
+    epoch: int
+    worker_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class CompleteTask:
+    """The lease holder reports an attempt's end.
+
+    Attributes:
+        succeeded: True when the command exited 0.
+        exit_code: the process exit code; None if it never ran or was killed by a signal.
+        failure_kind: why it failed (None when ``succeeded``).
+        output_tail: the last few KiB of combined stdout/stderr.
+        started_at, finished_at: aware UTC instants measured by the worker.
+    """
+
+    run_id: str
+    task: str
+    attempt: int
+    epoch: int
+    worker_id: str
+    succeeded: bool
+    exit_code: int | None
+    failure_kind: FailureKind | None
+    output_tail: str
+    started_at: datetime
+    finished_at: datetime
+
+
+Command = (
+    RegisterJob
+    | UpdateJob
+    | PauseJob
+    | ResumeJob
+    | DeleteJob
+    | TriggerJob
+    | Tick
+    | ClaimTask
+    | RenewLease
+    | CompleteTask
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """A command addressed to one job, with its deduplication key.
+
+    Attributes:
+        idem_key: unique per logical command; a second command with the same key is a no-op.
+        job_id: the job (also the Kafka record key).
+        command: the command itself.
+    """
+
+    idem_key: str
+    job_id: str
+    command: Command

@@ -1,0 +1,235 @@
+"""``decide`` for the job aggregate, and ``handle``: dedupe + decide + evolve for one command."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+from typing import assert_never
+
+from cronlog import commands as cmd
+from cronlog import events as ev
+from cronlog.errors import InvalidDefinition, RejectReason
+from cronlog.firing import fire_due_ticks, first_tick
+from cronlog.ids import run_id_for_trigger
+from cronlog.job import (
+    MAX_APPLIED_MARKERS,
+    JobState,
+    JobStatus,
+    TaskInstance,
+    TaskState,
+    evolve,
+)
+from cronlog.retry import next_attempt_at
+from cronlog.validation import validate_spec
+
+
+class Decision:
+    """Events being decided, with the state they lead to (each emit evolves it)."""
+
+    def __init__(self, state: JobState | None, job_id: str) -> None:
+        self.state = state
+        self.job_id = job_id
+        self.events: list[ev.Event] = []
+
+    def emit(self, event: ev.Event) -> None:
+        """Append ``event`` and apply it to ``self.state``."""
+        self.events.append(event)
+        self.state = evolve(self.state, self.job_id, event)
+
+    def reject(self, command: cmd.Command, reason: RejectReason, detail: str) -> None:
+        """Emit a CommandRejected for ``command``."""
+        self.emit(ev.CommandRejected(
+            command=type(command).__name__, reason=reason, detail=detail,
+            run_id=getattr(command, "run_id", None), task=getattr(command, "task", None),
+            worker_id=getattr(command, "worker_id", None)))
+
+
+def handle(
+    state: JobState | None, envelope: cmd.Envelope, record_time: datetime
+) -> tuple[JobState | None, list[ev.Event]]:
+    """Apply one command to a job: dedupe by idem_key, decide, evolve, advance the clock.
+
+    Args:
+        state: the job's record, None if it has none.
+        envelope: the command with its idem_key and job_id.
+        record_time: the Kafka record's timestamp (LogAppendTime), aware UTC.
+
+    Returns:
+        ``(state after, events)``. A command whose idem_key is already applied returns the
+        state unchanged and no events.
+
+    Idempotency: Ticks are not marked (firing is idempotent by the schedule cursor and the
+    deterministic run_id); every other applied command leaves its idem_key in the record.
+    Determinism: now = max(state.clock, record_time); the same log gives the same result.
+    """
+    if state is not None and envelope.idem_key in state.applied:
+        return state, []
+    now = max(state.clock, record_time) if state is not None else record_time
+    decision = Decision(state, envelope.job_id)
+    decide(decision, envelope, now)
+    new = decision.state
+    if new is not None:
+        applied = new.applied
+        if not isinstance(envelope.command, cmd.Tick):
+            applied = (*applied, envelope.idem_key)[-MAX_APPLIED_MARKERS:]
+        new = replace(new, clock=now, applied=applied)
+    return new, decision.events
+
+
+def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
+    """Decide the events of one command, emitting them into ``d``.
+
+    Business refusals become CommandRejected events; nothing here raises for bad input.
+    """
+    state, command = d.state, envelope.command
+    if isinstance(command, cmd.RegisterJob):
+        _register(d, command, now)
+        return
+    if state is None:
+        d.reject(command, RejectReason.UNKNOWN_JOB, f"job {envelope.job_id!r} is not registered")
+        return
+    if state.status is JobStatus.DELETED and not isinstance(command, (cmd.Tick, cmd.RenewLease,
+                                                                      cmd.CompleteTask)):
+        d.reject(command, RejectReason.JOB_DELETED, f"job {envelope.job_id!r} was deleted")
+        return
+    match command:
+        case cmd.UpdateJob():
+            _update(d, state, command, now)
+        case cmd.PauseJob():
+            if state.status is JobStatus.PAUSED:
+                d.reject(command, RejectReason.ALREADY_IN_STATE, "job is already paused")
+            else:
+                d.emit(ev.JobPaused())
+        case cmd.ResumeJob():
+            if state.status is JobStatus.ACTIVE:
+                d.reject(command, RejectReason.ALREADY_IN_STATE, "job is not paused")
+            else:
+                nxt = first_tick(state.spec.schedule, now, resuming=state.next_fire_at)
+                d.emit(ev.JobResumed(next_fire_at=nxt))
+        case cmd.DeleteJob():
+            d.emit(ev.JobDeleted())
+        case cmd.TriggerJob():
+            run_id = run_id_for_trigger(envelope.job_id, envelope.idem_key)
+            d.emit(ev.RunScheduled(run_id, now, ev.RunTrigger.MANUAL, state.spec.tasks,
+                                   state.next_fire_at))
+            for task in state.spec.tasks:
+                d.emit(ev.TaskReady(run_id, task, 1, now))
+        case cmd.Tick():
+            _tick(d, now)
+        case cmd.ClaimTask() | cmd.RenewLease() | cmd.CompleteTask():
+            _lease_command(d, command, now)
+        case cmd.RegisterJob():
+            raise AssertionError("handled above")
+        case _:
+            assert_never(command)
+
+
+def _register(d: Decision, command: cmd.RegisterJob, now: datetime) -> None:
+    if d.state is not None and d.state.status is not JobStatus.DELETED:
+        d.reject(command, RejectReason.JOB_EXISTS, f"job {d.job_id!r} is already registered")
+        return
+    try:
+        validate_spec(command.spec)
+    except InvalidDefinition as exc:
+        d.reject(command, RejectReason.INVALID_DEFINITION, str(exc))
+        return
+    d.emit(ev.JobRegistered(command.spec, first_tick(command.spec.schedule, now)))
+
+
+def _update(d: Decision, state: JobState, command: cmd.UpdateJob, now: datetime) -> None:
+    try:
+        validate_spec(command.spec)
+    except InvalidDefinition as exc:
+        d.reject(command, RejectReason.INVALID_DEFINITION, str(exc))
+        return
+    old = state.spec.schedule
+    new = command.spec.schedule
+    if new == old:
+        nxt = state.next_fire_at  # same schedule: keep the cursor, never re-fire a tick
+    else:
+        nxt = first_tick(new, now)
+    d.emit(ev.JobRedefined(command.spec, nxt))
+
+
+def _tick(d: Decision, now: datetime) -> None:
+    assert d.state is not None
+    for run in d.state.runs:
+        for ti in run.tasks:
+            if (ti.state is TaskState.CLAIMED and ti.lease_expires_at is not None
+                    and ti.lease_expires_at <= now):
+                assert ti.worker_id is not None
+                d.emit(ev.LeaseExpired(run.run_id, ti.task, ti.attempt, ti.epoch, ti.worker_id))
+                _fail(d, run.run_id, ti, ev.TaskFailed(
+                    run.run_id, ti.task, ti.attempt, ti.epoch, ti.worker_id,
+                    cmd.FailureKind.LEASE_EXPIRED, None, "", None, now), now)
+            elif ti.state is TaskState.RETRY_WAIT and ti.retry_at is not None and ti.retry_at <= now:
+                d.emit(ev.TaskReady(run.run_id, ti.task, ti.attempt, run.scheduled_for))
+    if d.state.status is JobStatus.ACTIVE:
+        for event in fire_due_ticks(d.state, now):
+            d.emit(event)
+
+
+def _lease_command(
+    d: Decision, command: cmd.ClaimTask | cmd.RenewLease | cmd.CompleteTask, now: datetime
+) -> None:
+    assert d.state is not None
+    run = d.state.run(command.run_id)
+    ti = run.task(command.task) if run else None
+    if run is None or ti is None:
+        d.reject(command, RejectReason.UNKNOWN_TASK_INSTANCE,
+                 f"no active task instance {command.run_id}/{command.task}")
+        return
+    lease_ttl = d.state.spec.lease_ttl
+    if isinstance(command, cmd.ClaimTask):
+        if ti.state is not TaskState.READY or ti.attempt != command.attempt:
+            d.reject(command, RejectReason.NOT_READY,
+                     f"task instance is {ti.state} at attempt {ti.attempt}")
+            return
+        d.emit(ev.TaskClaimed(run.run_id, ti.task, ti.attempt, ti.epoch + 1, command.worker_id,
+                              now + lease_ttl, lease_ttl, run.scheduled_for,
+                              d.state.spec.command, d.state.spec.timeout))
+        return
+    if ti.state is not TaskState.CLAIMED or command.epoch != ti.epoch:
+        d.reject(command, RejectReason.STALE_EPOCH,
+                 f"epoch {command.epoch} is not the current lease (epoch {ti.epoch}, {ti.state})")
+        return
+    if command.worker_id != ti.worker_id:
+        d.reject(command, RejectReason.NOT_HOLDER, f"lease is held by {ti.worker_id}")
+        return
+    assert ti.worker_id is not None
+    if isinstance(command, cmd.RenewLease):
+        d.emit(ev.LeaseRenewed(run.run_id, ti.task, ti.attempt, ti.epoch, ti.worker_id,
+                               now + lease_ttl))
+    elif command.succeeded:
+        d.emit(ev.TaskSucceeded(run.run_id, ti.task, ti.attempt, ti.epoch, ti.worker_id,
+                                command.exit_code or 0, command.output_tail,
+                                command.started_at, command.finished_at))
+        _finish_run_if_done(d, run.run_id)
+    else:
+        kind = command.failure_kind or cmd.FailureKind.NONZERO_EXIT
+        _fail(d, run.run_id, ti, ev.TaskFailed(
+            run.run_id, ti.task, ti.attempt, ti.epoch, ti.worker_id, kind, command.exit_code,
+            command.output_tail, command.started_at, command.finished_at), now)
+
+
+def _fail(d: Decision, run_id: str, ti: TaskInstance, failed: ev.TaskFailed,
+          now: datetime) -> None:
+    assert d.state is not None
+    d.emit(failed)
+    retry_at = next_attempt_at(d.state.spec.retry_policy, run_id, ti.task, ti.attempt, now)
+    if retry_at is not None:
+        d.emit(ev.RetryScheduled(run_id, ti.task, ti.attempt + 1, retry_at))
+    else:
+        _finish_run_if_done(d, run_id)
+
+
+def _finish_run_if_done(d: Decision, run_id: str) -> None:
+    assert d.state is not None
+    run = d.state.run(run_id)
+    if run is None:
+        return
+    states = [t.state for t in run.tasks]
+    if all(s is TaskState.SUCCEEDED for s in states):
+        d.emit(ev.RunSucceeded(run_id))
+    elif all(s in (TaskState.SUCCEEDED, TaskState.FAILED) for s in states):
+        d.emit(ev.RunFailed(run_id))

@@ -1,0 +1,191 @@
+"""Events: every state change of a job, its runs, task instances and leases."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from cronlog.commands import FailureKind
+from cronlog.errors import RejectReason
+from cronlog.model import JobSpec
+
+
+class RunTrigger(StrEnum):
+    """What started a run."""
+
+    SCHEDULE = "schedule"
+    """A tick of the job's schedule, on time."""
+    CATCHUP = "catchup"
+    """A tick missed while nothing was folding, fired late by the catch-up policy."""
+    MANUAL = "manual"
+    """A TriggerJob command."""
+
+
+class SkipReason(StrEnum):
+    """Why a tick was not fired."""
+
+    CATCHUP_POLICY = "catchup_policy"
+    """Missed while nothing was folding; the catch-up policy does not fire it."""
+    CATCHUP_WINDOW = "catchup_window"
+    """Missed for longer than the job's catchup_window."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobRegistered:
+    spec: JobSpec
+    next_fire_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobRedefined:
+    spec: JobSpec
+    next_fire_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobPaused:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class JobResumed:
+    next_fire_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobDeleted:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class RunScheduled:
+    run_id: str
+    scheduled_for: datetime
+    trigger: RunTrigger
+    tasks: tuple[str, ...]
+    next_fire_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class TickSkipped:
+    scheduled_for: datetime
+    reason: SkipReason
+    next_fire_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskReady:
+    run_id: str
+    task: str
+    attempt: int
+    scheduled_for: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class TaskClaimed:
+    run_id: str
+    task: str
+    attempt: int
+    epoch: int
+    worker_id: str
+    lease_expires_at: datetime
+    lease_ttl: timedelta
+    scheduled_for: datetime
+    command: tuple[str, ...]
+    timeout: timedelta
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRenewed:
+    run_id: str
+    task: str
+    attempt: int
+    epoch: int
+    worker_id: str
+    lease_expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseExpired:
+    run_id: str
+    task: str
+    attempt: int
+    epoch: int
+    worker_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSucceeded:
+    run_id: str
+    task: str
+    attempt: int
+    epoch: int
+    worker_id: str
+    exit_code: int
+    output_tail: str
+    started_at: datetime
+    finished_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFailed:
+    run_id: str
+    task: str
+    attempt: int
+    epoch: int
+    worker_id: str
+    failure_kind: FailureKind
+    exit_code: int | None
+    output_tail: str
+    started_at: datetime | None
+    finished_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RetryScheduled:
+    run_id: str
+    task: str
+    attempt: int
+    retry_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RunSucceeded:
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunFailed:
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class CommandRejected:
+    command: str
+    reason: RejectReason
+    detail: str
+    run_id: str | None = None
+    task: str | None = None
+    worker_id: str | None = None
+
+
+Event = (
+    JobRegistered
+    | JobRedefined
+    | JobPaused
+    | JobResumed
+    | JobDeleted
+    | RunScheduled
+    | TickSkipped
+    | TaskReady
+    | TaskClaimed
+    | LeaseRenewed
+    | LeaseExpired
+    | TaskSucceeded
+    | TaskFailed
+    | RetryScheduled
+    | RunSucceeded
+    | RunFailed
+    | CommandRejected
+)

@@ -1,0 +1,62 @@
+"""Identifier types and their deterministic derivations (run_id, event_id, idem_key)."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from typing import NewType
+
+from cronlog.time import to_ms
+
+JobId = NewType("JobId", str)
+RunId = NewType("RunId", str)
+WorkerId = NewType("WorkerId", str)
+EventId = NewType("EventId", str)
+
+
+def _digest(*parts: str, size: int = 12) -> str:
+    h = hashlib.blake2b(digest_size=size)
+    for part in parts:
+        h.update(part.encode())
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+def run_id_for_tick(job_id: str, scheduled_for: datetime) -> RunId:
+    """Return the run_id of the run for one tick of a job.
+
+    Args:
+        job_id: the job.
+        scheduled_for: the tick, an aware instant (reduced to epoch milliseconds).
+
+    Returns:
+        ``"r" + 24 hex digits``.
+
+    Determinism: a pure function of ``(job_id, scheduled_for)``: the same tick always gets the
+    same run_id, which is what makes a second firing of a tick a no-op.
+    """
+    return RunId("r" + _digest("tick", job_id, str(to_ms(scheduled_for))))
+
+
+def run_id_for_trigger(job_id: str, idem_key: str) -> RunId:
+    """Return the run_id of a manual trigger, derived from the trigger command's idem_key."""
+    return RunId("r" + _digest("trigger", job_id, idem_key))
+
+
+def event_id(idem_key: str, job_id: str, index: int) -> EventId:
+    """Return the event_id of the ``index``-th event a command produced for a job.
+
+    Determinism: re-delivering the same command recomputes the same events with the same ids,
+    so consumers can dedupe by event_id.
+    """
+    return EventId(_digest("event", idem_key, job_id, str(index), size=16))
+
+
+def task_idem_key(run_id: str, task: str) -> str:
+    """Return the idem_key handed to a task instance: ``<run_id>:<task>``."""
+    return f"{run_id}:{task}"
+
+
+def stable_fraction(*parts: str) -> float:
+    """Return a deterministic number in [0, 1) from ``parts`` (jitter without randomness)."""
+    return int(_digest(*parts, size=8), 16) / float(1 << 64)

@@ -1,0 +1,215 @@
+"""The job aggregate's state and ``evolve``: applying one event to the state, without checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+from enum import StrEnum
+from typing import assert_never
+
+from cronlog import events as ev
+from cronlog.model import JobSpec
+from cronlog.time import EPOCH
+
+MAX_APPLIED_MARKERS = 128
+"""How many recent idem_keys a job record remembers for deduplication."""
+
+
+class JobStatus(StrEnum):
+    """Lifecycle of a job."""
+
+    ACTIVE = "active"
+    """Ticks fire."""
+    PAUSED = "paused"
+    """Ticks pass unfired; runs already started go on."""
+    DELETED = "deleted"
+    """No new runs ever; terminal. History stays on the run-events topic."""
+
+
+class TaskState(StrEnum):
+    """Lifecycle of a task instance's current attempt."""
+
+    READY = "ready"
+    """Waiting for a worker to claim the attempt."""
+    CLAIMED = "claimed"
+    """A worker holds the lease on the attempt."""
+    RETRY_WAIT = "retry_wait"
+    """The last attempt failed; the next one is released at ``retry_at``."""
+    SUCCEEDED = "succeeded"
+    """Terminal: an attempt succeeded."""
+    FAILED = "failed"
+    """Terminal: the last allowed attempt failed."""
+
+
+TERMINAL_TASK_STATES = frozenset({TaskState.SUCCEEDED, TaskState.FAILED})
+
+
+@dataclass(frozen=True, slots=True)
+class TaskInstance:
+    """One task of one active run.
+
+    Attributes:
+        task: task name.
+        state: see TaskState.
+        attempt: current attempt number, 1-based.
+        epoch: fencing token; bumps on every (re)assignment; 0 before the first claim.
+        worker_id: the lease holder while CLAIMED.
+        lease_expires_at: aware UTC instant the lease lapses, while CLAIMED.
+        retry_at: aware UTC instant the next attempt is released, while RETRY_WAIT.
+    """
+
+    task: str
+    state: TaskState
+    attempt: int = 1
+    epoch: int = 0
+    worker_id: str | None = None
+    lease_expires_at: datetime | None = None
+    retry_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """An active (not yet terminal) run; terminal runs leave the record."""
+
+    run_id: str
+    scheduled_for: datetime
+    trigger: ev.RunTrigger
+    tasks: tuple[TaskInstance, ...]
+
+    def task(self, name: str) -> TaskInstance | None:
+        """Return the task instance named ``name``, or None."""
+        return next((t for t in self.tasks if t.task == name), None)
+
+
+@dataclass(frozen=True, slots=True)
+class JobState:
+    """Everything decisions about one job need; one table record keyed by job_id.
+
+    Attributes:
+        job_id: the job.
+        spec: the current definition.
+        status: active, paused or deleted.
+        clock: the fold's now at the last command applied (aware UTC); never moves back.
+        next_fire_at: the next tick to fire (aware UTC), None when the schedule has no more.
+        runs: active runs, oldest first.
+        applied: idem_keys of the most recent applied commands, oldest first.
+    """
+
+    job_id: str
+    spec: JobSpec
+    status: JobStatus
+    clock: datetime
+    next_fire_at: datetime | None = None
+    runs: tuple[Run, ...] = ()
+    applied: tuple[str, ...] = ()
+
+    def run(self, run_id: str) -> Run | None:
+        """Return the active run ``run_id``, or None."""
+        return next((r for r in self.runs if r.run_id == run_id), None)
+
+    def next_deadline(self) -> datetime | None:
+        """Return the earliest instant a Tick has work for this job, or None.
+
+        That is the next tick (while active), a retry release, or a lease expiry.
+        """
+        times: list[datetime] = []
+        if self.status is JobStatus.ACTIVE and self.next_fire_at is not None:
+            times.append(self.next_fire_at)
+        for run in self.runs:
+            for ti in run.tasks:
+                if ti.state is TaskState.CLAIMED and ti.lease_expires_at is not None:
+                    times.append(ti.lease_expires_at)
+                elif ti.state is TaskState.RETRY_WAIT and ti.retry_at is not None:
+                    times.append(ti.retry_at)
+        return min(times, default=None)
+
+
+def _with_task(state: JobState, run_id: str, ti: TaskInstance) -> JobState:
+    runs = tuple(
+        replace(r, tasks=tuple(ti if t.task == ti.task else t for t in r.tasks))
+        if r.run_id == run_id
+        else r
+        for r in state.runs
+    )
+    return replace(state, runs=runs)
+
+
+def _task(state: JobState, run_id: str, task: str) -> TaskInstance:
+    run = state.run(run_id)
+    ti = run.task(task) if run else None
+    if ti is None:  # decide never emits such an event; keep evolve total for old logs
+        return TaskInstance(task=task, state=TaskState.FAILED)
+    return ti
+
+
+def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | None:
+    """Apply one event to a job's state.
+
+    Args:
+        state: the state before, None for a job never registered.
+        job_id: the job the event belongs to.
+        event: an event ``decide`` emitted.
+
+    Returns:
+        The state after. Never raises for an event ``decide`` can emit.
+
+    Determinism: a pure function of its arguments.
+    """
+    match event:
+        case ev.JobRegistered(spec=spec, next_fire_at=nxt):
+            if state is None:
+                return JobState(job_id, spec, JobStatus.ACTIVE, EPOCH, nxt)
+            return replace(state, spec=spec, status=JobStatus.ACTIVE, next_fire_at=nxt)
+        case ev.CommandRejected():
+            return state
+    if state is None:
+        return None
+    match event:
+        case ev.JobRedefined(spec=spec, next_fire_at=nxt):
+            return replace(state, spec=spec, next_fire_at=nxt)
+        case ev.JobPaused():
+            return replace(state, status=JobStatus.PAUSED)
+        case ev.JobResumed(next_fire_at=nxt):
+            return replace(state, status=JobStatus.ACTIVE, next_fire_at=nxt)
+        case ev.JobDeleted():
+            return replace(state, status=JobStatus.DELETED, next_fire_at=None)
+        case ev.RunScheduled(run_id=run_id, scheduled_for=at, trigger=trigger, tasks=tasks):
+            run = Run(run_id, at, trigger, tuple(TaskInstance(t, TaskState.READY) for t in tasks))
+            nxt = state.next_fire_at if trigger is ev.RunTrigger.MANUAL else event.next_fire_at
+            return replace(state, runs=(*state.runs, run), next_fire_at=nxt)
+        case ev.TickSkipped(next_fire_at=nxt):
+            return replace(state, next_fire_at=nxt)
+        case ev.TaskReady(run_id=run_id, task=task, attempt=attempt):
+            ti = _task(state, run_id, task)
+            return _with_task(state, run_id, replace(ti, state=TaskState.READY, attempt=attempt,
+                                                     worker_id=None, lease_expires_at=None,
+                                                     retry_at=None))
+        case ev.TaskClaimed(run_id=run_id, task=task, epoch=epoch, worker_id=worker):
+            ti = _task(state, run_id, task)
+            return _with_task(state, run_id, replace(ti, state=TaskState.CLAIMED, epoch=epoch,
+                                                     worker_id=worker,
+                                                     lease_expires_at=event.lease_expires_at))
+        case ev.LeaseRenewed(run_id=run_id, task=task, lease_expires_at=until):
+            ti = _task(state, run_id, task)
+            return _with_task(state, run_id, replace(ti, lease_expires_at=until))
+        case ev.LeaseExpired():
+            return state  # the TaskFailed that always follows moves the task on
+        case ev.TaskSucceeded(run_id=run_id, task=task):
+            ti = _task(state, run_id, task)
+            return _with_task(state, run_id, replace(ti, state=TaskState.SUCCEEDED,
+                                                     lease_expires_at=None))
+        case ev.TaskFailed(run_id=run_id, task=task):
+            ti = _task(state, run_id, task)
+            return _with_task(state, run_id, replace(ti, state=TaskState.FAILED,
+                                                     lease_expires_at=None))
+        case ev.RetryScheduled(run_id=run_id, task=task, attempt=attempt, retry_at=at):
+            ti = _task(state, run_id, task)
+            return _with_task(state, run_id, replace(ti, state=TaskState.RETRY_WAIT,
+                                                     attempt=attempt, retry_at=at,
+                                                     worker_id=None))
+        case ev.RunSucceeded(run_id=run_id) | ev.RunFailed(run_id=run_id):
+            return replace(state, runs=tuple(r for r in state.runs if r.run_id != run_id))
+        case ev.JobRegistered() | ev.CommandRejected():
+            return state
+        case _:
+            assert_never(event)

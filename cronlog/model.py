@@ -1,0 +1,90 @@
+"""The job definition: schedule, command, policies. Frozen dataclasses; validated by the core."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+
+class ScheduleKind(StrEnum):
+    """How a job's ticks are produced."""
+
+    CRON = "cron"
+    """A cron expression (5 fields, or 6 with seconds first) read in an IANA time zone."""
+    ONCE = "once"
+    """One tick at ``run_at`` (UTC); a ``run_at`` already past at registration fires at once."""
+    MANUAL = "manual"
+    """No ticks: runs only on TriggerJob."""
+
+
+class CatchupPolicy(StrEnum):
+    """What happens to ticks that came due while nothing was folding (see docs/schedules.md)."""
+
+    ALL = "all"
+    """Fire every missed tick inside ``catchup_window``."""
+    LATEST = "latest"
+    """Fire one run, for the latest missed tick (cron, Kubernetes and Airflow users' default)."""
+    NONE = "none"
+    """Fire none of the missed ticks."""
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """When a job fires.
+
+    Attributes:
+        kind: cron, once or manual.
+        expression: the cron expression (``kind=cron`` only), 5 fields or 6 with seconds first.
+        timezone: IANA zone the cron expression is read in. Default ``"UTC"``.
+        run_at: the instant of a ``once`` job, aware UTC.
+        catchup: policy for ticks missed while nothing was folding. Default ``latest``.
+        catchup_window: how far back missed ticks may be fired. Default 1 day.
+    """
+
+    kind: ScheduleKind
+    expression: str | None = None
+    timezone: str = "UTC"
+    run_at: datetime | None = None
+    catchup: CatchupPolicy = CatchupPolicy.LATEST
+    catchup_window: timedelta = timedelta(days=1)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How failed attempts are retried (vocabulary after Temporal's ``RetryPolicy``).
+
+    Attributes:
+        max_attempts: total attempts including the first; 1 means no retry. Default 1.
+        backoff: delay before the second attempt. Default 10 s.
+        backoff_coefficient: multiplier applied per further attempt. Default 2.0.
+        max_backoff: cap on the delay. Default 10 min.
+    """
+
+    max_attempts: int = 1
+    backoff: timedelta = timedelta(seconds=10)
+    backoff_coefficient: float = 2.0
+    max_backoff: timedelta = timedelta(minutes=10)
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """A job's definition as registered.
+
+    Attributes:
+        name: human name; free text, 1..200 characters.
+        schedule: when it fires.
+        command: argv list run by the worker (no shell).
+        timeout: the worker sends SIGTERM after this long. Default 1 hour.
+        retry_policy: retries of failed attempts.
+        lease_ttl: how long a claim holds without renewal. Default 60 s.
+        tasks: task names of the job's DAG; a plain job has one task, ``"main"``.
+    """
+
+    name: str
+    schedule: Schedule
+    command: tuple[str, ...]
+    timeout: timedelta = timedelta(hours=1)
+    retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
+    lease_ttl: timedelta = timedelta(seconds=60)
+    tasks: tuple[str, ...] = ("main",)

@@ -1,0 +1,36 @@
+"""Validation of a job definition; errors name the offending field."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from cronlog.errors import InvalidDefinition
+from cronlog.model import JobSpec
+from cronlog.schedule import validate_schedule
+
+
+def validate_spec(spec: JobSpec) -> None:
+    """Check a job definition.
+
+    Raises:
+        InvalidDefinition: naming the first offending field (``name``, ``command``,
+            ``schedule.expression``, ``schedule.timezone``, ``timeout_s``, ...).
+    """
+    if not spec.name or len(spec.name) > 200:
+        raise InvalidDefinition("name", "must be 1..200 characters")
+    if not spec.command or not all(isinstance(a, str) for a in spec.command):
+        raise InvalidDefinition("command", "must be a non-empty argv list of strings")
+    validate_schedule(spec.schedule)
+    if spec.timeout <= timedelta(0):
+        raise InvalidDefinition("timeout_s", "must be positive")
+    if spec.lease_ttl < timedelta(seconds=1):
+        raise InvalidDefinition("lease_ttl_s", "must be at least 1 second")
+    policy = spec.retry_policy
+    if policy.max_attempts < 1:
+        raise InvalidDefinition("retry_policy.max_attempts", "must be at least 1")
+    if policy.backoff < timedelta(0) or policy.max_backoff < timedelta(0):
+        raise InvalidDefinition("retry_policy.backoff_s", "must not be negative")
+    if policy.backoff_coefficient < 1.0:
+        raise InvalidDefinition("retry_policy.backoff_coefficient", "must be at least 1.0")
+    if not spec.tasks or len(set(spec.tasks)) != len(spec.tasks):
+        raise InvalidDefinition("tasks", "task names must be unique and non-empty")
