@@ -189,3 +189,24 @@ Event = (
     | RunFailed
     | CommandRejected
 )
+
+
+@dataclass(frozen=True, slots=True)
+class RunEvent:
+    """An event as published on ``cronlog.run-events``.
+
+    Attributes:
+        event_id: deterministic id from (causing idem_key, job_id, index); consumers dedupe by it.
+        job_id: the job (also the record key).
+        at: the fold's now when the event was decided, aware UTC.
+        idem_key: idem_key of the command that caused it.
+        index: position among the events that command produced for this job, from 0.
+        event: the event itself.
+    """
+
+    event_id: str
+    job_id: str
+    at: datetime
+    idem_key: str
+    index: int
+    event: Event

@@ -1,0 +1,69 @@
+"""Idempotent topic bootstrap: create missing topics, refuse mismatched partition counts."""
+
+from __future__ import annotations
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from cronlog.errors import CronlogError
+from topology.config import KafkaSettings
+from topology.topics import TopicSpec, topic_specs
+
+
+class TopologyMismatch(CronlogError):
+    """A topic exists with a partition count other than the spec's."""
+
+
+def ensure_topics(settings: KafkaSettings, timeout_s: float = 30.0) -> list[str]:
+    """Create every missing cronlog topic and check the existing ones.
+
+    Args:
+        settings: cluster and naming.
+        timeout_s: per admin request, seconds.
+
+    Returns:
+        Names of the topics created (empty when all existed).
+
+    Raises:
+        TopologyMismatch: an existing topic has a different partition count.
+        CronlogError: the cluster could not be reached or refused a creation.
+
+    Idempotency: running it twice creates nothing the second time.
+    """
+    admin = AdminClient({"bootstrap.servers": settings.bootstrap})
+    specs = topic_specs(settings)
+    try:
+        existing = admin.list_topics(timeout=timeout_s).topics
+    except KafkaException as exc:
+        raise CronlogError(f"cannot reach Kafka at {settings.bootstrap}: {exc}") from exc
+    _check_partitions([s for s in specs if s.name in existing], existing)
+    missing = [s for s in specs if s.name not in existing]
+    if not missing:
+        return []
+    futures = admin.create_topics(
+        [NewTopic(s.name, s.partitions, 1, config=s.config) for s in missing],
+        operation_timeout=timeout_s,
+    )
+    created = []
+    for name, fut in futures.items():
+        try:
+            fut.result(timeout=timeout_s)
+            created.append(name)
+        except KafkaException as exc:
+            if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":  # lost a race: fine
+                raise CronlogError(f"creating topic {name}: {exc}") from exc
+    _check_partitions(missing, admin.list_topics(timeout=timeout_s).topics)
+    return created
+
+
+def _check_partitions(specs: list[TopicSpec], existing: dict[str, object]) -> None:
+    for spec in specs:
+        meta = existing.get(spec.name)
+        if meta is None:
+            continue
+        count = len(meta.partitions)  # type: ignore[attr-defined]
+        if count != spec.partitions:
+            raise TopologyMismatch(
+                f"topic {spec.name} has {count} partitions, the spec says {spec.partitions}; "
+                "partitioning is part of the contract, refusing to run"
+            )

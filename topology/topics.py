@@ -1,0 +1,68 @@
+"""cronlog's topics as data: names, partition counts, retention, cleanup policy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from topology.config import KafkaSettings
+
+DAY_MS = 24 * 3600 * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    """One topic cronlog owns.
+
+    Attributes:
+        name: full topic name (prefix included).
+        partitions: partition count; a mismatch with the cluster is refused.
+        config: topic-level configs (``retention.ms``, ``cleanup.policy``, ...).
+    """
+
+    name: str
+    partitions: int
+    config: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Topics:
+    """The names of cronlog's topics for one settings object."""
+
+    commands: str
+    run_events: str
+    ready: str
+    replies: str
+    dead_letters: str
+
+    @classmethod
+    def of(cls, settings: KafkaSettings) -> Topics:
+        """Return the topic names under ``settings.topic_prefix``."""
+        p = settings.topic_prefix
+        return cls(
+            commands=f"{p}cronlog.commands",
+            run_events=f"{p}cronlog.run-events",
+            ready=f"{p}cronlog.ready",
+            replies=f"{p}cronlog.replies",
+            dead_letters=f"{p}cronlog.dead-letters",
+        )
+
+
+def topic_specs(settings: KafkaSettings) -> list[TopicSpec]:
+    """Return every topic cronlog needs, with its partition count and configs.
+
+    - commands: the log of record; kept forever; broker-stamped time (LogAppendTime).
+    - run-events: the public changelog; kept forever; same partitioning as commands.
+    - ready: task instances ready to claim, for workers; 7 days.
+    - replies: claim/renewal answers keyed by worker_id; 1 day.
+    - dead-letters: undecodable or invalid records with the reason; kept forever.
+    """
+    t = Topics.of(settings)
+    n = settings.partitions
+    forever = {"retention.ms": "-1", "cleanup.policy": "delete"}
+    return [
+        TopicSpec(t.commands, n, {**forever, "message.timestamp.type": "LogAppendTime"}),
+        TopicSpec(t.run_events, n, dict(forever)),
+        TopicSpec(t.ready, n, {"retention.ms": str(7 * DAY_MS), "cleanup.policy": "delete"}),
+        TopicSpec(t.replies, n, {"retention.ms": str(DAY_MS), "cleanup.policy": "delete"}),
+        TopicSpec(t.dead_letters, n, dict(forever)),
+    ]
