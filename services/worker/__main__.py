@@ -1,0 +1,23 @@
+"""``python -m services.worker``: run one worker until SIGTERM/SIGINT, then drain."""
+
+from __future__ import annotations
+
+import logging
+import signal
+
+from services.worker.settings import WorkerSettings
+from services.worker.worker import Worker
+
+
+def main() -> None:
+    """Start a worker with settings from the environment (``CRONLOG_*``)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    settings = WorkerSettings()
+    worker = Worker(settings)
+    signal.signal(signal.SIGTERM, lambda *_: worker.stop())
+    signal.signal(signal.SIGINT, lambda *_: worker.stop())
+    worker.run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""Running one attempt's command: argv in its own process group, timeout, bounded output tail."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+from collections import deque
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from cronlog.commands import FailureKind
+
+TAIL_BYTES = 4096
+"""How much of the end of the combined stdout/stderr travels with the completion."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How an attempt ended.
+
+    Attributes:
+        exit_code: process exit code; None when it was killed by a signal or never started.
+        failure_kind: None on success.
+        output_tail: last ``TAIL_BYTES`` of output, decoded as UTF-8 (replacement on error).
+        started_at, finished_at: aware UTC instants.
+    """
+
+    exit_code: int | None
+    failure_kind: FailureKind | None
+    output_tail: str
+    started_at: datetime
+    finished_at: datetime
+
+
+class Execution:
+    """One running command. ``kill()`` may be called from another thread (lease revoked)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], timeout_s: float,
+                 grace_s: float = 10.0) -> None:
+        self.argv = argv
+        self.env = env
+        self.timeout_s = timeout_s
+        self.grace_s = grace_s
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._killed = threading.Event()
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group (the lease was lost; nothing may go on running)."""
+        self._killed.set()
+        self._signal_group(signal.SIGKILL)
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def run(self) -> Outcome:
+        """Run to completion (or timeout) and return the outcome. Blocks."""
+        started = datetime.now(UTC)
+        tail: deque[bytes] = deque()
+        try:
+            self._proc = subprocess.Popen(
+                self.argv, env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, start_new_session=True,  # own process group
+            )
+        except OSError as exc:
+            return Outcome(None, FailureKind.SPAWN_ERROR, f"cannot start {self.argv[0]!r}: {exc}",
+                           started, datetime.now(UTC))
+        reader = threading.Thread(target=_read_tail, args=(self._proc, tail), daemon=True)
+        reader.start()
+        timed_out = False
+        try:
+            self._proc.wait(timeout=self.timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            self._signal_group(signal.SIGTERM)
+            try:
+                self._proc.wait(timeout=self.grace_s)
+            except subprocess.TimeoutExpired:
+                self._signal_group(signal.SIGKILL)
+                self._proc.wait()
+        self._signal_group(signal.SIGKILL)  # reap stragglers left in the group
+        reader.join(timeout=2.0)
+        code = self._proc.returncode
+        output = b"".join(tail)[-TAIL_BYTES:].decode("utf-8", "replace")
+        finished = datetime.now(UTC)
+        if timed_out:
+            return Outcome(None, FailureKind.TIMEOUT, output, started, finished)
+        if code == 0:
+            return Outcome(0, None, output, started, finished)
+        return Outcome(code if code >= 0 else None, FailureKind.NONZERO_EXIT, output, started,
+                       finished)
+
+
+def _read_tail(proc: subprocess.Popen[bytes], tail: deque[bytes]) -> None:
+    assert proc.stdout is not None
+    size = 0
+    for chunk in iter(lambda: proc.stdout.read1(8192), b""):  # type: ignore[union-attr]
+        tail.append(chunk)
+        size += len(chunk)
+        while size - len(tail[0]) >= TAIL_BYTES and len(tail) > 1:
+            size -= len(tail.popleft())
+

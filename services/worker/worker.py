@@ -1,0 +1,230 @@
+"""The worker: pull ready task instances, claim, run under a renewed lease, complete.
+
+Ready records come from a consumer group on the ready topic, polled only for free slots.
+Answers (grants, renewals, refusals) come on the replies topic, keyed by worker_id; the worker
+reads its one partition with manual assignment, so it never reads other workers' answers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+
+from cronlog import commands as cmd
+from cronlog import events as ev
+from cronlog.ids import task_idem_key
+from cronlog.time import iso
+from services.worker.execute import Execution
+from services.worker.settings import WorkerSettings
+from topology.codec import DecodeError, decode_event, encode_command
+from topology.partitioning import partition_for
+from topology.topics import Topics
+
+log = logging.getLogger("cronlog.worker")
+Answer = ev.TaskClaimed | ev.LeaseRenewed | ev.CommandRejected
+
+
+@dataclass
+class Held:
+    """An attempt this worker holds a lease on."""
+
+    grant: ev.TaskClaimed
+    job_id: str
+    execution: Execution
+    revoked: bool = False
+
+
+class Worker:
+    """One worker process. ``run()`` blocks until ``stop()``."""
+
+    def __init__(self, settings: WorkerSettings) -> None:
+        self.settings = settings
+        self.topics = Topics.of(settings)
+        self.producer = Producer(settings.producer_config())
+        self._stop = threading.Event()
+        self._waiting: dict[tuple[str, str, str], Future[Answer]] = {}
+        self._lock = threading.Lock()
+        self._held: dict[tuple[str, str], Held] = {}
+        self._replies_ready = threading.Event()
+
+    def stop(self) -> None:
+        """Ask the worker to stop pulling and drain (thread-safe)."""
+        self._stop.set()
+
+    # -- answers -------------------------------------------------------------------------------
+    def _expect(self, kind: str, run_id: str, task: str) -> Future[Answer]:
+        fut: Future[Answer] = Future()
+        with self._lock:
+            self._waiting[(kind, run_id, task)] = fut
+        return fut
+
+    def _replies_loop(self) -> None:
+        s = self.settings
+        consumer = Consumer(s.consumer_config(f"{s.group_id}-replies-{s.worker_id}"))
+        partition = partition_for(s.worker_id, s.partitions)
+        _, high = consumer.get_watermark_offsets(
+            TopicPartition(self.topics.replies, partition), timeout=30)
+        consumer.assign([TopicPartition(self.topics.replies, partition, high)])
+        self._replies_ready.set()
+        try:
+            while not self._stop.is_set() or self._held:
+                msg = consumer.poll(0.2)
+                if msg is None or msg.error():
+                    continue
+                if msg.key() != s.worker_id.encode():
+                    continue
+                try:
+                    event = decode_event(msg.value()).event
+                except DecodeError:
+                    log.exception("undecodable reply")
+                    continue
+                self._on_answer(event)
+        finally:
+            consumer.close()
+
+    def _on_answer(self, event: ev.Event) -> None:
+        match event:
+            case ev.TaskClaimed():
+                key = ("claim", event.run_id, event.task)
+            case ev.LeaseRenewed():
+                key = ("renew", event.run_id, event.task)
+            case ev.CommandRejected(command=command, run_id=run_id, task=task) if run_id and task:
+                key = ("claim" if command == "ClaimTask" else "renew", run_id, task)
+                if command == "RenewLease":
+                    self._revoke(run_id, task, event.detail)
+            case _:
+                return
+        with self._lock:
+            fut = self._waiting.pop(key, None)
+        if fut is not None and not fut.done():
+            fut.set_result(event)
+
+    def _revoke(self, run_id: str, task: str, why: str) -> None:
+        held = self._held.get((run_id, task))
+        if held is not None:
+            log.warning("lease revoked, killing", extra={"run_id": run_id, "task": task})
+            held.revoked = True
+            held.execution.kill()
+
+    # -- commands ------------------------------------------------------------------------------
+    def _send(self, job_id: str, idem_key: str, command: cmd.Command) -> None:
+        value = encode_command(cmd.Envelope(idem_key, job_id, command))
+        self.producer.produce(self.topics.commands, key=job_id.encode(), value=value)
+        self.producer.poll(0)
+
+    # -- main loop -----------------------------------------------------------------------------
+    def run(self) -> None:
+        """Pull, claim and execute until stopped; then drain for ``drain_s`` seconds."""
+        s = self.settings
+        replies = threading.Thread(target=self._replies_loop, name="replies", daemon=True)
+        replies.start()
+        self._replies_ready.wait(60)
+        ready = Consumer(s.consumer_config(
+            s.group_id, **{"max.poll.interval.ms": 600_000, "queued.max.messages.kbytes": 1024,
+                           "fetch.max.bytes": 1_048_576}))
+        ready.subscribe([self.topics.ready])
+        log.info("worker started", extra={"worker_id": s.worker_id, "slots": s.slots})
+        try:
+            while not self._stop.is_set():
+                free = s.slots - len(self._held)
+                if free <= 0:
+                    time.sleep(0.05)
+                    continue
+                for msg in ready.consume(num_messages=free, timeout=0.5):
+                    self._on_ready(msg)
+                    ready.commit(message=msg, asynchronous=True)
+        finally:
+            ready.close()
+            self._drain()
+            self.producer.flush(10)
+
+    def _drain(self) -> None:
+        deadline = time.monotonic() + self.settings.drain_s
+        while self._held and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for held in list(self._held.values()):
+            held.revoked = True
+            held.execution.kill()
+
+    def _on_ready(self, msg: Message) -> None:
+        if msg.error():
+            if msg.error().code() != KafkaError._PARTITION_EOF:
+                log.warning("ready topic error: %s", msg.error())
+            return
+        try:
+            record = decode_event(msg.value())
+        except DecodeError:
+            log.exception("undecodable ready record")
+            return
+        ready = record.event
+        if not isinstance(ready, ev.TaskReady):
+            return
+        wid = self.settings.worker_id
+        fut = self._expect("claim", ready.run_id, ready.task)
+        self._send(record.job_id, f"claim:{ready.run_id}:{ready.task}:{ready.attempt}:{wid}",
+                   cmd.ClaimTask(ready.run_id, ready.task, ready.attempt, wid))
+        self.producer.flush(5)
+        try:
+            answer = fut.result(timeout=self.settings.claim_timeout_s)
+        except TimeoutError:
+            log.warning("no answer to claim", extra={"run_id": ready.run_id})
+            return
+        if isinstance(answer, ev.TaskClaimed) and answer.worker_id == wid:
+            self._start(record.job_id, answer)
+
+    def _start(self, job_id: str, grant: ev.TaskClaimed) -> None:
+        env = dict(os.environ)
+        env.update({
+            "CRONLOG_JOB_ID": job_id,
+            "CRONLOG_RUN_ID": grant.run_id,
+            "CRONLOG_TASK": grant.task,
+            "CRONLOG_ATTEMPT": str(grant.attempt),
+            "CRONLOG_IDEM_KEY": task_idem_key(grant.run_id, grant.task),
+            "CRONLOG_SCHEDULED_FOR": iso(grant.scheduled_for),
+            "CRONLOG_EPOCH": str(grant.epoch),
+            "CRONLOG_WORKER_ID": self.settings.worker_id,
+        })
+        execution = Execution(list(grant.command), env, grant.timeout.total_seconds(),
+                              self.settings.grace_s)
+        held = Held(grant, job_id, execution)
+        self._held[(grant.run_id, grant.task)] = held
+        threading.Thread(target=self._attempt, args=(held,), daemon=True,
+                         name=f"attempt-{grant.run_id}").start()
+
+    def _attempt(self, held: Held) -> None:
+        grant, wid = held.grant, self.settings.worker_id
+        renew_every = max(grant.lease_ttl.total_seconds() / 6, 0.2)
+        done = threading.Event()
+        renewer = threading.Thread(target=self._renew_loop, args=(held, renew_every, done),
+                                   daemon=True)
+        renewer.start()
+        try:
+            outcome = held.execution.run()
+        finally:
+            done.set()
+        if held.revoked:
+            self._held.pop((grant.run_id, grant.task), None)
+            return
+        self._send(held.job_id, f"complete:{grant.run_id}:{grant.task}:{grant.epoch}",
+                   cmd.CompleteTask(grant.run_id, grant.task, grant.attempt, grant.epoch, wid,
+                                    outcome.failure_kind is None, outcome.exit_code,
+                                    outcome.failure_kind, outcome.output_tail,
+                                    outcome.started_at, outcome.finished_at))
+        self.producer.flush(10)
+        self._held.pop((grant.run_id, grant.task), None)
+        log.info("attempt finished", extra={"run_id": grant.run_id, "task": grant.task,
+                                            "exit_code": outcome.exit_code})
+
+    def _renew_loop(self, held: Held, every_s: float, done: threading.Event) -> None:
+        grant, n = held.grant, 0
+        while not done.wait(every_s):
+            n += 1
+            self._send(held.job_id, f"renew:{grant.run_id}:{grant.task}:{grant.epoch}:{n}",
+                       cmd.RenewLease(grant.run_id, grant.task, grant.attempt, grant.epoch,
+                                      self.settings.worker_id))
