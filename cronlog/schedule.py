@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import CroniterError, croniter
+from croniter import croniter
+from croniter.croniter import CroniterError
 
 from cronlog.errors import InvalidDefinition
 from cronlog.model import Schedule, ScheduleKind

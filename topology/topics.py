@@ -33,6 +33,8 @@ class Topics:
     ready: str
     replies: str
     dead_letters: str
+    scheduler_app: str
+    job_table_changelog: str
 
     @classmethod
     def of(cls, settings: KafkaSettings) -> Topics:
@@ -44,6 +46,8 @@ class Topics:
             ready=f"{p}cronlog.ready",
             replies=f"{p}cronlog.replies",
             dead_letters=f"{p}cronlog.dead-letters",
+            scheduler_app=f"{p}cronlog-scheduler",
+            job_table_changelog=f"{p}cronlog-scheduler-jobs-changelog",
         )
 
 
@@ -55,6 +59,7 @@ def topic_specs(settings: KafkaSettings) -> list[TopicSpec]:
     - ready: task instances ready to claim, for workers; 7 days.
     - replies: claim/renewal answers keyed by worker_id; 1 day.
     - dead-letters: undecodable or invalid records with the reason; kept forever.
+    - the scheduler's job-table changelog (faust's naming): compacted, same partitions.
     """
     t = Topics.of(settings)
     n = settings.partitions
@@ -65,4 +70,5 @@ def topic_specs(settings: KafkaSettings) -> list[TopicSpec]:
         TopicSpec(t.ready, n, {"retention.ms": str(7 * DAY_MS), "cleanup.policy": "delete"}),
         TopicSpec(t.replies, n, {"retention.ms": str(DAY_MS), "cleanup.policy": "delete"}),
         TopicSpec(t.dead_letters, n, dict(forever)),
+        TopicSpec(t.job_table_changelog, n, {"cleanup.policy": "compact"}),
     ]

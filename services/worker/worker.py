@@ -136,7 +136,10 @@ class Worker:
                 if free <= 0:
                     time.sleep(0.05)
                     continue
-                for msg in ready.consume(num_messages=free, timeout=0.5):
+                first = ready.poll(0.2)  # blocks for one; then take what is already buffered
+                if first is None:
+                    continue
+                for msg in [first, *ready.consume(num_messages=free - 1, timeout=0)]:
                     self._on_ready(msg)
                     ready.commit(message=msg, asynchronous=True)
         finally:

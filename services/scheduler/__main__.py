@@ -1,0 +1,25 @@
+"""``python -m services.scheduler``: ensure topics, then run the scheduler until SIGTERM."""
+
+from __future__ import annotations
+
+import logging
+
+import faust
+
+from services.scheduler.app import create_app
+from services.scheduler.settings import SchedulerSettings
+from topology.bootstrap import ensure_topics
+
+
+def main() -> None:
+    """Start one scheduler process with settings from the environment (``CRONLOG_*``)."""
+    settings = SchedulerSettings()
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    ensure_topics(settings)
+    app = create_app(settings)
+    faust.Worker(app, loglevel="info", redirect_stdouts=False).execute_from_commandline()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""The scheduler: a faust app folding ``cronlog.commands`` into the job table, plus the ticker.
+
+The fold runs ``at_least_once`` with one agent actor; ``topology.fold.BatchFolder`` decides each
+batch, this module delivers the batch's messages, waits for their acks, then writes the job
+records (under each record's own event context, so a record lands in its partition's changelog).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import time
+import uuid
+import weakref
+from collections.abc import AsyncIterator
+from typing import Any
+
+import faust
+from faust.streams import _current_event
+from faust.transport.drivers.aiokafka import Producer as AIOProducer
+
+from cronlog import commands as cmd
+from cronlog.time import to_ms
+from services.scheduler.settings import SchedulerSettings
+from topology.codec import Codec
+from topology.due_index import DueIndex
+from topology.fold import BatchFolder, BatchResult, Record
+from topology.partitioning import partition_for
+from topology.state_codec import load_state
+from topology.topics import Topics
+
+log = logging.getLogger("cronlog.scheduler")
+DELIVERY_ATTEMPTS = 5
+
+
+class IdempotentProducer(AIOProducer):
+    """aiokafka producer with idempotence and acks=all (faust enables it only for EOS)."""
+
+    def _settings_extra(self) -> dict[str, Any]:
+        return {**super()._settings_extra(), "acks": "all", "enable_idempotence": True}
+
+
+class SchedulerApp(faust.App):
+    """faust.App whose producer is idempotent."""
+
+    def _new_producer(self) -> AIOProducer:
+        return IdempotentProducer(self.transport, loop=self.loop, beacon=self.beacon)
+
+
+def create_app(settings: SchedulerSettings) -> faust.App:
+    """Build the scheduler's faust app (not started).
+
+    Topics must exist already (``topology.bootstrap.ensure_topics``); faust declares none.
+    """
+    topics = Topics.of(settings)
+    n = settings.partitions
+    app = SchedulerApp(
+        topics.scheduler_app,
+        broker=f"kafka://{settings.bootstrap}",
+        store="rocksdb://",
+        datadir=settings.state_path(),
+        topic_partitions=n,
+        topic_allow_declare=False,
+        topic_disable_leader=True,
+        processing_guarantee="at_least_once",
+        table_standby_replicas=settings.standby_replicas,
+        consumer_group_instance_id=settings.instance_id,
+        broker_commit_interval=0.5,
+        producer_linger=0.002,
+        stream_buffer_maxsize=max(4096, settings.batch_size * 2),
+        web_enabled=settings.web_port > 0,
+        web_port=settings.web_port or 6066,
+        web_bind="127.0.0.1",
+    )
+    commands = app.topic(topics.commands, key_type=bytes, value_type=bytes, partitions=n,
+                         key_serializer="raw", value_serializer="raw")
+    mb = 1024 * 1024
+    jobs = app.Table(
+        "jobs", key_type=bytes, value_type=bytes, partitions=n,
+        options={"block_cache_size": settings.rocksdb_block_cache_mb * mb,
+                 "write_buffer_size": settings.rocksdb_write_buffer_mb * mb,
+                 "max_write_buffer_number": 2},
+    )
+    codec = Codec()
+    due = DueIndex()
+    folder = BatchFolder(topics, n, lambda job_id: jobs.get(job_id.encode()), due, codec)
+    out_topics = {name: app.topic(name, key_type=bytes, value_type=bytes, key_serializer="raw",
+                                  value_serializer="raw")
+                  for name in (topics.run_events, topics.ready, topics.replies,
+                               topics.dead_letters)}
+
+    async def rebuild_due_index() -> None:
+        owned = {tp.partition for tp in app.assignor.assigned_actives()
+                 if tp.topic == topics.commands}
+        due.reset(owned)
+        started = time.monotonic()
+        for key, value in jobs.items():
+            p = partition_for(key, n)
+            if p in owned:
+                deadline = load_state(value).next_deadline()
+                due.set(p, key.decode(), to_ms(deadline) if deadline else None)
+        log.info("due index rebuilt: %d jobs over partitions %s in %.2fs", len(due),
+                 sorted(owned), time.monotonic() - started)
+
+    jobs.on_recover(rebuild_due_index)
+
+    async def deliver(out: BatchResult) -> None:
+        for attempt in itertools.count(1):
+            try:
+                futures = [await out_topics[m.topic].send(key=m.key, value=m.value)
+                           for m in out.sends]
+                await asyncio.gather(*futures)
+                return
+            except Exception:
+                if attempt >= DELIVERY_ATTEMPTS:
+                    # Never write state whose events were not delivered, never ack the batch:
+                    # die so the commands are re-delivered to the next owner.
+                    log.critical("event delivery failed %d times; exiting", attempt,
+                                 exc_info=True)
+                    os._exit(70)
+                log.warning("event delivery failed; retrying", exc_info=True)
+                await asyncio.sleep(min(2.0 ** attempt, 10.0))
+
+    @app.agent(commands, concurrency=1)
+    async def fold(stream: faust.StreamT) -> AsyncIterator[None]:
+        async for batch in stream.take_events(settings.batch_size,
+                                              within=settings.batch_within_s):
+            records = [Record(e.message.partition, e.message.offset,
+                              round(e.message.timestamp * 1000), e.message.key,
+                              e.message.value or b"", e) for e in batch]
+            out = folder.fold(records)
+            if out.sends:
+                await deliver(out)
+            for job_id, (event, _, value) in out.writes.items():
+                token = _current_event.set(weakref.ref(event))
+                try:
+                    jobs[job_id.encode()] = value
+                finally:
+                    _current_event.reset(token)
+            folder.commit(out)
+            yield None
+
+    ticker_id = f"{settings.instance_id}-{uuid.uuid4().hex[:8]}"
+    counter = itertools.count()
+
+    @app.timer(interval=settings.tick_interval_s)
+    async def ticker() -> None:
+        # Producing only: the fold decides what a Tick means. Key-less, one per partition.
+        seq = next(counter)
+        for p in range(n):
+            value = codec.encode_command(cmd.Envelope(f"tick:{ticker_id}:{p}:{seq}", "",
+                                                      cmd.Tick()))
+            await commands.send(key=None, value=value, partition=p)
+
+    return app

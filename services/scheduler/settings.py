@@ -1,0 +1,40 @@
+"""Scheduler settings (env prefix ``CRONLOG_``)."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from pydantic import Field
+
+from topology.config import KafkaSettings
+
+
+class SchedulerSettings(KafkaSettings):
+    """Settings of one scheduler process.
+
+    Attributes:
+        instance_id: unique per process; the static group membership id. Default host-pid.
+        state_dir: where faust keeps RocksDB tables. Default ``state/scheduler-<instance_id>``.
+        tick_interval_s: seconds between the Ticks this process appends to every partition.
+        batch_size: most command records folded per batch.
+        batch_within_s: seconds a batch waits to fill up.
+        standby_replicas: faust standby replicas of the job table.
+        web_port: faust's health server port; 0 disables it.
+        rocksdb_block_cache_mb: per-partition RocksDB block cache, MiB.
+        rocksdb_write_buffer_mb: per-partition RocksDB write buffer, MiB.
+    """
+
+    instance_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+    state_dir: str = ""
+    tick_interval_s: float = Field(default=1.0, gt=0)
+    batch_size: int = Field(default=1000, ge=1)
+    batch_within_s: float = Field(default=0.01, gt=0)
+    standby_replicas: int = Field(default=1, ge=0)
+    web_port: int = 0
+    rocksdb_block_cache_mb: int = 8
+    rocksdb_write_buffer_mb: int = 4
+
+    def state_path(self) -> str:
+        """Return the state directory (explicit or derived from instance_id)."""
+        return self.state_dir or os.path.join("state", f"scheduler-{self.instance_id}")
