@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -16,11 +16,12 @@ class KafkaSettings(BaseSettings):
             the bootstrap refuses to run against topics with another count.
     """
 
-    model_config = SettingsConfigDict(env_prefix="CRONLOG_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="CRONLOG_", extra="ignore",
+                                      populate_by_name=True)
 
     bootstrap: str = Field(
         default="127.0.0.1:19092",
-        validation_alias="KAFKA_BOOTSTRAP",
+        validation_alias=AliasChoices("KAFKA_BOOTSTRAP", "CRONLOG_BOOTSTRAP", "bootstrap"),
     )
     topic_prefix: str = ""
     partitions: int = Field(default=12, ge=1, le=1024)

@@ -1,0 +1,43 @@
+"""Session-wide fixtures: a real Kafka broker (testcontainers where Docker runs, else ops/kafka)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _docker_available() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    try:
+        return subprocess.run(["docker", "info"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> Iterator[str]:
+    """``host:port`` of a real broker.
+
+    Order: ``KAFKA_BOOTSTRAP`` if set; testcontainers' Kafka where a Docker engine answers;
+    else the project's own broker (``ops/kafka start``, left running for later sessions).
+    """
+    if os.environ.get("KAFKA_BOOTSTRAP"):
+        yield os.environ["KAFKA_BOOTSTRAP"]
+        return
+    if _docker_available():
+        from testcontainers.kafka import KafkaContainer
+
+        with KafkaContainer("apache/kafka:4.1.1").with_kraft() as kafka:
+            yield kafka.get_bootstrap_server()
+        return
+    out = subprocess.run([str(ROOT / "ops" / "kafka"), "start"], check=True, text=True,
+                         stdout=subprocess.PIPE)
+    yield out.stdout.strip().splitlines()[-1]

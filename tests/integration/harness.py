@@ -1,0 +1,178 @@
+"""Test harness: cronlog processes as real subprocesses against a real broker, and log readers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from cronlog import commands as cmd
+from cronlog import events as ev
+from topology.codec import decode_dead_letter, decode_event, encode_command
+from topology.config import KafkaSettings
+from topology.topics import Topics
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Proc:
+    """A cronlog service subprocess (``python -m services.<name>``)."""
+
+    name: str
+    env: dict[str, str]
+    log_path: Path
+    popen: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Proc:
+        """Start (or restart) the process; its output is appended to ``log_path``."""
+        log = self.log_path.open("ab")
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", f"services.{self.name}"], cwd=ROOT, env=self.env,
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
+    def kill9(self) -> None:
+        """SIGKILL the process (no shutdown of any kind)."""
+        if self.popen and self.popen.poll() is None:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+            self.popen.wait()
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM, then SIGKILL after ``timeout`` seconds."""
+        if self.popen and self.popen.poll() is None:
+            os.killpg(self.popen.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+
+    def log_tail(self, n: int = 60) -> str:
+        """Return the last ``n`` lines of the process log."""
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+
+
+@dataclass
+class Cluster:
+    """One test's isolated cronlog: its own topic prefix, state dirs and processes."""
+
+    settings: KafkaSettings
+    tmp: Path
+    procs: list[Proc] = field(default_factory=list)
+
+    @property
+    def topics(self) -> Topics:
+        return Topics.of(self.settings)
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """Environment for a service subprocess of this cluster."""
+        env = dict(os.environ)
+        env.update({
+            "KAFKA_BOOTSTRAP": self.settings.bootstrap,
+            "CRONLOG_TOPIC_PREFIX": self.settings.topic_prefix,
+            "CRONLOG_PARTITIONS": str(self.settings.partitions),
+            "PYTHONUNBUFFERED": "1",
+        })
+        env.update(extra)
+        return env
+
+    def scheduler(self, name: str = "s1", **extra: str) -> Proc:
+        """Start a scheduler process with a persistent state dir under the test's tmp dir."""
+        proc = Proc("scheduler", self.env(
+            CRONLOG_INSTANCE_ID=f"{self.settings.topic_prefix}{name}",
+            CRONLOG_STATE_DIR=str(self.tmp / f"state-{name}"), **extra),
+            self.tmp / f"{name}.log")
+        self.procs.append(proc)
+        return proc.start()
+
+    def worker(self, name: str = "w1", **extra: str) -> Proc:
+        """Start a worker process."""
+        proc = Proc("worker", self.env(CRONLOG_WORKER_ID=f"{self.settings.topic_prefix}{name}",
+                                       **extra), self.tmp / f"{name}.log")
+        self.procs.append(proc)
+        return proc.start()
+
+    def send(self, job_id: str, command: cmd.Command, idem_key: str | None = None) -> str:
+        """Append one command for ``job_id``; returns its idem_key."""
+        idem_key = idem_key or uuid.uuid4().hex
+        self.send_raw(job_id.encode(), encode_command(cmd.Envelope(idem_key, job_id, command)))
+        return idem_key
+
+    def send_raw(self, key: bytes | None, value: bytes, partition: int | None = None) -> None:
+        """Append raw bytes to the commands topic (murmur2 partitioning unless given)."""
+        producer = Producer(self.settings.producer_config())
+        if partition is None:
+            producer.produce(self.topics.commands, key=key, value=value)
+        else:
+            producer.produce(self.topics.commands, key=key, value=value, partition=partition)
+        producer.flush(10)
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            proc.stop(5)
+
+
+class TopicReader:
+    """Reads a whole topic from the beginning, incrementally (manual assignment, no group)."""
+
+    def __init__(self, settings: KafkaSettings, topic: str) -> None:
+        self.consumer = Consumer(settings.consumer_config(f"reader-{uuid.uuid4().hex}"))
+        meta = self.consumer.list_topics(topic, timeout=10).topics[topic]
+        self.consumer.assign([TopicPartition(topic, p, 0) for p in meta.partitions])
+        self.records: list[bytes] = []
+
+    def poll(self, seconds: float = 0.5) -> None:
+        """Read whatever arrives within ``seconds``."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            msg = self.consumer.poll(0.1)
+            if msg is not None and not msg.error():
+                self.records.append(msg.value())
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+class EventLog(TopicReader):
+    """The run-events topic, decoded."""
+
+    def __init__(self, settings: KafkaSettings) -> None:
+        super().__init__(settings, Topics.of(settings).run_events)
+
+    def events(self, job_id: str | None = None) -> list[ev.RunEvent]:
+        """Every RunEvent read so far (optionally of one job), in read order."""
+        decoded = [decode_event(r) for r in self.records]
+        return [e for e in decoded if job_id is None or e.job_id == job_id]
+
+    def of_type(self, kind: type, job_id: str | None = None) -> list[ev.RunEvent]:
+        """RunEvents whose event is a ``kind``."""
+        return [e for e in self.events(job_id) if isinstance(e.event, kind)]
+
+    def wait_until(self, predicate: Callable[[EventLog], bool], timeout: float) -> bool:
+        """Poll until ``predicate(self)`` holds or ``timeout`` seconds pass."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.poll(0.3)
+            if predicate(self):
+                return True
+        return False
+
+
+class DeadLetterLog(TopicReader):
+    """The dead-letters topic, decoded."""
+
+    def __init__(self, settings: KafkaSettings) -> None:
+        super().__init__(settings, Topics.of(settings).dead_letters)
+
+    def letters(self) -> list:
+        return [decode_dead_letter(r) for r in self.records]
