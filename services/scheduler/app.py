@@ -25,6 +25,7 @@ from cronlog import commands as cmd
 from cronlog.time import to_ms
 from services.scheduler.settings import SchedulerSettings
 from topology.codec import Codec
+from topology.delivery import Delivery, DeliveryFailed
 from topology.due_index import DueIndex
 from topology.fold import BatchFolder, BatchResult, Record
 from topology.partitioning import partition_for
@@ -49,6 +50,34 @@ class SchedulerApp(faust.App):
         return IdempotentProducer(self.transport, loop=self.loop, beacon=self.beacon)
 
 
+class FoldStats:
+    """Counts and timings of the fold, logged every ``every_s`` seconds (action=fold_stats)."""
+
+    def __init__(self, every_s: float = 10.0) -> None:
+        self.every_s = every_s
+        self._reset(time.monotonic())
+
+    def _reset(self, now: float) -> None:
+        self.since = now
+        self.batches = self.records = 0
+        self.fold_s = self.deliver_s = self.write_s = 0.0
+
+    def record(self, n: int, fold_s: float, deliver_s: float, write_s: float) -> None:
+        """Add one batch; log and reset when the period is over."""
+        self.batches += 1
+        self.records += n
+        self.fold_s += fold_s
+        self.deliver_s += deliver_s
+        self.write_s += write_s
+        now = time.monotonic()
+        if now - self.since >= self.every_s:
+            log.info("action=fold_stats records=%d batches=%d rate=%.0f/s fold=%.2fs "
+                     "deliver=%.2fs write=%.2fs", self.records, self.batches,
+                     self.records / (now - self.since), self.fold_s, self.deliver_s,
+                     self.write_s)
+            self._reset(now)
+
+
 def create_app(settings: SchedulerSettings) -> faust.App:
     """Build the scheduler's faust app (not started).
 
@@ -56,6 +85,7 @@ def create_app(settings: SchedulerSettings) -> faust.App:
     """
     topics = Topics.of(settings)
     n = settings.partitions
+    os.makedirs(settings.state_path(), exist_ok=True)
     app = SchedulerApp(
         topics.scheduler_app,
         broker=f"kafka://{settings.bootstrap}",
@@ -85,11 +115,8 @@ def create_app(settings: SchedulerSettings) -> faust.App:
     )
     codec = Codec()
     due = DueIndex()
+    stats = FoldStats()
     folder = BatchFolder(topics, n, lambda job_id: jobs.get(job_id.encode()), due, codec)
-    out_topics = {name: app.topic(name, key_type=bytes, value_type=bytes, key_serializer="raw",
-                                  value_serializer="raw")
-                  for name in (topics.run_events, topics.ready, topics.replies,
-                               topics.dead_letters)}
 
     async def rebuild_due_index() -> None:
         owned = {tp.partition for tp in app.assignor.assigned_actives()
@@ -106,14 +133,14 @@ def create_app(settings: SchedulerSettings) -> faust.App:
 
     jobs.on_recover(rebuild_due_index)
 
+    delivery = Delivery(settings)
+
     async def deliver(out: BatchResult) -> None:
         for attempt in itertools.count(1):
             try:
-                futures = [await out_topics[m.topic].send(key=m.key, value=m.value)
-                           for m in out.sends]
-                await asyncio.gather(*futures)
+                await delivery.deliver(out.sends)
                 return
-            except Exception:
+            except DeliveryFailed:
                 if attempt >= DELIVERY_ATTEMPTS:
                     # Never write state whose events were not delivered, never ack the batch:
                     # die so the commands are re-delivered to the next owner.
@@ -127,12 +154,15 @@ def create_app(settings: SchedulerSettings) -> faust.App:
     async def fold(stream: faust.StreamT) -> AsyncIterator[None]:
         async for batch in stream.take_events(settings.batch_size,
                                               within=settings.batch_within_s):
+            t0 = time.perf_counter()
             records = [Record(e.message.partition, e.message.offset,
                               round(e.message.timestamp * 1000), e.message.key,
                               e.message.value or b"", e) for e in batch]
             out = folder.fold(records)
+            t1 = time.perf_counter()
             if out.sends:
                 await deliver(out)
+            t2 = time.perf_counter()
             for job_id, (event, _, value) in out.writes.items():
                 token = _current_event.set(weakref.ref(event))
                 try:
@@ -140,6 +170,7 @@ def create_app(settings: SchedulerSettings) -> faust.App:
                 finally:
                     _current_event.reset(token)
             folder.commit(out)
+            stats.record(len(records), t1 - t0, t2 - t1, time.perf_counter() - t2)
             yield None
 
     ticker_id = f"{settings.instance_id}-{uuid.uuid4().hex[:8]}"

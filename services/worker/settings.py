@@ -20,7 +20,8 @@ class WorkerSettings(KafkaSettings):
     Attributes:
         worker_id: unique per process; the lease holder's name. Default ``<host>-<pid>``.
         slots: how many attempts run at once. Default 4.
-        group_id: consumer group on the ready topic shared by all workers.
+        group_id: consumer group on the ready topic shared by all workers. Default
+            ``<topic_prefix>cronlog-workers``.
         claim_timeout_s: how long to wait for the fold's answer to a claim, seconds.
         grace_s: seconds between SIGTERM and SIGKILL on timeout.
         drain_s: on SIGTERM, seconds running attempts get to finish before being killed.
@@ -28,7 +29,11 @@ class WorkerSettings(KafkaSettings):
 
     worker_id: str = Field(default_factory=_default_worker_id)
     slots: int = Field(default=4, ge=1, le=256)
-    group_id: str = "cronlog-workers"
+    group_id: str = ""
     claim_timeout_s: float = 30.0
     grace_s: float = 10.0
     drain_s: float = 30.0
+
+    def ready_group(self) -> str:
+        """Return the consumer group of the ready topic."""
+        return self.group_id or f"{self.topic_prefix}cronlog-workers"

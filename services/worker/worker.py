@@ -66,7 +66,7 @@ class Worker:
 
     def _replies_loop(self) -> None:
         s = self.settings
-        consumer = Consumer(s.consumer_config(f"{s.group_id}-replies-{s.worker_id}"))
+        consumer = Consumer(s.consumer_config(f"{s.ready_group()}-replies-{s.worker_id}"))
         partition = partition_for(s.worker_id, s.partitions)
         _, high = consumer.get_watermark_offsets(
             TopicPartition(self.topics.replies, partition), timeout=30)
@@ -126,7 +126,7 @@ class Worker:
         replies.start()
         self._replies_ready.wait(60)
         ready = Consumer(s.consumer_config(
-            s.group_id, **{"max.poll.interval.ms": 600_000, "queued.max.messages.kbytes": 1024,
+            s.ready_group(), **{"max.poll.interval.ms": 600_000, "queued.max.messages.kbytes": 1024,
                            "fetch.max.bytes": 1_048_576}))
         ready.subscribe([self.topics.ready])
         log.info("worker started", extra={"worker_id": s.worker_id, "slots": s.slots})

@@ -1,0 +1,1 @@
+"""The HTTP API: commands out to ``cronlog.commands``, reads from a run-events projection."""

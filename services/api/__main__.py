@@ -1,0 +1,23 @@
+"""``python -m services.api``: serve the API with uvicorn on CRONLOG_API_HOST:CRONLOG_API_PORT."""
+
+from __future__ import annotations
+
+import logging
+
+import uvicorn
+
+from services.api.app import create_app
+from services.api.settings import ApiSettings
+
+
+def main() -> None:
+    """Run the API until SIGTERM/SIGINT (uvicorn handles both gracefully)."""
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    settings = ApiSettings()
+    uvicorn.run(create_app(settings), host=settings.api_host, port=settings.api_port,
+                log_level="info")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""Response models of the read endpoints (documented in /openapi.json). Instants: ISO UTC ``Z``."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+Number = int | float
+"""A JSON number; whole seconds stay ints on output."""
+
+
+class Counts(BaseModel):
+    """How many runs a job has had, by outcome (active = neither succeeded nor failed yet)."""
+
+    runs: int
+    active: int
+    succeeded: int
+    failed: int
+
+
+class LastRun(BaseModel):
+    """The newest run of a job, in short."""
+
+    run_id: str
+    scheduled_for: str
+    state: str
+    exit_code: int | None
+
+
+class ScheduleOut(BaseModel):
+    """A job's schedule as stored (see ``schemas.ScheduleIn``; ``run_at`` ISO UTC ``Z``)."""
+
+    type: Literal["cron", "once", "manual"]
+    expression: str | None
+    timezone: str
+    run_at: str | None
+    catchup: Literal["all", "latest", "none"]
+    catchup_window_s: Number
+
+
+class RetryPolicyOut(BaseModel):
+    """A job's retry policy (see ``schemas.RetryPolicyIn``)."""
+
+    max_attempts: int
+    backoff_s: Number
+    backoff_coefficient: Number
+    max_backoff_s: Number
+
+
+class JobOut(BaseModel):
+    """A job: its definition (the shape of the POST body), status and counters.
+
+    Attributes:
+        status: ``active``, ``paused`` or ``deleted`` (a deleted job's history stays).
+        next_run_at: the next tick that will fire, null when none will (paused, deleted,
+            manual, or a once job that fired).
+        created_at / updated_at / deleted_at: instants of the last registration, last
+            change, deletion.
+    """
+
+    job_id: str
+    name: str
+    schedule: ScheduleOut
+    command: list[str]
+    timeout_s: Number
+    lease_ttl_s: Number
+    retry_policy: RetryPolicyOut
+    status: Literal["active", "paused", "deleted"]
+    next_run_at: str | None
+    created_at: str
+    updated_at: str | None
+    deleted_at: str | None
+    counts: Counts
+    last_run: LastRun | None
+
+
+class JobList(BaseModel):
+    """``GET /api/v1/jobs``: jobs ordered by job_id."""
+
+    jobs: list[JobOut]
+
+
+class Attempt(BaseModel):
+    """One attempt of one task of a run."""
+
+    task: str
+    attempt: int
+    state: str
+    worker_id: str | None
+    epoch: int | None
+    claimed_at: str | None
+    started_at: str | None
+    finished_at: str | None
+    exit_code: int | None
+    failure_kind: str | None
+
+
+class RunOut(BaseModel):
+    """A run: one firing of a job.
+
+    Attributes:
+        state: ``scheduled`` → ``ready`` (waiting for a worker) → ``running`` (claimed) →
+            ``succeeded`` | ``failed``; ``retrying`` while a retry waits for its backoff.
+        trigger: ``schedule``, ``catchup`` or ``manual``.
+        attempt / epoch / claimed_by / lease_expires_at: the current attempt and its lease.
+        exit_code / failure_kind / output_tail: outcome of the latest finished attempt.
+        trigger_lag_s: seconds from scheduled_for to the first attempt's start (its claim
+            until the worker reports the start).
+        attempts: every attempt, oldest first.
+    """
+
+    run_id: str
+    job_id: str
+    job_name: str | None
+    scheduled_for: str
+    trigger: str
+    tasks: list[str]
+    state: str
+    attempt: int
+    epoch: int
+    claimed_by: str | None
+    lease_expires_at: str | None
+    exit_code: int | None
+    failure_kind: str | None
+    output_tail: str
+    created_at: str
+    ready_at: str | None
+    claimed_at: str | None
+    started_at: str | None
+    finished_at: str | None
+    retry_at: str | None
+    trigger_lag_s: float | None
+    attempts: list[Attempt]
+
+
+class RunList(BaseModel):
+    """``GET /api/v1/jobs/{job_id}/runs``: newest scheduled_for first."""
+
+    job_id: str
+    runs: list[RunOut]

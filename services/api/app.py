@@ -1,0 +1,133 @@
+"""The FastAPI application: ``create_app`` wires settings, the read model and the command producer.
+
+Kafka parts are created in the lifespan unless passed in, so an app built without entering its
+lifespan (``TestClient(app)`` outside ``with``) serves validation errors and 503s without a broker.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from confluent_kafka import Producer
+from fastapi import APIRouter, FastAPI, HTTPException, Query, Request
+from fastapi.responses import JSONResponse
+
+from services.api import writes
+from services.api.answers import JobList, JobOut, RunList, RunOut
+from services.api.read_model import ReadModel
+from services.api.sender import CommandSender
+from services.api.settings import ApiSettings
+from topology.topics import Topics
+
+log = logging.getLogger("cronlog.api")
+reads = APIRouter(prefix="/api/v1")
+health = APIRouter()
+
+
+def _read_model(request: Request) -> ReadModel:
+    rm: ReadModel | None = request.app.state.read_model
+    if rm is None:
+        raise HTTPException(503, "the read model is not running")
+    return rm
+
+
+@reads.get("/jobs", response_model=JobList)
+def list_jobs(request: Request, status: Annotated[
+        str | None, Query(pattern="^(active|paused|deleted)$")] = None) -> Any:
+    """Every job (deleted ones included, with ``status: deleted``), ordered by job_id."""
+    return {"jobs": _read_model(request).jobs(status)}
+
+
+@reads.get("/jobs/{job_id}", response_model=JobOut, responses={404: {}})
+def get_job(job_id: str, request: Request) -> Any:
+    """One job: definition, status, next_run_at, counts, last run."""
+    job = _read_model(request).job(job_id)
+    if job is None:
+        raise HTTPException(404, f"job {job_id!r} not found")
+    return job
+
+
+@reads.get("/jobs/{job_id}/runs", response_model=RunList, responses={404: {}})
+def list_runs(job_id: str, request: Request,
+              limit: Annotated[int, Query(ge=1, le=1000)] = 20) -> Any:
+    """A job's runs, newest scheduled_for first, at most ``limit``."""
+    rm = _read_model(request)
+    if rm.job(job_id) is None:
+        raise HTTPException(404, f"job {job_id!r} not found")
+    return {"job_id": job_id, "runs": rm.runs(job_id, limit)}
+
+
+@reads.get("/runs/{run_id}", response_model=RunOut, responses={404: {}})
+def get_run(run_id: str, request: Request) -> Any:
+    """One run: state, attempt, lease, exit code, output tail, timings, trigger lag."""
+    run = _read_model(request).run(run_id)
+    if run is None:
+        raise HTTPException(404, f"run {run_id!r} not found")
+    return run
+
+
+@health.get("/healthz")
+def healthz() -> dict[str, str]:
+    """Liveness: the process answers."""
+    return {"status": "ok"}
+
+
+@health.get("/readyz", responses={503: {}})
+def readyz(request: Request) -> Any:
+    """Readiness: the read model has consumed up to the end offsets seen at start."""
+    rm: ReadModel | None = request.app.state.read_model
+    if rm is not None and rm.ready:
+        return {"status": "ready"}
+    lag = rm.lag() if rm is not None else None
+    return JSONResponse({"status": "catching_up", "lag": lag}, status_code=503)
+
+
+def create_app(
+    settings: ApiSettings | None = None,
+    read_model: ReadModel | None = None,
+    producer: Producer | None = None,
+) -> FastAPI:
+    """Build the API.
+
+    Args:
+        settings: defaults to ``ApiSettings()`` (environment).
+        read_model: a started ReadModel to use (the caller owns its lifecycle); when None, the
+            lifespan opens one at ``settings.state_path()``, starts and stops it.
+        producer: a confluent-kafka Producer for commands; when None, the lifespan creates one
+            from ``settings.producer_config()``.
+
+    Returns:
+        The FastAPI app (OpenAPI at /openapi.json).
+    """
+    settings = settings or ApiSettings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        log.info("api starting", extra={"action": "api.start", "settings": settings.redacted()})
+        own_model = app.state.read_model is None
+        if own_model:
+            app.state.read_model = ReadModel(settings, settings.state_path())
+            app.state.read_model.start()
+        if app.state.sender is None:
+            app.state.sender = CommandSender(Producer(settings.producer_config()),
+                                             Topics.of(settings).commands)
+        try:
+            yield
+        finally:
+            app.state.sender.close()
+            if own_model:
+                app.state.read_model.stop()
+
+    app = FastAPI(title="cronlog", version="0.1.0", lifespan=lifespan,
+                  description="Distributed cron on a Kafka log: jobs, runs, triggers.")
+    app.state.settings = settings
+    app.state.read_model = read_model
+    app.state.sender = (CommandSender(producer, Topics.of(settings).commands)
+                        if producer is not None else None)
+    app.include_router(writes.router)
+    app.include_router(reads)
+    app.include_router(health)
+    return app

@@ -1,0 +1,209 @@
+"""The projection of ``cronlog.run-events`` into job and run documents: ``apply(batch, record)``.
+
+Pure with respect to Kafka: it is fed RunEvents (the consumer loop in ``read_model`` does the
+feeding; unit tests feed them by hand). Documents hold ISO-8601 UTC strings (``Z``) for instants
+and seconds for durations, ready to serve.
+
+Idempotency: every applied event leaves a marker keyed by (idem_key, job_id, index) — the same
+parts its ``event_id`` derives from — so an event re-delivered by the fold after a crash is
+skipped instead of re-applied (re-applying an old TaskClaimed after a TaskSucceeded would
+move a finished run back to running).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from cronlog import events as ev
+from cronlog.time import iso, to_ms
+from services.api.schemas import spec_to_json
+from services.api.store import Batch
+from services.api.stored import dump_run_event
+
+_MAX_MS = 10**13 - 1
+TERMINAL_RUN_STATES = frozenset({"succeeded", "failed"})
+"""Run states after which nothing changes."""
+
+
+def job_key(job_id: str) -> bytes:
+    """Return the key of a job document."""
+    return b"job:" + job_id.encode()
+
+
+def run_key(run_id: str) -> bytes:
+    """Return the key of a run document."""
+    return b"run:" + run_id.encode()
+
+
+def job_runs_prefix(job_id: str) -> bytes:
+    """Return the key prefix of a job's run index (iterates newest scheduled_for first)."""
+    return b"jr:" + job_id.encode() + b"\x00"
+
+
+def events_prefix(idem_key: str, job_id: str | None = None) -> bytes:
+    """Return the key prefix of the events a command caused (for one job, or any job)."""
+    prefix = b"ev:" + idem_key.encode() + b"\x00"
+    return prefix + job_id.encode() + b"\x00" if job_id is not None else prefix
+
+
+def _event_key(record: ev.RunEvent) -> bytes:
+    return events_prefix(record.idem_key, record.job_id) + b"%06d" % record.index
+
+
+def _iso(instant: datetime | None) -> str | None:
+    return iso(instant) if instant is not None else None
+
+
+def _lag_s(scheduled_for: str, at: datetime) -> float:
+    return round((to_ms(at) - to_ms(datetime.fromisoformat(scheduled_for))) / 1000, 3)
+
+
+def apply(batch: Batch, record: ev.RunEvent) -> bool:
+    """Apply one run-event to the documents in ``batch``.
+
+    Args:
+        batch: the write batch of the current poll (reads see its pending writes).
+        record: the event as published by the fold.
+
+    Returns:
+        True if applied, False if it was a duplicate (already applied; nothing written).
+
+    Idempotency: applying the same record twice writes once.
+    """
+    marker = _event_key(record)
+    if batch.get(marker) is not None:
+        return False
+    batch.put(marker, dump_run_event(record))
+    event = record.event
+    if isinstance(event, ev.RunScheduled):
+        _run_scheduled(batch, record, event)
+    elif isinstance(event, RunChange):
+        _run_event(batch, record, event)
+    elif not isinstance(event, ev.CommandRejected | ev.LeaseExpired):
+        _job_event(batch, record, event)
+    return True
+
+
+def _job_event(batch: Batch, record: ev.RunEvent, event: ev.Event) -> None:
+    key, at = job_key(record.job_id), iso(record.at)
+    job = batch.get_json(key)
+    if isinstance(event, ev.JobRegistered):
+        job = job or {"job_id": record.job_id, "runs": 0, "succeeded": 0, "failed": 0,
+                      "last_run_id": None, "last_scheduled_for": None}
+        job.update(definition=spec_to_json(event.spec), status="active", created_at=at,
+                   deleted_at=None, next_fire_at=_iso(event.next_fire_at))
+    elif job is None:
+        return  # a job event for a job never registered: nothing to show
+    elif isinstance(event, ev.JobRedefined):
+        job.update(definition=spec_to_json(event.spec), next_fire_at=_iso(event.next_fire_at))
+    elif isinstance(event, ev.JobPaused):
+        job["status"] = "paused"
+    elif isinstance(event, ev.JobResumed):
+        job.update(status="active", next_fire_at=_iso(event.next_fire_at))
+    elif isinstance(event, ev.JobDeleted):
+        job.update(status="deleted", next_fire_at=None, deleted_at=at)
+    elif isinstance(event, ev.TickSkipped):
+        job["next_fire_at"] = _iso(event.next_fire_at)
+    else:
+        return
+    job["updated_at"] = at
+    batch.put_json(key, job)
+
+
+def _run_scheduled(batch: Batch, record: ev.RunEvent, event: ev.RunScheduled) -> None:
+    key, at = run_key(event.run_id), iso(record.at)
+    scheduled_for = iso(event.scheduled_for)
+    job = batch.get_json(job_key(record.job_id))
+    if batch.get(key) is None:
+        batch.put_json(key, {
+            "run_id": event.run_id, "job_id": record.job_id,
+            "job_name": job["definition"]["name"] if job else None,
+            "scheduled_for": scheduled_for, "trigger": event.trigger.value,
+            "tasks": list(event.tasks), "state": "scheduled", "attempt": 1, "epoch": 0,
+            "claimed_by": None, "lease_expires_at": None, "exit_code": None,
+            "failure_kind": None, "output_tail": "", "created_at": at, "ready_at": None,
+            "claimed_at": None, "started_at": None, "finished_at": None, "retry_at": None,
+            "trigger_lag_s": None, "attempts": [],
+        })
+        inverted = b"%013d" % (_MAX_MS - to_ms(event.scheduled_for))
+        batch.put(job_runs_prefix(record.job_id) + inverted + b"\x00" + event.run_id.encode(), b"")
+        if job is not None:
+            job["runs"] += 1
+    if job is None:
+        return
+    if event.trigger is not ev.RunTrigger.MANUAL:
+        job["next_fire_at"] = _iso(event.next_fire_at)
+    if job["last_scheduled_for"] is None or scheduled_for >= job["last_scheduled_for"]:
+        job.update(last_run_id=event.run_id, last_scheduled_for=scheduled_for)
+    job["updated_at"] = at
+    batch.put_json(job_key(record.job_id), job)
+
+
+def _attempt(run: dict[str, Any], task: str, attempt: int) -> dict[str, Any]:
+    entry: dict[str, Any]
+    for entry in run["attempts"]:
+        if entry["task"] == task and entry["attempt"] == attempt:
+            return entry
+    entry = {"task": task, "attempt": attempt, "state": "ready", "worker_id": None, "epoch": None,
+             "claimed_at": None, "started_at": None, "finished_at": None, "exit_code": None,
+             "failure_kind": None}
+    run["attempts"].append(entry)
+    return entry
+
+
+RunChange = (ev.TaskReady | ev.TaskClaimed | ev.LeaseRenewed | ev.TaskSucceeded | ev.TaskFailed
+             | ev.RetryScheduled | ev.RunSucceeded | ev.RunFailed)
+"""The events that change a run document after its RunScheduled."""
+
+
+def _run_event(batch: Batch, record: ev.RunEvent, event: RunChange) -> None:
+    key, at = run_key(event.run_id), iso(record.at)
+    run = batch.get_json(key)
+    if run is None or run["state"] in TERMINAL_RUN_STATES:
+        return  # never scheduled here, or finished: terminal states absorb
+    match event:
+        case ev.TaskReady(task=task, attempt=attempt):
+            run.update(state="ready", attempt=attempt, ready_at=at, retry_at=None, claimed_by=None)
+            _attempt(run, task, attempt)
+        case ev.TaskClaimed(task=task, attempt=attempt, epoch=epoch, worker_id=worker):
+            run.update(state="running", attempt=attempt, epoch=epoch, claimed_by=worker,
+                       claimed_at=at, lease_expires_at=iso(event.lease_expires_at))
+            if attempt == 1 and run["trigger_lag_s"] is None:
+                run["trigger_lag_s"] = _lag_s(run["scheduled_for"], record.at)
+            _attempt(run, task, attempt).update(state="running", worker_id=worker, epoch=epoch,
+                                                claimed_at=at)
+        case ev.LeaseRenewed(lease_expires_at=until):
+            run["lease_expires_at"] = iso(until)
+        case ev.TaskSucceeded() | ev.TaskFailed():
+            _task_finished(run, record, event)
+        case ev.RetryScheduled(attempt=attempt, retry_at=retry_at):
+            run.update(state="retrying", retry_at=iso(retry_at), lease_expires_at=None)
+        case ev.RunSucceeded() | ev.RunFailed():
+            state = "succeeded" if isinstance(event, ev.RunSucceeded) else "failed"
+            run.update(state=state, lease_expires_at=None)
+            run["finished_at"] = run["finished_at"] or at
+            _count_terminal(batch, record.job_id, state)
+    batch.put_json(key, run)
+
+
+def _task_finished(run: dict[str, Any], record: ev.RunEvent,
+                   event: ev.TaskSucceeded | ev.TaskFailed) -> None:
+    failure = event.failure_kind.value if isinstance(event, ev.TaskFailed) else None
+    state = "succeeded" if failure is None else "failed"
+    started, finished = _iso(event.started_at), iso(event.finished_at)
+    run.update(exit_code=event.exit_code, failure_kind=failure, output_tail=event.output_tail,
+               started_at=started or run["started_at"], finished_at=finished,
+               lease_expires_at=None)
+    if event.attempt == 1 and event.started_at is not None:
+        run["trigger_lag_s"] = _lag_s(run["scheduled_for"], event.started_at)
+    _attempt(run, event.task, event.attempt).update(
+        state=state, worker_id=event.worker_id, epoch=event.epoch, started_at=started,
+        finished_at=finished, exit_code=event.exit_code, failure_kind=failure)
+
+
+def _count_terminal(batch: Batch, job_id: str, state: str) -> None:
+    job = batch.get_json(job_key(job_id))
+    if job is not None:
+        job[state] += 1
+        batch.put_json(job_key(job_id), job)

@@ -1,0 +1,243 @@
+"""The API's JSON shapes (pydantic, ``extra="forbid"``) and their mapping to the core's JobSpec.
+
+A job's definition has one JSON shape everywhere: the POST body, the definition part of
+``GET /api/v1/jobs/{job_id}``, and what ``PATCH`` merges into. Durations are seconds, named
+``*_s``; instants are ISO-8601 strings with a zone (answers: UTC with ``Z``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from cronlog.model import CatchupPolicy, JobSpec, RetryPolicy, Schedule, ScheduleKind
+from cronlog.time import iso
+
+JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+"""job_ids are URL-path safe: letters, digits, ``.``, ``_``, ``-``; 1..128 characters."""
+
+Seconds = Annotated[float, Field(allow_inf_nan=False, le=3.2e9)]
+"""A duration in seconds (finite; at most ~100 years so it fits a timedelta)."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ScheduleIn(_Strict):
+    """When a job fires.
+
+    Attributes:
+        type: ``cron`` (expression in timezone), ``once`` (run_at) or ``manual`` (triggers only).
+        expression: cron expression, 5 fields or 6 with seconds first (``cron`` only).
+        timezone: IANA zone the expression is read in. Default ``UTC``.
+        run_at: the instant of a ``once`` job, ISO 8601 with a zone.
+        catchup: missed-tick policy: ``all``, ``latest`` (default) or ``none``.
+        catchup_window_s: how far back missed ticks may be fired, seconds. Default 86400.
+    """
+
+    type: Literal["cron", "once", "manual"]
+    expression: str | None = None
+    timezone: str = "UTC"
+    run_at: AwareDatetime | None = None
+    catchup: Literal["all", "latest", "none"] = "latest"
+    catchup_window_s: Seconds = 86400.0
+
+
+class RetryPolicyIn(_Strict):
+    """Retries of failed attempts (Temporal's vocabulary).
+
+    Attributes:
+        max_attempts: total attempts including the first; 1 = no retry. Default 1.
+        backoff_s: delay before the second attempt, seconds. Default 10.
+        backoff_coefficient: multiplier per further attempt. Default 2.0.
+        max_backoff_s: cap on the delay, seconds. Default 600.
+    """
+
+    max_attempts: int = Field(default=1, le=10_000)
+    backoff_s: Seconds = 10.0
+    backoff_coefficient: float = Field(default=2.0, allow_inf_nan=False, le=1000)
+    max_backoff_s: Seconds = 600.0
+
+
+class JobDefinition(_Strict):
+    """A job's definition (everything but its id).
+
+    Attributes:
+        name: human name, 1..200 characters.
+        schedule: when it fires.
+        command: argv list run by the worker (no shell unless the argv asks for one).
+        timeout_s: the worker sends SIGTERM after this many seconds. Default 3600.
+        lease_ttl_s: how long a claim holds without renewal, seconds. Default 60.
+        retry_policy: retries of failed attempts. Default: no retry.
+    """
+
+    name: str
+    schedule: ScheduleIn
+    command: list[str]
+    timeout_s: Seconds = 3600.0
+    lease_ttl_s: Seconds = 60.0
+    retry_policy: RetryPolicyIn = Field(default_factory=RetryPolicyIn)
+
+
+class JobIn(JobDefinition):
+    """Body of ``POST /api/v1/jobs``.
+
+    Attributes:
+        job_id: the job's id; generated when absent. Re-using a live id is a 409.
+    """
+
+    job_id: Annotated[str, Field(pattern=JOB_ID_PATTERN)] | None = None
+
+
+class SchedulePatch(_Strict):
+    """A partial schedule for PATCH (JSON merge-patch: absent keys keep their value)."""
+
+    type: Literal["cron", "once", "manual"] | None = None
+    expression: str | None = None
+    timezone: str | None = None
+    run_at: AwareDatetime | None = None
+    catchup: Literal["all", "latest", "none"] | None = None
+    catchup_window_s: Seconds | None = None
+
+
+class RetryPolicyPatch(_Strict):
+    """A partial retry policy for PATCH."""
+
+    max_attempts: int | None = Field(default=None, le=10_000)
+    backoff_s: Seconds | None = None
+    backoff_coefficient: float | None = Field(default=None, allow_inf_nan=False, le=1000)
+    max_backoff_s: Seconds | None = None
+
+
+class JobPatch(_Strict):
+    """Body of ``PATCH /api/v1/jobs/{job_id}``: pause/resume and/or a merge-patch of the definition.
+
+    Attributes:
+        paused: true pauses the job, false resumes it; absent leaves it.
+        other fields: merged into the current definition (RFC 7396: nested objects merge,
+            ``null`` resets a field to its default); the result must be a valid definition.
+    """
+
+    paused: bool | None = None
+    name: str | None = None
+    schedule: SchedulePatch | None = None
+    command: list[str] | None = None
+    timeout_s: Seconds | None = None
+    lease_ttl_s: Seconds | None = None
+    retry_policy: RetryPolicyPatch | None = None
+
+
+class JobCreated(BaseModel):
+    """Answer of a registration: the job's id and its first tick (ISO UTC, null if none)."""
+
+    job_id: str
+    next_run_at: str | None
+
+
+class Accepted(BaseModel):
+    """Answer 202: the command is in the log; its effect was not seen within the timeout."""
+
+    status: Literal["accepted"] = "accepted"
+    job_id: str
+    idem_key: str
+    run_id: str | None = None
+    location: str
+
+
+class RunTriggered(BaseModel):
+    """Answer of a manual trigger."""
+
+    job_id: str
+    run_id: str
+    scheduled_for: str | None
+
+
+def to_spec(body: JobDefinition) -> JobSpec:
+    """Return the core JobSpec of an API definition (not yet validated by the core).
+
+    Args:
+        body: a definition that passed pydantic's checks.
+
+    Returns:
+        A JobSpec with one task, ``main``; instants in UTC, durations as timedelta.
+    """
+    s, r = body.schedule, body.retry_policy
+    return JobSpec(
+        name=body.name,
+        schedule=Schedule(
+            kind=ScheduleKind(s.type),
+            expression=s.expression,
+            timezone=s.timezone,
+            run_at=s.run_at.astimezone(UTC) if s.run_at is not None else None,
+            catchup=CatchupPolicy(s.catchup),
+            catchup_window=timedelta(seconds=s.catchup_window_s),
+        ),
+        command=tuple(body.command),
+        timeout=timedelta(seconds=body.timeout_s),
+        retry_policy=RetryPolicy(
+            max_attempts=r.max_attempts,
+            backoff=timedelta(seconds=r.backoff_s),
+            backoff_coefficient=r.backoff_coefficient,
+            max_backoff=timedelta(seconds=r.max_backoff_s),
+        ),
+        lease_ttl=timedelta(seconds=body.lease_ttl_s),
+    )
+
+
+def _secs(duration: timedelta) -> int | float:
+    seconds = duration.total_seconds()
+    return int(seconds) if seconds.is_integer() else seconds
+
+
+def _iso(instant: datetime | None) -> str | None:
+    return iso(instant) if instant is not None else None
+
+
+def spec_to_json(spec: JobSpec) -> dict[str, Any]:
+    """Return the API's JSON shape of a core JobSpec (the inverse of ``to_spec``).
+
+    Returns:
+        A dict that ``JobDefinition.model_validate`` accepts; seconds as numbers, instants as
+        ISO-8601 UTC strings with ``Z``.
+    """
+    s, r = spec.schedule, spec.retry_policy
+    return {
+        "name": spec.name,
+        "schedule": {
+            "type": s.kind.value,
+            "expression": s.expression,
+            "timezone": s.timezone,
+            "run_at": _iso(s.run_at),
+            "catchup": s.catchup.value,
+            "catchup_window_s": _secs(s.catchup_window),
+        },
+        "command": list(spec.command),
+        "timeout_s": _secs(spec.timeout),
+        "lease_ttl_s": _secs(spec.lease_ttl),
+        "retry_policy": {
+            "max_attempts": r.max_attempts,
+            "backoff_s": _secs(r.backoff),
+            "backoff_coefficient": r.backoff_coefficient,
+            "max_backoff_s": _secs(r.max_backoff),
+        },
+    }
+
+
+def merge_patch(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """Return ``target`` merged with ``patch`` per RFC 7396 (JSON Merge Patch).
+
+    Nested objects merge key by key; a ``None`` in ``patch`` removes the key (so the field
+    falls back to its default); any other value replaces. Neither argument is modified.
+    """
+    merged = dict(target)
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge_patch(merged[key], value)
+        else:
+            merged[key] = value
+    return merged

@@ -1,0 +1,38 @@
+"""API settings (env prefix ``CRONLOG_``), on top of the shared Kafka settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+
+from topology.config import KafkaSettings
+
+
+class ApiSettings(KafkaSettings):
+    """Settings of one API process.
+
+    Attributes:
+        api_host: interface uvicorn binds; env ``CRONLOG_API_HOST``. Default ``127.0.0.1``.
+        api_port: TCP port; env ``CRONLOG_API_PORT``. Default 8080.
+        api_state_dir: directory of the read model's RocksDB; default ``state/api-<api_port>``
+            (relative to the working directory). One directory per process: RocksDB locks it.
+        api_write_timeout_s: how long a write waits for its effect to appear in the read model
+            before answering 202 with a Location, seconds. Default 10.
+        api_delivery_timeout_s: how long a write waits for the broker to acknowledge the command,
+            seconds. Default 10.
+    """
+
+    api_host: str = "127.0.0.1"
+    api_port: int = Field(default=8080, ge=1, le=65535)
+    api_state_dir: Path | None = None
+    api_write_timeout_s: float = Field(default=10.0, gt=0, le=300)
+    api_delivery_timeout_s: float = Field(default=10.0, gt=0, le=300)
+
+    def state_path(self) -> Path:
+        """Return the read model's RocksDB directory."""
+        return self.api_state_dir or Path("state") / f"api-{self.api_port}"
+
+    def redacted(self) -> dict[str, object]:
+        """Return the settings as a dict fit for a start-up log line (no secrets held yet)."""
+        return self.model_dump(mode="json")

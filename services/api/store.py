@@ -1,0 +1,104 @@
+"""The read model's embedded RocksDB (rocksdict, raw bytes) and a write batch that reads its writes.
+
+Key layout (all bytes; ``\\x00`` separates parts, which never contain NUL):
+
+    meta:format                          FORMAT tag; another tag → wipe and rebuild
+    off:<topic>\\x00<partition>          next offset to consume (decimal)
+    job:<job_id>                         job document (JSON)
+    run:<run_id>                         run document (JSON)
+    jr:<job_id>\\x00<inverted ms>\\x00<run_id>   per-job run index, newest scheduled_for first
+    ev:<idem_key>\\x00<job_id>\\x00<index>   each applied event (dedupe marker + read-your-writes)
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from rocksdict import Options, Rdict, WriteBatch
+
+FORMAT = b"cronlog-api-read-model/v1"
+"""Version of what the keys and documents mean; bump it to rebuild from offset 0."""
+
+
+class Store:
+    """The projection's RocksDB. Reads are thread-safe; one writer (the consumer thread)."""
+
+    def __init__(self, path: Path) -> None:
+        """Open (creating if needed) the DB at ``path``; wipe it if its FORMAT differs."""
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = Rdict(str(path), Options(raw_mode=True))
+        if self._db.get(b"meta:format") != FORMAT:
+            self.wipe()
+
+    def wipe(self) -> None:
+        """Delete everything and start empty (rebuild from offset 0 follows)."""
+        self._db.close()
+        shutil.rmtree(self.path, ignore_errors=True)
+        self._db = Rdict(str(self.path), Options(raw_mode=True))
+        self._db.put(b"meta:format", FORMAT)
+
+    def get(self, key: bytes) -> bytes | None:
+        """Return the value at ``key``, or None."""
+        value: bytes | None = self._db.get(key)
+        return value
+
+    def get_json(self, key: bytes) -> dict[str, Any] | None:
+        """Return the JSON document at ``key``, or None."""
+        raw = self.get(key)
+        return json.loads(raw) if raw is not None else None
+
+    def scan(self, prefix: bytes, limit: int | None = None) -> Iterator[tuple[bytes, bytes]]:
+        """Yield ``(key, value)`` of keys starting with ``prefix``, in order, at most ``limit``."""
+        for n, (key, value) in enumerate(self._db.items(from_key=prefix)):
+            if not isinstance(key, bytes) or not key.startswith(prefix) or (
+                    limit is not None and n >= limit):
+                return
+            yield key, value
+
+    def write(self, puts: dict[bytes, bytes]) -> None:
+        """Write ``puts`` atomically (one RocksDB write batch)."""
+        if not puts:
+            return
+        batch = WriteBatch(raw_mode=True)
+        for key, value in puts.items():
+            batch.put(key, value)
+        self._db.write(batch)
+
+    def close(self) -> None:
+        """Flush and close the DB."""
+        self._db.close()
+
+
+class Batch:
+    """Writes buffered for one atomic commit; ``get`` sees them (reads its own writes)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.puts: dict[bytes, bytes] = {}
+
+    def get(self, key: bytes) -> bytes | None:
+        """Return the pending value at ``key``, else the stored one, else None."""
+        return self.puts[key] if key in self.puts else self.store.get(key)
+
+    def get_json(self, key: bytes) -> dict[str, Any] | None:
+        """Return the JSON document at ``key`` (pending or stored), or None."""
+        raw = self.get(key)
+        return json.loads(raw) if raw is not None else None
+
+    def put(self, key: bytes, value: bytes) -> None:
+        """Buffer ``value`` at ``key``."""
+        self.puts[key] = value
+
+    def put_json(self, key: bytes, doc: dict[str, Any]) -> None:
+        """Buffer the JSON document ``doc`` at ``key``."""
+        self.puts[key] = json.dumps(doc, separators=(",", ":")).encode()
+
+    def commit(self) -> None:
+        """Write every buffered put in one atomic RocksDB batch, then forget them."""
+        self.store.write(self.puts)
+        self.puts = {}

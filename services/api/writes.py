@@ -1,0 +1,217 @@
+"""Write endpoints: each produces commands and answers after the read model has seen their events.
+
+Outcomes: the effect event → 200/201; ``CommandRejected`` → 404/409/422 by its reason; no event
+within ``api_write_timeout_s`` → 202 with a Location to poll. Validation happens before anything
+is produced, so a bad request never reaches the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, HTTPException, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from cronlog import commands as cmd
+from cronlog import events as ev
+from cronlog.errors import InvalidDefinition, RejectReason
+from cronlog.ids import run_id_for_trigger
+from cronlog.model import JobSpec
+from cronlog.time import iso
+from cronlog.validation import validate_spec
+from services.api.answers import JobOut
+from services.api.read_model import ReadModel
+from services.api.schemas import (
+    Accepted,
+    JobCreated,
+    JobDefinition,
+    JobIn,
+    JobPatch,
+    RunTriggered,
+    merge_patch,
+    spec_to_json,
+    to_spec,
+)
+from services.api.sender import CommandNotSent, CommandSender
+
+log = logging.getLogger("cronlog.api")
+router = APIRouter(prefix="/api/v1")
+IdemKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200,
+                                       pattern=r"^[!-~]+$",
+                                       description="the command's idem_key (printable ASCII); "
+                                                   "a retry with the same key changes nothing")]
+_STATUS = {RejectReason.UNKNOWN_JOB: 404, RejectReason.INVALID_DEFINITION: 422}
+_ANSWERS: dict[int | str, dict[str, Any]] = {202: {"model": Accepted}, 404: {}, 409: {},
+                                             503: {"description": "Kafka unreachable"}}
+
+
+def _iso(instant: datetime | None) -> str | None:
+    return iso(instant) if instant is not None else None
+
+
+def _invalid(field: str, reason: str) -> RequestValidationError:
+    return RequestValidationError([{"type": "invalid_definition",
+                                    "loc": ("body", *field.split(".")), "msg": reason}])
+
+
+def validated_spec(body: JobDefinition) -> JobSpec:
+    """Return the core spec of ``body`` after the core's own validation.
+
+    Raises:
+        RequestValidationError: 422 whose ``loc`` names the field (``schedule.expression``,
+            ``schedule.timezone``, ...), in FastAPI's usual shape.
+    """
+    spec = to_spec(body)
+    try:
+        validate_spec(spec)
+    except InvalidDefinition as exc:
+        raise _invalid(exc.field, exc.reason) from exc
+    return spec
+
+
+def _parts(request: Request) -> tuple[ReadModel, CommandSender]:
+    rm, sender = request.app.state.read_model, request.app.state.sender
+    if rm is None or sender is None:
+        raise HTTPException(503, "the API is not connected to Kafka")
+    return rm, sender
+
+
+def _known_job(rm: ReadModel, job_id: str, *, live: bool = True) -> dict[str, Any]:
+    job = rm.job(job_id)
+    if job is None:
+        raise HTTPException(404, f"job {job_id!r} not found")
+    if live and job["status"] == "deleted":
+        raise HTTPException(409, f"job {job_id!r} was deleted")
+    return job
+
+
+async def _command(request: Request, job_id: str, idem_key: str,
+                   command: cmd.Command) -> list[ev.RunEvent]:
+    """Produce one command (unless its idem_key was applied already) and await its events."""
+    rm, sender = _parts(request)
+    settings = request.app.state.settings
+    prior = rm.events_for(idem_key, job_id)
+    if prior:  # a retried Idempotency-Key: answer as the first time, produce nothing
+        return prior
+    try:
+        await sender.send(cmd.Envelope(idem_key, job_id, command), settings.api_delivery_timeout_s)
+    except CommandNotSent as exc:
+        raise HTTPException(503, str(exc)) from exc
+    events = await rm.wait_for(idem_key, settings.api_write_timeout_s, job_id=job_id)
+    log.info("command answered", extra={"action": "api.command", "job_id": job_id,
+                                        "idem_key": idem_key, "command": type(command).__name__,
+                                        "events": [type(e.event).__name__ for e in events]})
+    return events
+
+
+def _check(events: list[ev.RunEvent], *tolerated: RejectReason) -> None:
+    """Raise the HTTP error of a CommandRejected in ``events``, unless its reason is tolerated."""
+    for record in events:
+        rej = record.event
+        if isinstance(rej, ev.CommandRejected) and rej.reason not in tolerated:
+            if rej.reason is RejectReason.INVALID_DEFINITION:
+                field, _, reason = rej.detail.partition(": ")
+                raise _invalid(field, reason or rej.detail)
+            raise HTTPException(_STATUS.get(rej.reason, 409), f"{rej.reason}: {rej.detail}")
+
+
+def _accepted(job_id: str, idem_key: str, location: str, run_id: str | None = None) -> Response:
+    body = Accepted(job_id=job_id, idem_key=idem_key, run_id=run_id, location=location)
+    return JSONResponse(body.model_dump(), status_code=202, headers={"Location": location})
+
+
+@router.post("/jobs", status_code=201, response_model=JobCreated, responses=_ANSWERS)
+async def register_job(body: JobIn, request: Request, response: Response,
+                       idempotency_key: IdemKey = None) -> Any:
+    """Register a job (RegisterJob) → 201 ``{job_id, next_run_at}``; 409 if the id is live."""
+    spec = validated_spec(body)
+    job_id = body.job_id or f"job-{uuid.uuid4().hex[:12]}"
+    idem_key = idempotency_key or str(uuid.uuid4())
+    rm, _ = _parts(request)
+    known = rm.job(job_id)
+    if known and known["status"] != "deleted" and not rm.events_for(idem_key, job_id):
+        raise HTTPException(409, f"job {job_id!r} already exists")
+    events = await _command(request, job_id, idem_key, cmd.RegisterJob(spec))
+    location = f"/api/v1/jobs/{job_id}"
+    if not events:
+        return _accepted(job_id, idem_key, location)
+    _check(events)
+    registered = next(e.event for e in events if isinstance(e.event, ev.JobRegistered))
+    response.headers["Location"] = location
+    return JobCreated(job_id=job_id, next_run_at=_iso(registered.next_fire_at))
+
+
+def _patched_spec(job: dict[str, Any], patch: dict[str, Any]) -> JobSpec | None:
+    """Return the new spec if the merge-patch changes the definition, else None."""
+    current = {k: job[k] for k in JobDefinition.model_fields}
+    try:
+        body = JobDefinition.model_validate(merge_patch(current, patch))
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_context=False)
+        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in errors]) from exc
+    spec = validated_spec(body)
+    return spec if spec_to_json(spec) != current else None
+
+
+@router.patch("/jobs/{job_id}", response_model=JobOut, responses=_ANSWERS)
+async def patch_job(job_id: str, body: JobPatch, request: Request,
+                    idempotency_key: IdemKey = None) -> Any:
+    """Pause/resume (``paused``) and/or change the definition (JSON merge-patch) → the job."""
+    rm, _ = _parts(request)
+    job = _known_job(rm, job_id)
+    patch = body.model_dump(exclude_unset=True)
+    paused = patch.pop("paused", None)
+    steps: list[tuple[str, cmd.Command]] = []
+    spec = _patched_spec(job, patch) if patch else None
+    if spec is not None:
+        steps.append(("update", cmd.UpdateJob(spec)))
+    if paused is not None:
+        steps.append(("pause", cmd.PauseJob()) if paused else ("resume", cmd.ResumeJob()))
+    base = idempotency_key or str(uuid.uuid4())
+    for suffix, command in steps:
+        idem_key = f"{base}:{suffix}"
+        events = await _command(request, job_id, idem_key, command)
+        if not events:
+            return _accepted(job_id, idem_key, f"/api/v1/jobs/{job_id}")
+        _check(events, RejectReason.ALREADY_IN_STATE)
+    return rm.job(job_id)
+
+
+@router.delete("/jobs/{job_id}", response_model=JobOut, responses=_ANSWERS)
+async def delete_job(job_id: str, request: Request, idempotency_key: IdemKey = None) -> Any:
+    """Delete a job (DeleteJob): no new runs; it and its runs stay readable. Idempotent."""
+    rm, _ = _parts(request)
+    job = _known_job(rm, job_id, live=False)
+    if job["status"] == "deleted":
+        return job
+    idem_key = idempotency_key or str(uuid.uuid4())
+    events = await _command(request, job_id, idem_key, cmd.DeleteJob())
+    if not events:
+        return _accepted(job_id, idem_key, f"/api/v1/jobs/{job_id}")
+    _check(events, RejectReason.JOB_DELETED)
+    return rm.job(job_id)
+
+
+@router.post("/jobs/{job_id}/trigger", status_code=201, response_model=RunTriggered,
+             responses=_ANSWERS)
+async def trigger_job(job_id: str, request: Request, response: Response,
+                      idempotency_key: IdemKey = None) -> Any:
+    """Start one manual run now (TriggerJob) → 201 ``{job_id, run_id, scheduled_for}``."""
+    rm, _ = _parts(request)
+    _known_job(rm, job_id)
+    idem_key = idempotency_key or str(uuid.uuid4())
+    run_id = run_id_for_trigger(job_id, idem_key)
+    location = f"/api/v1/runs/{run_id}"
+    events = await _command(request, job_id, idem_key, cmd.TriggerJob())
+    if not events:
+        return _accepted(job_id, idem_key, location, run_id)
+    _check(events)
+    scheduled = next((e.event for e in events if isinstance(e.event, ev.RunScheduled)), None)
+    response.headers["Location"] = location
+    return RunTriggered(job_id=job_id, run_id=run_id, scheduled_for=_iso(
+        scheduled.scheduled_for if scheduled else None))

@@ -1,0 +1,1 @@
+"""The ``cronlog`` command line (typer): jobs and runs through the API, and ``cronlog up``."""

@@ -1,0 +1,162 @@
+"""The CLI's HTTP client of the API (httpx), and job files: YAML in, API bodies out."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from cronlog.errors import CronlogError
+from cronlog.time import iso
+
+DEFAULT_API = "http://127.0.0.1:8080"
+SCHEDULE_FIELDS = ("type", "expression", "timezone", "run_at", "catchup", "catchup_window_s")
+RETRY_FIELDS = ("max_attempts", "backoff_s", "backoff_coefficient", "max_backoff_s")
+DEFINITION_FIELDS = ("name", "schedule", "command", "timeout_s", "lease_ttl_s", "retry_policy")
+
+
+class ApiError(CronlogError):
+    """The API answered with an error status (or could not be reached: ``status`` 0)."""
+
+    def __init__(self, status: int, detail: Any) -> None:
+        super().__init__(f"{status}: {detail}")
+        self.status = status
+        self.detail = detail
+
+    def describe(self) -> str:
+        """Return the error for a human: 422s as ``field: message`` lines."""
+        if self.status == 0:
+            return str(self.detail)
+        if isinstance(self.detail, list):
+            lines = []
+            for err in self.detail:
+                loc = [str(p) for p in err.get("loc", ()) if p != "body"]
+                lines.append(f"{'.'.join(loc) or '(request)'}: {err.get('msg')}")
+            return f"HTTP {self.status}\n  " + "\n  ".join(lines)
+        return f"HTTP {self.status}: {self.detail}"
+
+
+class ApiClient:
+    """A thin client of ``/api/v1``; every method returns the decoded JSON answer.
+
+    202 answers (the effect not yet visible) are returned as-is, with ``status: accepted``.
+    """
+
+    def __init__(self, base_url: str = DEFAULT_API, timeout_s: float = 30.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s)
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        """Send a request and return the JSON answer.
+
+        Raises:
+            ApiError: status >= 400 (with the API's ``detail``), or status 0 when the API
+                cannot be reached.
+        """
+        try:
+            r = self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise ApiError(0, f"cannot reach the API at {self.base_url}: {exc}") from exc
+        if r.status_code >= 400:
+            try:
+                detail = r.json().get("detail", r.text)
+            except ValueError:
+                detail = r.text
+            raise ApiError(r.status_code, detail)
+        return r.json() if r.content else None
+
+    def jobs(self, status: str | None = None) -> list[dict[str, Any]]:
+        """Return every job (optionally only those with ``status``)."""
+        params = {"status": status} if status else None
+        jobs: list[dict[str, Any]] = self.request("GET", "/api/v1/jobs", params=params)["jobs"]
+        return jobs
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        """Return one job."""
+        job: dict[str, Any] = self.request("GET", f"/api/v1/jobs/{job_id}")
+        return job
+
+    def runs(self, job_id: str, limit: int = 20) -> list[dict[str, Any]]:
+        """Return a job's runs, newest first."""
+        answer = self.request("GET", f"/api/v1/jobs/{job_id}/runs", params={"limit": limit})
+        runs: list[dict[str, Any]] = answer["runs"]
+        return runs
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        """Return one run."""
+        run: dict[str, Any] = self.request("GET", f"/api/v1/runs/{run_id}")
+        return run
+
+    def patch(self, job_id: str, body: dict[str, Any]) -> Any:
+        """PATCH a job (``{"paused": bool}`` and/or a merge-patch of its definition)."""
+        return self.request("PATCH", f"/api/v1/jobs/{job_id}", json=body)
+
+    def delete(self, job_id: str) -> Any:
+        """Delete a job (its history stays readable)."""
+        return self.request("DELETE", f"/api/v1/jobs/{job_id}")
+
+    def trigger(self, job_id: str) -> Any:
+        """Start one manual run of a job now."""
+        return self.request("POST", f"/api/v1/jobs/{job_id}/trigger")
+
+    def apply(self, body: dict[str, Any]) -> tuple[str, Any]:
+        """Create a job, or replace the definition of the live job with the same job_id.
+
+        Returns:
+            ``("created", answer)`` or ``("updated", job)``; a 202 answer is returned as is.
+
+        Idempotency: applying the same body twice leaves the job as the first apply did.
+        """
+        try:
+            return "created", self.request("POST", "/api/v1/jobs", json=body)
+        except ApiError as exc:
+            if exc.status != 409 or not body.get("job_id"):
+                raise
+        return "updated", self.patch(body["job_id"], full_definition(body))
+
+
+def full_definition(body: dict[str, Any]) -> dict[str, Any]:
+    """Return ``body``'s definition as a merge-patch that replaces every field.
+
+    Fields absent from ``body`` are sent as null, which resets them to their defaults (RFC
+    7396), so ``apply`` is declarative: the job ends up exactly as the file says.
+    """
+    out: dict[str, Any] = {k: body.get(k) for k in DEFINITION_FIELDS}
+    for name, fields in (("schedule", SCHEDULE_FIELDS), ("retry_policy", RETRY_FIELDS)):
+        if isinstance(out[name], dict):
+            out[name] = {f: out[name].get(f) for f in fields} | out[name]
+    return out
+
+
+def load_job_file(path: Path, now: datetime | None = None) -> Iterator[dict[str, Any]]:
+    """Yield the API bodies of the jobs in a YAML file (one job per YAML document).
+
+    ``schedule.run_in_s`` (CLI only) becomes ``schedule.run_at`` = now + run_in_s.
+
+    Args:
+        path: the YAML file.
+        now: the instant ``run_in_s`` counts from; default: the wall clock, UTC.
+
+    Raises:
+        CronlogError: the file is not YAML or a document is not a mapping.
+    """
+    try:
+        docs = list(yaml.safe_load_all(path.read_text()))
+    except (OSError, yaml.YAMLError) as exc:
+        raise CronlogError(f"{path}: {exc}") from exc
+    for doc in docs:
+        if doc is None:
+            continue
+        if not isinstance(doc, dict):
+            raise CronlogError(f"{path}: a job must be a mapping, got {type(doc).__name__}")
+        schedule = doc.get("schedule")
+        if isinstance(schedule, dict) and "run_in_s" in schedule:
+            start = now or datetime.now(UTC)
+            schedule = dict(schedule)
+            schedule["run_at"] = iso(start + timedelta(seconds=float(schedule.pop("run_in_s"))))
+            doc = {**doc, "schedule": schedule}
+        yield doc

@@ -1,0 +1,122 @@
+"""Rich tables for the CLI: jobs, runs, one run. Instants are shown local and UTC."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+STATE_STYLES = {"succeeded": "green", "failed": "bold red", "running": "yellow",
+                "ready": "cyan", "scheduled": "cyan", "retrying": "magenta",
+                "active": "green", "paused": "yellow", "deleted": "dim"}
+
+
+def local_and_utc(value: str | None, with_date: bool = False) -> str:
+    """Return an ISO instant as ``HH:MM:SS TZ / HH:MM:SSZ`` (local / UTC), ``-`` for None."""
+    if not value:
+        return "-"
+    instant = datetime.fromisoformat(value)
+    fmt = "%Y-%m-%d %H:%M:%S" if with_date else "%H:%M:%S"
+    local = instant.astimezone()
+    utc = f"{instant.strftime(fmt)}Z"
+    if local.utcoffset() == instant.utcoffset():  # the local zone is UTC: say it once
+        return utc
+    return f"{local.strftime(fmt)} {local.tzname()} / {utc}"
+
+
+def seconds(value: float | None) -> str:
+    """Return a duration in seconds for display (``0.254 s``), ``-`` if None."""
+    return "-" if value is None else f"{value:.3f}s"
+
+
+def styled(value: str | None) -> Text:
+    """Return a state or status with its colour."""
+    return Text(value or "-", style=STATE_STYLES.get(value or "", ""))
+
+
+def _or_dash(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def jobs_table(jobs: list[dict[str, Any]]) -> Table:
+    """Return the table of ``cronlog jobs list``."""
+    table = Table(title="jobs")
+    for col in ("job_id", "name", "schedule", "status", "next run", "runs", "ok", "failed",
+                "last run"):
+        table.add_column(col)
+    for job in jobs:
+        s = job["schedule"]
+        when = {"cron": f"{s.get('expression')} ({s.get('timezone')})",
+                "once": f"once at {s.get('run_at')}"}.get(s["type"], "manual")
+        last = job.get("last_run") or {}
+        c = job["counts"]
+        table.add_row(job["job_id"], job["name"], when, styled(job["status"]),
+                      local_and_utc(job.get("next_run_at")), str(c["runs"]), str(c["succeeded"]),
+                      str(c["failed"]), styled(last.get("state")) if last else "-")
+    return table
+
+
+def job_table(job: dict[str, Any]) -> Table:
+    """Return the two-column table of ``cronlog jobs get``."""
+    table = Table(title=f"job {job['job_id']}", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    rows: list[tuple[str, Any]] = [
+        ("name", job["name"]), ("status", styled(job["status"])),
+        ("schedule", " ".join(f"{k}={v}" for k, v in job["schedule"].items() if v is not None)),
+        ("command", " ".join(job["command"])), ("timeout", seconds(job["timeout_s"])),
+        ("lease ttl", seconds(job["lease_ttl_s"])),
+        ("retry policy", " ".join(f"{k}={v}" for k, v in job["retry_policy"].items())),
+        ("next run", local_and_utc(job.get("next_run_at"), True)),
+        ("created", local_and_utc(job.get("created_at"), True)),
+        ("runs", " ".join(f"{k}={v}" for k, v in job["counts"].items())),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
+
+
+def runs_table(runs: list[dict[str, Any]], title: str = "runs") -> Table:
+    """Return a runs table: job, run, scheduled_for (local / UTC), trigger lag, state, attempt,
+    worker, exit code."""
+    table = Table(title=title)
+    table.add_column("job", overflow="fold")
+    for col in ("run", "scheduled for", "lag", "state", "try", "worker", "exit"):
+        table.add_column(col, no_wrap=True)
+    for run in runs:
+        manual = " (manual)" if run["trigger"] == "manual" else ""
+        table.add_row(run.get("job_name") or run["job_id"], run["run_id"][:9],
+                      local_and_utc(run["scheduled_for"]) + manual,
+                      seconds(run.get("trigger_lag_s")), styled(run["state"]),
+                      str(run["attempt"]), _or_dash(run.get("claimed_by")),
+                      _or_dash(run.get("exit_code")))
+    return table
+
+
+def run_table(run: dict[str, Any]) -> Table:
+    """Return the two-column table of ``cronlog run``."""
+    table = Table(title=f"run {run['run_id']}", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    table.add_row("job", f"{run['job_id']} ({run.get('job_name')})")
+    table.add_row("state", styled(run["state"]))
+    table.add_row("trigger", run["trigger"])
+    for name in ("scheduled_for", "ready_at", "claimed_at", "started_at", "finished_at",
+                 "lease_expires_at", "retry_at"):
+        table.add_row(name, local_and_utc(run.get(name), True))
+    table.add_row("trigger lag", seconds(run.get("trigger_lag_s")))
+    for name in ("attempt", "epoch", "claimed_by", "exit_code", "failure_kind"):
+        table.add_row(name, _or_dash(run.get(name)))
+    table.add_row("output tail", Text(run.get("output_tail") or ""))
+    return table
+
+
+def applied(body: dict[str, Any], action: str, answer: Any) -> str:
+    """Return the one-line report of ``cronlog jobs apply`` for one job."""
+    answer = answer or {}
+    job_id = answer.get("job_id") or body.get("job_id")
+    if answer.get("status") == "accepted":
+        return f"{job_id}: {action}: accepted, not visible yet (see {answer['location']})"
+    return f"{job_id}: {action} (next run {local_and_utc(answer.get('next_run_at'))})"

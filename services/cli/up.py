@@ -1,0 +1,207 @@
+"""``cronlog up``: broker (unless KAFKA_BOOTSTRAP), topics, scheduler, worker, API; runs live.
+
+Everything it starts it stops on exit (Ctrl-C, SIGTERM or ``--duration``): the services with
+SIGTERM, then SIGKILL after a grace period; the broker only if this command started it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.text import Text
+
+from cronlog.errors import CronlogError
+from services.api.settings import ApiSettings
+from services.cli import render
+from services.cli.client import ApiClient, ApiError, load_job_file
+from topology.bootstrap import ensure_topics
+from topology.config import KafkaSettings
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVICES = ("scheduler", "worker", "api")
+READY_TIMEOUT_S = 120.0
+STOP_GRACE_S = 20.0
+"""Seconds the services get between SIGTERM and SIGKILL (the worker drains its slots)."""
+console = Console()
+
+
+@dataclass
+class Service:
+    """One started service process and its log."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    log_file: IO[bytes]
+
+    def state(self) -> Text:
+        """Return ``running`` or ``exited <rc>``, coloured."""
+        rc = self.proc.poll()
+        return Text("running", "green") if rc is None else Text(f"exited {rc}", "bold red")
+
+
+def _sigterm_as_interrupt(_sig: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def _ops_kafka(action: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    # argv is fixed: the project's own script and a literal action.
+    return subprocess.run([str(ROOT / "ops" / "kafka"), action], text=True,  # noqa: S603
+                          check=False, **kwargs)
+
+
+def _start_broker() -> tuple[str, bool]:
+    """Return ``(bootstrap, started_here)``: reuse a running local broker, else start one."""
+    status = _ops_kafka("status", capture_output=True)
+    if status.returncode == 0 and status.stdout.strip():
+        return status.stdout.strip().splitlines()[-1], False
+    console.print("starting the local Kafka broker (ops/kafka start; the first start "
+                  "downloads the jars) …")
+    started = _ops_kafka("start", stdout=subprocess.PIPE)
+    lines = started.stdout.strip().splitlines()
+    if started.returncode != 0 or not lines:
+        raise CronlogError(f"ops/kafka start failed (exit {started.returncode})")
+    return lines[-1], True
+
+
+def _spawn(name: str, env: dict[str, str], logs: Path) -> Service:
+    log_path = logs / f"{name}.log"
+    log_file = log_path.open("wb")
+    # argv is fixed (this interpreter, a module of ours); own session: Ctrl-C reaches only us.
+    proc = subprocess.Popen(  # noqa: S603
+        [sys.executable, "-m", f"services.{name}"], cwd=ROOT, env=env, stdout=log_file,
+        stderr=subprocess.STDOUT, start_new_session=True)
+    return Service(name, proc, log_path, log_file)
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _check_alive(services: list[Service]) -> None:
+    for s in services:
+        if s.proc.poll() is not None:
+            raise CronlogError(f"{s.name} exited with {s.proc.returncode}; last lines of "
+                               f"{s.log_path}:\n{_tail(s.log_path)}")
+
+
+def _wait_ready(client: ApiClient, services: list[Service], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    with console.status(f"waiting for {client.base_url}/readyz …"):
+        while time.monotonic() < deadline:
+            _check_alive(services)
+            try:
+                client.request("GET", "/readyz")
+                return
+            except ApiError:
+                time.sleep(0.5)
+    raise CronlogError(f"the API was not ready within {timeout_s:.0f} s")
+
+
+def _apply_examples(client: ApiClient) -> None:
+    for path in sorted((ROOT / "examples").glob("*.yaml")):
+        for body in load_job_file(path):
+            action, answer = client.apply(body)
+            console.print(f"{path.name}: {render.applied(body, action, answer)}")
+
+
+def _snapshot(client: ApiClient, services: list[Service], limit: int = 25) -> Group:
+    caption = Text("  ").join(Text.assemble(f"{s.name} ", s.state()) for s in services)
+    try:
+        runs: list[dict[str, Any]] = []
+        for job in client.jobs():
+            runs.extend(client.runs(job["job_id"], limit=limit))
+        runs.sort(key=lambda r: r["scheduled_for"], reverse=True)
+        body: Any = render.runs_table(runs[:limit], f"runs (api {client.base_url}, "
+                                                    "Ctrl-C stops everything)")
+    except ApiError as exc:
+        body = Text(f"API: {exc.describe()}", "red")
+    return Group(body, caption)
+
+
+def _show_live(client: ApiClient, services: list[Service], duration_s: float | None) -> None:
+    end = time.monotonic() + duration_s if duration_s is not None else None
+    with Live(_snapshot(client, services), console=console, auto_refresh=False) as live:
+        while end is None or time.monotonic() < end:
+            time.sleep(1.0)
+            live.update(_snapshot(client, services), refresh=True)
+            _check_alive(services)
+    console.line()
+
+
+def _stop(services: list[Service], grace_s: float) -> None:
+    for s in reversed(services):  # api, worker, then scheduler
+        if s.proc.poll() is None:
+            s.proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for s in reversed(services):
+        try:
+            s.proc.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            console.print(f"{s.name} did not stop within {grace_s:.0f} s: SIGKILL")
+            os.killpg(s.proc.pid, signal.SIGKILL)
+            s.proc.wait()
+        s.log_file.close()
+        console.print(f"{s.name} stopped ({s.proc.returncode}); log: {s.log_path}")
+
+
+def run_up(examples: bool, duration_s: float | None, api_url: str | None) -> int:
+    """Start the whole system, show runs until Ctrl-C/SIGTERM/``duration_s``, stop it all.
+
+    Args:
+        examples: apply ``examples/*.yaml`` once the API is ready.
+        duration_s: stop by itself after this many seconds (None: until interrupted).
+        api_url: the URL the API answers on; default ``http://CRONLOG_API_HOST:PORT``.
+
+    Returns:
+        The exit status: 0 after a clean run, 1 if something failed to start.
+    """
+    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    services: list[Service] = []
+    broker_started, status = False, 0
+    try:
+        bootstrap = os.environ.get("KAFKA_BOOTSTRAP")
+        if not bootstrap:
+            bootstrap, broker_started = _start_broker()
+        os.environ["KAFKA_BOOTSTRAP"] = bootstrap
+        created = ensure_topics(KafkaSettings())
+        console.print(f"Kafka at {bootstrap}; topics created: {', '.join(created) or 'none'}")
+        logs = ROOT / ".cache" / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        (ROOT / "state").mkdir(exist_ok=True)  # the services' default state dirs live here
+        for name in SERVICES:
+            services.append(_spawn(name, dict(os.environ), logs))
+        console.print(f"started {', '.join(f'{s.name} (pid {s.proc.pid})' for s in services)}; "
+                      f"logs in {logs}")
+        settings = ApiSettings()
+        host = "127.0.0.1" if settings.api_host in ("0.0.0.0", "::") else settings.api_host  # noqa: S104
+        client = ApiClient(api_url or f"http://{host}:{settings.api_port}")
+        _wait_ready(client, services, READY_TIMEOUT_S)
+        if examples:
+            _apply_examples(client)
+        _show_live(client, services, duration_s)
+    except KeyboardInterrupt:
+        console.print("\nstopping …")
+    except (CronlogError, ApiError) as exc:
+        console.print(f"\n[red]error[/red] {exc}", highlight=False)
+        status = 1
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not orphan them
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        _stop(services, STOP_GRACE_S)
+        if broker_started:
+            _ops_kafka("stop")
+    return status

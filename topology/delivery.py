@@ -1,0 +1,65 @@
+"""Delivering a batch's outgoing messages and waiting for every broker ack (confluent-kafka).
+
+librdkafka batches and acks a few thousand records in milliseconds; the fold waits for
+``deliver`` before writing any job record (DESIGN.md, adapter protocol step 2).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from confluent_kafka import KafkaError, Message, Producer
+
+from cronlog.errors import CronlogError
+from topology.config import KafkaSettings
+from topology.fold import Outgoing
+
+
+class DeliveryFailed(CronlogError):
+    """Some messages of a batch were not acknowledged by the broker."""
+
+
+class Delivery:
+    """An idempotent, murmur2-partitioning producer for the fold's output topics."""
+
+    def __init__(self, settings: KafkaSettings, timeout_s: float = 30.0) -> None:
+        self.producer = Producer(settings.producer_config(**{
+            "linger.ms": 1, "acks": "all", "queue.buffering.max.messages": 500_000,
+            "delivery.timeout.ms": int(timeout_s * 1000)}))
+        self.timeout_s = timeout_s
+
+    def _produce_all(self, messages: Sequence[Outgoing]) -> list[str]:
+        errors: list[str] = []
+
+        def on_delivery(err: KafkaError | None, msg: Message) -> None:
+            if err is not None:
+                errors.append(f"{msg.topic()}: {err}")
+
+        for m in messages:
+            while True:
+                try:
+                    self.producer.produce(m.topic, key=m.key, value=m.value,
+                                          on_delivery=on_delivery)
+                    break
+                except BufferError:
+                    self.producer.poll(0.05)  # local queue full: let deliveries drain
+        remaining = self.producer.flush(self.timeout_s)
+        if remaining:
+            errors.append(f"{remaining} messages still unacknowledged after {self.timeout_s}s")
+        return errors
+
+    async def deliver(self, messages: Sequence[Outgoing]) -> None:
+        """Produce ``messages`` in order and return once the broker acknowledged all of them.
+
+        Raises:
+            DeliveryFailed: any message failed or timed out.
+        """
+        errors = await asyncio.get_running_loop().run_in_executor(None, self._produce_all,
+                                                                  messages)
+        if errors:
+            raise DeliveryFailed("; ".join(errors[:5]))
+
+    def close(self) -> None:
+        """Flush what is left."""
+        self.producer.flush(self.timeout_s)
