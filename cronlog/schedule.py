@@ -6,6 +6,8 @@ croniter is the cron engine. 6-field expressions carry seconds first (croniter's
 
 from __future__ import annotations
 
+import copy
+import functools
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -98,19 +100,24 @@ def cron_ticks(expression: str, tz: str, after: datetime) -> Iterator[datetime]:
         An endless iterator of aware UTC datetimes (stops only if croniter finds no match
         within 50 years).
     """
-    six = len(expression.split()) == 6
-    it = croniter(
-        expression,
-        utc(after).astimezone(zone(tz)),
-        second_at_beginning=six,
-        max_years_between_matches=50,
-    )
+    it = copy.copy(_parsed(expression))
+    it.set_current(utc(after).astimezone(zone(tz)), force=True)
     while True:
         try:
             nxt = it.get_next(datetime)
         except CroniterError:
             return
         yield utc(nxt)
+
+
+@functools.lru_cache(maxsize=8192)
+def _parsed(expression: str) -> croniter:
+    """Return a croniter with ``expression`` expanded once (the expansion dominates the cost).
+
+    Callers copy it before moving it: the expanded fields are shared read-only.
+    """
+    six = len(expression.split()) == 6
+    return croniter(expression, 0, second_at_beginning=six, max_years_between_matches=50)
 
 
 def next_tick(schedule: Schedule, after: datetime) -> datetime | None:
