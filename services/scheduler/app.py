@@ -34,6 +34,8 @@ from topology.topics import Topics
 
 log = logging.getLogger("cronlog.scheduler")
 DELIVERY_ATTEMPTS = 5
+TICK_OFFSET_S = 0.002
+"""Ticks are sent this long after each interval boundary (LogAppendTime must pass it)."""
 
 
 class IdempotentProducer(AIOProducer):
@@ -174,15 +176,19 @@ def create_app(settings: SchedulerSettings) -> faust.App:
             yield None
 
     ticker_id = f"{settings.instance_id}-{uuid.uuid4().hex[:8]}"
-    counter = itertools.count()
 
-    @app.timer(interval=settings.tick_interval_s)
+    @app.task
     async def ticker() -> None:
-        # Producing only: the fold decides what a Tick means. Key-less, one per partition.
-        seq = next(counter)
-        for p in range(n):
-            value = codec.encode_command(cmd.Envelope(f"tick:{ticker_id}:{p}:{seq}", "",
-                                                      cmd.Tick()))
-            await commands.send(key=None, value=value, partition=p)
+        # Producing only: the fold decides what a Tick means. Key-less, one per partition,
+        # sent just after each wall-clock multiple of tick_interval so that ticks on whole
+        # seconds fire within milliseconds rather than up to an interval late.
+        interval = settings.tick_interval_s
+        for seq in itertools.count():
+            now = time.time()
+            await asyncio.sleep(interval - (now % interval) + TICK_OFFSET_S)
+            for p in range(n):
+                value = codec.encode_command(cmd.Envelope(f"tick:{ticker_id}:{p}:{seq}", "",
+                                                          cmd.Tick()))
+                await commands.send(key=None, value=value, partition=p)
 
     return app
