@@ -8,6 +8,7 @@ import uvicorn
 
 from services.api.app import create_app
 from services.api.settings import ApiSettings
+from topology.bootstrap import ensure_topics
 
 
 def main() -> None:
@@ -15,6 +16,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     settings = ApiSettings()
+    ensure_topics(settings)  # idempotent; any service may start first
     uvicorn.run(create_app(settings), host=settings.api_host, port=settings.api_port,
                 log_level="info")
 
