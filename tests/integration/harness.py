@@ -102,6 +102,14 @@ class Cluster:
         self.procs.append(proc)
         return proc.start()
 
+    def api(self, port: int, name: str = "api") -> Proc:
+        """Start an API process on ``port`` with its read model under the test's tmp dir."""
+        proc = Proc("api", self.env(CRONLOG_API_PORT=str(port),
+                                    CRONLOG_API_STATE_DIR=str(self.tmp / f"state-{name}")),
+                    self.tmp / f"{name}.log")
+        self.procs.append(proc)
+        return proc.start()
+
     def send(self, job_id: str, command: cmd.Command, idem_key: str | None = None) -> str:
         """Append one command for ``job_id``; returns its idem_key."""
         idem_key = idem_key or uuid.uuid4().hex
