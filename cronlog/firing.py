@@ -38,9 +38,9 @@ def first_tick(
         An aware UTC instant or None. A ``once`` job registered after its ``run_at`` returns
         ``run_at`` (it fires at once); cron ticks are strictly after ``now``.
     """
-    if schedule.kind is ScheduleKind.ONCE and resuming is None:
-        return schedule.run_at
     if schedule.kind is ScheduleKind.ONCE:
+        if resuming is None:
+            return schedule.run_at
         return resuming if resuming > now else None
     return next_tick(schedule, now)
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from cronlog.errors import CronlogError
 from topology.config import KafkaSettings
@@ -56,12 +59,12 @@ def ensure_topics(settings: KafkaSettings, timeout_s: float = 30.0) -> list[str]
     return created
 
 
-def _check_partitions(specs: list[TopicSpec], existing: dict[str, object]) -> None:
+def _check_partitions(specs: list[TopicSpec], existing: Mapping[str, Any]) -> None:
     for spec in specs:
         meta = existing.get(spec.name)
         if meta is None:
             continue
-        count = len(meta.partitions)  # type: ignore[attr-defined]
+        count = len(meta.partitions)
         if count != spec.partitions:
             raise TopologyMismatch(
                 f"topic {spec.name} has {count} partitions, the spec says {spec.partitions}; "

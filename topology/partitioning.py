@@ -18,4 +18,4 @@ def partition_for(key: bytes | str, partitions: int) -> int:
         partitions: the topic's partition count.
     """
     data = key.encode() if isinstance(key, str) else key
-    return (murmur2(data) & 0x7FFFFFFF) % partitions
+    return int(murmur2(data) & 0x7FFFFFFF) % partitions
