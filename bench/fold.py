@@ -8,7 +8,7 @@ Usage: ``.venv/bin/python bench/fold.py [--commands 50000] [--jobs 2000] [--lag-
 2. Through Kafka: one scheduler process; ``--commands`` Pause/Resume commands for ``--jobs``
    registered jobs are appended in one burst; throughput = commands / (time from the first
    append to the arrival of the last command's event on run-events).
-3. Lag: ``--lag-jobs`` jobs firing every second for 20 s; lag = run-event record timestamp −
+3. Lag: ``--lag-jobs`` jobs firing every second for 20 s; lag = run-event record timestamp -
    scheduled_for, reported as p50/p99/max.
 """
 
@@ -149,7 +149,8 @@ def _print_lag(log: EventLog, settings: KafkaSettings, since: datetime) -> None:
         return
     lags.sort()
     p99 = lags[min(len(lags) - 1, int(len(lags) * 0.99))]
-    print(f"tick -> RunScheduled on run-events: n={len(lags)} p50={statistics.median(lags)*1000:.0f}ms "
+    p50 = statistics.median(lags)
+    print(f"tick -> RunScheduled on run-events: n={len(lags)} p50={p50 * 1000:.0f}ms "
           f"p99={p99*1000:.0f}ms max={lags[-1]*1000:.0f}ms (tick interval 1 s)")
 
 

@@ -8,7 +8,7 @@ from typing import assert_never
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.errors import InvalidDefinition, RejectReason
+from cronlog.errors import InvalidDefinition, InvariantViolation, RejectReason
 from cronlog.firing import fire_due_ticks, first_tick
 from cronlog.ids import run_id_for_trigger
 from cronlog.job import (
@@ -30,6 +30,16 @@ class Decision:
         self.state = state
         self.job_id = job_id
         self.events: list[ev.Event] = []
+
+    def live(self) -> JobState:
+        """Return the state, which callers past the registration check know exists.
+
+        Raises:
+            InvariantViolation: the state is None (a bug in decide's dispatch).
+        """
+        if self.state is None:
+            raise InvariantViolation(f"job {self.job_id!r} has no state here")
+        return self.state
 
     def emit(self, event: ev.Event) -> None:
         """Append ``event`` and apply it to ``self.state``."""
@@ -144,42 +154,41 @@ def _update(d: Decision, state: JobState, command: cmd.UpdateJob, now: datetime)
         return
     old = state.spec.schedule
     new = command.spec.schedule
-    if new == old:
-        nxt = state.next_fire_at  # same schedule: keep the cursor, never re-fire a tick
-    else:
-        nxt = first_tick(new, now)
+    # Same schedule: keep the cursor, so an edit can never re-fire a tick.
+    nxt = state.next_fire_at if new == old else first_tick(new, now)
     d.emit(ev.JobRedefined(command.spec, nxt))
 
 
 def _tick(d: Decision, now: datetime) -> None:
-    assert d.state is not None
-    for run in d.state.runs:
+    for run in d.live().runs:
         for ti in run.tasks:
             if (ti.state is TaskState.CLAIMED and ti.lease_expires_at is not None
                     and ti.lease_expires_at <= now):
-                assert ti.worker_id is not None
-                d.emit(ev.LeaseExpired(run.run_id, ti.task, ti.attempt, ti.epoch, ti.worker_id))
+                holder = ti.worker_id or ""
+                d.emit(ev.LeaseExpired(run.run_id, ti.task, ti.attempt, ti.epoch, holder))
                 _fail(d, run.run_id, ti, ev.TaskFailed(
-                    run.run_id, ti.task, ti.attempt, ti.epoch, ti.worker_id,
+                    run.run_id, ti.task, ti.attempt, ti.epoch, holder,
                     cmd.FailureKind.LEASE_EXPIRED, None, "", None, now), now)
-            elif ti.state is TaskState.RETRY_WAIT and ti.retry_at is not None and ti.retry_at <= now:
+            elif (ti.state is TaskState.RETRY_WAIT and ti.retry_at is not None
+                  and ti.retry_at <= now):
                 d.emit(ev.TaskReady(run.run_id, ti.task, ti.attempt, run.scheduled_for))
-    if d.state.status is JobStatus.ACTIVE:
-        for event in fire_due_ticks(d.state, now):
+    state = d.live()
+    if state.status is JobStatus.ACTIVE:
+        for event in fire_due_ticks(state, now):
             d.emit(event)
 
 
 def _lease_command(
     d: Decision, command: cmd.ClaimTask | cmd.RenewLease | cmd.CompleteTask, now: datetime
 ) -> None:
-    assert d.state is not None
-    run = d.state.run(command.run_id)
+    state = d.live()
+    run = state.run(command.run_id)
     ti = run.task(command.task) if run else None
     if run is None or ti is None:
         d.reject(command, RejectReason.UNKNOWN_TASK_INSTANCE,
                  f"no active task instance {command.run_id}/{command.task}")
         return
-    lease_ttl = d.state.spec.lease_ttl
+    lease_ttl = state.spec.lease_ttl
     if isinstance(command, cmd.ClaimTask):
         if ti.state is not TaskState.READY or ti.attempt != command.attempt:
             d.reject(command, RejectReason.NOT_READY,
@@ -187,7 +196,7 @@ def _lease_command(
             return
         d.emit(ev.TaskClaimed(run.run_id, ti.task, ti.attempt, ti.epoch + 1, command.worker_id,
                               now + lease_ttl, lease_ttl, run.scheduled_for,
-                              d.state.spec.command, d.state.spec.timeout))
+                              state.spec.command, state.spec.timeout))
         return
     if ti.state is not TaskState.CLAIMED or command.epoch != ti.epoch:
         d.reject(command, RejectReason.STALE_EPOCH,
@@ -196,27 +205,26 @@ def _lease_command(
     if command.worker_id != ti.worker_id:
         d.reject(command, RejectReason.NOT_HOLDER, f"lease is held by {ti.worker_id}")
         return
-    assert ti.worker_id is not None
     if isinstance(command, cmd.RenewLease):
-        d.emit(ev.LeaseRenewed(run.run_id, ti.task, ti.attempt, ti.epoch, ti.worker_id,
+        d.emit(ev.LeaseRenewed(run.run_id, ti.task, ti.attempt, ti.epoch, command.worker_id,
                                now + lease_ttl))
     elif command.succeeded:
-        d.emit(ev.TaskSucceeded(run.run_id, ti.task, ti.attempt, ti.epoch, ti.worker_id,
+        d.emit(ev.TaskSucceeded(run.run_id, ti.task, ti.attempt, ti.epoch, command.worker_id,
                                 command.exit_code or 0, command.output_tail,
                                 command.started_at, command.finished_at))
         _finish_run_if_done(d, run.run_id)
     else:
         kind = command.failure_kind or cmd.FailureKind.NONZERO_EXIT
         _fail(d, run.run_id, ti, ev.TaskFailed(
-            run.run_id, ti.task, ti.attempt, ti.epoch, ti.worker_id, kind, command.exit_code,
+            run.run_id, ti.task, ti.attempt, ti.epoch, command.worker_id, kind, command.exit_code,
             command.output_tail, command.started_at, command.finished_at), now)
 
 
 def _fail(d: Decision, run_id: str, ti: TaskInstance, failed: ev.TaskFailed,
           now: datetime) -> None:
-    assert d.state is not None
+    policy = d.live().spec.retry_policy
     d.emit(failed)
-    retry_at = next_attempt_at(d.state.spec.retry_policy, run_id, ti.task, ti.attempt, now)
+    retry_at = next_attempt_at(policy, run_id, ti.task, ti.attempt, now)
     if retry_at is not None:
         d.emit(ev.RetryScheduled(run_id, ti.task, ti.attempt + 1, retry_at))
     else:
@@ -224,8 +232,7 @@ def _fail(d: Decision, run_id: str, ti: TaskInstance, failed: ev.TaskFailed,
 
 
 def _finish_run_if_done(d: Decision, run_id: str) -> None:
-    assert d.state is not None
-    run = d.state.run(run_id)
+    run = d.live().run(run_id)
     if run is None:
         return
     states = [t.state for t in run.tasks]

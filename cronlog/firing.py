@@ -81,10 +81,9 @@ def fire_due_ticks(state: JobState, now: datetime) -> Iterator[ev.Event]:
             trigger = ev.RunTrigger.CATCHUP
             if now - tick > sched.catchup_window:
                 reason = ev.SkipReason.CATCHUP_WINDOW
-            elif sched.catchup is CatchupPolicy.NONE:
-                reason = ev.SkipReason.CATCHUP_POLICY
-            elif sched.catchup is CatchupPolicy.LATEST and (
-                any_on_time or not complete or tick != late[-1]
+            elif sched.catchup is CatchupPolicy.NONE or (
+                sched.catchup is CatchupPolicy.LATEST
+                and (any_on_time or not complete or tick != late[-1])
             ):
                 reason = ev.SkipReason.CATCHUP_POLICY
         if reason is not None:

@@ -131,10 +131,8 @@ def next_tick(schedule: Schedule, after: datetime) -> datetime | None:
         An aware UTC datetime, or None (manual job, or a once job whose run_at is not after
         ``after``).
     """
-    if schedule.kind is ScheduleKind.CRON:
-        assert schedule.expression is not None
+    if schedule.kind is ScheduleKind.CRON and schedule.expression is not None:
         return next(cron_ticks(schedule.expression, schedule.timezone, after), None)
-    if schedule.kind is ScheduleKind.ONCE:
-        assert schedule.run_at is not None
+    if schedule.kind is ScheduleKind.ONCE and schedule.run_at is not None:
         return schedule.run_at if schedule.run_at > after else None
     return None

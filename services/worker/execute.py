@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -55,17 +56,16 @@ class Execution:
         proc = self._proc
         if proc is None:
             return
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
 
     def run(self) -> Outcome:
         """Run to completion (or timeout) and return the outcome. Blocks."""
         started = datetime.now(UTC)
         tail: deque[bytes] = deque()
         try:
-            self._proc = subprocess.Popen(
+            # argv comes from the job definition: running it is the point (no shell).
+            self._proc = subprocess.Popen(  # noqa: S603
                 self.argv, env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, start_new_session=True,  # own process group
             )
@@ -99,9 +99,11 @@ class Execution:
 
 
 def _read_tail(proc: subprocess.Popen[bytes], tail: deque[bytes]) -> None:
-    assert proc.stdout is not None
+    stdout = proc.stdout
+    if stdout is None:
+        return
     size = 0
-    for chunk in iter(lambda: proc.stdout.read1(8192), b""):  # type: ignore[union-attr]
+    for chunk in iter(lambda: stdout.read1(8192), b""):
         tail.append(chunk)
         size += len(chunk)
         while size - len(tail[0]) >= TAIL_BYTES and len(tail) > 1:

@@ -26,7 +26,7 @@ def scheduled(events: EventLog, job_id: str) -> list[datetime]:
     return [e.event.scheduled_for for e in events.of_type(ev.RunScheduled, job_id)]
 
 
-def register(cluster: Cluster, events: EventLog, job_id: str, spec) -> ev.RunEvent:  # noqa: ANN001
+def register(cluster: Cluster, events: EventLog, job_id: str, spec) -> ev.RunEvent:
     idem = cluster.send(job_id, cmd.RegisterJob(spec))
     assert events.wait_until(
         lambda log: any(e.idem_key == idem for e in log.events(job_id)), START_TIMEOUT

@@ -1,4 +1,4 @@
-"""Workers against a real broker: grants before execution, exit codes, output tail, CRONLOG_* env."""
+"""Workers on a real broker: grant before execution, exit codes, output tail, CRONLOG_* env."""
 
 from __future__ import annotations
 
