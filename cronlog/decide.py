@@ -9,10 +9,11 @@ from typing import assert_never
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.errors import InvalidDefinition, InvariantViolation, RejectReason
-from cronlog.firing import fire_due_ticks, first_tick
+from cronlog.firing import fire_due_ticks, first_tick, rescheduled_tick, resume_tick
 from cronlog.ids import run_id_for_trigger
 from cronlog.job import (
     MAX_APPLIED_MARKERS,
+    MAX_RENEWAL_MARKERS,
     JobState,
     JobStatus,
     TaskInstance,
@@ -68,21 +69,24 @@ def handle(
         ``(state after, events)``. A command whose idem_key is already applied returns the
         state unchanged and no events.
 
-    Idempotency: Ticks are not marked (firing is idempotent by the schedule cursor and the
-    deterministic run_id); every other applied command leaves its idem_key in the record.
+    Idempotency: every applied command leaves its idem_key in the record's recent markers,
+    except Ticks (firing is idempotent by the schedule cursor and the deterministic run_id);
+    RenewLease keys go to a window of their own so that frequent renewals never push out the
+    markers of the rare commands.
     Determinism: now = max(state.clock, record_time); the same log gives the same result.
     """
-    if state is not None and envelope.idem_key in state.applied:
+    if state is not None and state.has_applied(envelope.idem_key):
         return state, []
     now = max(state.clock, record_time) if state is not None else record_time
     decision = Decision(state, envelope.job_id)
     decide(decision, envelope, now)
     new = decision.state
     if new is not None:
-        applied = new.applied
-        if not isinstance(envelope.command, cmd.Tick):
-            applied = (*applied, envelope.idem_key)[-MAX_APPLIED_MARKERS:]
-        new = replace(new, clock=now, applied=applied)
+        new = replace(new, clock=now)
+        if isinstance(envelope.command, cmd.RenewLease):
+            new = replace(new, renewals=(*new.renewals, envelope.idem_key)[-MAX_RENEWAL_MARKERS:])
+        elif not isinstance(envelope.command, cmd.Tick):
+            new = replace(new, applied=(*new.applied, envelope.idem_key)[-MAX_APPLIED_MARKERS:])
     return new, decision.events
 
 
@@ -114,12 +118,14 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
             if state.status is JobStatus.ACTIVE:
                 d.reject(command, RejectReason.ALREADY_IN_STATE, "job is not paused")
             else:
-                nxt = first_tick(state.spec.schedule, now, resuming=state.next_fire_at)
+                nxt = resume_tick(state.spec.schedule, state.next_fire_at, now)
                 d.emit(ev.JobResumed(next_fire_at=nxt))
         case cmd.DeleteJob():
             d.emit(ev.JobDeleted())
         case cmd.TriggerJob():
             run_id = run_id_for_trigger(envelope.job_id, envelope.idem_key)
+            if state.run(run_id) is not None:
+                return  # a re-delivered trigger whose run is still active: nothing new
             d.emit(ev.RunScheduled(run_id, now, ev.RunTrigger.MANUAL, state.spec.tasks,
                                    state.next_fire_at))
             for task in state.spec.tasks:
@@ -152,10 +158,7 @@ def _update(d: Decision, state: JobState, command: cmd.UpdateJob, now: datetime)
     except InvalidDefinition as exc:
         d.reject(command, RejectReason.INVALID_DEFINITION, str(exc))
         return
-    old = state.spec.schedule
-    new = command.spec.schedule
-    # Same schedule: keep the cursor, so an edit can never re-fire a tick.
-    nxt = state.next_fire_at if new == old else first_tick(new, now)
+    nxt = rescheduled_tick(state.spec.schedule, command.spec.schedule, state.next_fire_at, now)
     d.emit(ev.JobRedefined(command.spec, nxt))
 
 

@@ -23,26 +23,48 @@ MAX_TICKS_PER_FOLD = 1000
 """At most this many ticks of one job are decided per Tick command; the rest wait for the next."""
 
 
-def first_tick(
-    schedule: Schedule, now: datetime, resuming: datetime | None = None
-) -> datetime | None:
-    """Return the first tick a job (re)starting at ``now`` should fire.
+def first_tick(schedule: Schedule, now: datetime) -> datetime | None:
+    """Return the first tick of a job registered (or rescheduled) at ``now``.
 
     Args:
         schedule: the job's schedule.
         now: the fold's now, aware UTC.
-        resuming: on resume, the cursor the job had when paused (a once job keeps its
-            ``run_at`` if it has not passed).
 
     Returns:
-        An aware UTC instant or None. A ``once`` job registered after its ``run_at`` returns
-        ``run_at`` (it fires at once); cron ticks are strictly after ``now``.
+        An aware UTC instant or None (manual). Cron ticks are strictly after ``now``. A
+        ``once`` job returns ``run_at`` even when it has passed: it then fires on the next Tick
+        (``fire_due_ticks`` never lets the catch-up policy skip a once job's only tick).
     """
     if schedule.kind is ScheduleKind.ONCE:
-        if resuming is None:
-            return schedule.run_at
-        return resuming if resuming > now else None
+        return schedule.run_at
     return next_tick(schedule, now)
+
+
+def resume_tick(schedule: Schedule, cursor: datetime | None, now: datetime) -> datetime | None:
+    """Return the cursor of a job resumed at ``now``: ticks that passed while paused are not fired.
+
+    Args:
+        schedule: the job's schedule.
+        cursor: the job's ``next_fire_at`` when it was paused (None: a once job already fired).
+        now: the fold's now, aware UTC.
+    """
+    if schedule.kind is ScheduleKind.ONCE:
+        return cursor if cursor is not None and cursor > now else None
+    return next_tick(schedule, now)
+
+
+def rescheduled_tick(old: Schedule, new: Schedule, cursor: datetime | None,
+                     now: datetime) -> datetime | None:
+    """Return the cursor after a definition change from ``old`` to ``new`` at ``now``.
+
+    An unchanged schedule keeps its cursor, and so does a ``once`` job whose ``run_at`` did not
+    change (if it already fired, it stays fired): an edit can never fire a tick twice.
+    """
+    if new == old:
+        return cursor
+    if old.kind is ScheduleKind.ONCE and new.kind is ScheduleKind.ONCE and new.run_at == old.run_at:
+        return cursor
+    return first_tick(new, now)
 
 
 def _due(state: JobState, now: datetime) -> tuple[list[datetime], datetime | None]:
@@ -79,7 +101,9 @@ def fire_due_ticks(state: JobState, now: datetime) -> Iterator[ev.Event]:
         trigger = ev.RunTrigger.SCHEDULE
         if tick in late:
             trigger = ev.RunTrigger.CATCHUP
-            if now - tick > sched.catchup_window:
+            if sched.kind is ScheduleKind.ONCE:
+                pass  # the one and only tick is always the latest: it fires, late
+            elif now - tick > sched.catchup_window:
                 reason = ev.SkipReason.CATCHUP_WINDOW
             elif sched.catchup is CatchupPolicy.NONE or (
                 sched.catchup is CatchupPolicy.LATEST

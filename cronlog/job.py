@@ -12,7 +12,10 @@ from cronlog.model import JobSpec
 from cronlog.time import EPOCH
 
 MAX_APPLIED_MARKERS = 128
-"""How many recent idem_keys a job record remembers for deduplication."""
+"""How many recent idem_keys of commands other than RenewLease a job record remembers."""
+MAX_RENEWAL_MARKERS = 32
+"""How many recent RenewLease idem_keys a job record remembers (kept apart: renewals are
+frequent and would otherwise push out the markers of the rare commands)."""
 
 
 class JobStatus(StrEnum):
@@ -92,7 +95,9 @@ class JobState:
         clock: the fold's now at the last command applied (aware UTC); never moves back.
         next_fire_at: the next tick to fire (aware UTC), None when the schedule has no more.
         runs: active runs, oldest first.
-        applied: idem_keys of the most recent applied commands, oldest first.
+        applied: idem_keys of the most recent applied commands (not Ticks, not renewals),
+            oldest first.
+        renewals: idem_keys of the most recent applied RenewLease commands, oldest first.
     """
 
     job_id: str
@@ -102,6 +107,11 @@ class JobState:
     next_fire_at: datetime | None = None
     runs: tuple[Run, ...] = ()
     applied: tuple[str, ...] = ()
+    renewals: tuple[str, ...] = ()
+
+    def has_applied(self, idem_key: str) -> bool:
+        """Return whether a command with ``idem_key`` was applied recently."""
+        return idem_key in self.applied or idem_key in self.renewals
 
     def run(self, run_id: str) -> Run | None:
         """Return the active run ``run_id``, or None."""

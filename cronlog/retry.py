@@ -19,8 +19,12 @@ def backoff_delay(policy: RetryPolicy, failed_attempt: int, jitter: float = 0.0)
         failed_attempt: the attempt that just failed, 1-based.
         jitter: a deterministic fraction in [0, 1).
     """
-    raw = policy.backoff.total_seconds() * policy.backoff_coefficient ** (failed_attempt - 1)
-    capped = min(raw, policy.max_backoff.total_seconds())
+    cap = policy.max_backoff.total_seconds()
+    try:
+        raw = policy.backoff.total_seconds() * policy.backoff_coefficient ** (failed_attempt - 1)
+    except OverflowError:  # a huge exponent is simply "more than the cap"
+        raw = cap
+    capped = min(raw, cap)
     return timedelta(seconds=capped * (1.0 - 0.2 * jitter))
 
 

@@ -21,7 +21,8 @@ from cronlog.time import utc
 
 _FIELD_NAMES_5 = ("minute", "hour", "day_of_month", "month", "day_of_week")
 _FIELD_NAMES_6 = ("second", *_FIELD_NAMES_5)
-MAX_LOOKAHEAD = 50 * 366 * 24 * 3600
+MAX_BACKWARD_STEPS = 10_000_000
+"""Bound on croniter answers examined per iteration (a guard against a non-advancing engine)."""
 
 
 def zone(name: str) -> ZoneInfo:
@@ -102,12 +103,17 @@ def cron_ticks(expression: str, tz: str, after: datetime) -> Iterator[datetime]:
     """
     it = copy.copy(_parsed(expression))
     it.set_current(utc(after).astimezone(zone(tz)), force=True)
-    while True:
+    last = utc(after)
+    for _ in range(MAX_BACKWARD_STEPS):
         try:
-            nxt = it.get_next(datetime)
+            nxt = utc(it.get_next(datetime))
         except CroniterError:
             return
-        yield utc(nxt)
+        if nxt <= last:
+            # croniter can step back inside a DST fall-back hour; ticks must only move forward.
+            continue
+        last = nxt
+        yield nxt
 
 
 @functools.lru_cache(maxsize=8192)

@@ -66,12 +66,11 @@ class BatchResult:
     Attributes:
         sends: in order of decision.
         writes: job_id → (context of the last record that touched it, partition, stored bytes).
-        deadlines: job_id → (partition, next deadline epoch ms or None) for the due index.
+        commands: how many command records were decoded.
     """
 
     sends: list[Outgoing] = field(default_factory=list)
     writes: dict[str, tuple[object, int, bytes]] = field(default_factory=dict)
-    deadlines: dict[str, tuple[int, int | None]] = field(default_factory=dict)
     commands: int = 0
 
 
@@ -82,7 +81,8 @@ class BatchFolder:
         topics: topic names.
         partitions: partition count of the commands topic.
         load: job_id → stored record bytes or None (reads the table).
-        due: the due index (owned by the caller; this class updates it via ``commit``).
+        due: the due index; updated as each command is decided, so a Tick later in the same
+            batch sees deadlines set earlier in it (batch boundaries never change the outcome).
         codec: the Avro codec.
     """
 
@@ -108,11 +108,6 @@ class BatchFolder:
                               rec.offset)
                 self._dead_letter(rec, type(exc).__name__, f"internal error: {exc!r}", out)
         return out
-
-    def commit(self, out: BatchResult) -> None:
-        """Update the due index after the batch's records were written."""
-        for job_id, (partition, deadline) in out.deadlines.items():
-            self.due.set(partition, job_id, deadline)
 
     def _state(self, job_id: str, overlay: dict[str, JobState | None]) -> JobState | None:
         if job_id in overlay:
@@ -146,7 +141,7 @@ class BatchFolder:
         if new is not None:
             out.writes[env.job_id] = (rec.context, rec.partition, dump_state(new))
             deadline = new.next_deadline()
-            out.deadlines[env.job_id] = (rec.partition, to_ms(deadline) if deadline else None)
+            self.due.set(rec.partition, env.job_id, to_ms(deadline) if deadline else None)
         at = new.clock if new is not None else record_time
         for i, event in enumerate(events):
             self._emit(env, at, i, event, out)

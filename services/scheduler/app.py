@@ -171,7 +171,6 @@ def create_app(settings: SchedulerSettings) -> faust.App:
                     jobs[job_id.encode()] = value
                 finally:
                     _current_event.reset(token)
-            folder.commit(out)
             stats.record(len(records), t1 - t0, t2 - t1, time.perf_counter() - t2)
             yield None
 

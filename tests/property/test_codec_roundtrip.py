@@ -1,0 +1,193 @@
+"""Property tests of the Avro codec: every type round-trips; hostile bytes give DecodeError only."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cronlog.commands import Command, Envelope, Tick
+from cronlog.events import Event, JobPaused, RunEvent
+from cronlog.time import duration_ms, from_ms, ms_duration, to_ms
+from topology.codec import (
+    DeadLetter,
+    DecodeError,
+    decode_command,
+    decode_dead_letter,
+    decode_event,
+    default_codec,
+    encode_command,
+    encode_dead_letter,
+    encode_event,
+)
+
+INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+INSTANTS = st.integers(
+    min_value=to_ms(datetime.min.replace(tzinfo=UTC)),
+    max_value=to_ms(datetime.max.replace(tzinfo=UTC)),
+).map(from_ms)
+"""Aware UTC datetimes at millisecond precision, over the whole range Python can hold."""
+DURATIONS = st.integers(
+    min_value=duration_ms(timedelta.min), max_value=duration_ms(timedelta.max)
+).map(ms_duration)
+"""Timedeltas in whole milliseconds, negative ones included."""
+SCALARS: dict[object, st.SearchStrategy[typing.Any]] = {
+    str: st.text(max_size=30),
+    int: INT64,
+    bool: st.booleans(),
+    float: st.floats(allow_nan=False),  # NaN != NaN would make equality meaningless
+    bytes: st.binary(max_size=40),
+    datetime: INSTANTS,
+    timedelta: DURATIONS,
+}
+
+
+def strategy_for(tp: object) -> st.SearchStrategy[typing.Any]:
+    """A strategy for any type the codec maps, built from the type hint alone."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (types.UnionType, typing.Union):
+        return st.one_of([strategy_for(a) for a in args])
+    if tp is type(None):
+        return st.none()
+    if tp in SCALARS:
+        return SCALARS[tp]
+    if isinstance(tp, type) and issubclass(tp, StrEnum):
+        return st.sampled_from(list(tp))
+    if origin is tuple:
+        return st.lists(strategy_for(args[0]), max_size=4).map(tuple)
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        hints = typing.get_type_hints(tp)
+        return st.builds(tp, **{f.name: strategy_for(hints[f.name])
+                                for f in dataclasses.fields(tp)})
+    raise TypeError(f"no strategy for {tp!r}")
+
+
+def assert_identical(got: object, want: object, path: str = "") -> None:
+    """Equality, plus same types all the way down (a str is not a StrEnum, a list not a tuple)."""
+    assert type(got) is type(want), f"{path}: {type(got).__name__} != {type(want).__name__}"
+    if dataclasses.is_dataclass(want):
+        for f in dataclasses.fields(want):
+            assert_identical(getattr(got, f.name), getattr(want, f.name), f"{path}.{f.name}")
+    elif isinstance(want, tuple):
+        assert len(typing.cast(tuple[object, ...], got)) == len(want), path
+        for i, (g, w) in enumerate(zip(typing.cast(tuple[object, ...], got), want, strict=True)):
+            assert_identical(g, w, f"{path}[{i}]")
+    elif isinstance(want, datetime):
+        assert typing.cast(datetime, got).utcoffset() == timedelta(0), path
+        assert got == want, path
+    else:
+        assert got == want, path
+
+
+COMMAND_TYPES = typing.get_args(Command)
+EVENT_TYPES = typing.get_args(Event)
+TEXT = st.text(max_size=30)
+
+
+def envelopes(body: st.SearchStrategy[typing.Any]) -> st.SearchStrategy[Envelope]:
+    return st.builds(Envelope, idem_key=TEXT, job_id=TEXT, command=body)
+
+
+def run_events(body: st.SearchStrategy[typing.Any]) -> st.SearchStrategy[RunEvent]:
+    return st.builds(RunEvent, event_id=TEXT, job_id=TEXT, at=INSTANTS, idem_key=TEXT,
+                     index=INT64, event=body)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _warm_codec() -> None:
+    default_codec()  # load the schemas once, outside hypothesis' deadline
+
+
+# -- round trips -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", COMMAND_TYPES, ids=lambda c: c.__name__)
+@given(data=st.data())
+def test_every_command_round_trips(cls: type, data: st.DataObject) -> None:
+    env = data.draw(envelopes(strategy_for(cls)))
+    assert_identical(decode_command(encode_command(env)), env)
+
+
+@pytest.mark.parametrize("cls", EVENT_TYPES, ids=lambda c: c.__name__)
+@given(data=st.data())
+def test_every_event_round_trips(cls: type, data: st.DataObject) -> None:
+    ev = data.draw(run_events(strategy_for(cls)))
+    assert_identical(decode_event(encode_event(ev)), ev)
+
+
+@given(dl=strategy_for(DeadLetter))
+def test_dead_letter_round_trips(dl: DeadLetter) -> None:
+    assert_identical(decode_dead_letter(encode_dead_letter(dl)), dl)
+
+
+# -- fuzz: anything but a valid record is a DecodeError, never another exception --------------
+
+DECODERS: dict[str, Callable[[bytes], object]] = {
+    "command": decode_command, "event": decode_event, "dead_letter": decode_dead_letter}
+HEADERS = [  # magic + fingerprint of each current schema: fuzz reaches the Avro body reader
+    encode_command(Envelope("k", "j", Tick()))[:10],
+    encode_event(RunEvent("e", "j", from_ms(0), "k", 0, JobPaused()))[:10],
+    encode_dead_letter(DeadLetter("t", 0, 0, None, b"", "E", "r", from_ms(0)))[:10],
+]
+VALID = st.one_of(
+    envelopes(strategy_for(Command)).map(encode_command),
+    run_events(strategy_for(Event)).map(encode_event),
+    strategy_for(DeadLetter).map(encode_dead_letter),
+)
+FUZZ = settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+
+
+def decodes_or_refuses(decode: Callable[[bytes], object], data: bytes) -> object | None:
+    """Return the decoded value, or None after a DecodeError; any other exception fails."""
+    try:
+        return decode(data)
+    except DecodeError as exc:
+        assert exc.reason
+        return None
+
+
+@FUZZ
+@given(data=st.binary(max_size=200))
+def test_random_bytes_are_a_decode_error(data: bytes) -> None:
+    for decode in DECODERS.values():
+        decodes_or_refuses(decode, data)
+
+
+@FUZZ
+@given(header=st.sampled_from(HEADERS), body=st.binary(max_size=200))
+def test_a_valid_header_with_random_body_decodes_or_is_a_decode_error(
+        header: bytes, body: bytes) -> None:
+    for decode in DECODERS.values():
+        decodes_or_refuses(decode, header + body)
+
+
+@FUZZ
+@given(data=VALID, st_cut=st.data())
+def test_every_truncation_of_a_valid_record_is_a_decode_error(
+        data: bytes, st_cut: st.DataObject) -> None:
+    cut = st_cut.draw(st.integers(min_value=0, max_value=len(data) - 1))
+    for decode in DECODERS.values():
+        with pytest.raises(DecodeError):
+            decode(data[:cut])
+
+
+@FUZZ
+@given(data=VALID, st_flip=st.data())
+def test_a_bit_flip_decodes_to_something_encodable_or_is_a_decode_error(
+        data: bytes, st_flip: st.DataObject) -> None:
+    bit = st_flip.draw(st.integers(min_value=0, max_value=len(data) * 8 - 1))
+    flipped = bytearray(data)
+    flipped[bit // 8] ^= 1 << (bit % 8)
+    encoders: dict[str, Callable[[typing.Any], bytes]] = {
+        "command": encode_command, "event": encode_event, "dead_letter": encode_dead_letter}
+    for kind, decode in DECODERS.items():
+        value = decodes_or_refuses(decode, bytes(flipped))
+        if value is not None:  # Avro has no checksum: a flip may yield another valid record
+            assert decode(encoders[kind](value)) == value

@@ -1,0 +1,545 @@
+"""DESIGN.md's invariants against random command sequences folded through ``handle``.
+
+A sequence mixes registration, pause/resume, updates, manual triggers, ticks at increasing and
+sometimes decreasing record times, claims/renewals/completions with right and wrong epochs
+and workers, and re-deliveries of earlier envelopes. Every invariant is checked on the whole
+trace (each step's command, record time, state before/after and events).
+
+``CRONLOG_PROPERTY_EXAMPLES`` raises the number of examples (default 100) for a thorough run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import HealthCheck, Phase, event, given, settings
+from hypothesis import strategies as st
+
+from cronlog import commands as cmd
+from cronlog import events as ev
+from cronlog.commands import FailureKind
+from cronlog.decide import handle
+from cronlog.firing import ON_TIME_GRACE
+from cronlog.job import TERMINAL_TASK_STATES, JobState, JobStatus, TaskState, evolve
+from cronlog.model import CatchupPolicy, JobSpec, RetryPolicy, Schedule, ScheduleKind
+from cronlog.schedule import next_tick
+
+JOB = "job-p"
+T0 = datetime(2024, 6, 10, 12, 0, tzinfo=UTC)  # June: no DST transition within reach
+WORKERS = ("w1", "w2", "w3")
+EXAMPLES = int(os.environ.get("CRONLOG_PROPERTY_EXAMPLES", "100"))
+MAX_STEPS = 70  # stays below MAX_APPLIED_MARKERS (128) non-Tick commands: see test_decide.py
+
+COMMON = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,
+)
+
+
+# --- specs ------------------------------------------------------------------------------------
+
+retry_policies = st.builds(
+    RetryPolicy,
+    max_attempts=st.integers(1, 3),
+    backoff=st.sampled_from([timedelta(0), timedelta(seconds=5), timedelta(seconds=30)]),
+)
+
+
+@st.composite
+def cron_specs(draw: st.DrawFn) -> JobSpec:
+    schedule = Schedule(
+        ScheduleKind.CRON,
+        expression=draw(st.sampled_from(
+            ["* * * * *", "*/2 * * * *", "*/20 * * * * *", "*/30 * * * * *", "0 * * * *"])),
+        timezone=draw(st.sampled_from(["UTC", "Europe/Berlin", "America/New_York"])),
+        catchup=draw(st.sampled_from(CatchupPolicy)),
+        catchup_window=draw(st.sampled_from(
+            [timedelta(minutes=2), timedelta(minutes=10), timedelta(days=1)])),
+    )
+    return _spec(draw, schedule)
+
+
+@st.composite
+def once_specs(draw: st.DrawFn) -> JobSpec:
+    schedule = Schedule(
+        ScheduleKind.ONCE,
+        run_at=T0 + timedelta(seconds=draw(st.integers(-600, 600))),
+        catchup=draw(st.sampled_from(CatchupPolicy)),
+    )
+    return _spec(draw, schedule)
+
+
+def _spec(draw: st.DrawFn, schedule: Schedule) -> JobSpec:
+    return JobSpec(
+        "prop",
+        schedule,
+        ("true",),
+        retry_policy=draw(retry_policies),
+        lease_ttl=draw(st.sampled_from(
+            [timedelta(seconds=10), timedelta(seconds=60), timedelta(seconds=600)])),
+        tasks=draw(st.sampled_from([("main",), ("a", "b")])),
+    )
+
+
+# --- the trace --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command folded: what came in, the state around it, what came out."""
+
+    envelope: cmd.Envelope
+    record_time: datetime
+    before: JobState | None
+    after: JobState | None
+    events: tuple[ev.Event, ...]
+
+
+def fold_log(
+    log: Sequence[tuple[cmd.Envelope, datetime]], state: JobState | None = None
+) -> list[Step]:
+    steps = []
+    for envelope, record_time in log:
+        after, events = handle(state, envelope, record_time)
+        steps.append(Step(envelope, record_time, state, after, tuple(events)))
+        state = after
+    return steps
+
+
+class Driver:
+    """Draws and folds one random command sequence; the next command may depend on the state."""
+
+    def __init__(self, data: st.DataObject, spec: JobSpec, kinds: Sequence[str]) -> None:
+        self.data, self.spec, self.kinds = data, spec, kinds
+        self.t = T0
+        self.state: JobState | None = None
+        self.log: list[tuple[cmd.Envelope, datetime]] = []
+        self.steps: list[Step] = []
+        self.instances: list[tuple[str, str]] = []  # every (run_id, task) ever made
+        self.n = 0
+
+    def draw(self, strategy: st.SearchStrategy[object]) -> object:
+        return self.data.draw(strategy)
+
+    def send(self, command: cmd.Command, at: datetime | None = None,
+             key: str | None = None) -> None:
+        self.n += 1
+        envelope = cmd.Envelope(key or f"c{self.n}", JOB, command)
+        self.deliver(envelope, self.t if at is None else at)
+
+    def deliver(self, envelope: cmd.Envelope, at: datetime) -> None:
+        after, events = handle(self.state, envelope, at)
+        self.steps.append(Step(envelope, at, self.state, after, tuple(events)))
+        self.log.append((envelope, at))
+        self.state = after
+        for e in events:
+            if isinstance(e, ev.RunScheduled):
+                self.instances += [(e.run_id, task) for task in e.tasks]
+
+    def run(self, n_steps: int) -> None:
+        self.send(cmd.RegisterJob(self.spec))
+        for _ in range(n_steps):
+            kind = self.draw(st.sampled_from(self.kinds))
+            getattr(self, f"do_{kind}")()
+
+    # -- step kinds --
+
+    def do_tick(self) -> None:
+        self.t += timedelta(seconds=self.draw(  # type: ignore[arg-type]
+            st.sampled_from([0, 1, 5, 10, 20, 30, 30, 45, 61, 90, 150, 400, 900])))
+        self.send(cmd.Tick(), key=f"tick@{self.t.isoformat()}")
+
+    def do_tick_back(self) -> None:
+        back = timedelta(seconds=self.draw(st.integers(1, 300)))  # type: ignore[arg-type]
+        self.send(cmd.Tick(), at=self.t - back, key=f"tick-late-{self.n}")
+
+    def do_tick_twice(self) -> None:
+        self.send(cmd.Tick(), key=f"tick@{self.t.isoformat()}")
+        self.send(cmd.Tick(), key=f"tick@{self.t.isoformat()}")
+
+    def do_register(self) -> None:
+        self.send(cmd.RegisterJob(self.spec))
+
+    def do_pause(self) -> None:
+        self.send(cmd.PauseJob(), at=self._maybe_late())
+
+    def do_resume(self) -> None:
+        self.send(cmd.ResumeJob(), at=self._maybe_late())
+
+    def do_trigger(self) -> None:
+        self.send(cmd.TriggerJob())
+
+    def do_delete(self) -> None:
+        self.send(cmd.DeleteJob())
+
+    def do_update(self) -> None:
+        schedule = replace(self.spec.schedule,
+                           catchup=self.draw(st.sampled_from(CatchupPolicy)))  # type: ignore[arg-type]
+        self.send(cmd.UpdateJob(replace(self.spec, schedule=schedule)))
+
+    def do_claim(self) -> None:
+        target = self._target(TaskState.READY)
+        if target is None:
+            return
+        run_id, task, attempt, _, _ = target
+        attempt = self.draw(st.sampled_from([attempt, attempt, attempt + 1, 1]))  # type: ignore[assignment]
+        worker = self.draw(st.sampled_from(WORKERS))
+        self.send(cmd.ClaimTask(run_id, task, attempt, worker), at=self._maybe_late())  # type: ignore[arg-type]
+
+    def do_renew(self) -> None:
+        target = self._target(TaskState.CLAIMED)
+        if target is None:
+            return
+        run_id, task, attempt, epoch, worker = self._lease_args(target)
+        self.send(cmd.RenewLease(run_id, task, attempt, epoch, worker), at=self._maybe_late())
+
+    def do_complete(self) -> None:
+        target = self._target(TaskState.CLAIMED)
+        if target is None:
+            return
+        run_id, task, attempt, epoch, worker = self._lease_args(target)
+        ok = bool(self.draw(st.booleans()))
+        # What a worker can report (lease_expired is the fold's own verdict).
+        kind = None if ok else self.draw(st.sampled_from(
+            [None, FailureKind.NONZERO_EXIT, FailureKind.TIMEOUT, FailureKind.SPAWN_ERROR]))
+        self.send(cmd.CompleteTask(run_id, task, attempt, epoch, worker, ok, 0 if ok else 1,
+                                   kind, "tail", self.t, self.t),  # type: ignore[arg-type]
+                  at=self._maybe_late())
+
+    def do_duplicate(self) -> None:
+        earlier = [(e, t) for e, t in self.log if not isinstance(e.command, cmd.Tick)]
+        envelope, original_time = self.draw(st.sampled_from(earlier))  # type: ignore[misc]
+        self.deliver(envelope, self.draw(st.sampled_from([original_time, self.t])))  # type: ignore[arg-type]
+
+    # -- helpers --
+
+    def _maybe_late(self) -> datetime:
+        back = self.draw(st.sampled_from([0, 0, 0, 0, 5, 120]))
+        return self.t - timedelta(seconds=back)  # type: ignore[arg-type]
+
+    def _target(self, prefer: TaskState) -> tuple[str, str, int, int, str | None] | None:
+        """A task instance: mostly a live one in state ``prefer`` (with its attempt, epoch and
+        holder), sometimes any live one, else one that may have ended long ago."""
+        live = [(r.run_id, ti.task, ti.attempt, ti.epoch, ti.worker_id, ti.state)
+                for r in (self.state.runs if self.state else ()) for ti in r.tasks]
+        preferred = [t[:5] for t in live if t[5] is prefer]
+        pick = self.draw(st.integers(0, 9))
+        if preferred and pick < 7:
+            return self.draw(st.sampled_from(preferred))  # type: ignore[return-value]
+        if live and pick < 9:
+            return self.draw(st.sampled_from([t[:5] for t in live]))  # type: ignore[return-value]
+        if self.instances:
+            run_id, task = self.draw(st.sampled_from(self.instances))  # type: ignore[misc]
+            return run_id, task, 1, 1, None
+        return None
+
+    def _lease_args(
+        self, target: tuple[str, str, int, int, str | None]
+    ) -> tuple[str, str, int, int, str]:
+        run_id, task, attempt, epoch, holder = target
+        epoch = self.draw(st.sampled_from([epoch, epoch, epoch, epoch - 1, epoch + 1]))  # type: ignore[assignment]
+        worker = self.draw(st.sampled_from([holder or "w1", holder or "w1", *WORKERS]))
+        return run_id, task, attempt, epoch, worker  # type: ignore[return-value]
+
+
+# --- the invariants ------------------------------------------------------------------------------
+
+
+def check_one_run_per_tick(steps: list[Step]) -> None:
+    """Invariant 2: a (job_id, scheduled_for) creates at most one run; run_ids are unique."""
+    runs = [e for s in steps for e in s.events if isinstance(e, ev.RunScheduled)]
+    per_tick = Counter(e.scheduled_for for e in runs if e.trigger is not ev.RunTrigger.MANUAL)
+    assert [t for t, n in per_tick.items() if n > 1] == [], "a tick made more than one run"
+    per_id = Counter(e.run_id for e in runs)
+    assert [r for r, n in per_id.items() if n > 1] == [], "a run_id was scheduled twice"
+    for s in steps:
+        if s.after is not None:
+            ids = [r.run_id for r in s.after.runs]
+            assert len(ids) == len(set(ids)), "two active runs share a run_id"
+
+
+def check_every_tick_is_accounted(steps: list[Step]) -> None:
+    """Invariant 1: ticks are decided in order, each once, as a run or a TickSkipped; only a
+    pause may pass over ticks, and a Tick leaves nothing due behind. On-time ticks always
+    fire; skips follow the catch-up policy."""
+    cursor: datetime | None = None
+    for s in steps:
+        now = s.after.clock if s.after is not None else s.record_time
+        spec = s.before.spec if s.before is not None else None
+        for e in s.events:
+            match e:
+                case ev.JobRegistered() | ev.JobRedefined():
+                    cursor, spec = e.next_fire_at, e.spec
+                case ev.JobResumed():
+                    cursor = e.next_fire_at  # ticks passed while paused are not owed
+                    assert cursor is None or cursor > now, "resume owes a tick from the past"
+                case ev.JobDeleted():
+                    cursor = None
+                case ev.RunScheduled(trigger=ev.RunTrigger.MANUAL):
+                    assert e.scheduled_for == now
+                case ev.RunScheduled() | ev.TickSkipped():
+                    assert spec is not None
+                    assert e.scheduled_for == cursor, "a tick was decided out of order or lost"
+                    assert e.next_fire_at == next_tick(spec.schedule, e.scheduled_for)
+                    late = now - e.scheduled_for
+                    once = spec.schedule.kind is ScheduleKind.ONCE
+                    if isinstance(e, ev.TickSkipped):
+                        assert not once, "a once job's only tick was skipped"
+                        assert late > ON_TIME_GRACE, "an on-time tick was skipped"
+                        window = late > spec.schedule.catchup_window
+                        assert (e.reason is ev.SkipReason.CATCHUP_WINDOW) == window
+                        assert spec.schedule.catchup is not CatchupPolicy.ALL or window
+                    else:
+                        on_time = late <= ON_TIME_GRACE
+                        assert (e.trigger is ev.RunTrigger.SCHEDULE) == on_time
+                        # a once job's only tick fires however late (firing.first_tick)
+                        assert on_time or once or spec.schedule.catchup is not CatchupPolicy.NONE
+                        assert on_time or once or late <= spec.schedule.catchup_window
+                    cursor = e.next_fire_at
+        if s.after is not None:
+            assert s.after.next_fire_at == cursor
+            if isinstance(s.envelope.command, cmd.Tick) and s.after.status is JobStatus.ACTIVE:
+                assert cursor is None or cursor > now, "a due tick was left undecided"
+
+
+def check_leases(steps: list[Step]) -> None:
+    """Invariant 3: one valid lease per task instance; epochs only grow; fenced commands are
+    rejected, as events."""
+    live: dict[tuple[str, str], tuple[int, str]] = {}
+    last_epoch: dict[tuple[str, str], int] = {}
+    for s in steps:
+        prev: ev.Event | None = None
+        for e in s.events:
+            match e:
+                case ev.TaskClaimed():
+                    key = (e.run_id, e.task)
+                    assert key not in live, "a second lease was granted while one is valid"
+                    assert e.epoch == last_epoch.get(key, 0) + 1, "epoch did not bump by one"
+                    live[key], last_epoch[key] = (e.epoch, e.worker_id), e.epoch
+                    assert s.after is not None
+                    assert e.lease_expires_at == s.after.clock + e.lease_ttl
+                case ev.LeaseRenewed():
+                    assert live.get((e.run_id, e.task)) == (e.epoch, e.worker_id)
+                case ev.LeaseExpired():
+                    assert live.pop((e.run_id, e.task)) == (e.epoch, e.worker_id)
+                case ev.TaskFailed(failure_kind=FailureKind.LEASE_EXPIRED):
+                    assert isinstance(prev, ev.LeaseExpired)
+                    assert (prev.run_id, prev.task, prev.epoch) == (e.run_id, e.task, e.epoch)
+                case ev.TaskSucceeded() | ev.TaskFailed():
+                    assert live.pop((e.run_id, e.task)) == (e.epoch, e.worker_id)
+            prev = e
+        if isinstance(s.envelope.command, cmd.ClaimTask | cmd.RenewLease | cmd.CompleteTask):
+            rejections = [e for e in s.events if isinstance(e, ev.CommandRejected)]
+            assert s.events == () or not rejections or list(s.events) == rejections
+        # State view: the record agrees with the event view.
+        if s.after is not None:
+            for run in s.after.runs:
+                for ti in run.tasks:
+                    claimed = ti.state is TaskState.CLAIMED
+                    assert claimed == ((run.run_id, ti.task) in live)
+                    assert claimed == (ti.lease_expires_at is not None)
+                    if claimed:
+                        assert live[(run.run_id, ti.task)] == (ti.epoch, ti.worker_id)
+            if s.before is not None:
+                before = {(r.run_id, t.task): t.epoch for r in s.before.runs for t in r.tasks}
+                for run in s.after.runs:
+                    for ti in run.tasks:
+                        assert ti.epoch >= before.get((run.run_id, ti.task), 0)
+
+
+def check_fenced_commands_are_rejected(steps: list[Step]) -> None:
+    """A renew/complete whose epoch or worker is not the current lease changes nothing."""
+    for s in steps:
+        c = s.envelope.command
+        if not isinstance(c, cmd.RenewLease | cmd.CompleteTask) or s.before is None:
+            continue
+        run = s.before.run(c.run_id)
+        ti = run.task(c.task) if run else None
+        valid = (ti is not None and ti.state is TaskState.CLAIMED and ti.epoch == c.epoch
+                 and ti.worker_id == c.worker_id)
+        if s.events and not valid:
+            assert [type(e) for e in s.events] == [ev.CommandRejected]
+            assert s.after is not None and s.after.runs == s.before.runs
+
+
+def check_duplicates_yield_nothing(steps: list[Step]) -> None:
+    """Invariant 5: a command whose idem_key was applied is a no-op and emits nothing."""
+    applied: set[str] = set()
+    for s in steps:
+        key = s.envelope.idem_key
+        if isinstance(s.envelope.command, cmd.Tick):
+            continue
+        if key in applied:
+            assert s.events == (), f"re-delivered {key} emitted events"
+            assert s.after is s.before
+        elif s.after is not None:
+            applied.add(key)
+
+
+def check_ticks_at_the_same_instant_fire_nothing(steps: list[Step]) -> None:
+    """A Tick right after a Tick folded at the same fold time fires no schedule tick.
+
+    (It may still release a retry whose retry_at is that same instant: a zero backoff decided
+    by the first Tick is released by the next one.)
+    """
+    for prev, s in itertools.pairwise(steps):
+        if (isinstance(prev.envelope.command, cmd.Tick) and isinstance(s.envelope.command, cmd.Tick)
+                and prev.after is not None and s.after is not None
+                and s.after.clock == prev.after.clock):
+            fired = [e for e in s.events if isinstance(e, ev.RunScheduled | ev.TickSkipped)]
+            assert fired == []
+            assert all(isinstance(e, ev.TaskReady) for e in s.events)
+
+
+def check_terminal_states_absorb(steps: list[Step]) -> None:
+    """Invariant 8 and absorbing terminals: one terminal event per attempt; after a task's
+    final success/failure, and after its run ends, nothing but rejections names it again."""
+    closed_tasks: set[tuple[str, str]] = set()
+    closed_runs: set[str] = set()
+    terminal_attempts: Counter[tuple[str, str, int]] = Counter()
+    for s in steps:
+        events = list(s.events)
+        for i, e in enumerate(events):
+            if isinstance(e, ev.CommandRejected):
+                continue
+            run_id, task = getattr(e, "run_id", None), getattr(e, "task", None)
+            if run_id is not None:
+                assert run_id not in closed_runs, f"{type(e).__name__} after the run ended"
+            if task is not None:
+                assert (run_id, task) not in closed_tasks, f"{type(e).__name__} after terminal"
+            match e:
+                case ev.TaskSucceeded() | ev.TaskFailed():
+                    terminal_attempts[(e.run_id, e.task, e.attempt)] += 1
+                    retried = (i + 1 < len(events) and isinstance(events[i + 1], ev.RetryScheduled)
+                               and events[i + 1].attempt == e.attempt + 1)  # type: ignore[union-attr]
+                    if isinstance(e, ev.TaskSucceeded) or not retried:
+                        closed_tasks.add((e.run_id, e.task))
+                case ev.RunSucceeded() | ev.RunFailed():
+                    closed_runs.add(e.run_id)
+        # State view: a terminal task instance stays as it is while its run is in the record.
+        if s.before is not None and s.after is not None:
+            after = {(r.run_id, t.task): t for r in s.after.runs for t in r.tasks}
+            for run in s.before.runs:
+                for ti in run.tasks:
+                    if ti.state in TERMINAL_TASK_STATES and (run.run_id, ti.task) in after:
+                        assert after[(run.run_id, ti.task)] == ti
+    assert [k for k, n in terminal_attempts.items() if n > 1] == []
+
+
+def check_run_outcomes(steps: list[Step]) -> None:
+    """A run ends succeeded iff every task succeeded, failed iff all ended and one failed."""
+    for s in steps:
+        for e in s.events:
+            if isinstance(e, ev.RunSucceeded | ev.RunFailed):
+                assert s.before is not None
+                run = s.before.run(e.run_id)
+                assert run is not None
+                assert s.after is not None and s.after.run(e.run_id) is None
+        if s.after is not None:
+            for run in s.after.runs:  # a run whose tasks all ended is never left in the record
+                assert not all(t.state in TERMINAL_TASK_STATES for t in run.tasks)
+
+
+def check_clock(steps: list[Step]) -> None:
+    """The fold's clock is the max record time so far: it never moves back."""
+    high: datetime | None = None
+    for s in steps:
+        if s.after is None:
+            continue
+        if s.before is not None:
+            assert s.after.clock >= s.before.clock
+        if s.after is not s.before:
+            high = s.record_time if high is None else max(high, s.record_time)
+            assert s.after.clock == high
+
+
+def check_determinism(log: list[tuple[cmd.Envelope, datetime]], steps: list[Step],
+                      split: int) -> None:
+    """Invariant 4: folding the same log again gives identical states and events, and folding
+    a prefix, then the rest from the state reached, gives the same as folding it all."""
+    again = fold_log(log)
+    assert [(s.after, s.events) for s in again] == [(s.after, s.events) for s in steps]
+    head = fold_log(log[:split])
+    tail = fold_log(log[split:], head[-1].after if head else None)
+    assert [(s.after, s.events) for s in head + tail] == [(s.after, s.events) for s in steps]
+
+
+def check_evolve_is_total(steps: list[Step]) -> None:
+    """evolve never raises for an event decide emitted, whatever state it is replayed on."""
+    states = [None, *(s.after for s in steps[:: max(1, len(steps) // 4)]), steps[-1].after]
+    for e in {e for s in steps for e in s.events}:
+        for state in states:
+            evolve(state, JOB, e)
+
+
+ALL_CHECKS: list[Callable[[list[Step]], None]] = [
+    check_one_run_per_tick,
+    check_every_tick_is_accounted,
+    check_leases,
+    check_fenced_commands_are_rejected,
+    check_duplicates_yield_nothing,
+    check_ticks_at_the_same_instant_fire_nothing,
+    check_terminal_states_absorb,
+    check_run_outcomes,
+    check_clock,
+    check_evolve_is_total,
+]
+
+KINDS = (
+    ["tick"] * 6 + ["tick_back", "tick_twice", "register", "pause", "resume", "trigger",
+                    "update", "duplicate", "duplicate"]
+    + ["claim"] * 5 + ["renew"] * 3 + ["complete"] * 5
+)
+
+
+def _label(steps: list[Step]) -> None:
+    seen = {type(e).__name__ for s in steps for e in s.events}
+    for name in sorted(seen):
+        event(name)
+    reasons = {e.reason.value for s in steps for e in s.events
+               if isinstance(e, ev.CommandRejected)}
+    for reason in sorted(reasons):
+        event(f"rejected:{reason}")
+
+
+@COMMON
+@given(data=st.data(), spec=cron_specs(), n_steps=st.integers(5, MAX_STEPS))
+def test_random_command_sequences_keep_every_invariant(
+    data: st.DataObject, spec: JobSpec, n_steps: int
+) -> None:
+    driver = Driver(data, spec, KINDS)
+    driver.run(n_steps)
+    _label(driver.steps)
+    for check in ALL_CHECKS:
+        check(driver.steps)
+    split = data.draw(st.integers(0, len(driver.log)))
+    check_determinism(driver.log, driver.steps, split)
+
+
+@settings(COMMON, max_examples=max(10, EXAMPLES // 2))
+@given(data=st.data(), spec=cron_specs(), n_steps=st.integers(5, MAX_STEPS))
+def test_sequences_with_delete_and_reregistration_keep_every_invariant(
+    data: st.DataObject, spec: JobSpec, n_steps: int
+) -> None:
+    driver = Driver(data, spec, [*KINDS, "delete", "register", "register"])
+    driver.run(n_steps)
+    for check in ALL_CHECKS:
+        check(driver.steps)
+
+
+@settings(COMMON, derandomize=True, database=None,
+          phases=[Phase.explicit, Phase.generate])
+@given(data=st.data(), spec=once_specs(), n_steps=st.integers(5, MAX_STEPS))
+def test_once_jobs_keep_every_invariant(data: st.DataObject, spec: JobSpec, n_steps: int) -> None:
+    driver = Driver(data, spec, [*KINDS, "pause", "resume", "update"])
+    driver.run(n_steps)
+    for check in ALL_CHECKS:
+        check(driver.steps)

@@ -1,0 +1,157 @@
+"""The API refuses bad job definitions with 422 naming the field, before anything is produced.
+
+The app is built without entering its lifespan, so it holds no Kafka client: a request that
+passes validation gets 503, which proves validation ran first.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from services.api.app import create_app
+from services.api.schemas import JobIn, merge_patch, spec_to_json, to_spec
+from services.api.settings import ApiSettings
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> TestClient:
+    return TestClient(create_app(ApiSettings(api_state_dir=tmp_path / "rm")))
+
+
+def body(**changes: Any) -> dict[str, Any]:
+    job: dict[str, Any] = {
+        "job_id": "every-10s",
+        "name": "every ten seconds",
+        "schedule": {"type": "cron", "expression": "*/10 * * * * *", "timezone": "UTC"},
+        "command": ["sh", "-c", "echo tick"],
+    }
+    for key, value in changes.items():
+        if key.startswith("schedule."):
+            job["schedule"][key.split(".", 1)[1]] = value
+        elif value is None:
+            job.pop(key)
+        else:
+            job[key] = value
+    return job
+
+
+def locs(response: Any) -> list[list[Any]]:
+    return [e["loc"] for e in response.json()["detail"]]
+
+
+def test_invalid_cron_expression_is_422_naming_schedule_expression(client: TestClient) -> None:
+    r = client.post("/api/v1/jobs", json=body(**{"schedule.expression": "*/10 * * * 99"}))
+    assert r.status_code == 422
+    assert locs(r) == [["body", "schedule", "expression"]]
+    assert "day_of_week" in r.json()["detail"][0]["msg"]
+
+
+def test_cron_with_wrong_field_count_is_422(client: TestClient) -> None:
+    r = client.post("/api/v1/jobs", json=body(**{"schedule.expression": "* * *"}))
+    assert r.status_code == 422
+    assert locs(r) == [["body", "schedule", "expression"]]
+
+
+def test_unknown_time_zone_is_422_naming_schedule_timezone(client: TestClient) -> None:
+    r = client.post("/api/v1/jobs", json=body(**{"schedule.timezone": "Mars/Olympus_Mons"}))
+    assert r.status_code == 422
+    assert locs(r) == [["body", "schedule", "timezone"]]
+
+
+def test_missing_name_is_422(client: TestClient) -> None:
+    r = client.post("/api/v1/jobs", json=body(name=None))
+    assert r.status_code == 422
+    assert locs(r) == [["body", "name"]]
+    assert r.json()["detail"][0]["type"] == "missing"
+
+
+def test_command_not_a_list_is_422(client: TestClient) -> None:
+    r = client.post("/api/v1/jobs", json=body(command="echo tick"))
+    assert r.status_code == 422
+    assert locs(r) == [["body", "command"]]
+
+
+def test_empty_command_is_422(client: TestClient) -> None:
+    r = client.post("/api/v1/jobs", json=body(command=[]))
+    assert r.status_code == 422
+    assert locs(r) == [["body", "command"]]
+
+
+def test_unknown_field_is_422(client: TestClient) -> None:
+    r = client.post("/api/v1/jobs", json=body(cron="* * * * *"))
+    assert r.status_code == 422
+    assert locs(r) == [["body", "cron"]]
+
+
+def test_once_job_without_run_at_is_422(client: TestClient) -> None:
+    r = client.post("/api/v1/jobs", json=body(schedule={"type": "once"}))
+    assert r.status_code == 422
+    assert locs(r) == [["body", "schedule", "run_at"]]
+
+
+def test_run_at_without_a_zone_is_422(client: TestClient) -> None:
+    r = client.post("/api/v1/jobs", json=body(schedule={"type": "once",
+                                                        "run_at": "2026-03-01T12:00:00"}))
+    assert r.status_code == 422
+    assert locs(r) == [["body", "schedule", "run_at"]]
+
+
+def test_negative_timeout_is_422(client: TestClient) -> None:
+    r = client.post("/api/v1/jobs", json=body(timeout_s=-1))
+    assert r.status_code == 422
+    assert locs(r) == [["body", "timeout_s"]]
+
+
+def test_job_id_must_be_path_safe(client: TestClient) -> None:
+    r = client.post("/api/v1/jobs", json=body(job_id="a/b"))
+    assert r.status_code == 422
+    assert locs(r) == [["body", "job_id"]]
+
+
+def test_bad_idempotency_key_is_422(client: TestClient) -> None:
+    r = client.post("/api/v1/jobs", json=body(), headers={"Idempotency-Key": "x" * 201})
+    assert r.status_code == 422
+    assert locs(r) == [["header", "Idempotency-Key"]]
+
+
+def test_valid_job_passes_validation_and_needs_kafka(client: TestClient) -> None:
+    r = client.post("/api/v1/jobs", json=body())
+    assert r.status_code == 503
+
+
+def test_reads_without_a_read_model_are_503_and_health_answers(client: TestClient) -> None:
+    assert client.get("/api/v1/jobs").status_code == 503
+    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/readyz").status_code == 503
+
+
+def test_openapi_documents_the_endpoints(client: TestClient) -> None:
+    paths = client.get("/openapi.json").json()["paths"]
+    assert set(paths) >= {"/api/v1/jobs", "/api/v1/jobs/{job_id}", "/api/v1/jobs/{job_id}/runs",
+                          "/api/v1/jobs/{job_id}/trigger", "/api/v1/runs/{run_id}"}
+    assert set(paths["/api/v1/jobs/{job_id}"]) == {"get", "patch", "delete"}
+
+
+def test_definition_round_trips_through_the_core_spec() -> None:
+    once = {"type": "once", "run_at": "2026-03-01T13:00:00+01:00"}
+    job = JobIn.model_validate(body(schedule=once, timeout_s=90.5,
+                                    retry_policy={"max_attempts": 3}))
+    out = spec_to_json(to_spec(job))
+    assert out["schedule"]["run_at"] == "2026-03-01T12:00:00.000Z"
+    assert out["timeout_s"] == 90.5
+    assert out["retry_policy"]["max_attempts"] == 3
+    assert spec_to_json(to_spec(JobIn.model_validate({**out, "job_id": "x"}))) == out
+
+
+def test_merge_patch_merges_objects_and_null_resets() -> None:
+    current = {"name": "a", "schedule": {"type": "cron", "expression": "* * * * *",
+                                         "timezone": "UTC"}, "timeout_s": 10}
+    patch = {"schedule": {"timezone": "Europe/Paris"}, "timeout_s": None}
+    assert merge_patch(current, patch) == {
+        "name": "a", "schedule": {"type": "cron", "expression": "* * * * *",
+                                  "timezone": "Europe/Paris"}}
+    assert current["timeout_s"] == 10

@@ -1,0 +1,108 @@
+"""The fold adapter without Kafka: batch boundaries never change what is decided, bad records
+become dead letters, and a replay from an empty store reproduces state and events."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from cronlog import commands as cmd
+from cronlog import events as ev
+from cronlog.ids import run_id_for_tick
+from cronlog.model import JobSpec, Schedule, ScheduleKind
+from topology.codec import Codec, decode_dead_letter, decode_event, encode_command
+from topology.config import KafkaSettings
+from topology.due_index import DueIndex
+from topology.fold import BatchFolder, Outgoing, Record
+from topology.partitioning import partition_for
+from topology.topics import Topics
+
+N = 4
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+TOPICS = Topics.of(KafkaSettings(partitions=N))
+EVERY_2S = JobSpec(name="e2", schedule=Schedule(ScheduleKind.CRON, "*/2 * * * * *"),
+                   command=("true",))
+
+
+def _rec(offset: int, at: datetime, job_id: str | None, command: cmd.Command,
+         partition: int | None = None) -> Record:
+    p = partition if partition is not None else partition_for(job_id or "", N)
+    key = job_id.encode() if job_id else None
+    value = encode_command(cmd.Envelope(f"c{offset}", job_id or "", command))
+    return Record(p, offset, int(at.timestamp() * 1000), key, value)
+
+
+def _log() -> list[Record]:
+    jobs = ["alpha", "beta", "gamma"]
+    recs: list[Record] = []
+    for j in jobs:
+        recs.append(_rec(len(recs), T0, j, cmd.RegisterJob(EVERY_2S)))
+    for s in range(1, 9):  # a Tick per second on every partition, some duplicated
+        for p in range(N):
+            for _ in range(2 if s % 3 == 0 else 1):
+                recs.append(_rec(len(recs), T0 + timedelta(seconds=s), None, cmd.Tick(), p))
+    run = run_id_for_tick("alpha", T0 + timedelta(seconds=2))
+    recs.append(_rec(len(recs), T0 + timedelta(seconds=9), "alpha",
+                     cmd.ClaimTask(run, "main", 1, "w1")))
+    recs.append(_rec(len(recs), T0 + timedelta(seconds=9), "alpha", cmd.PauseJob()))
+    return recs
+
+
+def _fold(records: list[Record], batch: int) -> tuple[list[Outgoing], dict[str, bytes]]:
+    store: dict[str, bytes] = {}
+    due = DueIndex()
+    due.reset(range(N))  # this process owns every partition
+    folder = BatchFolder(TOPICS, N, store.get, due, Codec())
+    sends: list[Outgoing] = []
+    for i in range(0, len(records), batch):
+        out = folder.fold(records[i:i + batch])
+        sends.extend(out.sends)
+        store.update({job: value for job, (_, _, value) in out.writes.items()})
+    return sends, store
+
+
+@pytest.mark.parametrize("batch", [1, 2, 7, 1000])
+def test_batch_boundaries_do_not_change_events_or_state(batch: int) -> None:
+    assert _fold(_log(), batch) == _fold(_log(), 1)
+
+
+def test_each_tick_fires_once_and_duplicate_ticks_add_nothing() -> None:
+    sends, _ = _fold(_log(), 5)
+    events = [decode_event(m.value) for m in sends if m.topic == TOPICS.run_events]
+    fired = [(e.job_id, e.event.scheduled_for) for e in events
+             if isinstance(e.event, ev.RunScheduled)]
+    assert len(fired) == len(set(fired))
+    assert sorted(t for j, t in fired if j == "alpha") == [
+        T0 + timedelta(seconds=s) for s in (2, 4, 6, 8)]
+    ready = [m for m in sends if m.topic == TOPICS.ready]
+    assert len(ready) == len(fired)  # every TaskReady also goes to the ready topic
+    replies = [decode_event(m.value) for m in sends if m.topic == TOPICS.replies]
+    assert [type(r.event).__name__ for r in replies] == ["TaskClaimed"]
+    assert [m.key for m in sends if m.topic == TOPICS.replies] == [b"w1"]
+
+
+def test_bad_records_become_dead_letters_and_the_rest_is_folded() -> None:
+    good = _rec(3, T0, "delta", cmd.RegisterJob(EVERY_2S))
+    wrong_p = _rec(4, T0, "epsilon", cmd.RegisterJob(EVERY_2S),
+                   partition=(partition_for("epsilon", N) + 1) % N)
+    garbage = Record(0, 5, int(T0.timestamp() * 1000), b"junk", b"\x00not avro")
+    key_mismatch = Record(partition_for("zeta", N), 6, int(T0.timestamp() * 1000), b"zeta",
+                          encode_command(cmd.Envelope("k", "eta", cmd.PauseJob())))
+    sends, store = _fold([garbage, wrong_p, good, key_mismatch], 10)
+    letters = [decode_dead_letter(m.value) for m in sends if m.topic == TOPICS.dead_letters]
+    assert [d.offset for d in letters] == [5, 4, 6]
+    assert letters[0].error_type == "DecodeError"
+    assert "wrong_partition" in letters[1].reason
+    assert "does not match job_id" in letters[2].reason
+    assert all(d.source_topic == TOPICS.commands for d in letters)
+    assert list(store) == ["delta"]
+
+
+def test_already_applied_command_re_puts_the_record_and_emits_nothing() -> None:
+    reg = _rec(0, T0, "alpha", cmd.RegisterJob(EVERY_2S))
+    pause = _rec(1, T0, "alpha", cmd.PauseJob())
+    sends_once, store_once = _fold([reg, pause], 10)
+    sends_twice, store_twice = _fold([reg, pause, pause, reg], 10)
+    assert sends_twice == sends_once
+    assert store_twice == store_once

@@ -1,0 +1,276 @@
+"""The API's projection of run-events into job and run documents, fed RunEvents by hand."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from cronlog import events as ev
+from cronlog.commands import FailureKind
+from cronlog.errors import RejectReason
+from cronlog.ids import event_id
+from cronlog.model import JobSpec, Schedule, ScheduleKind
+from services.api import views
+from services.api.projection import apply
+from services.api.store import FORMAT, Batch, Store
+
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+SPEC = JobSpec("ten", Schedule(ScheduleKind.CRON, "*/10 * * * * *"), ("sh", "-c", "echo tick"))
+JOB = "every-10s"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = Store(tmp_path / "rm")
+    yield s
+    s.close()
+
+
+def rec(idem_key: str, index: int, event: ev.Event, at: datetime = T0,
+        job_id: str = JOB) -> ev.RunEvent:
+    return ev.RunEvent(event_id(idem_key, job_id, index), job_id, at, idem_key, index, event)
+
+
+def feed(store: Store, *records: ev.RunEvent) -> list[bool]:
+    batch = Batch(store)
+    applied = [apply(batch, r) for r in records]
+    batch.commit()
+    return applied
+
+
+def command(idem_key: str, *events: ev.Event, at: datetime = T0,
+            job_id: str = JOB) -> list[ev.RunEvent]:
+    return [rec(idem_key, i, e, at, job_id) for i, e in enumerate(events)]
+
+
+def register(store: Store, next_fire_at: datetime = T0 + timedelta(seconds=10)) -> None:
+    feed(store, *command("reg", ev.JobRegistered(SPEC, next_fire_at)))
+
+
+def fire(store: Store, tick: datetime, worker: str = "w1", exit_code: int = 0) -> str:
+    """Feed the whole life of one scheduled run that starts 0.25 s late; return its run_id."""
+    run_id = f"r-{tick:%H%M%S}"
+    nxt = tick + timedelta(seconds=10)
+    claimed, started = tick + timedelta(seconds=0.2), tick + timedelta(seconds=0.25)
+    finished = tick + timedelta(seconds=1)
+    if exit_code == 0:
+        outcome: list[ev.Event] = [
+            ev.TaskSucceeded(run_id, "main", 1, 1, worker, 0, "tick\n", started, finished),
+            ev.RunSucceeded(run_id)]
+    else:
+        outcome = [ev.TaskFailed(run_id, "main", 1, 1, worker, FailureKind.NONZERO_EXIT,
+                                 exit_code, "boom\n", started, finished), ev.RunFailed(run_id)]
+    feed(store,
+         *command(f"tick-{tick}", ev.RunScheduled(run_id, tick, ev.RunTrigger.SCHEDULE, ("main",),
+                                                  nxt), ev.TaskReady(run_id, "main", 1, tick),
+                  at=tick),
+         *command(f"claim-{run_id}", ev.TaskClaimed(
+             run_id, "main", 1, 1, worker, claimed + timedelta(seconds=60),
+             timedelta(seconds=60), tick, SPEC.command, SPEC.timeout), at=claimed),
+         *command(f"complete-{run_id}", *outcome, at=finished))
+    return run_id
+
+
+def test_registered_job_shows_its_definition_status_and_next_run(store: Store) -> None:
+    register(store)
+    job = views.get_job(store, JOB)
+    assert job is not None
+    assert job["name"] == "ten"
+    assert job["schedule"] == {"type": "cron", "expression": "*/10 * * * * *", "timezone": "UTC",
+                               "run_at": None, "catchup": "latest", "catchup_window_s": 86400}
+    assert job["command"] == ["sh", "-c", "echo tick"]
+    assert job["timeout_s"] == 3600
+    assert job["status"] == "active"
+    assert job["next_run_at"] == "2026-03-01T12:00:10.000Z"
+    assert job["created_at"] == "2026-03-01T12:00:00.000Z"
+    assert job["counts"] == {"runs": 0, "active": 0, "succeeded": 0, "failed": 0}
+
+
+def test_unknown_ids_are_none(store: Store) -> None:
+    assert views.get_job(store, "nope") is None
+    assert views.get_run(store, "nope") is None
+    assert views.list_runs(store, "nope", 10) == []
+
+
+def test_succeeded_run_has_worker_exit_code_timings_and_trigger_lag(store: Store) -> None:
+    register(store)
+    tick = T0 + timedelta(seconds=10)
+    run_id = fire(store, tick)
+    run = views.get_run(store, run_id)
+    assert run is not None
+    assert run["state"] == "succeeded"
+    assert run["scheduled_for"] == "2026-03-01T12:00:10.000Z"
+    assert run["trigger"] == "schedule"
+    assert (run["attempt"], run["epoch"], run["claimed_by"]) == (1, 1, "w1")
+    assert (run["exit_code"], run["failure_kind"], run["output_tail"]) == (0, None, "tick\n")
+    assert run["ready_at"] == "2026-03-01T12:00:10.000Z"
+    assert run["claimed_at"] == "2026-03-01T12:00:10.200Z"
+    assert run["started_at"] == "2026-03-01T12:00:10.250Z"
+    assert run["finished_at"] == "2026-03-01T12:00:11.000Z"
+    assert run["trigger_lag_s"] == 0.25
+    assert run["lease_expires_at"] is None
+    job = views.get_job(store, JOB)
+    assert job is not None
+    assert job["counts"] == {"runs": 1, "active": 0, "succeeded": 1, "failed": 0}
+    assert job["next_run_at"] == "2026-03-01T12:00:20.000Z"
+    assert job["last_run"] == {"run_id": run_id, "scheduled_for": run["scheduled_for"],
+                               "state": "succeeded", "exit_code": 0}
+
+
+def test_failed_run_records_exit_code_and_failure_kind(store: Store) -> None:
+    register(store)
+    run_id = fire(store, T0 + timedelta(seconds=10), exit_code=3)
+    run = views.get_run(store, run_id)
+    assert run is not None
+    assert (run["state"], run["exit_code"], run["failure_kind"]) == ("failed", 3, "nonzero_exit")
+    assert run["attempts"][0]["state"] == "failed"
+    job = views.get_job(store, JOB)
+    assert job is not None
+    assert job["counts"]["failed"] == 1
+
+
+def test_running_run_shows_its_lease_and_renewals_move_it(store: Store) -> None:
+    register(store)
+    tick = T0 + timedelta(seconds=10)
+    feed(store, *command("t", ev.RunScheduled("r1", tick, ev.RunTrigger.SCHEDULE, ("main",), None),
+                         ev.TaskReady("r1", "main", 1, tick), at=tick),
+         *command("c", ev.TaskClaimed("r1", "main", 1, 1, "w9", tick + timedelta(seconds=61),
+                                      timedelta(seconds=60), tick, SPEC.command, SPEC.timeout),
+                  at=tick + timedelta(seconds=1)))
+    run = views.get_run(store, "r1")
+    assert run is not None
+    assert (run["state"], run["claimed_by"]) == ("running", "w9")
+    assert run["lease_expires_at"] == "2026-03-01T12:01:11.000Z"
+    assert run["trigger_lag_s"] == 1.0
+    feed(store, *command("renew", ev.LeaseRenewed("r1", "main", 1, 1, "w9",
+                                                  tick + timedelta(seconds=75))))
+    run = views.get_run(store, "r1")
+    assert run is not None
+    assert run["lease_expires_at"] == "2026-03-01T12:01:25.000Z"
+
+
+def test_runs_are_listed_newest_first_and_limited(store: Store) -> None:
+    register(store)
+    ids = [fire(store, T0 + timedelta(seconds=10 * i)) for i in range(1, 6)]
+    runs = views.list_runs(store, JOB, limit=3)
+    assert [r["run_id"] for r in runs] == ids[::-1][:3]
+
+
+def test_redelivered_events_are_skipped(store: Store) -> None:
+    register(store)
+    tick = T0 + timedelta(seconds=10)
+    run_id = fire(store, tick)
+    claim = command(f"claim-{run_id}", ev.TaskClaimed(
+        run_id, "main", 1, 1, "w1", tick, timedelta(seconds=60), tick, SPEC.command,
+        SPEC.timeout))
+    assert feed(store, *claim) == [False]  # the fold re-published it after a crash
+    run = views.get_run(store, run_id)
+    job = views.get_job(store, JOB)
+    assert run is not None
+    assert job is not None
+    assert run["state"] == "succeeded"
+    assert job["counts"]["runs"] == 1
+
+
+def test_pause_hides_next_run_and_resume_restores_it(store: Store) -> None:
+    register(store)
+    feed(store, *command("p", ev.JobPaused()))
+    job = views.get_job(store, JOB)
+    assert job is not None
+    assert (job["status"], job["next_run_at"]) == ("paused", None)
+    feed(store, *command("r", ev.JobResumed(T0 + timedelta(minutes=5))))
+    job = views.get_job(store, JOB)
+    assert job is not None
+    assert (job["status"], job["next_run_at"]) == ("active", "2026-03-01T12:05:00.000Z")
+
+
+def test_deleted_job_keeps_its_history(store: Store) -> None:
+    register(store)
+    run_id = fire(store, T0 + timedelta(seconds=10))
+    feed(store, *command("d", ev.JobDeleted(), at=T0 + timedelta(minutes=1)))
+    job = views.get_job(store, JOB)
+    assert job is not None
+    assert (job["status"], job["next_run_at"]) == ("deleted", None)
+    assert job["deleted_at"] == "2026-03-01T12:01:00.000Z"
+    assert [r["run_id"] for r in views.list_runs(store, JOB, 10)] == [run_id]
+    assert [j["job_id"] for j in views.list_jobs(store, status="deleted")] == [JOB]
+    assert views.list_jobs(store, status="active") == []
+
+
+def test_redefinition_replaces_the_definition(store: Store) -> None:
+    register(store)
+    new = JobSpec("ten", Schedule(ScheduleKind.CRON, "0 * * * *", "Europe/Paris"), ("true",))
+    feed(store, *command("u", ev.JobRedefined(new, T0 + timedelta(hours=1))))
+    job = views.get_job(store, JOB)
+    assert job is not None
+    assert job["schedule"]["timezone"] == "Europe/Paris"
+    assert job["command"] == ["true"]
+    assert job["next_run_at"] == "2026-03-01T13:00:00.000Z"
+
+
+def test_a_retry_is_a_new_attempt(store: Store) -> None:
+    register(store)
+    tick = T0 + timedelta(seconds=10)
+    lease = timedelta(seconds=60)
+    feed(store,
+         *command("t", ev.RunScheduled("r1", tick, ev.RunTrigger.SCHEDULE, ("main",), None),
+                  ev.TaskReady("r1", "main", 1, tick)),
+         *command("c1", ev.TaskClaimed("r1", "main", 1, 1, "w1", tick + lease, lease, tick,
+                                       SPEC.command, SPEC.timeout)),
+         *command("tick2", ev.LeaseExpired("r1", "main", 1, 1, "w1"),
+                  ev.TaskFailed("r1", "main", 1, 1, "w1", FailureKind.LEASE_EXPIRED, None, "",
+                                None, tick + lease),
+                  ev.RetryScheduled("r1", "main", 2, tick + lease + timedelta(seconds=10))))
+    run = views.get_run(store, "r1")
+    assert run is not None
+    assert (run["state"], run["failure_kind"]) == ("retrying", "lease_expired")
+    assert run["retry_at"] == "2026-03-01T12:01:20.000Z"
+    feed(store, *command("tick3", ev.TaskReady("r1", "main", 2, tick)),
+         *command("c2", ev.TaskClaimed("r1", "main", 2, 2, "w2", tick, lease, tick,
+                                       SPEC.command, SPEC.timeout)))
+    run = views.get_run(store, "r1")
+    assert run is not None
+    assert (run["state"], run["attempt"], run["epoch"], run["claimed_by"]) == (
+        "running", 2, 2, "w2")
+    assert [(a["attempt"], a["state"], a["worker_id"]) for a in run["attempts"]] == [
+        (1, "failed", "w1"), (2, "running", "w2")]
+
+
+def test_manual_trigger_leaves_the_schedule_cursor(store: Store) -> None:
+    register(store)
+    feed(store, *command("trig", ev.RunScheduled("rm", T0 + timedelta(seconds=3),
+                                                 ev.RunTrigger.MANUAL, ("main",), None)))
+    job = views.get_job(store, JOB)
+    run = views.get_run(store, "rm")
+    assert job is not None
+    assert run is not None
+    assert job["next_run_at"] == "2026-03-01T12:00:10.000Z"
+    assert run["trigger"] == "manual"
+
+
+def test_events_for_returns_what_a_command_caused(store: Store) -> None:
+    tick = T0 + timedelta(seconds=10)
+    register(store)
+    caused = command("k1", ev.RunScheduled("r1", tick, ev.RunTrigger.MANUAL, ("main",), None),
+                     ev.TaskReady("r1", "main", 1, tick))
+    feed(store, *caused, *command("k1", ev.CommandRejected(
+        "TriggerJob", RejectReason.UNKNOWN_JOB, "no such job"), job_id="other"))
+    assert views.events_for(store, "k1", JOB) == caused
+    assert len(views.events_for(store, "k1")) == 3
+    assert views.events_for(store, "k2") == []
+
+
+def test_store_survives_reopen_and_a_new_format_wipes_it(tmp_path: Path) -> None:
+    first = Store(tmp_path / "rm")
+    register(first)
+    first.close()
+    second = Store(tmp_path / "rm")
+    assert views.get_job(second, JOB) is not None
+    second.write({b"meta:format": FORMAT + b"-older"})
+    second.close()
+    third = Store(tmp_path / "rm")
+    assert views.get_job(third, JOB) is None
+    third.close()
