@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -55,8 +56,22 @@ def ensure_topics(settings: KafkaSettings, timeout_s: float = 30.0) -> list[str]
         except KafkaException as exc:
             if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":  # lost a race: fine
                 raise CronlogError(f"creating topic {name}: {exc}") from exc
+    _wait_for_leaders(admin, [s.name for s in missing], timeout_s)
     _check_partitions(missing, admin.list_topics(timeout=timeout_s).topics)
     return created
+
+
+def _wait_for_leaders(admin: AdminClient, names: list[str], timeout_s: float) -> None:
+    """Return once every partition of ``names`` has a leader (clients fail before that)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        topics = admin.list_topics(timeout=timeout_s).topics
+        if all(name in topics and topics[name].partitions
+               and all(p.leader >= 0 for p in topics[name].partitions.values())
+               for name in names):
+            return
+        time.sleep(0.2)
+    raise CronlogError(f"topics {names} have partitions without a leader after {timeout_s}s")
 
 
 def _check_partitions(specs: list[TopicSpec], existing: Mapping[str, Any]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -11,6 +13,8 @@ class KafkaSettings(BaseSettings):
 
     Attributes:
         bootstrap: ``host:port[,host:port]``; env ``KAFKA_BOOTSTRAP`` or ``CRONLOG_BOOTSTRAP``.
+            Default: the local broker of ``ops/kafka``, ``127.0.0.1:$CRONLOG_KAFKA_PORT``
+            (19092).
         topic_prefix: prepended to every topic name (tests isolate themselves with it).
         partitions: partition count of the keyed topics. Default 12. Part of the contract:
             the bootstrap refuses to run against topics with another count.
@@ -20,7 +24,7 @@ class KafkaSettings(BaseSettings):
                                       populate_by_name=True)
 
     bootstrap: str = Field(
-        default="127.0.0.1:19092",
+        default_factory=lambda: f"127.0.0.1:{os.environ.get('CRONLOG_KAFKA_PORT', '19092')}",
         validation_alias=AliasChoices("KAFKA_BOOTSTRAP", "CRONLOG_BOOTSTRAP", "bootstrap"),
     )
     topic_prefix: str = ""

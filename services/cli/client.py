@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,7 +14,8 @@ import yaml
 from cronlog.errors import CronlogError
 from cronlog.time import iso
 
-DEFAULT_API = "http://127.0.0.1:8080"
+DEFAULT_API = f"http://127.0.0.1:{os.environ.get('CRONLOG_API_PORT', '8080')}"
+"""The API's URL unless ``--api``/``CRONLOG_API_URL`` says otherwise (follows CRONLOG_API_PORT)."""
 SCHEDULE_FIELDS = ("type", "expression", "timezone", "run_at", "catchup", "catchup_window_s")
 RETRY_FIELDS = ("max_attempts", "backoff_s", "backoff_coefficient", "max_backoff_s")
 DEFINITION_FIELDS = ("name", "schedule", "command", "timeout_s", "lease_ttl_s", "retry_policy")

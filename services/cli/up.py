@@ -182,8 +182,12 @@ def run_up(examples: bool, duration_s: float | None, api_url: str | None) -> int
         logs = ROOT / ".cache" / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         (ROOT / "state").mkdir(exist_ok=True)  # the services' default state dirs live here
+        env = dict(os.environ)
+        # A stable static-membership id: a restarted `up` takes over the previous scheduler's
+        # group membership at once instead of waiting out its session timeout.
+        env.setdefault("CRONLOG_INSTANCE_ID", "local-scheduler")
         for name in SERVICES:
-            services.append(_spawn(name, dict(os.environ), logs))
+            services.append(_spawn(name, env, logs))
         console.print(f"started {', '.join(f'{s.name} (pid {s.proc.pid})' for s in services)}; "
                       f"logs in {logs}")
         settings = ApiSettings()

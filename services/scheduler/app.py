@@ -100,6 +100,8 @@ def create_app(settings: SchedulerSettings) -> faust.App:
         table_standby_replicas=settings.standby_replicas,
         consumer_group_instance_id=settings.instance_id,
         broker_commit_interval=0.5,
+        broker_session_timeout=settings.session_timeout_s,
+        broker_heartbeat_interval=max(1.0, settings.session_timeout_s / 5),
         producer_linger=0.002,
         stream_buffer_maxsize=max(4096, settings.batch_size * 2),
         web_enabled=settings.web_port > 0,

@@ -14,13 +14,17 @@ class SchedulerSettings(KafkaSettings):
     """Settings of one scheduler process.
 
     Attributes:
-        instance_id: unique per process; the static group membership id. Default host-pid.
+        instance_id: unique per live process; the static group membership id, so keep it
+            stable across restarts of the same process (a restart then takes its partitions
+            back without a rebalance). Default ``<host>-<pid>``.
         state_dir: where faust keeps RocksDB tables. Default ``state/scheduler-<instance_id>``.
         tick_interval_s: seconds between the Ticks this process appends to every partition.
         batch_size: most command records folded per batch.
         batch_within_s: seconds a batch waits to fill up.
         standby_replicas: faust standby replicas of the job table.
         web_port: faust's health server port; 0 disables it.
+        session_timeout_s: consumer-group session timeout, seconds: how long a crashed
+            process keeps its partitions before the others take over. Default 15.
         rocksdb_block_cache_mb: per-partition RocksDB block cache, MiB.
         rocksdb_write_buffer_mb: per-partition RocksDB write buffer, MiB.
     """
@@ -32,6 +36,7 @@ class SchedulerSettings(KafkaSettings):
     batch_within_s: float = Field(default=0.01, gt=0)
     standby_replicas: int = Field(default=1, ge=0)
     web_port: int = 0
+    session_timeout_s: float = Field(default=15.0, ge=6.0)
     rocksdb_block_cache_mb: int = 8
     rocksdb_write_buffer_mb: int = 4
 

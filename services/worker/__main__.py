@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 
+from cronlog.errors import CronlogError
 from services.worker.settings import WorkerSettings
 from services.worker.worker import Worker
 from topology.bootstrap import ensure_topics
@@ -18,7 +19,11 @@ def main() -> None:
     worker = Worker(settings)
     signal.signal(signal.SIGTERM, lambda *_: worker.stop())
     signal.signal(signal.SIGINT, lambda *_: worker.stop())
-    worker.run()
+    try:
+        worker.run()
+    except CronlogError as exc:
+        logging.getLogger("cronlog.worker").critical("worker stopped: %s", exc)
+        raise SystemExit(1) from exc
 
 
 if __name__ == "__main__":

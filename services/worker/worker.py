@@ -11,13 +11,23 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import TypeVar
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 
 from cronlog import commands as cmd
 from cronlog import events as ev
+from cronlog.errors import CronlogError
 from cronlog.ids import task_idem_key
 from cronlog.time import iso
 from services.worker.execute import Execution
@@ -27,6 +37,7 @@ from topology.partitioning import partition_for
 from topology.topics import Topics
 
 log = logging.getLogger("cronlog.worker")
+T = TypeVar("T")
 Answer = ev.TaskClaimed | ev.LeaseRenewed | ev.CommandRejected
 
 
@@ -38,6 +49,19 @@ class Held:
     job_id: str
     execution: Execution
     revoked: bool = False
+
+
+def _retry(call: Callable[[], T], what: str, attempts: int = 20) -> T:
+    """Call ``call`` until it succeeds (right after topic creation leaders may still move)."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return call()
+        except KafkaException as exc:
+            if attempt == attempts:
+                raise CronlogError(f"{what}: {exc}") from exc
+            log.warning("%s failed (%s); retrying", what, exc)
+            time.sleep(min(0.2 * 2 ** attempt, 3.0))
+    raise AssertionError("unreachable")
 
 
 class Worker:
@@ -52,6 +76,7 @@ class Worker:
         self._lock = threading.Lock()
         self._held: dict[tuple[str, str], Held] = {}
         self._replies_ready = threading.Event()
+        self._replies_failed = False
 
     def stop(self) -> None:
         """Ask the worker to stop pulling and drain (thread-safe)."""
@@ -65,12 +90,22 @@ class Worker:
         return fut
 
     def _replies_loop(self) -> None:
+        try:
+            self._read_replies()
+        except Exception:
+            # Without answers the worker would claim work it can never run: stop it loudly.
+            log.critical("replies reader died; stopping the worker", exc_info=True)
+            self._replies_failed = True
+            self._replies_ready.set()
+            self.stop()
+
+    def _read_replies(self) -> None:
         s = self.settings
         consumer = Consumer(s.consumer_config(f"{s.ready_group()}-replies-{s.worker_id}"))
-        partition = partition_for(s.worker_id, s.partitions)
-        _, high = consumer.get_watermark_offsets(
-            TopicPartition(self.topics.replies, partition), timeout=30)
-        consumer.assign([TopicPartition(self.topics.replies, partition, high)])
+        tp = TopicPartition(self.topics.replies, partition_for(s.worker_id, s.partitions))
+        high = _retry(lambda: consumer.get_watermark_offsets(tp, timeout=10)[1],
+                      "reading the replies partition's end offset")
+        consumer.assign([TopicPartition(tp.topic, tp.partition, high)])
         self._replies_ready.set()
         try:
             while not self._stop.is_set() or self._held:
@@ -124,7 +159,8 @@ class Worker:
         s = self.settings
         replies = threading.Thread(target=self._replies_loop, name="replies", daemon=True)
         replies.start()
-        self._replies_ready.wait(60)
+        if not self._replies_ready.wait(120) or self._replies_failed:
+            raise CronlogError("worker cannot read its replies partition; not pulling work")
         ready = Consumer(s.consumer_config(
             s.ready_group(), **{"max.poll.interval.ms": 600_000, "queued.max.messages.kbytes": 1024,
                            "fetch.max.bytes": 1_048_576}))
@@ -173,11 +209,18 @@ class Worker:
         self._send(record.job_id, f"claim:{ready.run_id}:{ready.task}:{ready.attempt}:{wid}",
                    cmd.ClaimTask(ready.run_id, ready.task, ready.attempt, wid))
         self.producer.flush(5)
-        try:
-            answer = fut.result(timeout=self.settings.claim_timeout_s)
-        except TimeoutError:
+        deadline = time.monotonic() + self.settings.claim_timeout_s
+        while not fut.done() and time.monotonic() < deadline and not self._stop.is_set():
+            try:
+                fut.result(timeout=0.2)
+            except TimeoutError:
+                continue
+        if not fut.done():
+            # The claim stays in the log: if it is granted later, the unrenewed lease expires
+            # and the attempt is retried per policy.
             log.warning("no answer to claim", extra={"run_id": ready.run_id})
             return
+        answer = fut.result()
         if isinstance(answer, ev.TaskClaimed) and answer.worker_id == wid:
             self._start(record.job_id, answer)
 
