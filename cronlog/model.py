@@ -29,6 +29,34 @@ class CatchupPolicy(StrEnum):
     """Fire none of the missed ticks."""
 
 
+class DstGapPolicy(StrEnum):
+    """What a fixed-time cron tick whose wall time falls in a spring-forward gap does.
+
+    Fixed-time: neither the minute nor the hour field (nor seconds, for 6 fields) starts with
+    ``*``. Other jobs never fire inside a gap. See docs/schedules.md.
+    """
+
+    SHIFT = "shift"
+    """Fire once, at the first real instant after the gap (the transition). The default."""
+    SKIP = "skip"
+    """Do not fire: that wall time does not exist on that day."""
+
+
+class DstOverlapPolicy(StrEnum):
+    """What a fixed-time cron tick whose wall time occurs twice (fall-back overlap) does.
+
+    Other (wildcard) jobs fire at every real instant whose wall time matches, both passes
+    included. See docs/schedules.md.
+    """
+
+    FIRST = "first"
+    """Fire once, on the first pass (the earlier UTC instant). The default."""
+    LAST = "last"
+    """Fire once, on the second pass (the later UTC instant)."""
+    BOTH = "both"
+    """Fire on both passes: two ticks, one wall time."""
+
+
 @dataclass(frozen=True, slots=True)
 class Schedule:
     """When a job fires.
@@ -40,6 +68,10 @@ class Schedule:
         run_at: the instant of a ``once`` job, aware UTC.
         catchup: policy for ticks missed while nothing was folding. Default ``latest``.
         catchup_window: how far back missed ticks may be fired. Default 1 day.
+        dst_gap: fixed-time cron ticks inside a spring-forward gap: ``shift`` (default) fires
+            once at the first real instant after the gap, ``skip`` drops them.
+        dst_overlap: fixed-time cron ticks whose wall time occurs twice: ``first`` (default),
+            ``last`` or ``both`` passes.
     """
 
     kind: ScheduleKind
@@ -48,6 +80,8 @@ class Schedule:
     run_at: datetime | None = None
     catchup: CatchupPolicy = CatchupPolicy.LATEST
     catchup_window: timedelta = timedelta(days=1)
+    dst_gap: DstGapPolicy = DstGapPolicy.SHIFT
+    dst_overlap: DstOverlapPolicy = DstOverlapPolicy.FIRST
 
 
 @dataclass(frozen=True, slots=True)
