@@ -18,7 +18,8 @@ def main() -> None:
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     ensure_topics(settings)
     app = create_app(settings)
-    faust.Worker(app, loglevel="info", redirect_stdouts=False).execute_from_commandline()
+    worker = faust.Worker(app, loglevel=settings.log_level, redirect_stdouts=False)
+    worker.execute_from_commandline()
 
 
 if __name__ == "__main__":

@@ -179,6 +179,13 @@ def create_app(settings: SchedulerSettings) -> faust.App:
     ticker_id = f"{settings.instance_id}-{uuid.uuid4().hex[:8]}"
 
     @app.task
+    async def quiet_debug_logging() -> None:
+        # mode's Worker leaves the root logger at DEBUG (handlers filter): aiokafka and faust
+        # then build a LogRecord for every message produced, ~25% of a table write's cost.
+        for name in ("", "aiokafka", "faust", "mode"):
+            logging.getLogger(name).setLevel(settings.log_level_number())
+
+    @app.task
     async def ticker() -> None:
         # Producing only: the fold decides what a Tick means. Key-less, one per partition,
         # sent just after each wall-clock multiple of tick_interval so that ticks on whole

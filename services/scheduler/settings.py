@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 
@@ -25,6 +26,7 @@ class SchedulerSettings(KafkaSettings):
         web_port: faust's health server port; 0 disables it.
         session_timeout_s: consumer-group session timeout, seconds: how long a crashed
             process keeps its partitions before the others take over. Default 15.
+        log_level: ``debug``, ``info`` (default), ``warning`` or ``error``.
         rocksdb_block_cache_mb: per-partition RocksDB block cache, MiB.
         rocksdb_write_buffer_mb: per-partition RocksDB write buffer, MiB.
     """
@@ -37,9 +39,15 @@ class SchedulerSettings(KafkaSettings):
     standby_replicas: int = Field(default=1, ge=0)
     web_port: int = 0
     session_timeout_s: float = Field(default=15.0, ge=6.0)
+    log_level: str = "info"
     rocksdb_block_cache_mb: int = 8
     rocksdb_write_buffer_mb: int = 4
 
     def state_path(self) -> str:
         """Return the state directory (explicit or derived from instance_id)."""
         return self.state_dir or os.path.join("state", f"scheduler-{self.instance_id}")
+
+    def log_level_number(self) -> int:
+        """Return ``log_level`` as a ``logging`` level number (INFO when unknown)."""
+        level = logging.getLevelName(self.log_level.upper())
+        return level if isinstance(level, int) else logging.INFO
