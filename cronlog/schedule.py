@@ -1,30 +1,26 @@
-"""Schedule maths: validation and next tick(s) of a schedule, in its time zone, as UTC instants.
+"""Schedule maths: validation and the ticks of a schedule, in its time zone, as UTC instants.
 
-croniter is the cron engine. 6-field expressions carry seconds first (croniter's
-``second_at_beginning``). Time is always an argument; nothing here reads a clock.
+The dialect is cronlog.cron (croniter expands the fields), wall-time matching is
+cronlog.cronmatch, and the DST rules are cronlog.dst; docs/schedules.md states the semantics.
+Time is always an argument; nothing here reads a clock.
 """
 
 from __future__ import annotations
 
-import copy
 import functools
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
-from croniter.croniter import CroniterError
-
+from cronlog import cron
+from cronlog.cronmatch import ever_matches
+from cronlog.dst import Policy, next_after, prev_before
 from cronlog.errors import InvalidDefinition
-from cronlog.model import Schedule, ScheduleKind
-from cronlog.time import utc
-
-_FIELD_NAMES_5 = ("minute", "hour", "day_of_month", "month", "day_of_week")
-_FIELD_NAMES_6 = ("second", *_FIELD_NAMES_5)
-MAX_BACKWARD_STEPS = 10_000_000
-"""Bound on croniter answers examined per iteration (a guard against a non-advancing engine)."""
+from cronlog.model import DstGapPolicy, DstOverlapPolicy, Schedule, ScheduleKind
+from cronlog.time import EPOCH, utc
 
 
+@functools.lru_cache(maxsize=1024)
 def zone(name: str) -> ZoneInfo:
     """Return the IANA zone ``name``.
 
@@ -37,43 +33,33 @@ def zone(name: str) -> ZoneInfo:
         raise InvalidDefinition("schedule.timezone", f"unknown IANA time zone {name!r}") from exc
 
 
-def _is_valid(expression: str, six: bool) -> bool:
-    try:
-        croniter(expression, second_at_beginning=six)
-    except (CroniterError, ValueError, KeyError, IndexError):
-        return False
-    return True
-
-
-def validate_cron(expression: str) -> None:
+def validate_cron(expression: str, *, hash_id: str | None = None) -> None:
     """Check a 5- or 6-field cron expression (or an ``@`` macro).
+
+    Args:
+        expression: the expression as written (docs/schedules.md, "The dialect").
+        hash_id: what Jenkins ``H`` hashes (the job_id); None hashes a fixed seed.
 
     Raises:
         InvalidDefinition: field ``schedule.expression``; the reason names the offending cron
-            field (``minute``, ``hour``, …) when one can be singled out.
+            field (``minute``, ``hour``, ...) and says why, or the field count, or that the
+            expression can never fire.
     """
-    fields = expression.split()
-    if not expression.startswith("@") and len(fields) not in (5, 6):
+    spec = cron.parse(expression, hash_id)
+    if not ever_matches(spec):
         raise InvalidDefinition(
             "schedule.expression",
-            f"{expression!r} has {len(fields)} fields; expected 5, or 6 with seconds first",
+            f"cron field day_of_month {expression.split()[-3]!r} is not valid: no day ever "
+            "matches it together with the month and day_of_week fields",
         )
-    six = len(fields) == 6
-    if _is_valid(expression, six):
-        return
-    names = _FIELD_NAMES_6 if six else _FIELD_NAMES_5
-    for i, name in enumerate(names):
-        probe = ["*"] * len(fields)
-        probe[i] = fields[i]
-        if not _is_valid(" ".join(probe), six):
-            raise InvalidDefinition(
-                "schedule.expression", f"cron field {name} {fields[i]!r} is not valid"
-            )
-    raise InvalidDefinition("schedule.expression", f"{expression!r} is not a valid cron expression")
 
 
-def validate_schedule(schedule: Schedule) -> None:
+def validate_schedule(schedule: Schedule, *, hash_id: str | None = None) -> None:
     """Check a schedule as a whole.
+
+    Args:
+        schedule: the schedule to check.
+        hash_id: what Jenkins ``H`` hashes (the job_id); None hashes a fixed seed.
 
     Raises:
         InvalidDefinition: naming the offending field.
@@ -82,63 +68,127 @@ def validate_schedule(schedule: Schedule) -> None:
     if schedule.kind is ScheduleKind.CRON:
         if not schedule.expression:
             raise InvalidDefinition("schedule.expression", "required for a cron schedule")
-        validate_cron(schedule.expression)
+        validate_cron(schedule.expression, hash_id=hash_id)
     elif schedule.kind is ScheduleKind.ONCE and schedule.run_at is None:
         raise InvalidDefinition("schedule.run_at", "required for a once schedule")
     if schedule.catchup_window < timedelta(0):
         raise InvalidDefinition("schedule.catchup_window_s", "must not be negative")
 
 
-def cron_ticks(expression: str, tz: str, after: datetime) -> Iterator[datetime]:
+def _seconds(instant: datetime) -> tuple[int, int]:
+    """Whole epoch seconds of an aware instant (floored), and the microseconds left over."""
+    if instant.tzinfo is None:
+        utc(instant)  # raises the ValueError every naive instant gets
+    elapsed = instant - EPOCH
+    return elapsed.days * 86_400 + elapsed.seconds, elapsed.microseconds
+
+
+def _instant(seconds: int) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+def cron_ticks(
+    expression: str,
+    tz: str,
+    after: datetime,
+    *,
+    hash_id: str | None = None,
+    dst_gap: DstGapPolicy = DstGapPolicy.SHIFT,
+    dst_overlap: DstOverlapPolicy = DstOverlapPolicy.FIRST,
+) -> Iterator[datetime]:
     """Yield the ticks of a cron expression strictly after ``after``, in order.
 
     Args:
-        expression: 5 fields, or 6 with seconds first; assumed valid.
+        expression: 5 fields, 6 with seconds first, or an ``@`` macro.
         tz: IANA zone the expression's wall times are read in.
-        after: an aware instant.
+        after: an aware instant (any zone).
+        hash_id: what Jenkins ``H`` hashes (the job_id); None hashes a fixed seed.
+        dst_gap: fixed-time ticks inside a spring-forward gap (docs/schedules.md).
+        dst_overlap: fixed-time ticks whose wall time occurs twice (docs/schedules.md).
 
     Returns:
-        An endless iterator of aware UTC datetimes (stops only if croniter finds no match
-        within 50 years).
+        An endless iterator of aware UTC datetimes, strictly increasing; it ends only if no
+        tick exists within a century.
+
+    Raises:
+        ValueError: ``after`` is naive.
+        InvalidDefinition: the expression or the zone is invalid.
+
+    Determinism: a pure function of its arguments.
     """
-    it = copy.copy(_parsed(expression))
-    it.set_current(utc(after).astimezone(zone(tz)), force=True)
-    last = utc(after)
-    for _ in range(MAX_BACKWARD_STEPS):
-        try:
-            nxt = utc(it.get_next(datetime))
-        except CroniterError:
-            return
-        if nxt <= last:
-            # croniter can step back inside a DST fall-back hour; ticks must only move forward.
-            continue
-        last = nxt
-        yield nxt
+    spec = cron.parse(expression, hash_id)
+    zone(tz)
+    policy = Policy(spec.fixed_time, dst_gap, dst_overlap)
+    tick: int | None = _seconds(after)[0]
+    while tick is not None and (tick := next_after(spec, tz, tick, policy)) is not None:
+        yield _instant(tick)
 
 
-@functools.lru_cache(maxsize=8192)
-def _parsed(expression: str) -> croniter:
-    """Return a croniter with ``expression`` expanded once (the expansion dominates the cost).
+def prev_ticks(
+    expression: str,
+    tz: str,
+    before: datetime,
+    count: int | None = None,
+    *,
+    hash_id: str | None = None,
+    dst_gap: DstGapPolicy = DstGapPolicy.SHIFT,
+    dst_overlap: DstOverlapPolicy = DstOverlapPolicy.FIRST,
+) -> Iterator[datetime]:
+    """Yield the ticks strictly before ``before``, latest first (what catch-up looks back at).
 
-    Callers copy it before moving it: the expanded fields are shared read-only.
+    Args:
+        expression: 5 fields, 6 with seconds first, or an ``@`` macro.
+        tz: IANA zone the expression's wall times are read in.
+        before: an aware instant (any zone), exclusive.
+        count: at most this many ticks; None for all (down to a century without one).
+        hash_id: what Jenkins ``H`` hashes (the job_id); None hashes a fixed seed.
+        dst_gap: fixed-time ticks inside a spring-forward gap (docs/schedules.md).
+        dst_overlap: fixed-time ticks whose wall time occurs twice (docs/schedules.md).
+
+    Returns:
+        Aware UTC datetimes, strictly decreasing: exactly the ticks ``cron_ticks`` yields
+        after any earlier instant, in reverse.
+
+    Raises:
+        ValueError: ``before`` is naive.
+        InvalidDefinition: the expression or the zone is invalid.
+
+    Determinism: a pure function of its arguments.
     """
-    six = len(expression.split()) == 6
-    return croniter(expression, 0, second_at_beginning=six, max_years_between_matches=50)
+    spec = cron.parse(expression, hash_id)
+    zone(tz)
+    policy = Policy(spec.fixed_time, dst_gap, dst_overlap)
+    seconds, micro = _seconds(before)
+    tick: int | None = seconds + (1 if micro else 0)
+    left = count
+    while (left is None or left > 0) and tick is not None:
+        tick = prev_before(spec, tz, tick, policy)
+        if tick is not None:
+            left = None if left is None else left - 1
+            yield _instant(tick)
 
 
-def next_tick(schedule: Schedule, after: datetime) -> datetime | None:
+def next_tick(schedule: Schedule, after: datetime, *, hash_id: str | None = None
+              ) -> datetime | None:
     """Return the first tick of ``schedule`` strictly after ``after``, or None if none.
 
     Args:
         schedule: a validated schedule.
         after: an aware instant (exclusive lower bound).
+        hash_id: what Jenkins ``H`` hashes (the job_id); None hashes a fixed seed.
 
     Returns:
         An aware UTC datetime, or None (manual job, or a once job whose run_at is not after
         ``after``).
+
+    Determinism: a pure function of its arguments; the parsed expression is cached.
     """
     if schedule.kind is ScheduleKind.CRON and schedule.expression is not None:
-        return next(cron_ticks(schedule.expression, schedule.timezone, after), None)
+        spec = cron.parse(schedule.expression, hash_id)
+        zone(schedule.timezone)
+        policy = Policy(spec.fixed_time, schedule.dst_gap, schedule.dst_overlap)
+        tick = next_after(spec, schedule.timezone, _seconds(after)[0], policy)
+        return None if tick is None else _instant(tick)
     if schedule.kind is ScheduleKind.ONCE and schedule.run_at is not None:
         return schedule.run_at if schedule.run_at > after else None
     return None

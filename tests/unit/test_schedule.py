@@ -20,8 +20,22 @@ from cronlog import events as ev
 from cronlog.decide import handle
 from cronlog.errors import InvalidDefinition
 from cronlog.job import JobState
-from cronlog.model import CatchupPolicy, JobSpec, Schedule, ScheduleKind
-from cronlog.schedule import cron_ticks, next_tick, validate_cron, validate_schedule, zone
+from cronlog.model import (
+    CatchupPolicy,
+    DstGapPolicy,
+    DstOverlapPolicy,
+    JobSpec,
+    Schedule,
+    ScheduleKind,
+)
+from cronlog.schedule import (
+    cron_ticks,
+    next_tick,
+    prev_ticks,
+    validate_cron,
+    validate_schedule,
+    zone,
+)
 
 CASES_PATH = Path("/work/shared/cases/schedule-cases.json")
 
@@ -148,6 +162,119 @@ def test_next_tick_of_manual_schedule_is_none() -> None:
     assert next_tick(Schedule(ScheduleKind.MANUAL), utc("2024-06-10T12:00:00Z")) is None
 
 
+def test_ticks_are_strictly_after_a_sub_second_after() -> None:
+    assert first_ticks("* * * * * *", "UTC", utc("2024-06-10T12:00:00.000001Z"), 1) == [
+        utc("2024-06-10T12:00:01Z")
+    ]
+    assert first_ticks("* * * * * *", "UTC", utc("2024-06-10T11:59:59.999999Z"), 1) == [
+        utc("2024-06-10T12:00:00Z")
+    ]
+
+
+# --- DST: policies for fixed-time jobs, real instants for wildcard jobs -------------------------
+# Europe/Berlin 2024: 02:00 CET -> 03:00 CEST at 2024-03-31T01:00Z (gap 02:00-02:59);
+# 03:00 CEST -> 02:00 CET at 2024-10-27T01:00Z (02:00-02:59 twice: 00:xxZ, then 01:xxZ).
+
+SPRING, FALL = "2024-03-30T12:00:00Z", "2024-10-26T12:00:00Z"
+
+
+@pytest.mark.parametrize(
+    ("expression", "after", "gap", "overlap", "expected"),
+    [
+        # fixed-time in the gap: shift fires once at the gap's end; skip drops that day.
+        ("30 2 * * *", SPRING, DstGapPolicy.SHIFT, DstOverlapPolicy.FIRST,
+         ["2024-03-31T01:00:00Z", "2024-04-01T00:30:00Z"]),
+        ("30 2 * * *", SPRING, DstGapPolicy.SKIP, DstOverlapPolicy.FIRST,
+         ["2024-04-01T00:30:00Z", "2024-04-02T00:30:00Z"]),
+        # several gap times (or a gap time and the real instant it shifts to) fire once.
+        ("0,30 2 * * *", SPRING, DstGapPolicy.SHIFT, DstOverlapPolicy.FIRST,
+         ["2024-03-31T01:00:00Z", "2024-04-01T00:00:00Z"]),
+        ("0 2,3 * * *", SPRING, DstGapPolicy.SHIFT, DstOverlapPolicy.FIRST,
+         ["2024-03-31T01:00:00Z", "2024-04-01T00:00:00Z", "2024-04-01T01:00:00Z"]),
+        ("15 30 2 * * *", SPRING, DstGapPolicy.SHIFT, DstOverlapPolicy.FIRST,
+         ["2024-03-31T01:00:00Z", "2024-04-01T00:30:15Z"]),
+        # fixed-time in the overlap: first pass, second pass, or both.
+        ("30 2 * * *", FALL, DstGapPolicy.SHIFT, DstOverlapPolicy.FIRST,
+         ["2024-10-27T00:30:00Z", "2024-10-28T01:30:00Z"]),
+        ("30 2 * * *", FALL, DstGapPolicy.SHIFT, DstOverlapPolicy.LAST,
+         ["2024-10-27T01:30:00Z", "2024-10-28T01:30:00Z"]),
+        ("30 2 * * *", FALL, DstGapPolicy.SHIFT, DstOverlapPolicy.BOTH,
+         ["2024-10-27T00:30:00Z", "2024-10-27T01:30:00Z", "2024-10-28T01:30:00Z"]),
+        # wildcard (minute starts with *): real instants only, whatever the policy.
+        ("*/30 2 * * *", SPRING, DstGapPolicy.SHIFT, DstOverlapPolicy.FIRST,
+         ["2024-04-01T00:00:00Z", "2024-04-01T00:30:00Z"]),
+        ("*/30 2 * * *", FALL, DstGapPolicy.SHIFT, DstOverlapPolicy.FIRST,
+         ["2024-10-27T00:00:00Z", "2024-10-27T00:30:00Z", "2024-10-27T01:00:00Z",
+          "2024-10-27T01:30:00Z", "2024-10-28T01:00:00Z"]),
+    ],
+)
+def test_dst_policies_in_berlin(expression: str, after: str, gap: DstGapPolicy,
+                                overlap: DstOverlapPolicy, expected: list[str]) -> None:
+    got = itertools.islice(cron_ticks(expression, "Europe/Berlin", utc(after), dst_gap=gap,
+                                      dst_overlap=overlap), len(expected))
+    assert list(got) == [utc(t) for t in expected]
+
+
+def test_lord_howe_half_hour_gap_and_overlap() -> None:
+    # +10:30 -> +11 at 2024-10-05T15:30Z (02:00-02:29 missing); +11 -> +10:30 at
+    # 2024-04-06T15:00Z (01:30-01:59 twice).
+    assert first_ticks("15 2 * * *", "Australia/Lord_Howe", utc("2024-10-05T00:00:00Z"), 2) == [
+        utc("2024-10-05T15:30:00Z"), utc("2024-10-06T15:15:00Z")]
+    both = cron_ticks("45 1 * * *", "Australia/Lord_Howe", utc("2024-04-06T00:00:00Z"),
+                      dst_overlap=DstOverlapPolicy.BOTH)
+    assert list(itertools.islice(both, 3)) == [
+        utc("2024-04-06T14:45:00Z"), utc("2024-04-06T15:15:00Z"), utc("2024-04-07T15:15:00Z")]
+
+
+def test_next_tick_follows_the_schedules_policies_and_hash_id() -> None:
+    skip = cron("30 2 * * *", "Europe/Berlin", dst_gap=DstGapPolicy.SKIP)
+    assert next_tick(skip, utc(SPRING)) == utc("2024-04-01T00:30:00Z")
+    last = cron("30 2 * * *", "Europe/Berlin", dst_overlap=DstOverlapPolicy.LAST)
+    assert next_tick(last, utc(FALL)) == utc("2024-10-27T01:30:00Z")
+    hashed = cron("H H * * *")
+    assert next_tick(hashed, utc(SPRING), hash_id="job-a") == next(
+        cron_ticks("H H * * *", "UTC", utc(SPRING), hash_id="job-a"))
+    assert next_tick(hashed, utc(SPRING)) == next(cron_ticks("H H * * *", "UTC", utc(SPRING)))
+
+
+# --- previous ticks -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("expression", "tz", "start"),
+    [
+        ("30 2 * * *", "Europe/Berlin", "2024-03-25T00:00:00Z"),
+        ("30 2 * * *", "Europe/Berlin", "2024-10-20T00:00:00Z"),
+        ("*/20 1-3 * * *", "Europe/Berlin", "2024-10-26T00:00:00Z"),
+        ("0 */2 * * *", "America/Toronto", "2023-03-11T00:00:00Z"),
+        ("15 2 * * *", "Australia/Lord_Howe", "2024-10-01T00:00:00Z"),
+        ("*/15 1 * * *", "Australia/Lord_Howe", "2024-04-05T00:00:00Z"),
+        ("0 0 29 * *", "UTC", "2023-12-01T00:00:00Z"),
+        ("*/10 30 2 * * *", "America/New_York", "2024-11-02T12:00:00Z"),
+    ],
+)
+@pytest.mark.parametrize("overlap", list(DstOverlapPolicy))
+@pytest.mark.parametrize("gap", list(DstGapPolicy))
+def test_prev_ticks_are_the_forward_ticks_in_reverse(
+    expression: str, tz: str, start: str, gap: DstGapPolicy, overlap: DstOverlapPolicy
+) -> None:
+    forward = list(itertools.islice(cron_ticks(expression, tz, utc(start), dst_gap=gap,
+                                               dst_overlap=overlap), 40))
+    end = forward[-1] + timedelta(microseconds=1)
+    back = list(prev_ticks(expression, tz, end, len(forward), dst_gap=gap, dst_overlap=overlap))
+    assert back == forward[::-1]
+    assert list(prev_ticks(expression, tz, forward[-1], 1, dst_gap=gap,
+                           dst_overlap=overlap)) == [forward[-2]]
+
+
+def test_prev_ticks_count_and_bounds() -> None:
+    before = utc("2024-03-15T00:00:00Z")
+    assert list(prev_ticks("0 0 29 * *", "UTC", before, 0)) == []
+    assert list(prev_ticks("0 0 29 2 *", "UTC", before, 3)) == [
+        utc("2024-02-29T00:00:00Z"), utc("2020-02-29T00:00:00Z"), utc("2016-02-29T00:00:00Z")]
+    with pytest.raises(ValueError, match="naive"):
+        next(prev_ticks("* * * * *", "UTC", datetime(2024, 6, 10)))
+
+
 # --- validation --------------------------------------------------------------------------------
 
 
@@ -240,39 +367,7 @@ def test_valid_schedules_pass(schedule: Schedule) -> None:
 
 ISSUE_3 = "issue 3: "
 KNOWN_FAILING: dict[str, str] = {
-    # DST spring-forward gaps (policy dst_gap=shift for fixed-time jobs; wildcard jobs skip).
-    "CRONITER-90-BERLIN-GAP": "DST gap: croniter 5.0.1 fires 01:01Z (03:01 CEST) instead of "
-    "shifting to 03:00 CEST=01:00Z, then a spurious 2020-03-29T23:01Z",
-    "NODECRON-518-NY-GAP": "DST gap: 07:30Z instead of 07:00Z, then a spurious "
-    "2026-03-09T05:30Z (01:30 EDT)",
-    "AIRFLOW-30195-TORONTO-2H": "DST gap: wildcard-hour job gets an extra 07:00Z (03:00 EDT) tick",
-    "CRONITER-258-LORD-HOWE": "DST gap: hourly job gets an extra 15:30Z (02:30+11:00) tick",
-    "CRONIE-218-WEEKLY-SKIP": "croniter 5.0.1 emits a spurious 2022-03-27T09:00Z before the "
-    "correct 10:00Z on the day of the spring jump (arithmetic bug, not a policy question)",
-    "APSCHEDULER-606-LA-MIDNIGHT": "spurious 2022-03-14T06:00Z (23:00 PDT) before 07:00Z",
-    # DST fall-back overlaps (fixed-time: first pass only; wildcard: every real instant).
-    "K8S-121594-BERLIN-DOUBLE": "fall-back: next day comes out as 2023-10-30T02:00Z (03:00 CET) "
-    "instead of 01:00Z",
-    "CRONITER-56-ZURICH-FOLD": "fall-back: wildcard job skips the whole second pass (jumps "
-    "00:55Z -> 02:00Z)",
-    "CRONITER-56-ZURICH-FOLD/also1": "fall-back: after 01:30Z (second pass) croniter returns "
-    "00:35Z, an instant BEFORE `after` (see the decide-level bug test in test_decide.py)",
-    "CELERY-10107-HOURLY-FALLBACK": "fall-back: hourly job skips 09:00Z (second 01:00 PST)",
-    # Cron dialect.
-    "CRONITOR-42-STAR-STEP-DOM": "croniter ORs day-of-month '*/2' with day-of-week; Vixie "
-    "ANDs them when a day field starts with '*'",
-    "CRONITER-177-HASH-WITH-DOM": "'#' day-of-week is intersected, not ORed, with "
-    "day-of-month: only second Sundays",
-    "CRONITER-89-31-OR-L": "'31,L' fires only in months with 31 days (L lost in the list)",
-    "CRONER-253-LAST-FRIDAY-5L": "Quartz '5L' is rejected as an invalid day_of_week (croniter "
-    "only spells it 'L5')",
-    "CRONITER-166-DOM-STEP-WRAP": "'*/5' day-of-month skips 2022-03-01 after 02-26 (goes "
-    "straight to 03-06)",
-    "CRONITER-257-EQUAL-RANGE": "'3-3' day-of-week fires every day from 2026-08-02",
-    "CRONITER-257-EQUAL-RANGE/also1": "'5-5' minute fires every minute",
-    # No API yet.
-    "CRONITER-203-PREV-FEB29": "the core has no previous-ticks API (expected as "
-    "cronlog.schedule.prev_ticks(expression, tz, before)); croniter's get_prev answers right",
+    # case id -> why it still fails (marks it xfail(strict=True)); empty: every case passes.
 }
 
 
@@ -305,8 +400,6 @@ def test_shared_case_ticks(case: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("case", _case_params("prev_ticks"))
 def test_shared_case_prev_ticks(case: dict[str, Any]) -> None:
-    from cronlog.schedule import prev_ticks  # type: ignore[attr-defined]
-
     expected = [utc(t) for t in case["expected_utc"]]
     got = list(itertools.islice(prev_ticks(case["expr"], case["tz"], utc(case["after"])),
                                 len(expected)))
