@@ -48,5 +48,7 @@ class RejectReason(StrEnum):
     """The command carries an epoch older than the task instance's current one."""
     NOT_HOLDER = "not_holder"
     """The command comes from a worker that does not hold the lease."""
+    RECORD_TOO_LARGE = "record_too_large"
+    """Applying the command would grow the job's table record past its size limit."""
     WRONG_PARTITION = "wrong_partition"
     """The record arrived on a partition its key does not map to."""

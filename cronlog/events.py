@@ -29,6 +29,8 @@ class SkipReason(StrEnum):
     """Missed while nothing was folding; the catch-up policy does not fire it."""
     CATCHUP_WINDOW = "catchup_window"
     """Missed for longer than the job's catchup_window."""
+    MAX_ACTIVE_RUNS = "max_active_runs"
+    """The job already had ``max_active_runs`` runs active when the tick came due."""
 
 
 @dataclass(frozen=True, slots=True)

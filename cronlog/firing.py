@@ -95,6 +95,7 @@ def fire_due_ticks(state: JobState, now: datetime) -> Iterator[ev.Event]:
     late = [t for t in due if now - t > ON_TIME_GRACE]
     any_on_time = len(late) < len(due)
     complete = after_all is None or after_all > now
+    active = len(state.runs)
     for i, tick in enumerate(due):
         cursor = due[i + 1] if i + 1 < len(due) else after_all
         reason: ev.SkipReason | None = None
@@ -110,9 +111,12 @@ def fire_due_ticks(state: JobState, now: datetime) -> Iterator[ev.Event]:
                 and (any_on_time or not complete or tick != late[-1])
             ):
                 reason = ev.SkipReason.CATCHUP_POLICY
+        if reason is None and active >= state.spec.max_active_runs:
+            reason = ev.SkipReason.MAX_ACTIVE_RUNS
         if reason is not None:
             yield ev.TickSkipped(tick, reason, cursor)
             continue
+        active += 1
         run_id = run_id_for_tick(state.job_id, tick)
         yield ev.RunScheduled(run_id, tick, trigger, state.spec.tasks, cursor)
         for task in state.spec.tasks:

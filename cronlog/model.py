@@ -113,6 +113,9 @@ class JobSpec:
         retry_policy: retries of failed attempts.
         lease_ttl: how long a claim holds without renewal. Default 60 s.
         tasks: task names of the job's DAG; a plain job has one task, ``"main"``.
+        max_active_runs: most runs active at once; a tick that would exceed it is skipped
+            (TickSkipped ``max_active_runs``). Default 16, as Airflow's
+            ``max_active_runs_per_dag``. It also bounds the job's table record.
     """
 
     name: str
@@ -122,3 +125,4 @@ class JobSpec:
     retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
     lease_ttl: timedelta = timedelta(seconds=60)
     tasks: tuple[str, ...] = ("main",)
+    max_active_runs: int = 16

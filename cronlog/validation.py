@@ -8,6 +8,13 @@ from cronlog.errors import InvalidDefinition
 from cronlog.model import JobSpec
 from cronlog.schedule import validate_schedule
 
+MAX_COMMAND_BYTES = 64 * 1024
+"""Upper bound of a command's argv, bytes (it travels in every TaskClaimed)."""
+MAX_TASKS = 200
+"""Upper bound of a job's tasks (the whole DAG lives in one table record)."""
+MAX_ACTIVE_RUNS_LIMIT = 256
+"""Upper bound of max_active_runs (active runs live in the job's table record)."""
+
 
 def validate_spec(spec: JobSpec) -> None:
     """Check a job definition.
@@ -20,6 +27,9 @@ def validate_spec(spec: JobSpec) -> None:
         raise InvalidDefinition("name", "must be 1..200 characters")
     if not spec.command or not all(isinstance(a, str) for a in spec.command):
         raise InvalidDefinition("command", "must be a non-empty argv list of strings")
+    size = sum(len(a.encode()) for a in spec.command)
+    if size > MAX_COMMAND_BYTES:
+        raise InvalidDefinition("command", f"argv is {size} bytes; at most {MAX_COMMAND_BYTES}")
     validate_schedule(spec.schedule)
     if spec.timeout <= timedelta(0):
         raise InvalidDefinition("timeout_s", "must be positive")
@@ -34,3 +44,7 @@ def validate_spec(spec: JobSpec) -> None:
         raise InvalidDefinition("retry_policy.backoff_coefficient", "must be at least 1.0")
     if not spec.tasks or len(set(spec.tasks)) != len(spec.tasks):
         raise InvalidDefinition("tasks", "task names must be unique and non-empty")
+    if len(spec.tasks) > MAX_TASKS:
+        raise InvalidDefinition("tasks", f"{len(spec.tasks)} tasks; at most {MAX_TASKS}")
+    if not 1 <= spec.max_active_runs <= MAX_ACTIVE_RUNS_LIMIT:
+        raise InvalidDefinition("max_active_runs", f"must be 1..{MAX_ACTIVE_RUNS_LIMIT}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from cronlog.errors import CronlogError
 from topology.config import KafkaSettings
@@ -44,6 +44,9 @@ class Delivery:
                     break
                 except BufferError:
                     self.producer.poll(0.05)  # local queue full: let deliveries drain
+                except KafkaException as exc:  # e.g. MSG_SIZE_TOO_LARGE: never silently lost
+                    errors.append(f"{m.topic}: {exc}")
+                    break
         remaining = self.producer.flush(self.timeout_s)
         if remaining:
             errors.append(f"{remaining} messages still unacknowledged after {self.timeout_s}s")

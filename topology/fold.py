@@ -17,7 +17,7 @@ from datetime import datetime
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.decide import handle
-from cronlog.errors import CronlogError
+from cronlog.errors import CronlogError, RejectReason
 from cronlog.ids import event_id
 from cronlog.job import JobState
 from cronlog.time import from_ms, to_ms
@@ -28,6 +28,11 @@ from topology.state_codec import dump_state, load_state
 from topology.topics import Topics
 
 log = logging.getLogger("cronlog.fold")
+MAX_DEAD_LETTER_VALUE = 256 * 1024
+"""A dead letter keeps at most this many bytes of the bad record's value (the head)."""
+MAX_RECORD_BYTES = 512 * 1024
+"""A command whose resulting job record would exceed this is refused (record_too_large):
+the record must fit one changelog message whatever the input."""
 WORKER_COMMANDS = (cmd.ClaimTask, cmd.RenewLease, cmd.CompleteTask)
 
 
@@ -137,9 +142,17 @@ class BatchFolder:
                overlay: dict[str, JobState | None], out: BatchResult) -> None:
         state = self._state(env.job_id, overlay)
         new, events = handle(state, env, record_time)
+        stored = dump_state(new) if new is not None else None
+        if stored is not None and len(stored) > MAX_RECORD_BYTES:
+            new, stored = state, None
+            events = [ev.CommandRejected(
+                type(env.command).__name__, RejectReason.RECORD_TOO_LARGE,
+                f"the job record would grow past {MAX_RECORD_BYTES} bytes")]
+            if state is not None:
+                stored = dump_state(state)
         overlay[env.job_id] = new
-        if new is not None:
-            out.writes[env.job_id] = (rec.context, rec.partition, dump_state(new))
+        if new is not None and stored is not None:
+            out.writes[env.job_id] = (rec.context, rec.partition, stored)
             deadline = new.next_deadline()
             self.due.set(rec.partition, env.job_id, to_ms(deadline) if deadline else None)
         at = new.clock if new is not None else record_time
@@ -163,7 +176,12 @@ class BatchFolder:
         log.warning("dead-lettering %s/%s@%s: %s", self.topics.commands, rec.partition,
                     rec.offset, reason)
         at = from_ms(rec.timestamp_ms)  # the record's time, not a clock: replay stays identical
-        dl = DeadLetter(self.topics.commands, rec.partition, rec.offset, rec.key, rec.value,
+        value = rec.value
+        if len(value) > MAX_DEAD_LETTER_VALUE:
+            reason += (f" (value truncated to its first {MAX_DEAD_LETTER_VALUE} of "
+                       f"{len(value)} bytes; the original stays at this offset)")
+            value = value[:MAX_DEAD_LETTER_VALUE]
+        dl = DeadLetter(self.topics.commands, rec.partition, rec.offset, rec.key, value,
                         error_type, reason, at, at)
         out.sends.append(Outgoing(self.topics.dead_letters, rec.key,
                                   self.codec.encode_dead_letter(dl)))

@@ -72,6 +72,7 @@ class JobDefinition(_Strict):
         timeout_s: the worker sends SIGTERM after this many seconds. Default 3600.
         lease_ttl_s: how long a claim holds without renewal, seconds. Default 60.
         retry_policy: retries of failed attempts. Default: no retry.
+        max_active_runs: most runs active at once; ticks beyond are skipped. Default 16.
     """
 
     name: str
@@ -80,6 +81,7 @@ class JobDefinition(_Strict):
     timeout_s: Seconds = 3600.0
     lease_ttl_s: Seconds = 60.0
     retry_policy: RetryPolicyIn = Field(default_factory=RetryPolicyIn)
+    max_active_runs: int = Field(default=16, ge=1, le=256)
 
 
 class JobIn(JobDefinition):
@@ -128,6 +130,7 @@ class JobPatch(_Strict):
     timeout_s: Seconds | None = None
     lease_ttl_s: Seconds | None = None
     retry_policy: RetryPolicyPatch | None = None
+    max_active_runs: int | None = Field(default=None, ge=1, le=256)
 
 
 class JobCreated(BaseModel):
@@ -184,6 +187,7 @@ def to_spec(body: JobDefinition) -> JobSpec:
             max_backoff=timedelta(seconds=r.max_backoff_s),
         ),
         lease_ttl=timedelta(seconds=body.lease_ttl_s),
+        max_active_runs=body.max_active_runs,
     )
 
 
@@ -223,6 +227,7 @@ def spec_to_json(spec: JobSpec) -> dict[str, Any]:
             "backoff_coefficient": r.backoff_coefficient,
             "max_backoff_s": _secs(r.max_backoff),
         },
+        "max_active_runs": spec.max_active_runs,
     }
 
 

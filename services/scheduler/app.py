@@ -154,26 +154,37 @@ def create_app(settings: SchedulerSettings) -> faust.App:
                 log.warning("event delivery failed; retrying", exc_info=True)
                 await asyncio.sleep(min(2.0 ** attempt, 10.0))
 
+    async def fold_batch(batch: list[Any]) -> None:
+        t0 = time.perf_counter()
+        records = [Record(e.message.partition, e.message.offset,
+                          round(e.message.timestamp * 1000), e.message.key,
+                          e.message.value or b"", e) for e in batch]
+        out = folder.fold(records)
+        t1 = time.perf_counter()
+        if out.sends:
+            await deliver(out)
+        t2 = time.perf_counter()
+        for job_id, (event, _, value) in out.writes.items():
+            token = _current_event.set(weakref.ref(event))
+            try:
+                jobs[job_id.encode()] = value
+            finally:
+                _current_event.reset(token)
+        stats.record(len(records), t1 - t0, t2 - t1, time.perf_counter() - t2)
+
     @app.agent(commands, concurrency=1)
     async def fold(stream: faust.StreamT) -> AsyncIterator[None]:
         async for batch in stream.take_events(settings.batch_size,
                                               within=settings.batch_within_s):
-            t0 = time.perf_counter()
-            records = [Record(e.message.partition, e.message.offset,
-                              round(e.message.timestamp * 1000), e.message.key,
-                              e.message.value or b"", e) for e in batch]
-            out = folder.fold(records)
-            t1 = time.perf_counter()
-            if out.sends:
-                await deliver(out)
-            t2 = time.perf_counter()
-            for job_id, (event, _, value) in out.writes.items():
-                token = _current_event.set(weakref.ref(event))
-                try:
-                    jobs[job_id.encode()] = value
-                finally:
-                    _current_event.reset(token)
-            stats.record(len(records), t1 - t0, t2 - t1, time.perf_counter() - t2)
+            try:
+                await fold_batch(batch)
+            except Exception:  # not CancelledError: that is a normal stop
+                # faust acks a batch even when the agent raises: an exception here would lose
+                # its commands and leave delivered events without state. Die instead; the
+                # next owner re-folds the batch from the last committed offset.
+                log.critical("fold failed on a batch; exiting so it is re-delivered",
+                             exc_info=True)
+                os._exit(70)
             yield None
 
     ticker_id = f"{settings.instance_id}-{uuid.uuid4().hex[:8]}"

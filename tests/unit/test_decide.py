@@ -546,7 +546,7 @@ def test_tick_folded_at_most_on_time_grace_late_is_on_time(
 
 
 def test_catchup_decides_at_most_max_ticks_per_fold_per_tick() -> None:
-    every_second = replace(SPEC, schedule=cron("* * * * * *"))
+    every_second = replace(SPEC, schedule=cron("* * * * * *"), max_active_runs=100)
     state: JobState | None = given(registered(every_second, at(seconds=1)))
     now = at(hours=1)  # 3600 ticks due: 12:00:01 .. 13:00:00
     batches: list[list[datetime]] = []
