@@ -106,3 +106,31 @@ def test_already_applied_command_re_puts_the_record_and_emits_nothing() -> None:
     sends_twice, store_twice = _fold([reg, pause, pause, reg], 10)
     assert sends_twice == sends_once
     assert store_twice == store_once
+
+
+def test_an_oversized_bad_record_is_dead_lettered_with_its_head() -> None:
+    huge = b"\xc3\x01" + b"x" * 900_000
+    sends, _ = _fold([Record(0, 9, int(T0.timestamp() * 1000), b"big", huge)], 10)
+    [letter] = [decode_dead_letter(m.value) for m in sends if m.topic == TOPICS.dead_letters]
+    assert letter.value == huge[:256 * 1024]
+    assert "truncated" in letter.reason and "900002" in letter.reason
+
+
+def test_a_command_that_would_outgrow_the_record_is_refused() -> None:
+    from cronlog.errors import RejectReason
+    from topology import fold as fold_module
+
+    limit = fold_module.MAX_RECORD_BYTES
+    fold_module.MAX_RECORD_BYTES = 2000  # a tiny limit stands for a huge record
+    try:
+        many = JobSpec(name="many", schedule=Schedule(ScheduleKind.MANUAL), command=("true",),
+                       tasks=tuple(f"t{i}" for i in range(20)))
+        recs = [_rec(0, T0, "big", cmd.RegisterJob(many))]
+        recs += [_rec(i, T0, "big", cmd.TriggerJob()) for i in range(1, 4)]
+        sends, store = _fold(recs, 10)
+    finally:
+        fold_module.MAX_RECORD_BYTES = limit
+    events = [decode_event(m.value).event for m in sends if m.topic == TOPICS.run_events]
+    rejected = [e for e in events if isinstance(e, ev.CommandRejected)]
+    assert rejected and all(e.reason is RejectReason.RECORD_TOO_LARGE for e in rejected)
+    assert len(store["big"]) <= 2000
