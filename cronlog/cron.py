@@ -86,7 +86,7 @@ def parse(expression: str, hash_id: str | None = None) -> CronSpec:
 
     Raises:
         InvalidDefinition: field ``schedule.expression``; the reason names the cron field
-            (``minute``, ``day_of_week``, ...) and why it is refused.
+            (``minute``, ``day_of_week``, ...) and, where it can, why it is refused.
 
     Determinism: ``H`` depends only on (expression, hash_id).
     """

@@ -79,14 +79,16 @@ def _year_transitions(tz: str, year: int) -> tuple[tuple[int, int, int], ...]:
     found = []
     while t < end:
         probe = min(t + _PROBE, end)
-        after = _offset(zone, probe)
-        if after != before:
-            lo, hi = t, probe  # offset(lo) == before, offset(hi) == after: bisect to the second
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                lo, hi = (mid, hi) if _offset(zone, mid) == before else (lo, mid)
-            found.append((hi, before, after))
-        t, before = probe, after
+        if _offset(zone, probe) == before:
+            t = probe
+            continue
+        lo, hi = t, probe  # offset(lo) == before != offset(hi): bisect to the second
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if _offset(zone, mid) == before else (lo, mid)
+        after = _offset(zone, hi)
+        found.append((hi, before, after))
+        t, before = hi, after  # scan on from the change: a second one may follow
     return tuple(found)
 
 
