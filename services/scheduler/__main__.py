@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import shutil
 
 import faust
 
@@ -17,6 +18,9 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     ensure_topics(settings)
+    if not settings.keep_local_state:
+        # State is the changelog, never a local store that may be ahead of it.
+        shutil.rmtree(settings.state_path(), ignore_errors=True)
     app = create_app(settings)
     worker = faust.Worker(app, loglevel=settings.log_level, redirect_stdouts=False)
     worker.execute_from_commandline()

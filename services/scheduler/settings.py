@@ -27,6 +27,11 @@ class SchedulerSettings(KafkaSettings):
         session_timeout_s: consumer-group session timeout, seconds: how long a crashed
             process keeps its partitions before the others take over. Default 15.
         log_level: ``debug``, ``info`` (default), ``warning`` or ``error``.
+        keep_local_state: reuse the RocksDB tables left by a previous run instead of
+            recovering every owned partition from its changelog. Default False: after a
+            kill -9 the local store can be *ahead* of the changelog (faust writes RocksDB
+            first and the changelog asynchronously), and a store ahead of the changelog is a
+            store ahead of the committed offsets (docs/architecture.md).
         rocksdb_block_cache_mb: per-partition RocksDB block cache, MiB.
         rocksdb_write_buffer_mb: per-partition RocksDB write buffer, MiB.
     """
@@ -40,6 +45,7 @@ class SchedulerSettings(KafkaSettings):
     web_port: int = 0
     session_timeout_s: float = Field(default=15.0, ge=6.0)
     log_level: str = "info"
+    keep_local_state: bool = False
     rocksdb_block_cache_mb: int = 8
     rocksdb_write_buffer_mb: int = 4
 

@@ -8,12 +8,14 @@ from cronlog.model import CatchupPolicy, JobSpec, RetryPolicy, Schedule, Schedul
 
 
 def cron_job(expr: str, command: tuple[str, ...] = ("true",), *, tz: str = "UTC",
-             catchup: CatchupPolicy = CatchupPolicy.LATEST, max_attempts: int = 1) -> JobSpec:
-    """A cron job spec."""
+             catchup: CatchupPolicy = CatchupPolicy.LATEST, max_attempts: int = 1,
+             max_active_runs: int = 256) -> JobSpec:
+    """A cron job spec. Fold-only tests run no worker, so runs stay active: the cap is high."""
     return JobSpec(name=f"cron {expr}", schedule=Schedule(ScheduleKind.CRON, expr, tz,
                                                           catchup=catchup),
                    command=command, retry_policy=RetryPolicy(max_attempts=max_attempts,
-                                                             backoff=timedelta(seconds=1)))
+                                                             backoff=timedelta(seconds=1)),
+                   max_active_runs=max_active_runs)
 
 
 def once_job(run_at: datetime, command: tuple[str, ...] = ("true",)) -> JobSpec:
