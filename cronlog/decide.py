@@ -118,7 +118,7 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
             if state.status is JobStatus.ACTIVE:
                 d.reject(command, RejectReason.ALREADY_IN_STATE, "job is not paused")
             else:
-                nxt = resume_tick(state.spec.schedule, state.next_fire_at, now)
+                nxt = resume_tick(state.spec.schedule, state.next_fire_at, now, d.job_id)
                 d.emit(ev.JobResumed(next_fire_at=nxt))
         case cmd.DeleteJob():
             d.emit(ev.JobDeleted())
@@ -149,7 +149,7 @@ def _register(d: Decision, command: cmd.RegisterJob, now: datetime) -> None:
     except InvalidDefinition as exc:
         d.reject(command, RejectReason.INVALID_DEFINITION, str(exc))
         return
-    d.emit(ev.JobRegistered(command.spec, first_tick(command.spec.schedule, now)))
+    d.emit(ev.JobRegistered(command.spec, first_tick(command.spec.schedule, now, d.job_id)))
 
 
 def _update(d: Decision, state: JobState, command: cmd.UpdateJob, now: datetime) -> None:
@@ -158,7 +158,8 @@ def _update(d: Decision, state: JobState, command: cmd.UpdateJob, now: datetime)
     except InvalidDefinition as exc:
         d.reject(command, RejectReason.INVALID_DEFINITION, str(exc))
         return
-    nxt = rescheduled_tick(state.spec.schedule, command.spec.schedule, state.next_fire_at, now)
+    nxt = rescheduled_tick(state.spec.schedule, command.spec.schedule, state.next_fire_at, now,
+                           d.job_id)
     d.emit(ev.JobRedefined(command.spec, nxt))
 
 

@@ -23,12 +23,13 @@ MAX_TICKS_PER_FOLD = 1000
 """At most this many ticks of one job are decided per Tick command; the rest wait for the next."""
 
 
-def first_tick(schedule: Schedule, now: datetime) -> datetime | None:
+def first_tick(schedule: Schedule, now: datetime, job_id: str) -> datetime | None:
     """Return the first tick of a job registered (or rescheduled) at ``now``.
 
     Args:
         schedule: the job's schedule.
         now: the fold's now, aware UTC.
+        job_id: the job (what Jenkins ``H`` fields hash).
 
     Returns:
         An aware UTC instant or None (manual). Cron ticks are strictly after ``now``. A
@@ -37,10 +38,11 @@ def first_tick(schedule: Schedule, now: datetime) -> datetime | None:
     """
     if schedule.kind is ScheduleKind.ONCE:
         return schedule.run_at
-    return next_tick(schedule, now)
+    return next_tick(schedule, now, hash_id=job_id)
 
 
-def resume_tick(schedule: Schedule, cursor: datetime | None, now: datetime) -> datetime | None:
+def resume_tick(schedule: Schedule, cursor: datetime | None, now: datetime,
+                job_id: str) -> datetime | None:
     """Return the cursor of a job resumed at ``now``: ticks that passed while paused are not fired.
 
     Args:
@@ -50,11 +52,11 @@ def resume_tick(schedule: Schedule, cursor: datetime | None, now: datetime) -> d
     """
     if schedule.kind is ScheduleKind.ONCE:
         return cursor if cursor is not None and cursor > now else None
-    return next_tick(schedule, now)
+    return next_tick(schedule, now, hash_id=job_id)
 
 
 def rescheduled_tick(old: Schedule, new: Schedule, cursor: datetime | None,
-                     now: datetime) -> datetime | None:
+                     now: datetime, job_id: str) -> datetime | None:
     """Return the cursor after a definition change from ``old`` to ``new`` at ``now``.
 
     An unchanged schedule keeps its cursor, and so does a ``once`` job whose ``run_at`` did not
@@ -64,7 +66,7 @@ def rescheduled_tick(old: Schedule, new: Schedule, cursor: datetime | None,
         return cursor
     if old.kind is ScheduleKind.ONCE and new.kind is ScheduleKind.ONCE and new.run_at == old.run_at:
         return cursor
-    return first_tick(new, now)
+    return first_tick(new, now, job_id)
 
 
 def _due(state: JobState, now: datetime) -> tuple[list[datetime], datetime | None]:
@@ -72,7 +74,7 @@ def _due(state: JobState, now: datetime) -> tuple[list[datetime], datetime | Non
     cursor = state.next_fire_at
     while cursor is not None and cursor <= now and len(due) < MAX_TICKS_PER_FOLD:
         due.append(cursor)
-        cursor = next_tick(state.spec.schedule, cursor)
+        cursor = next_tick(state.spec.schedule, cursor, hash_id=state.job_id)
     return due, cursor
 
 

@@ -287,7 +287,8 @@ def check_every_tick_is_accounted(steps: list[Step]) -> None:
                 case ev.RunScheduled() | ev.TickSkipped():
                     assert spec is not None
                     assert e.scheduled_for == cursor, "a tick was decided out of order or lost"
-                    assert e.next_fire_at == next_tick(spec.schedule, e.scheduled_for)
+                    assert e.next_fire_at == next_tick(spec.schedule, e.scheduled_for,
+                                                          hash_id=s.envelope.job_id)
                     late = now - e.scheduled_for
                     once = spec.schedule.kind is ScheduleKind.ONCE
                     if (isinstance(e, ev.TickSkipped)

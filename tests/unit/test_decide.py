@@ -871,3 +871,16 @@ def test_clock_is_the_latest_record_time_and_never_moves_back() -> None:
     assert state is not None and state.clock == at(minutes=3)
     state, _ = when(state, cmd.ResumeJob(), at(minutes=4), key="resume")
     assert state is not None and state.clock == at(minutes=4)
+
+
+def test_hashed_schedule_ticks_are_spread_by_job_id_and_stable() -> None:
+    hashed = replace(SPEC, schedule=cron("H * * * *"))
+    minutes = set()
+    for job in ("job-a", "job-b", "job-c", "job-d"):
+        first, _ = handle(None, cmd.Envelope("k", job, cmd.RegisterJob(hashed)), T0)
+        again, _ = handle(None, cmd.Envelope("k2", job, cmd.RegisterJob(hashed)), T0)
+        assert first is not None and again is not None
+        assert first.next_fire_at == again.next_fire_at  # deterministic per job_id
+        assert first.next_fire_at is not None
+        minutes.add(first.next_fire_at.minute)
+    assert len(minutes) > 1  # H spreads jobs over the hour
