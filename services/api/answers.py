@@ -57,6 +57,7 @@ class JobOut(BaseModel):
             manual, or a once job that fired).
         created_at / updated_at / deleted_at: instants of the last registration, last
             change, deletion.
+        skipped_count: how many of its ticks were skipped (``GET .../skipped`` lists them).
     """
 
     job_id: str
@@ -73,6 +74,7 @@ class JobOut(BaseModel):
     deleted_at: str | None
     counts: Counts
     last_run: LastRun | None
+    skipped_count: int = 0
 
 
 class JobList(BaseModel):
@@ -139,3 +141,38 @@ class RunList(BaseModel):
 
     job_id: str
     runs: list[RunOut]
+
+
+class Tick(BaseModel):
+    """One tick: the instant in UTC, and the wall time in the job's zone with its offset."""
+
+    utc: str
+    local: str
+
+
+class TickList(BaseModel):
+    """``GET /api/v1/jobs/{job_id}/ticks``: the job's next ticks, ascending."""
+
+    job_id: str
+    ticks: list[Tick]
+
+
+class SkippedTick(BaseModel):
+    """A tick the scheduler did not fire (a ``TickSkipped`` event).
+
+    Attributes:
+        scheduled_for: the tick, ISO UTC ``Z``.
+        reason: ``catchup_policy``, ``catchup_window``, ``max_active_runs``, … (SkipReason).
+        at: when the scheduler skipped it.
+    """
+
+    scheduled_for: str
+    reason: str
+    at: str
+
+
+class SkippedList(BaseModel):
+    """``GET /api/v1/jobs/{job_id}/skipped``: newest first (the last 1000 are kept)."""
+
+    job_id: str
+    skipped: list[SkippedTick]

@@ -9,14 +9,16 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from confluent_kafka import Producer
 from fastapi import APIRouter, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
+from pydantic import AwareDatetime
 
 from services.api import writes
-from services.api.answers import JobList, JobOut, RunList, RunOut
+from services.api.answers import JobList, JobOut, RunList, RunOut, SkippedList, TickList
 from services.api.read_model import ReadModel
 from services.api.sender import CommandSender
 from services.api.settings import ApiSettings
@@ -58,6 +60,34 @@ def list_runs(job_id: str, request: Request,
     if rm.job(job_id) is None:
         raise HTTPException(404, f"job {job_id!r} not found")
     return {"job_id": job_id, "runs": rm.runs(job_id, limit)}
+
+
+@reads.get("/jobs/{job_id}/ticks", response_model=TickList, responses={404: {}})
+def list_ticks(job_id: str, request: Request,
+               count: Annotated[int, Query(ge=1, le=1000)] = 10,
+               after: Annotated[AwareDatetime | None, Query()] = None) -> Any:
+    """Preview: the job's next ``count`` ticks strictly after ``after`` (default: now).
+
+    Computed from the job's current definition with the scheduler's own functions (``H``
+    hashed on the job_id, the job's DST policies), each as ``{utc, local}`` where ``local``
+    is the wall time in the job's zone with its offset. A once job previews its ``run_at`` if
+    after ``after``; manual and deleted jobs preview nothing; a paused job's ticks are shown.
+    """
+    rm = _read_model(request)
+    ticks = rm.ticks(job_id, after or datetime.now(UTC), count)
+    if ticks is None:
+        raise HTTPException(404, f"job {job_id!r} not found")
+    return {"job_id": job_id, "ticks": ticks}
+
+
+@reads.get("/jobs/{job_id}/skipped", response_model=SkippedList, responses={404: {}})
+def list_skipped(job_id: str, request: Request,
+                 limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> Any:
+    """A job's skipped ticks (TickSkipped: scheduled_for, reason, at), newest first."""
+    rm = _read_model(request)
+    if rm.job(job_id) is None:
+        raise HTTPException(404, f"job {job_id!r} not found")
+    return {"job_id": job_id, "skipped": rm.skipped(job_id, limit)}
 
 
 @reads.get("/runs/{run_id}", response_model=RunOut, responses={404: {}})

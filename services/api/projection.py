@@ -17,6 +17,7 @@ from typing import Any
 
 from cronlog import events as ev
 from cronlog.time import iso, to_ms
+from services.api import skips
 from services.api.schemas import spec_to_json
 from services.api.store import Batch
 from services.api.stored import dump_run_event
@@ -105,8 +106,12 @@ def _job_event(batch: Batch, record: ev.RunEvent, event: ev.Event) -> None:
         job.update(status="deleted", next_fire_at=None, deleted_at=at)
     elif isinstance(event, ev.TickSkipped):
         job["next_fire_at"] = _iso(event.next_fire_at)
+        skips.record(batch, record.job_id, event, at)
     else:
         return
+    if isinstance(event, ev.JobRegistered | ev.JobRedefined):  # not in the API's definition
+        s = event.spec.schedule
+        job["dst_policy"] = {"dst_gap": s.dst_gap.value, "dst_overlap": s.dst_overlap.value}
     job["updated_at"] = at
     batch.put_json(key, job)
 

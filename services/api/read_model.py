@@ -12,6 +12,7 @@ import asyncio
 import logging
 import threading
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message,
 
 from cronlog import events as ev
 from services.api import views
-from services.api.projection import apply
+from services.api.projection import apply, job_key
 from services.api.store import Batch, Store
 from topology.codec import DecodeError, decode_event
 from topology.config import KafkaSettings
@@ -89,6 +90,16 @@ class ReadModel:
     def run(self, run_id: str) -> dict[str, Any] | None:
         """Return run ``run_id``, or None."""
         return views.get_run(self.store, run_id)
+
+    def skipped(self, job_id: str, limit: int) -> list[dict[str, Any]]:
+        """Return a job's skipped ticks, newest first, at most ``limit``."""
+        return views.list_skipped(self.store, job_id, limit)
+
+    def ticks(self, job_id: str, after: datetime, count: int) -> list[dict[str, str]] | None:
+        """Return the next ``count`` ticks of job ``job_id`` after ``after``, or None if the
+        job is unknown (see ``views.preview``)."""
+        doc = self.store.get_json(job_key(job_id))
+        return views.preview(doc, after, count) if doc is not None else None
 
     def events_for(self, idem_key: str, job_id: str | None = None) -> list[ev.RunEvent]:
         """Return the events command ``idem_key`` caused so far (see ``views.events_for``)."""

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from itertools import islice
 from typing import Any
 
 from cronlog import events as ev
+from cronlog.model import DstGapPolicy, DstOverlapPolicy, ScheduleKind
+from cronlog.schedule import cron_ticks, zone
+from cronlog.time import iso
+from services.api import skips
 from services.api.projection import events_prefix, job_key, job_runs_prefix, run_key
 from services.api.store import Store
 from services.api.stored import load_run_event
@@ -15,9 +21,10 @@ def job_view(store: Store, doc: dict[str, Any]) -> dict[str, Any]:
 
     Returns:
         ``{job_id, <definition fields>, status, next_run_at, created_at, updated_at,
-        deleted_at, counts: {runs, active, succeeded, failed}, last_run}``; ``next_run_at`` is
-        null unless the job is active (a paused job fires nothing); ``last_run`` is a short
-        summary of the newest run, or null.
+        deleted_at, counts: {runs, active, succeeded, failed}, last_run, skipped_count}``;
+        ``next_run_at`` is null unless the job is active (a paused job fires nothing);
+        ``last_run`` is a short summary of the newest run, or null; ``skipped_count`` is how
+        many of its ticks were ever skipped (TickSkipped).
     """
     last = store.get_json(run_key(doc["last_run_id"])) if doc.get("last_run_id") else None
     done = doc["succeeded"] + doc["failed"]
@@ -33,6 +40,7 @@ def job_view(store: Store, doc: dict[str, Any]) -> dict[str, Any]:
                    "succeeded": doc["succeeded"], "failed": doc["failed"]},
         "last_run": {k: last[k] for k in ("run_id", "scheduled_for", "state", "exit_code")}
         if last else None,
+        "skipped_count": skips.count(store, doc["job_id"]),
     }
 
 
@@ -70,3 +78,46 @@ def events_for(store: Store, idem_key: str, job_id: str | None = None) -> list[e
         RunEvents in (job_id, index) order; empty if none has been applied yet.
     """
     return [load_run_event(v) for _, v in store.scan(events_prefix(idem_key, job_id))]
+
+
+def list_skipped(store: Store, job_id: str, limit: int) -> list[dict[str, Any]]:
+    """Return a job's skipped ticks ``{scheduled_for, reason, at}``, newest first (see skips)."""
+    return skips.latest(store, job_id, limit)
+
+
+def tick(instant: datetime, tz: str) -> dict[str, str]:
+    """Return a tick as previews show it: ``{utc: ISO Z, local: ISO with the zone's offset}``."""
+    return {"utc": iso(instant),
+            "local": instant.astimezone(zone(tz)).isoformat(timespec="milliseconds")}
+
+
+def preview(doc: dict[str, Any], after: datetime, count: int) -> list[dict[str, str]]:
+    """Return the next ``count`` ticks of a stored job strictly after ``after``.
+
+    Computed from the job's current definition with the core's schedule functions, as the
+    fold computes them: Jenkins ``H`` hashed on the job_id, the job's DST policies.
+
+    Args:
+        doc: the stored job document (``projection``'s ``job:<job_id>``).
+        after: an aware instant, exclusive.
+        count: at most this many ticks.
+
+    Returns:
+        ``[{utc, local}]`` ascending: a cron job's ticks (fewer only if none exists within a
+        century); a once job's ``run_at`` if it is after ``after``; nothing for a manual job
+        or a deleted one. A paused job's ticks are shown: they are what it fires once resumed.
+    """
+    schedule = doc["definition"]["schedule"]
+    if doc["status"] == "deleted":
+        return []
+    tz = schedule.get("timezone") or "UTC"
+    if schedule["type"] == ScheduleKind.ONCE.value and schedule.get("run_at"):
+        run_at = datetime.fromisoformat(schedule["run_at"])
+        return [tick(run_at, tz)] if run_at > after and count > 0 else []
+    if schedule["type"] != ScheduleKind.CRON.value or not schedule.get("expression"):
+        return []
+    policy = {**doc.get("dst_policy", {}), **schedule}  # the definition wins once it has them
+    ticks = cron_ticks(schedule["expression"], tz, after, hash_id=doc["job_id"],
+                       dst_gap=DstGapPolicy(policy.get("dst_gap") or "shift"),
+                       dst_overlap=DstOverlapPolicy(policy.get("dst_overlap") or "first"))
+    return [tick(t, tz) for t in islice(ticks, count)]
