@@ -94,6 +94,19 @@ class ApiClient:
         run: dict[str, Any] = self.request("GET", f"/api/v1/runs/{run_id}")
         return run
 
+    def ticks(self, job_id: str, count: int = 10, after: str | None = None) -> dict[str, Any]:
+        """Return a job's next ticks ``{job_id, ticks: [{utc, local}]}`` (preview)."""
+        params: dict[str, Any] = {"count": count} | ({"after": after} if after else {})
+        answer: dict[str, Any] = self.request("GET", f"/api/v1/jobs/{job_id}/ticks",
+                                              params=params)
+        return answer
+
+    def skipped(self, job_id: str, limit: int = 100) -> list[dict[str, Any]]:
+        """Return a job's skipped ticks ``[{scheduled_for, reason, at}]``, newest first."""
+        answer = self.request("GET", f"/api/v1/jobs/{job_id}/skipped", params={"limit": limit})
+        skipped: list[dict[str, Any]] = answer["skipped"]
+        return skipped
+
     def patch(self, job_id: str, body: dict[str, Any]) -> Any:
         """PATCH a job (``{"paused": bool}`` and/or a merge-patch of its definition)."""
         return self.request("PATCH", f"/api/v1/jobs/{job_id}", json=body)

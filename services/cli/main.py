@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from enum import StrEnum
 from functools import partial
+from itertools import islice
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,7 +15,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cronlog.errors import CronlogError
+from cronlog.errors import CronlogError, InvalidDefinition
+from cronlog.model import DstGapPolicy, DstOverlapPolicy
+from cronlog.schedule import cron_ticks, prev_ticks, validate_cron, zone
 from services.cli import render
 from services.cli.client import DEFAULT_API, ApiClient, ApiError, load_job_file
 
@@ -22,6 +26,9 @@ app = typer.Typer(no_args_is_help=True, add_completion=False,
 jobs = typer.Typer(no_args_is_help=True, help="Register, inspect, pause, resume, delete, "
                                                "trigger jobs.")
 app.add_typer(jobs, name="jobs")
+schedule = typer.Typer(no_args_is_help=True, help="Schedule maths, no broker or API needed: "
+                                                   "preview the ticks of a cron expression.")
+app.add_typer(schedule, name="schedule")
 out = Console()
 err = Console(stderr=True)
 
@@ -131,6 +138,91 @@ def jobs_trigger(job_id: JobId, api: Api = DEFAULT_API, output: Fmt = Output.tab
     else:
         note = " (accepted, not visible yet)" if answer.get("status") == "accepted" else ""
         out.print(f"{job_id}: triggered run {answer['run_id']}{note}")
+
+
+@jobs.command("ticks")
+def jobs_ticks(
+    job_id: JobId, api: Api = DEFAULT_API, output: Fmt = Output.table,
+    count: Annotated[int, typer.Option(min=1, max=1000, help="How many ticks.")] = 10,
+    after: Annotated[str | None, typer.Option(
+        help="Ticks strictly after this ISO-8601 instant (with a zone); default now.")] = None,
+) -> None:
+    """Preview a job's next ticks, as the scheduler will fire them (UTC and local)."""
+    answer = _call(lambda: ApiClient(api).ticks(job_id, count, after))
+    if output is Output.json:
+        _show(answer["ticks"], output)
+    else:
+        out.print(render.ticks_table(answer["ticks"], f"next ticks of {job_id}"))
+
+
+@jobs.command("skipped")
+def jobs_skipped(
+    job_id: JobId, api: Api = DEFAULT_API, output: Fmt = Output.table,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="Most shown.")] = 100,
+) -> None:
+    """List a job's skipped ticks (TickSkipped) with their reason, newest first."""
+    answer = _call(lambda: ApiClient(api).skipped(job_id, limit))
+    _show(answer, output, lambda s: render.skipped_table(s, f"skipped ticks of {job_id}"))
+
+
+def _usage_error(message: str) -> typer.Exit:
+    err.print(f"[red]error[/red] {message}", highlight=False)
+    return typer.Exit(2)
+
+
+def _instant(option: str, value: str) -> datetime:
+    try:
+        instant = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise _usage_error(f"{option}: {value!r} is not an ISO-8601 instant") from exc
+    if instant.tzinfo is None:
+        raise _usage_error(f"{option}: {value!r} has no zone; add Z or an offset like +02:00")
+    return instant
+
+
+@schedule.command("next")
+def schedule_next(
+    cron: Annotated[str, typer.Option("--cron", help="Cron expression: 5 fields, 6 with "
+                                                     "seconds first, or an @macro.")],
+    tz: Annotated[str, typer.Option("--tz", help="IANA time zone of the expression.")] = "UTC",
+    after: Annotated[str | None, typer.Option(
+        help="Ticks strictly after this ISO-8601 instant (with a zone); default now.")] = None,
+    before: Annotated[str | None, typer.Option(
+        help="Instead: ticks strictly before this instant, latest first (what catch-up "
+             "looks back at).")] = None,
+    count: Annotated[int, typer.Option(min=1, help="How many ticks.")] = 10,
+    dst_gap: Annotated[DstGapPolicy, typer.Option(
+        help="Fixed-time ticks inside a spring-forward gap.")] = DstGapPolicy.SHIFT,
+    dst_overlap: Annotated[DstOverlapPolicy, typer.Option(
+        help="Fixed-time ticks whose wall time occurs twice.")] = DstOverlapPolicy.FIRST,
+    job_id: Annotated[str | None, typer.Option(
+        "--job-id", help="The job_id Jenkins H hashes (default: a fixed seed).")] = None,
+    output: Fmt = Output.table,
+) -> None:
+    """Print the ticks of a cron expression, computed locally by the scheduler's functions.
+
+    Exit code 2 for a bad expression, zone or instant (the message names the field).
+    """
+    if after is not None and before is not None:
+        raise _usage_error("give --after or --before, not both")
+    policy = {"hash_id": job_id, "dst_gap": dst_gap, "dst_overlap": dst_overlap}
+    ticks: Iterator[datetime]
+    try:
+        validate_cron(cron, hash_id=job_id)
+        zone(tz)
+        if before is not None:
+            ticks = prev_ticks(cron, tz, _instant("--before", before), count, **policy)
+        else:
+            start = _instant("--after", after) if after is not None else datetime.now(UTC)
+            ticks = islice(cron_ticks(cron, tz, start, **policy), count)
+        shown = [render.tick(t, tz) for t in ticks]
+    except InvalidDefinition as exc:
+        raise _usage_error(str(exc)) from exc
+    if output is Output.json:
+        out.print_json(json.dumps(shown))
+    else:
+        title = f"{cron} ({tz}), " + (f"latest before {before}" if before else "next")
+        out.print(render.ticks_table(shown, title))
 
 
 @app.command("runs")

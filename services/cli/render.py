@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from rich.table import Table
 from rich.text import Text
@@ -120,3 +121,34 @@ def applied(body: dict[str, Any], action: str, answer: Any) -> str:
     if answer.get("status") == "accepted":
         return f"{job_id}: {action}: accepted, not visible yet (see {answer['location']})"
     return f"{job_id}: {action} (next run {local_and_utc(answer.get('next_run_at'))})"
+
+
+def tick(instant: datetime, tz: str) -> dict[str, str]:
+    """Return a tick as previews show it (the API's shape): ``{utc: ISO Z, local: ISO with the
+    offset of zone ``tz``}``, milliseconds."""
+    utc = instant.astimezone(ZoneInfo("UTC")).isoformat(timespec="milliseconds")
+    return {"utc": utc.replace("+00:00", "Z"),
+            "local": instant.astimezone(ZoneInfo(tz)).isoformat(timespec="milliseconds")}
+
+
+def ticks_table(ticks: list[dict[str, str]], title: str = "ticks") -> Table:
+    """Return the table of a preview: UTC instant, wall time in the job's zone, its offset."""
+    table = Table(title=title)
+    for col in ("#", "utc", "local", "offset"):
+        table.add_column(col, no_wrap=True)
+    for n, t in enumerate(ticks, 1):
+        local = datetime.fromisoformat(t["local"])
+        table.add_row(str(n), t["utc"], local.strftime("%Y-%m-%d %H:%M:%S %a"),
+                      local.strftime("%z"))
+    return table
+
+
+def skipped_table(skipped: list[dict[str, Any]], title: str = "skipped ticks") -> Table:
+    """Return the table of ``cronlog jobs skipped``: tick, reason, when it was skipped."""
+    table = Table(title=title)
+    for col in ("scheduled for", "reason", "skipped at"):
+        table.add_column(col, no_wrap=True)
+    for s in skipped:
+        table.add_row(local_and_utc(s["scheduled_for"], True), s["reason"],
+                      local_and_utc(s["at"], True))
+    return table
