@@ -43,7 +43,15 @@ class PauseJob:
 
 @dataclass(frozen=True, slots=True)
 class ResumeJob:
-    """Fire ticks again, from now on (ticks that passed while paused are not fired)."""
+    """Fire ticks again.
+
+    Attributes:
+        catchup: False (default): from now on, the ticks that passed while paused are owed
+            nothing. True: they are fired per the schedule's catch-up policy (``all``,
+            ``latest``, ``none`` within ``catchup_window``), as if the fold had been down.
+    """
+
+    catchup: bool = False
 
 
 @dataclass(frozen=True, slots=True)

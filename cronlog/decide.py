@@ -9,11 +9,18 @@ from typing import assert_never
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.errors import InvalidDefinition, InvariantViolation, RejectReason
-from cronlog.firing import fire_due_ticks, first_tick, rescheduled_tick, resume_tick
+from cronlog.firing import (
+    fire_due_ticks,
+    first_tick,
+    rescheduled_tick,
+    resume_tick,
+    start_run,
+)
 from cronlog.ids import run_id_for_trigger
 from cronlog.job import (
     MAX_APPLIED_MARKERS,
     MAX_RENEWAL_MARKERS,
+    WAITING_TASK_STATES,
     JobState,
     JobStatus,
     TaskInstance,
@@ -118,8 +125,11 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
             if state.status is JobStatus.ACTIVE:
                 d.reject(command, RejectReason.ALREADY_IN_STATE, "job is not paused")
             else:
-                nxt = resume_tick(state.spec.schedule, state.next_fire_at, now, d.job_id)
-                d.emit(ev.JobResumed(next_fire_at=nxt))
+                nxt = resume_tick(state.spec.schedule, state.next_fire_at, now, d.job_id,
+                                  catchup=command.catchup)
+                d.emit(ev.JobResumed(next_fire_at=nxt, catchup=command.catchup))
+                if command.catchup:  # the owed ticks are decided now, not on the next Tick
+                    _fire(d, now)
         case cmd.DeleteJob():
             d.emit(ev.JobDeleted())
         case cmd.TriggerJob():
@@ -149,7 +159,8 @@ def _register(d: Decision, command: cmd.RegisterJob, now: datetime) -> None:
     except InvalidDefinition as exc:
         d.reject(command, RejectReason.INVALID_DEFINITION, str(exc))
         return
-    d.emit(ev.JobRegistered(command.spec, first_tick(command.spec.schedule, now, d.job_id)))
+    d.emit(ev.JobRegistered(command.spec, first_tick(command.spec.schedule, now, d.job_id),
+                            command.spec.schedule.max_runs))
 
 
 def _update(d: Decision, state: JobState, command: cmd.UpdateJob, now: datetime) -> None:
@@ -160,7 +171,9 @@ def _update(d: Decision, state: JobState, command: cmd.UpdateJob, now: datetime)
         return
     nxt = rescheduled_tick(state.spec.schedule, command.spec.schedule, state.next_fire_at, now,
                            d.job_id)
-    d.emit(ev.JobRedefined(command.spec, nxt))
+    limit = command.spec.schedule.max_runs
+    d.emit(ev.JobRedefined(command.spec, nxt,
+                           None if limit is None else max(0, limit - state.runs_fired)))
 
 
 def _tick(d: Decision, now: datetime) -> None:
@@ -173,13 +186,35 @@ def _tick(d: Decision, now: datetime) -> None:
                 _fail(d, run.run_id, ti, ev.TaskFailed(
                     run.run_id, ti.task, ti.attempt, ti.epoch, holder,
                     cmd.FailureKind.LEASE_EXPIRED, None, "", None, now), now)
-            elif (ti.state is TaskState.RETRY_WAIT and ti.retry_at is not None
+            elif (ti.state in WAITING_TASK_STATES and ti.retry_at is not None
                   and ti.retry_at <= now):
                 d.emit(ev.TaskReady(run.run_id, ti.task, ti.attempt, run.scheduled_for))
+    _release_buffered(d, now)
+    _fire(d, now)
+
+
+def _fire(d: Decision, now: datetime) -> None:
     state = d.live()
     if state.status is JobStatus.ACTIVE:
         for event in fire_due_ticks(state, now):
             d.emit(event)
+
+
+def _release_buffered(d: Decision, now: datetime) -> None:
+    """Start the buffered tick of a ``buffer_one`` job once no run of it is active.
+
+    Temporal's BUFFER_ONE: "start the workflow again soon as the current one completes". The
+    run keeps its nominal ``scheduled_for`` and run_id; a paused job releases it too (the
+    tick came due while it was active).
+    """
+    state = d.live()
+    held = state.buffered
+    if held is None or state.runs or state.status is JobStatus.DELETED:
+        return
+    for event in start_run(state, held.run_id, held.scheduled_for, held.trigger, now,
+                           next_fire_at=state.next_fire_at,
+                           runs_remaining=state.runs_remaining()):
+        d.emit(event)
 
 
 def _lease_command(
@@ -216,7 +251,7 @@ def _lease_command(
         d.emit(ev.TaskSucceeded(run.run_id, ti.task, ti.attempt, ti.epoch, command.worker_id,
                                 command.exit_code or 0, command.output_tail,
                                 command.started_at, command.finished_at))
-        _finish_run_if_done(d, run.run_id)
+        _finish_run_if_done(d, run.run_id, now)
     else:
         kind = command.failure_kind or cmd.FailureKind.NONZERO_EXIT
         _fail(d, run.run_id, ti, ev.TaskFailed(
@@ -232,10 +267,10 @@ def _fail(d: Decision, run_id: str, ti: TaskInstance, failed: ev.TaskFailed,
     if retry_at is not None:
         d.emit(ev.RetryScheduled(run_id, ti.task, ti.attempt + 1, retry_at))
     else:
-        _finish_run_if_done(d, run_id)
+        _finish_run_if_done(d, run_id, now)
 
 
-def _finish_run_if_done(d: Decision, run_id: str) -> None:
+def _finish_run_if_done(d: Decision, run_id: str, now: datetime) -> None:
     run = d.live().run(run_id)
     if run is None:
         return
@@ -244,3 +279,6 @@ def _finish_run_if_done(d: Decision, run_id: str) -> None:
         d.emit(ev.RunSucceeded(run_id))
     elif all(s in (TaskState.SUCCEEDED, TaskState.FAILED) for s in states):
         d.emit(ev.RunFailed(run_id))
+    else:
+        return
+    _release_buffered(d, now)

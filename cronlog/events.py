@@ -31,18 +31,38 @@ class SkipReason(StrEnum):
     """Missed for longer than the job's catchup_window."""
     MAX_ACTIVE_RUNS = "max_active_runs"
     """The job already had ``max_active_runs`` runs active when the tick came due."""
+    EXCLUDED = "excluded"
+    """The tick falls in one of the schedule's exclusion windows."""
+    OVERLAP = "overlap"
+    """A run was still active and the overlap policy is ``skip`` (or ``buffer_one`` with a
+    tick already buffered)."""
+    END_AT = "end_at"
+    """The first tick after the schedule's ``end_at``; the schedule has no further tick."""
+    MAX_RUNS = "max_runs"
+    """The first tick after the schedule fired ``max_runs`` runs; it has no further tick."""
+
+
+class CancelReason(StrEnum):
+    """Why a run was cancelled."""
+
+    OVERLAP = "overlap"
+    """A new tick fired under the ``cancel_previous`` overlap policy."""
 
 
 @dataclass(frozen=True, slots=True)
 class JobRegistered:
     spec: JobSpec
     next_fire_at: datetime | None
+    runs_remaining: int | None = None
+    """Runs the schedule may still fire (``max_runs`` bound); None when unbounded."""
 
 
 @dataclass(frozen=True, slots=True)
 class JobRedefined:
     spec: JobSpec
     next_fire_at: datetime | None
+    runs_remaining: int | None = None
+    """Runs the schedule may still fire under the new definition; None when unbounded."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +73,8 @@ class JobPaused:
 @dataclass(frozen=True, slots=True)
 class JobResumed:
     next_fire_at: datetime | None
+    catchup: bool = False
+    """True: the ticks passed while paused are owed and follow the catch-up policy."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +89,32 @@ class RunScheduled:
     trigger: RunTrigger
     tasks: tuple[str, ...]
     next_fire_at: datetime | None
+    runs_remaining: int | None = None
+    """Runs the schedule may still fire after this one; None when unbounded."""
+    release_at: datetime | None = None
+    """When jitter delays the release: the instant the tasks become ready (TaskReady then).
+    None: they are ready at once (TaskReady follows this event)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunBuffered:
+    """A tick fired while a run was active under ``buffer_one``: it starts when they end."""
+
+    run_id: str
+    scheduled_for: datetime
+    trigger: RunTrigger
+    next_fire_at: datetime | None
+    runs_remaining: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunCancelled:
+    """An active run was cancelled (it leaves the record; its leases are revoked)."""
+
+    run_id: str
+    reason: CancelReason
+    replaced_by: str | None = None
+    """The run that displaced it (``cancel_previous``), or None."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +238,8 @@ Event = (
     | RunSucceeded
     | RunFailed
     | CommandRejected
+    | RunBuffered
+    | RunCancelled
 )
 
 

@@ -1,9 +1,12 @@
-"""Which ticks fire when the fold's now passes a job's cursor: on-time ticks, catch-up, skips.
+"""Which ticks fire when the fold's now passes a job's cursor: bounds, exclusions, catch-up,
+overlap, jitter.
 
-Rules (docs/schedules.md): a tick folded within ``ON_TIME_GRACE`` of its instant is on time and
-fires. Older ones were *missed* (nothing was folding): ``all`` fires those inside
-``catchup_window``, ``latest`` fires only the latest of them and only when no on-time tick
-fires with it, ``none`` fires none. Every tick not fired yields a TickSkipped with its reason.
+Rules (docs/schedules.md): the first tick past ``end_at`` or past ``max_runs`` is skipped and
+ends the schedule; an excluded tick is skipped. A tick folded within the schedule's
+``misfire_grace`` (default ``ON_TIME_GRACE``) is on time. Older ones were *missed*: ``all``
+fires those inside ``catchup_window``, ``latest`` only the latest of them and only when no
+on-time tick fires with it, ``none`` none. A tick that may fire then meets the job's overlap
+policy and ``max_active_runs``. Every tick not fired yields a TickSkipped with its reason.
 """
 
 from __future__ import annotations
@@ -12,15 +15,34 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 from cronlog import events as ev
-from cronlog.ids import run_id_for_tick
+from cronlog.exclusions import is_excluded
+from cronlog.ids import run_id_for_tick, stable_fraction
 from cronlog.job import JobState
-from cronlog.model import CatchupPolicy, Schedule, ScheduleKind
+from cronlog.model import CatchupPolicy, JobSpec, OverlapPolicy, Schedule, ScheduleKind
 from cronlog.schedule import next_tick
+from cronlog.time import to_ms
 
 ON_TIME_GRACE = timedelta(seconds=60)
-"""A tick folded at most this late counts as on time (covers restarts and rebalances)."""
+"""The default ``Schedule.misfire_grace``: a tick folded at most this late counts as on time
+(covers restarts and rebalances)."""
 MAX_TICKS_PER_FOLD = 1000
 """At most this many ticks of one job are decided per Tick command; the rest wait for the next."""
+
+
+def schedule_tick(schedule: Schedule, after: datetime, job_id: str) -> datetime | None:
+    """Return the job's first tick strictly after ``after`` and not before ``start_at``.
+
+    ``end_at`` and ``max_runs`` are not applied here: the first tick past them still becomes
+    the cursor, and ``fire_due_ticks`` skips it (TickSkipped) and ends the schedule.
+
+    Args:
+        schedule: the job's schedule.
+        after: an aware instant (exclusive).
+        job_id: the job (what Jenkins ``H`` fields hash).
+    """
+    if schedule.start_at is not None and after < schedule.start_at:
+        after = schedule.start_at - timedelta(microseconds=1)
+    return next_tick(schedule, after, hash_id=job_id)
 
 
 def first_tick(schedule: Schedule, now: datetime, job_id: str) -> datetime | None:
@@ -32,27 +54,33 @@ def first_tick(schedule: Schedule, now: datetime, job_id: str) -> datetime | Non
         job_id: the job (what Jenkins ``H`` fields hash).
 
     Returns:
-        An aware UTC instant or None (manual). Cron ticks are strictly after ``now``. A
-        ``once`` job returns ``run_at`` even when it has passed: it then fires on the next Tick
-        (``fire_due_ticks`` never lets the catch-up policy skip a once job's only tick).
+        An aware UTC instant or None (manual). Cron and every ticks are strictly after
+        ``now`` (and not before ``start_at``). A ``once`` job returns ``run_at`` even when it
+        has passed: it then fires on the next Tick (``fire_due_ticks`` never lets the catch-up
+        policy skip a once job's only tick).
     """
     if schedule.kind is ScheduleKind.ONCE:
         return schedule.run_at
-    return next_tick(schedule, now, hash_id=job_id)
+    return schedule_tick(schedule, now, job_id)
 
 
 def resume_tick(schedule: Schedule, cursor: datetime | None, now: datetime,
-                job_id: str) -> datetime | None:
-    """Return the cursor of a job resumed at ``now``: ticks that passed while paused are not fired.
+                job_id: str, *, catchup: bool = False) -> datetime | None:
+    """Return the cursor of a job resumed at ``now``.
 
     Args:
         schedule: the job's schedule.
-        cursor: the job's ``next_fire_at`` when it was paused (None: a once job already fired).
+        cursor: the job's ``next_fire_at`` when it was paused (None: the schedule ended).
         now: the fold's now, aware UTC.
+        job_id: the job.
+        catchup: True keeps the paused cursor, so the ticks passed while paused are owed and
+            follow the catch-up policy; False owes nothing (the next tick after ``now``).
     """
+    if catchup or cursor is None:
+        return cursor
     if schedule.kind is ScheduleKind.ONCE:
-        return cursor if cursor is not None and cursor > now else None
-    return next_tick(schedule, now, hash_id=job_id)
+        return cursor if cursor > now else None
+    return schedule_tick(schedule, now, job_id)
 
 
 def rescheduled_tick(old: Schedule, new: Schedule, cursor: datetime | None,
@@ -69,57 +97,128 @@ def rescheduled_tick(old: Schedule, new: Schedule, cursor: datetime | None,
     return first_tick(new, now, job_id)
 
 
+def release_at(spec: JobSpec, job_id: str, tick: datetime, now: datetime) -> datetime | None:
+    """Return when a run for ``tick`` is released under the job's jitter, or None for now.
+
+    The offset is ``jitter * stable_fraction(job_id, tick)``, whole milliseconds, in
+    [0, jitter); a release not after ``now`` (a late or buffered run) is immediate.
+
+    Determinism: a hash of (job_id, scheduled_for), never a random draw (DESIGN.md).
+    """
+    jitter_ms = to_ms(tick + spec.jitter) - to_ms(tick)
+    if jitter_ms <= 0:
+        return None
+    offset = int(stable_fraction(job_id, str(to_ms(tick))) * jitter_ms)
+    at = tick + timedelta(milliseconds=offset)
+    return at if at > now else None
+
+
+def start_run(state: JobState, run_id: str, tick: datetime, trigger: ev.RunTrigger,
+              now: datetime, *, next_fire_at: datetime | None,
+              runs_remaining: int | None) -> Iterator[ev.Event]:
+    """Yield RunScheduled, then TaskReady for each task unless jitter delays the release."""
+    spec = state.spec
+    release = release_at(spec, state.job_id, tick, now)
+    yield ev.RunScheduled(run_id, tick, trigger, spec.tasks, next_fire_at, runs_remaining,
+                          release)
+    if release is None:
+        for task in spec.tasks:
+            yield ev.TaskReady(run_id, task, 1, tick)
+
+
 def _due(state: JobState, now: datetime) -> tuple[list[datetime], datetime | None]:
     due: list[datetime] = []
     cursor = state.next_fire_at
     while cursor is not None and cursor <= now and len(due) < MAX_TICKS_PER_FOLD:
         due.append(cursor)
-        cursor = next_tick(state.spec.schedule, cursor, hash_id=state.job_id)
+        cursor = schedule_tick(state.spec.schedule, cursor, state.job_id)
     return due, cursor
 
 
+def _catchup_reason(sched: Schedule, tick: datetime, now: datetime, late: list[datetime],
+                    any_on_time: bool, complete: bool) -> ev.SkipReason | None:
+    if sched.kind is ScheduleKind.ONCE:
+        return None  # the one and only tick is always the latest: it fires, late
+    if now - tick > sched.catchup_window:
+        return ev.SkipReason.CATCHUP_WINDOW
+    if sched.catchup is CatchupPolicy.NONE or (
+        sched.catchup is CatchupPolicy.LATEST
+        and (any_on_time or not complete or tick != late[-1])
+    ):
+        return ev.SkipReason.CATCHUP_POLICY
+    return None
+
+
+class _Fold:
+    """What the ticks of one fold change as they are decided: active runs, buffer, count."""
+
+    def __init__(self, state: JobState) -> None:
+        self.active = [r.run_id for r in state.runs]
+        self.buffered = state.buffered is not None
+        self.fired = state.runs_fired
+        self.limit = state.spec.schedule.max_runs
+
+    def remaining(self) -> int | None:
+        return None if self.limit is None else max(0, self.limit - self.fired)
+
+
 def fire_due_ticks(state: JobState, now: datetime) -> Iterator[ev.Event]:
-    """Yield RunScheduled + TaskReady, or TickSkipped, for each tick of ``state`` due at ``now``.
+    """Yield the events of every tick of ``state`` due at ``now``, in tick order.
+
+    Per tick: TickSkipped (with its reason), or RunBuffered (``buffer_one``), or RunCancelled
+    for the active runs (``cancel_previous``) then RunScheduled + TaskReady (TaskReady later,
+    on a Tick, when jitter delays the release).
 
     Args:
         state: an active job.
         now: the fold's now, aware UTC.
 
     Returns:
-        Events in tick order; empty if nothing is due.
+        Events in tick order; empty if nothing is due. After a TickSkipped ``end_at`` or
+        ``max_runs`` (whose next_fire_at is None) nothing more.
 
     Determinism: run_ids derive from (job_id, scheduled_for), so a tick can never make two runs.
     """
     due, after_all = _due(state, now)
     if not due:
         return
-    sched = state.spec.schedule
-    late = [t for t in due if now - t > ON_TIME_GRACE]
-    any_on_time = len(late) < len(due)
+    sched, spec = state.spec.schedule, state.spec
+    excluded = {t for t in due if is_excluded(sched, t)}
+    late = [t for t in due if now - t > sched.misfire_grace and t not in excluded]
+    any_on_time = len(late) + len(excluded) < len(due)
     complete = after_all is None or after_all > now
-    active = len(state.runs)
+    fold = _Fold(state)
     for i, tick in enumerate(due):
         cursor = due[i + 1] if i + 1 < len(due) else after_all
-        reason: ev.SkipReason | None = None
-        trigger = ev.RunTrigger.SCHEDULE
-        if tick in late:
-            trigger = ev.RunTrigger.CATCHUP
-            if sched.kind is ScheduleKind.ONCE:
-                pass  # the one and only tick is always the latest: it fires, late
-            elif now - tick > sched.catchup_window:
-                reason = ev.SkipReason.CATCHUP_WINDOW
-            elif sched.catchup is CatchupPolicy.NONE or (
-                sched.catchup is CatchupPolicy.LATEST
-                and (any_on_time or not complete or tick != late[-1])
-            ):
-                reason = ev.SkipReason.CATCHUP_POLICY
-        if reason is None and active >= state.spec.max_active_runs:
+        if sched.end_at is not None and tick > sched.end_at:
+            yield ev.TickSkipped(tick, ev.SkipReason.END_AT, None)
+            return
+        if fold.limit is not None and fold.fired >= fold.limit:
+            yield ev.TickSkipped(tick, ev.SkipReason.MAX_RUNS, None)
+            return
+        trigger = ev.RunTrigger.CATCHUP if tick in late else ev.RunTrigger.SCHEDULE
+        reason = (ev.SkipReason.EXCLUDED if tick in excluded else
+                  _catchup_reason(sched, tick, now, late, any_on_time, complete)
+                  if tick in late else None)
+        run_id = run_id_for_tick(state.job_id, tick)
+        if reason is None and fold.active:
+            if spec.overlap is OverlapPolicy.SKIP or (
+                    spec.overlap is OverlapPolicy.BUFFER_ONE and fold.buffered):
+                reason = ev.SkipReason.OVERLAP
+            elif spec.overlap is OverlapPolicy.BUFFER_ONE:
+                fold.buffered, fold.fired = True, fold.fired + 1
+                yield ev.RunBuffered(run_id, tick, trigger, cursor, fold.remaining())
+                continue
+            elif spec.overlap is OverlapPolicy.CANCEL_PREVIOUS:
+                for old in fold.active:
+                    yield ev.RunCancelled(old, ev.CancelReason.OVERLAP, run_id)
+                fold.active = []
+        if reason is None and len(fold.active) >= spec.max_active_runs:
             reason = ev.SkipReason.MAX_ACTIVE_RUNS
         if reason is not None:
             yield ev.TickSkipped(tick, reason, cursor)
             continue
-        active += 1
-        run_id = run_id_for_tick(state.job_id, tick)
-        yield ev.RunScheduled(run_id, tick, trigger, state.spec.tasks, cursor)
-        for task in state.spec.tasks:
-            yield ev.TaskReady(run_id, task, 1, tick)
+        fold.active.append(run_id)
+        fold.fired += 1
+        yield from start_run(state, run_id, tick, trigger, now, next_fire_at=cursor,
+                             runs_remaining=fold.remaining())

@@ -38,6 +38,8 @@ class TaskState(StrEnum):
     """A worker holds the lease on the attempt."""
     RETRY_WAIT = "retry_wait"
     """The last attempt failed; the next one is released at ``retry_at``."""
+    DELAYED = "delayed"
+    """The first attempt is held back by the job's jitter; released at ``retry_at``."""
     SUCCEEDED = "succeeded"
     """Terminal: an attempt succeeded."""
     FAILED = "failed"
@@ -45,6 +47,8 @@ class TaskState(StrEnum):
 
 
 TERMINAL_TASK_STATES = frozenset({TaskState.SUCCEEDED, TaskState.FAILED})
+WAITING_TASK_STATES = frozenset({TaskState.RETRY_WAIT, TaskState.DELAYED})
+"""States a Tick releases (TaskReady) once ``retry_at`` has passed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +62,7 @@ class TaskInstance:
         epoch: fencing token; bumps on every (re)assignment; 0 before the first claim.
         worker_id: the lease holder while CLAIMED.
         lease_expires_at: aware UTC instant the lease lapses, while CLAIMED.
-        retry_at: aware UTC instant the next attempt is released, while RETRY_WAIT.
+        retry_at: aware UTC instant the next attempt is released, while RETRY_WAIT or DELAYED.
     """
 
     task: str
@@ -85,6 +89,15 @@ class Run:
 
 
 @dataclass(frozen=True, slots=True)
+class Buffered:
+    """The one tick a ``buffer_one`` job keeps while a run is active (from RunBuffered)."""
+
+    run_id: str
+    scheduled_for: datetime
+    trigger: ev.RunTrigger
+
+
+@dataclass(frozen=True, slots=True)
 class JobState:
     """Everything decisions about one job need; one table record keyed by job_id.
 
@@ -98,6 +111,9 @@ class JobState:
         applied: idem_keys of the most recent applied commands (not Ticks, not renewals),
             oldest first.
         renewals: idem_keys of the most recent applied RenewLease commands, oldest first.
+        runs_fired: runs the schedule fired (or buffered) since registration; manual runs
+            do not count. ``max_runs`` bounds it.
+        buffered: the tick a ``buffer_one`` job holds until its active runs end, or None.
     """
 
     job_id: str
@@ -108,6 +124,13 @@ class JobState:
     runs: tuple[Run, ...] = ()
     applied: tuple[str, ...] = ()
     renewals: tuple[str, ...] = ()
+    runs_fired: int = 0
+    buffered: Buffered | None = None
+
+    def runs_remaining(self) -> int | None:
+        """Return how many runs the schedule may still fire, or None when unbounded."""
+        limit = self.spec.schedule.max_runs
+        return None if limit is None else max(0, limit - self.runs_fired)
 
     def has_applied(self, idem_key: str) -> bool:
         """Return whether a command with ``idem_key`` was applied recently."""
@@ -120,7 +143,7 @@ class JobState:
     def next_deadline(self) -> datetime | None:
         """Return the earliest instant a Tick has work for this job, or None.
 
-        That is the next tick (while active), a retry release, or a lease expiry.
+        That is the next tick (while active), a retry or jitter release, or a lease expiry.
         """
         times: list[datetime] = []
         if self.status is JobStatus.ACTIVE and self.next_fire_at is not None:
@@ -129,7 +152,7 @@ class JobState:
             for ti in run.tasks:
                 if ti.state is TaskState.CLAIMED and ti.lease_expires_at is not None:
                     times.append(ti.lease_expires_at)
-                elif ti.state is TaskState.RETRY_WAIT and ti.retry_at is not None:
+                elif ti.state in WAITING_TASK_STATES and ti.retry_at is not None:
                     times.append(ti.retry_at)
         return min(times, default=None)
 
@@ -152,6 +175,18 @@ def _task(state: JobState, run_id: str, task: str) -> TaskInstance:
     return ti
 
 
+def _run_scheduled(state: JobState, event: ev.RunScheduled) -> JobState:
+    first = (TaskState.READY if event.release_at is None else TaskState.DELAYED)
+    run = Run(event.run_id, event.scheduled_for, event.trigger,
+              tuple(TaskInstance(t, first, retry_at=event.release_at) for t in event.tasks))
+    state = replace(state, runs=(*state.runs, run))
+    if event.trigger is ev.RunTrigger.MANUAL:
+        return state
+    if state.buffered is not None and state.buffered.run_id == event.run_id:
+        return replace(state, buffered=None)  # counted when it was buffered
+    return replace(state, next_fire_at=event.next_fire_at, runs_fired=state.runs_fired + 1)
+
+
 def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | None:
     """Apply one event to a job's state.
 
@@ -169,7 +204,8 @@ def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | N
         case ev.JobRegistered(spec=spec, next_fire_at=nxt):
             if state is None:
                 return JobState(job_id, spec, JobStatus.ACTIVE, EPOCH, nxt)
-            return replace(state, spec=spec, status=JobStatus.ACTIVE, next_fire_at=nxt)
+            return replace(state, spec=spec, status=JobStatus.ACTIVE, next_fire_at=nxt,
+                           runs_fired=0, buffered=None)
         case ev.CommandRejected():
             return state
     if state is None:
@@ -182,11 +218,14 @@ def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | N
         case ev.JobResumed(next_fire_at=nxt):
             return replace(state, status=JobStatus.ACTIVE, next_fire_at=nxt)
         case ev.JobDeleted():
-            return replace(state, status=JobStatus.DELETED, next_fire_at=None)
-        case ev.RunScheduled(run_id=run_id, scheduled_for=at, trigger=trigger, tasks=tasks):
-            run = Run(run_id, at, trigger, tuple(TaskInstance(t, TaskState.READY) for t in tasks))
-            nxt = state.next_fire_at if trigger is ev.RunTrigger.MANUAL else event.next_fire_at
-            return replace(state, runs=(*state.runs, run), next_fire_at=nxt)
+            return replace(state, status=JobStatus.DELETED, next_fire_at=None, buffered=None)
+        case ev.RunScheduled():
+            return _run_scheduled(state, event)
+        case ev.RunBuffered(run_id=run_id, scheduled_for=at, trigger=trigger):
+            return replace(state, buffered=Buffered(run_id, at, trigger),
+                           runs_fired=state.runs_fired + 1, next_fire_at=event.next_fire_at)
+        case ev.RunCancelled(run_id=run_id):
+            return replace(state, runs=tuple(r for r in state.runs if r.run_id != run_id))
         case ev.TickSkipped(next_fire_at=nxt):
             return replace(state, next_fire_at=nxt)
         case ev.TaskReady(run_id=run_id, task=task, attempt=attempt):

@@ -16,6 +16,26 @@ class ScheduleKind(StrEnum):
     """One tick at ``run_at`` (UTC); a ``run_at`` already past at registration fires at once."""
     MANUAL = "manual"
     """No ticks: runs only on TriggerJob."""
+    EVERY = "every"
+    """A fixed interval: ticks at ``anchor_at + k * interval`` for every integer k (default
+    anchor: the Unix epoch, so ticks fall on interval boundaries). Temporal's IntervalSpec."""
+
+
+class OverlapPolicy(StrEnum):
+    """What a tick does while an earlier run of the job is still active.
+
+    After Temporal's ``ScheduleOverlapPolicy`` (docs/schedules.md, "Overlap").
+    """
+
+    ALLOW = "allow"
+    """Start the run anyway, up to ``max_active_runs`` (cron's behaviour). The default."""
+    SKIP = "skip"
+    """Do not start it: TickSkipped ``overlap``."""
+    BUFFER_ONE = "buffer_one"
+    """Keep one tick (RunBuffered) and start it when the active runs have ended; a further tick
+    while one is buffered is skipped (TickSkipped ``overlap``)."""
+    CANCEL_PREVIOUS = "cancel_previous"
+    """Cancel the active runs (RunCancelled; their leases are revoked), then start the new one."""
 
 
 class CatchupPolicy(StrEnum):
@@ -58,6 +78,30 @@ class DstOverlapPolicy(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class Exclusion:
+    """A window in which a schedule's ticks are not fired (TickSkipped ``excluded``).
+
+    Read in the schedule's ``timezone``. Every constraint that is set must hold for a tick to
+    be excluded; at least one must be set.
+
+    Attributes:
+        start_date: first excluded local date, ``YYYY-MM-DD``, inclusive. None: no date bound.
+        end_date: last excluded local date, ``YYYY-MM-DD``, inclusive. None: ``start_date``
+            alone (a single day), or no date bound when ``start_date`` is None too.
+        weekdays: local weekdays, ``mon`` .. ``sun``; empty means any day.
+        start_time: local time of day the window opens, ``HH:MM:SS``, inclusive. None: 00:00.
+        end_time: local time of day it closes, ``HH:MM:SS``, exclusive. None: end of day.
+            An ``end_time`` not after ``start_time`` wraps past midnight (``22:00``-``06:00``).
+    """
+
+    start_date: str | None = None
+    end_date: str | None = None
+    weekdays: tuple[str, ...] = ()
+    start_time: str | None = None
+    end_time: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Schedule:
     """When a job fires.
 
@@ -72,6 +116,18 @@ class Schedule:
             once at the first real instant after the gap, ``skip`` drops them.
         dst_overlap: fixed-time cron ticks whose wall time occurs twice: ``first`` (default),
             ``last`` or ``both`` passes.
+        interval: the period of an ``every`` schedule (at least 1 s). None for other kinds.
+        anchor_at: the phase of an ``every`` schedule: ticks at ``anchor_at + k * interval``.
+            None: the Unix epoch (ticks aligned on interval boundaries).
+        start_at: no tick before this instant fires (the first tick is the first one at or
+            after it). None: unbounded.
+        end_at: no tick after this instant fires; the first tick past it is skipped
+            (TickSkipped ``end_at``) and the schedule ends. None: unbounded.
+        max_runs: most runs the schedule fires (manual triggers do not count); the tick after
+            the last is skipped (TickSkipped ``max_runs``) and the schedule ends. None: no limit.
+        exclusions: windows whose ticks are skipped (TickSkipped ``excluded``).
+        misfire_grace: a tick folded at most this late is on time and always fires; later ones
+            follow ``catchup``. Default 60 s (APScheduler's ``misfire_grace_time``).
     """
 
     kind: ScheduleKind
@@ -82,6 +138,13 @@ class Schedule:
     catchup_window: timedelta = timedelta(days=1)
     dst_gap: DstGapPolicy = DstGapPolicy.SHIFT
     dst_overlap: DstOverlapPolicy = DstOverlapPolicy.FIRST
+    interval: timedelta | None = None
+    anchor_at: datetime | None = None
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    max_runs: int | None = None
+    exclusions: tuple[Exclusion, ...] = ()
+    misfire_grace: timedelta = timedelta(seconds=60)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +179,10 @@ class JobSpec:
         max_active_runs: most runs active at once; a tick that would exceed it is skipped
             (TickSkipped ``max_active_runs``). Default 16, as Airflow's
             ``max_active_runs_per_dag``. It also bounds the job's table record.
+        overlap: what a tick does while an earlier run is active. Default ``allow``.
+        jitter: each scheduled run's release (TaskReady) is delayed by a deterministic offset
+            in [0, jitter) hashed from (job_id, scheduled_for); ``scheduled_for`` stays the
+            nominal tick. Default 0 (no delay).
     """
 
     name: str
@@ -126,3 +193,5 @@ class JobSpec:
     lease_ttl: timedelta = timedelta(seconds=60)
     tasks: tuple[str, ...] = ("main",)
     max_active_runs: int = 16
+    overlap: OverlapPolicy = OverlapPolicy.ALLOW
+    jitter: timedelta = timedelta(0)

@@ -16,8 +16,14 @@ from cronlog import cron
 from cronlog.cronmatch import ever_matches
 from cronlog.dst import Policy, next_after, prev_before
 from cronlog.errors import InvalidDefinition
+from cronlog.exclusions import validate_exclusions
 from cronlog.model import DstGapPolicy, DstOverlapPolicy, Schedule, ScheduleKind
-from cronlog.time import EPOCH, utc
+from cronlog.time import EPOCH, from_ms, to_ms, utc
+
+MIN_INTERVAL = timedelta(seconds=1)
+"""Shortest ``every`` interval (the ticker's default resolution)."""
+MIN_MISFIRE_GRACE = timedelta(seconds=1)
+"""Shortest ``misfire_grace``: below the ticker's interval every tick would count as missed."""
 
 
 @functools.lru_cache(maxsize=1024)
@@ -71,8 +77,29 @@ def validate_schedule(schedule: Schedule, *, hash_id: str | None = None) -> None
         validate_cron(schedule.expression, hash_id=hash_id)
     elif schedule.kind is ScheduleKind.ONCE and schedule.run_at is None:
         raise InvalidDefinition("schedule.run_at", "required for a once schedule")
+    elif schedule.kind is ScheduleKind.EVERY and (
+            schedule.interval is None or schedule.interval < MIN_INTERVAL):
+        raise InvalidDefinition("schedule.interval_s", "an every schedule needs an interval "
+                                f"of at least {MIN_INTERVAL.total_seconds():g} s")
     if schedule.catchup_window < timedelta(0):
         raise InvalidDefinition("schedule.catchup_window_s", "must not be negative")
+    _validate_bounds(schedule)
+    validate_exclusions(schedule.exclusions)
+
+
+def _validate_bounds(schedule: Schedule) -> None:
+    start, end = schedule.start_at, schedule.end_at
+    if start is not None and end is not None and end < start:
+        raise InvalidDefinition("schedule.end_at", "must not be before start_at")
+    if schedule.kind is ScheduleKind.ONCE and schedule.run_at is not None and (
+            (start is not None and schedule.run_at < start)
+            or (end is not None and schedule.run_at > end)):
+        raise InvalidDefinition("schedule.run_at", "lies outside start_at .. end_at")
+    if schedule.max_runs is not None and schedule.max_runs < 1:
+        raise InvalidDefinition("schedule.max_runs", "must be at least 1")
+    if schedule.misfire_grace < MIN_MISFIRE_GRACE:
+        raise InvalidDefinition("schedule.misfire_grace_s", "must be at least "
+                                f"{MIN_MISFIRE_GRACE.total_seconds():g} s")
 
 
 def _seconds(instant: datetime) -> tuple[int, int]:
@@ -191,4 +218,25 @@ def next_tick(schedule: Schedule, after: datetime, *, hash_id: str | None = None
         return None if tick is None else _instant(tick)
     if schedule.kind is ScheduleKind.ONCE and schedule.run_at is not None:
         return schedule.run_at if schedule.run_at > after else None
+    if schedule.kind is ScheduleKind.EVERY and schedule.interval is not None:
+        return every_tick(schedule.interval, schedule.anchor_at, after)
     return None
+
+
+def every_tick(interval: timedelta, anchor_at: datetime | None, after: datetime) -> datetime:
+    """Return the first tick ``anchor_at + k * interval`` (k any integer) strictly after ``after``.
+
+    Temporal's IntervalSpec ("every ``interval``, offset by ``phase`` from the epoch"): the
+    anchor fixes the phase only, ticks before it exist too (bound them with ``start_at``).
+
+    Args:
+        interval: the period, positive, whole milliseconds count.
+        anchor_at: the phase; None is the Unix epoch (ticks on interval boundaries).
+        after: an aware instant (exclusive).
+
+    Determinism: integer arithmetic on epoch milliseconds.
+    """
+    step = max(1, interval // timedelta(milliseconds=1))
+    anchor = to_ms(anchor_at) if anchor_at is not None else 0
+    k = (to_ms(after) - anchor) // step + 1
+    return from_ms(anchor + k * step)

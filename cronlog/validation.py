@@ -14,6 +14,8 @@ MAX_TASKS = 200
 """Upper bound of a job's tasks (the whole DAG lives in one table record)."""
 MAX_ACTIVE_RUNS_LIMIT = 256
 """Upper bound of max_active_runs (active runs live in the job's table record)."""
+MAX_JITTER = timedelta(days=1)
+"""Upper bound of a job's jitter."""
 MAX_ACTIVE_TASK_INSTANCES = 2000
 """Upper bound of max_active_runs x tasks: every active task instance lives in the job record
 (~150 bytes each), which must fit one changelog message."""
@@ -51,6 +53,8 @@ def validate_spec(spec: JobSpec) -> None:
         raise InvalidDefinition("tasks", f"{len(spec.tasks)} tasks; at most {MAX_TASKS}")
     if not 1 <= spec.max_active_runs <= MAX_ACTIVE_RUNS_LIMIT:
         raise InvalidDefinition("max_active_runs", f"must be 1..{MAX_ACTIVE_RUNS_LIMIT}")
+    if not timedelta(0) <= spec.jitter <= MAX_JITTER:
+        raise InvalidDefinition("jitter_s", f"must be 0..{MAX_JITTER.total_seconds():g} s")
     if spec.max_active_runs * len(spec.tasks) > MAX_ACTIVE_TASK_INSTANCES:
         raise InvalidDefinition(
             "max_active_runs", f"max_active_runs x tasks = "
