@@ -31,12 +31,19 @@ class LastRun(BaseModel):
 class ScheduleOut(BaseModel):
     """A job's schedule as stored (see ``schemas.ScheduleIn``; ``run_at`` ISO UTC ``Z``)."""
 
-    type: Literal["cron", "once", "manual"]
+    type: Literal["cron", "once", "manual", "every"]
     expression: str | None
     timezone: str
     run_at: str | None
     catchup: Literal["all", "latest", "none"]
     catchup_window_s: Number
+    interval_s: Number | None = None
+    anchor_at: str | None = None
+    start_at: str | None = None
+    end_at: str | None = None
+    max_runs: int | None = None
+    exclusions: list[dict[str, object]] = []
+    misfire_grace_s: Number = 60
 
 
 class RetryPolicyOut(BaseModel):
@@ -58,6 +65,8 @@ class JobOut(BaseModel):
         created_at / updated_at / deleted_at: instants of the last registration, last
             change, deletion.
         skipped_count: how many of its ticks were skipped (``GET .../skipped`` lists them).
+        max_active_runs / overlap / jitter_s: see ``schemas.JobDefinition``.
+        runs_remaining: runs the schedule may still fire (``max_runs``); null when unbounded.
     """
 
     job_id: str
@@ -75,6 +84,10 @@ class JobOut(BaseModel):
     counts: Counts
     last_run: LastRun | None
     skipped_count: int = 0
+    max_active_runs: int = 16
+    overlap: Literal["allow", "skip", "buffer_one", "cancel_previous"] = "allow"
+    jitter_s: Number = 0
+    runs_remaining: int | None = None
 
 
 class JobList(BaseModel):
@@ -103,7 +116,12 @@ class RunOut(BaseModel):
 
     Attributes:
         state: ``scheduled`` → ``ready`` (waiting for a worker) → ``running`` (claimed) →
-            ``succeeded`` | ``failed``; ``retrying`` while a retry waits for its backoff.
+            ``succeeded`` | ``failed``; ``retrying`` while a retry waits for its backoff;
+            ``buffered`` while a ``buffer_one`` tick waits for the active run to end;
+            ``cancelled`` (terminal) when a ``cancel_previous`` tick displaced it.
+        release_at: when jitter delays the run, the instant its tasks are released.
+        runs_remaining: runs the schedule may still fire after this one (``max_runs``).
+        cancelled_by: the run that displaced a cancelled run.
         trigger: ``schedule``, ``catchup`` or ``manual``.
         attempt / epoch / claimed_by / lease_expires_at: the current attempt and its lease.
         exit_code / failure_kind / output_tail: outcome of the latest finished attempt.
@@ -134,6 +152,9 @@ class RunOut(BaseModel):
     retry_at: str | None
     trigger_lag_s: float | None
     attempts: list[Attempt]
+    release_at: str | None = None
+    runs_remaining: int | None = None
+    cancelled_by: str | None = None
 
 
 class RunList(BaseModel):

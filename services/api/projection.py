@@ -23,7 +23,7 @@ from services.api.store import Batch
 from services.api.stored import dump_run_event
 
 _MAX_MS = 10**13 - 1
-TERMINAL_RUN_STATES = frozenset({"succeeded", "failed"})
+TERMINAL_RUN_STATES = frozenset({"succeeded", "failed", "cancelled"})
 """Run states after which nothing changes."""
 
 
@@ -77,8 +77,10 @@ def apply(batch: Batch, record: ev.RunEvent) -> bool:
         return False
     batch.put(marker, dump_run_event(record))
     event = record.event
-    if isinstance(event, ev.RunScheduled):
+    if isinstance(event, ev.RunScheduled | ev.RunBuffered):
         _run_scheduled(batch, record, event)
+    elif isinstance(event, ev.RunCancelled):
+        _run_cancelled(batch, record, event)
     elif isinstance(event, RunChange):
         _run_event(batch, record, event)
     elif not isinstance(event, ev.CommandRejected | ev.LeaseExpired):
@@ -93,11 +95,13 @@ def _job_event(batch: Batch, record: ev.RunEvent, event: ev.Event) -> None:
         job = job or {"job_id": record.job_id, "runs": 0, "succeeded": 0, "failed": 0,
                       "last_run_id": None, "last_scheduled_for": None}
         job.update(definition=spec_to_json(event.spec), status="active", created_at=at,
-                   deleted_at=None, next_fire_at=_iso(event.next_fire_at))
+                   deleted_at=None, next_fire_at=_iso(event.next_fire_at),
+                   runs_remaining=event.runs_remaining)
     elif job is None:
         return  # a job event for a job never registered: nothing to show
     elif isinstance(event, ev.JobRedefined):
-        job.update(definition=spec_to_json(event.spec), next_fire_at=_iso(event.next_fire_at))
+        job.update(definition=spec_to_json(event.spec), next_fire_at=_iso(event.next_fire_at),
+                   runs_remaining=event.runs_remaining)
     elif isinstance(event, ev.JobPaused):
         job["status"] = "paused"
     elif isinstance(event, ev.JobResumed):
@@ -116,21 +120,36 @@ def _job_event(batch: Batch, record: ev.RunEvent, event: ev.Event) -> None:
     batch.put_json(key, job)
 
 
-def _run_scheduled(batch: Batch, record: ev.RunEvent, event: ev.RunScheduled) -> None:
+def _run_scheduled(batch: Batch, record: ev.RunEvent,
+                   event: ev.RunScheduled | ev.RunBuffered) -> None:
+    """A run document for RunScheduled, or RunBuffered (state ``buffered``; the RunScheduled
+    that starts it later moves it to ``scheduled`` without counting it twice)."""
     key, at = run_key(event.run_id), iso(record.at)
     scheduled_for = iso(event.scheduled_for)
     job = batch.get_json(job_key(record.job_id))
-    if batch.get(key) is None:
+    existing = batch.get_json(key)
+    if existing is not None and existing["state"] == "buffered" and isinstance(
+            event, ev.RunScheduled):
+        existing.update(state="scheduled", tasks=list(event.tasks),
+                        release_at=_iso(event.release_at),
+                        runs_remaining=event.runs_remaining)
+        batch.put_json(key, existing)
+    if existing is None:
         batch.put_json(key, {
             "run_id": event.run_id, "job_id": record.job_id,
             "job_name": job["definition"]["name"] if job else None,
             "scheduled_for": scheduled_for, "trigger": event.trigger.value,
-            "tasks": list(event.tasks), "state": "scheduled", "attempt": 1, "epoch": 0,
+            "tasks": list(getattr(event, "tasks", ())), "state": "scheduled", "attempt": 1,
+            "epoch": 0,
             "claimed_by": None, "lease_expires_at": None, "exit_code": None,
             "failure_kind": None, "output_tail": "", "created_at": at, "ready_at": None,
             "claimed_at": None, "started_at": None, "finished_at": None, "retry_at": None,
             "trigger_lag_s": None, "attempts": [],
+            "release_at": _iso(getattr(event, "release_at", None)),
+            "runs_remaining": event.runs_remaining, "cancelled_by": None,
         })
+        if isinstance(event, ev.RunBuffered):
+            batch.put_json(key, {**batch.get_json(key), "state": "buffered"})
         inverted = b"%013d" % (_MAX_MS - to_ms(event.scheduled_for))
         batch.put(job_runs_prefix(record.job_id) + inverted + b"\x00" + event.run_id.encode(), b"")
         if job is not None:
@@ -139,10 +158,27 @@ def _run_scheduled(batch: Batch, record: ev.RunEvent, event: ev.RunScheduled) ->
         return
     if event.trigger is not ev.RunTrigger.MANUAL:
         job["next_fire_at"] = _iso(event.next_fire_at)
+        if existing is None:
+            job["runs_remaining"] = event.runs_remaining
     if job["last_scheduled_for"] is None or scheduled_for >= job["last_scheduled_for"]:
         job.update(last_run_id=event.run_id, last_scheduled_for=scheduled_for)
     job["updated_at"] = at
     batch.put_json(job_key(record.job_id), job)
+
+
+def _run_cancelled(batch: Batch, record: ev.RunEvent, event: ev.RunCancelled) -> None:
+    key = run_key(event.run_id)
+    run = batch.get_json(key)
+    if run is None or run["state"] in TERMINAL_RUN_STATES:
+        return
+    run.update(state="cancelled", lease_expires_at=None, cancelled_by=event.replaced_by,
+               finished_at=run["finished_at"] or iso(record.at))
+    batch.put_json(key, run)
+    job = batch.get_json(job_key(record.job_id))
+    if job is not None:  # counted as failed: it did not succeed, and counts stay consistent
+        job["cancelled"] = job.get("cancelled", 0) + 1
+        job["failed"] += 1
+        batch.put_json(job_key(record.job_id), job)
 
 
 def _attempt(run: dict[str, Any], task: str, attempt: int) -> dict[str, Any]:

@@ -7,12 +7,20 @@ A job's definition has one JSON shape everywhere: the POST body, the definition 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from cronlog.model import CatchupPolicy, JobSpec, RetryPolicy, Schedule, ScheduleKind
+from cronlog.model import (
+    CatchupPolicy,
+    Exclusion,
+    JobSpec,
+    OverlapPolicy,
+    RetryPolicy,
+    Schedule,
+    ScheduleKind,
+)
 from cronlog.time import iso
 
 JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
@@ -26,24 +34,65 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+Weekday = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+Kind = Literal["cron", "once", "manual", "every"]
+Overlap = Literal["allow", "skip", "buffer_one", "cancel_previous"]
+
+
+class ExclusionIn(_Strict):
+    """A window whose ticks are skipped, in the schedule's timezone (docs/schedules.md).
+
+    Every constraint set must hold; at least one must be set.
+
+    Attributes:
+        start_date / end_date: local dates ``YYYY-MM-DD``, inclusive (end defaults to start).
+        weekdays: ``mon`` .. ``sun``; empty for any day.
+        start_time / end_time: local times of day ``HH:MM[:SS]``, start inclusive, end
+            exclusive; an end not after the start wraps past midnight.
+    """
+
+    start_date: date | None = None
+    end_date: date | None = None
+    weekdays: list[Weekday] = Field(default_factory=list)
+    start_time: time | None = None
+    end_time: time | None = None
+
+
 class ScheduleIn(_Strict):
     """When a job fires.
 
     Attributes:
-        type: ``cron`` (expression in timezone), ``once`` (run_at) or ``manual`` (triggers only).
+        type: ``cron`` (expression in timezone), ``once`` (run_at), ``every`` (interval_s)
+            or ``manual`` (triggers only).
         expression: cron expression, 5 fields or 6 with seconds first (``cron`` only).
-        timezone: IANA zone the expression is read in. Default ``UTC``.
+        timezone: IANA zone the expression (and the exclusions) are read in. Default ``UTC``.
         run_at: the instant of a ``once`` job, ISO 8601 with a zone.
+        interval_s: the period of an ``every`` job, seconds (at least 1).
+        anchor_at: the phase of an ``every`` job: ticks at anchor_at + k * interval. Default
+            the Unix epoch (ticks on interval boundaries).
+        start_at / end_at: no tick fires before / after these instants; the first tick past
+            ``end_at`` is skipped (``end_at``) and ends the schedule.
+        max_runs: most scheduled runs (manual triggers do not count); then ``max_runs``.
+        exclusions: windows whose ticks are skipped (``excluded``).
         catchup: missed-tick policy: ``all``, ``latest`` (default) or ``none``.
         catchup_window_s: how far back missed ticks may be fired, seconds. Default 86400.
+        misfire_grace_s: a tick folded at most this late is on time, seconds (at least 1).
+            Default 60.
     """
 
-    type: Literal["cron", "once", "manual"]
+    type: Kind
     expression: str | None = None
     timezone: str = "UTC"
     run_at: AwareDatetime | None = None
     catchup: Literal["all", "latest", "none"] = "latest"
     catchup_window_s: Seconds = 86400.0
+    interval_s: Seconds | None = None
+    anchor_at: AwareDatetime | None = None
+    start_at: AwareDatetime | None = None
+    end_at: AwareDatetime | None = None
+    max_runs: int | None = Field(default=None, ge=1, le=2**62)
+    exclusions: list[ExclusionIn] = Field(default_factory=list, max_length=64)
+    misfire_grace_s: Seconds = 60.0
 
 
 class RetryPolicyIn(_Strict):
@@ -73,6 +122,10 @@ class JobDefinition(_Strict):
         lease_ttl_s: how long a claim holds without renewal, seconds. Default 60.
         retry_policy: retries of failed attempts. Default: no retry.
         max_active_runs: most runs active at once; ticks beyond are skipped. Default 16.
+        overlap: a tick while a run is active: ``allow`` (default), ``skip``, ``buffer_one``,
+            ``cancel_previous`` (Temporal's ScheduleOverlapPolicy).
+        jitter_s: each scheduled run is released up to this many seconds after its tick, by a
+            deterministic offset hashed from (job_id, scheduled_for). Default 0.
     """
 
     name: str
@@ -82,6 +135,8 @@ class JobDefinition(_Strict):
     lease_ttl_s: Seconds = 60.0
     retry_policy: RetryPolicyIn = Field(default_factory=RetryPolicyIn)
     max_active_runs: int = Field(default=16, ge=1, le=256)
+    overlap: Overlap = "allow"
+    jitter_s: Seconds = Field(default=0.0, ge=0)
 
 
 class JobIn(JobDefinition):
@@ -97,12 +152,19 @@ class JobIn(JobDefinition):
 class SchedulePatch(_Strict):
     """A partial schedule for PATCH (JSON merge-patch: absent keys keep their value)."""
 
-    type: Literal["cron", "once", "manual"] | None = None
+    type: Kind | None = None
     expression: str | None = None
     timezone: str | None = None
     run_at: AwareDatetime | None = None
     catchup: Literal["all", "latest", "none"] | None = None
     catchup_window_s: Seconds | None = None
+    interval_s: Seconds | None = None
+    anchor_at: AwareDatetime | None = None
+    start_at: AwareDatetime | None = None
+    end_at: AwareDatetime | None = None
+    max_runs: int | None = Field(default=None, ge=1, le=2**62)
+    exclusions: list[ExclusionIn] | None = Field(default=None, max_length=64)
+    misfire_grace_s: Seconds | None = None
 
 
 class RetryPolicyPatch(_Strict):
@@ -119,11 +181,14 @@ class JobPatch(_Strict):
 
     Attributes:
         paused: true pauses the job, false resumes it; absent leaves it.
+        catchup: with ``paused: false`` only: true fires the ticks passed while paused per
+            the schedule's catch-up policy; false (default) owes them nothing.
         other fields: merged into the current definition (RFC 7396: nested objects merge,
             ``null`` resets a field to its default); the result must be a valid definition.
     """
 
     paused: bool | None = None
+    catchup: bool | None = None
     name: str | None = None
     schedule: SchedulePatch | None = None
     command: list[str] | None = None
@@ -131,6 +196,8 @@ class JobPatch(_Strict):
     lease_ttl_s: Seconds | None = None
     retry_policy: RetryPolicyPatch | None = None
     max_active_runs: int | None = Field(default=None, ge=1, le=256)
+    overlap: Overlap | None = None
+    jitter_s: Seconds | None = Field(default=None, ge=0)
 
 
 class JobCreated(BaseModel):
@@ -177,6 +244,13 @@ def to_spec(body: JobDefinition) -> JobSpec:
             run_at=s.run_at.astimezone(UTC) if s.run_at is not None else None,
             catchup=CatchupPolicy(s.catchup),
             catchup_window=timedelta(seconds=s.catchup_window_s),
+            interval=timedelta(seconds=s.interval_s) if s.interval_s is not None else None,
+            anchor_at=_utc(s.anchor_at),
+            start_at=_utc(s.start_at),
+            end_at=_utc(s.end_at),
+            max_runs=s.max_runs,
+            exclusions=tuple(_exclusion(x) for x in s.exclusions),
+            misfire_grace=timedelta(seconds=s.misfire_grace_s),
         ),
         command=tuple(body.command),
         timeout=timedelta(seconds=body.timeout_s),
@@ -188,7 +262,28 @@ def to_spec(body: JobDefinition) -> JobSpec:
         ),
         lease_ttl=timedelta(seconds=body.lease_ttl_s),
         max_active_runs=body.max_active_runs,
+        overlap=OverlapPolicy(body.overlap),
+        jitter=timedelta(seconds=body.jitter_s),
     )
+
+
+def _utc(instant: datetime | None) -> datetime | None:
+    return instant.astimezone(UTC) if instant is not None else None
+
+
+def _exclusion(x: ExclusionIn) -> Exclusion:
+    return Exclusion(
+        start_date=x.start_date.isoformat() if x.start_date else None,
+        end_date=x.end_date.isoformat() if x.end_date else None,
+        weekdays=tuple(x.weekdays),
+        start_time=x.start_time.isoformat() if x.start_time else None,
+        end_time=x.end_time.isoformat() if x.end_time else None,
+    )
+
+
+def _exclusion_json(x: Exclusion) -> dict[str, Any]:
+    return {"start_date": x.start_date, "end_date": x.end_date, "weekdays": list(x.weekdays),
+            "start_time": x.start_time, "end_time": x.end_time}
 
 
 def _secs(duration: timedelta) -> int | float:
@@ -217,6 +312,13 @@ def spec_to_json(spec: JobSpec) -> dict[str, Any]:
             "run_at": _iso(s.run_at),
             "catchup": s.catchup.value,
             "catchup_window_s": _secs(s.catchup_window),
+            "interval_s": _secs(s.interval) if s.interval is not None else None,
+            "anchor_at": _iso(s.anchor_at),
+            "start_at": _iso(s.start_at),
+            "end_at": _iso(s.end_at),
+            "max_runs": s.max_runs,
+            "exclusions": [_exclusion_json(x) for x in s.exclusions],
+            "misfire_grace_s": _secs(s.misfire_grace),
         },
         "command": list(spec.command),
         "timeout_s": _secs(spec.timeout),
@@ -228,6 +330,8 @@ def spec_to_json(spec: JobSpec) -> dict[str, Any]:
             "max_backoff_s": _secs(r.max_backoff),
         },
         "max_active_runs": spec.max_active_runs,
+        "overlap": spec.overlap.value,
+        "jitter_s": _secs(spec.jitter),
     }
 
 

@@ -148,7 +148,7 @@ async def register_job(body: JobIn, request: Request, response: Response,
 
 def _patched_spec(job: dict[str, Any], patch: dict[str, Any]) -> JobSpec | None:
     """Return the new spec if the merge-patch changes the definition, else None."""
-    current = {k: job[k] for k in JobDefinition.model_fields}
+    current = {k: job[k] for k in JobDefinition.model_fields if k in job}  # older docs lack some
     try:
         body = JobDefinition.model_validate(merge_patch(current, patch))
     except ValidationError as exc:
@@ -161,17 +161,22 @@ def _patched_spec(job: dict[str, Any], patch: dict[str, Any]) -> JobSpec | None:
 @router.patch("/jobs/{job_id}", response_model=JobOut, responses=_ANSWERS)
 async def patch_job(job_id: str, body: JobPatch, request: Request,
                     idempotency_key: IdemKey = None) -> Any:
-    """Pause/resume (``paused``) and/or change the definition (JSON merge-patch) → the job."""
+    """Pause/resume (``paused``, with ``catchup`` on resume) and/or change the definition
+    (JSON merge-patch) → the job."""
     rm, _ = _parts(request)
     job = _known_job(rm, job_id)
     patch = body.model_dump(exclude_unset=True)
     paused = patch.pop("paused", None)
+    catchup = patch.pop("catchup", None)
+    if catchup is not None and paused is not False:
+        raise _invalid("catchup", "only with paused: false (a resume)")
     steps: list[tuple[str, cmd.Command]] = []
     spec = _patched_spec(job, patch) if patch else None
     if spec is not None:
         steps.append(("update", cmd.UpdateJob(spec)))
     if paused is not None:
-        steps.append(("pause", cmd.PauseJob()) if paused else ("resume", cmd.ResumeJob()))
+        steps.append(("pause", cmd.PauseJob()) if paused
+                     else ("resume", cmd.ResumeJob(catchup=bool(catchup))))
     base = idempotency_key or str(uuid.uuid4())
     for suffix, command in steps:
         idem_key = f"{base}:{suffix}"

@@ -155,3 +155,42 @@ def test_merge_patch_merges_objects_and_null_resets() -> None:
         "name": "a", "schedule": {"type": "cron", "expression": "* * * * *",
                                   "timezone": "Europe/Paris"}}
     assert current["timeout_s"] == 10
+
+
+def test_every_schedule_with_bounds_exclusions_overlap_and_jitter_round_trips() -> None:
+    schedule = {"type": "every", "interval_s": 90, "anchor_at": "2026-03-01T12:00:30+01:00",
+                "start_at": "2026-03-02T00:00:00Z", "end_at": "2026-04-01T00:00:00Z",
+                "max_runs": 10, "misfire_grace_s": 5, "timezone": "Europe/Berlin",
+                "exclusions": [{"start_date": "2026-03-10", "end_date": "2026-03-12"},
+                               {"weekdays": ["sat", "sun"], "start_time": "22:00",
+                                "end_time": "06:00"}]}
+    job = JobIn.model_validate(body(schedule=schedule, overlap="buffer_one", jitter_s=2.5))
+    spec = to_spec(job)
+    assert spec.schedule.exclusions[1].start_time == "22:00:00"
+    out = spec_to_json(spec)
+    assert out["schedule"]["anchor_at"] == "2026-03-01T11:00:30.000Z"
+    assert (out["overlap"], out["jitter_s"], out["schedule"]["max_runs"]) == ("buffer_one", 2.5, 10)
+    assert spec_to_json(to_spec(JobIn.model_validate({**out, "job_id": "x"}))) == out
+
+
+@pytest.mark.parametrize(("changes", "loc"), [
+    ({"schedule": {"type": "every"}}, ["body", "schedule", "interval_s"]),
+    ({"schedule": {"type": "every", "interval_s": 60, "max_runs": 0}},
+     ["body", "schedule", "max_runs"]),
+    ({"schedule": {"type": "every", "interval_s": 60, "exclusions": [{"weekdays": ["xyz"]}]}},
+     ["body", "schedule", "exclusions", 0, "weekdays", 0]),
+    ({"schedule": {"type": "every", "interval_s": 60, "exclusions": [{}]}},
+     ["body", "schedule", "exclusions[0]"]),
+    ({"overlap": "queue"}, ["body", "overlap"]),
+    ({"jitter_s": -1}, ["body", "jitter_s"]),
+])
+def test_bad_schedule_extensions_are_422_naming_the_field(
+        client: TestClient, changes: dict[str, Any], loc: list[Any]) -> None:
+    r = client.post("/api/v1/jobs", json=body(**changes))
+    assert r.status_code == 422, r.text
+    assert loc in locs(r)
+
+
+def test_catchup_without_a_resume_is_refused_by_the_patch_model() -> None:
+    from services.api.schemas import JobPatch
+    assert JobPatch.model_validate({"paused": False, "catchup": True}).catchup is True

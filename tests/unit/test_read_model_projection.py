@@ -80,7 +80,11 @@ def test_registered_job_shows_its_definition_status_and_next_run(store: Store) -
     assert job is not None
     assert job["name"] == "ten"
     assert job["schedule"] == {"type": "cron", "expression": "*/10 * * * * *", "timezone": "UTC",
-                               "run_at": None, "catchup": "latest", "catchup_window_s": 86400}
+                               "run_at": None, "catchup": "latest", "catchup_window_s": 86400,
+                               "interval_s": None, "anchor_at": None, "start_at": None,
+                               "end_at": None, "max_runs": None, "exclusions": [],
+                               "misfire_grace_s": 60}
+    assert (job["overlap"], job["jitter_s"]) == ("allow", 0)
     assert job["command"] == ["sh", "-c", "echo tick"]
     assert job["timeout_s"] == 3600
     assert job["status"] == "active"
@@ -274,3 +278,49 @@ def test_store_survives_reopen_and_a_new_format_wipes_it(tmp_path: Path) -> None
     third = Store(tmp_path / "rm")
     assert views.get_job(third, JOB) is None
     third.close()
+
+
+# --- issue 3: buffered and cancelled runs, runs_remaining, jitter -------------------------------
+
+
+def test_buffered_run_shows_buffered_then_scheduled_and_counts_once(store: Store) -> None:
+    register(store)
+    tick = T0 + timedelta(seconds=10)
+    feed(store, *command("t1", ev.RunBuffered("rb", tick, ev.RunTrigger.SCHEDULE,
+                                              tick + timedelta(seconds=10), 3)))
+    run = views.get_run(store, "rb")
+    assert run is not None and (run["state"], run["runs_remaining"]) == ("buffered", 3)
+    feed(store, *command("done", ev.RunScheduled("rb", tick, ev.RunTrigger.SCHEDULE, ("main",),
+                                                 tick + timedelta(seconds=10), 3, None),
+                         ev.TaskReady("rb", "main", 1, tick), at=tick + timedelta(seconds=4)))
+    run = views.get_run(store, "rb")
+    assert run is not None and run["state"] == "ready"
+    job = views.get_job(store, JOB)
+    assert job is not None and job["counts"]["runs"] == 1
+
+
+def test_cancelled_run_is_terminal_and_names_its_replacement(store: Store) -> None:
+    register(store)
+    tick = T0 + timedelta(seconds=10)
+    feed(store, *command("t1", ev.RunScheduled("r1", tick, ev.RunTrigger.SCHEDULE, ("main",),
+                                               tick + timedelta(seconds=10)),
+                         ev.TaskReady("r1", "main", 1, tick), at=tick))
+    feed(store, *command("t2", ev.RunCancelled("r1", ev.CancelReason.OVERLAP, "r2"),
+                         at=tick + timedelta(seconds=10)))
+    feed(store, *command("late", ev.TaskReady("r1", "main", 2, tick)))
+    run = views.get_run(store, "r1")
+    assert run is not None
+    assert (run["state"], run["cancelled_by"]) == ("cancelled", "r2")
+    job = views.get_job(store, JOB)
+    assert job is not None and job["counts"]["active"] == 0
+
+
+def test_jittered_run_shows_its_release_instant(store: Store) -> None:
+    register(store)
+    tick = T0 + timedelta(seconds=10)
+    feed(store, *command("t1", ev.RunScheduled("r1", tick, ev.RunTrigger.SCHEDULE, ("main",),
+                                               None, 0, tick + timedelta(seconds=3)), at=tick))
+    run = views.get_run(store, "r1")
+    assert run is not None
+    assert (run["state"], run["release_at"], run["runs_remaining"]) == (
+        "scheduled", "2026-03-01T12:00:13.000Z", 0)
