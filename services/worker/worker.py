@@ -71,6 +71,7 @@ class Worker:
         self.settings = settings
         self.topics = Topics.of(settings)
         self.producer = Producer(settings.producer_config())
+        self._producer_lock = threading.Lock()
         self._stop = threading.Event()
         self._waiting: dict[tuple[str, str, str], Future[Answer]] = {}
         self._lock = threading.Lock()
@@ -148,10 +149,36 @@ class Worker:
             held.execution.kill()
 
     # -- commands ------------------------------------------------------------------------------
-    def _send(self, job_id: str, idem_key: str, command: cmd.Command) -> None:
+    def _send(self, job_id: str, idem_key: str, command: cmd.Command) -> bool:
+        """Append a command; returns False (logged) when it could not be queued.
+
+        Never raises: a worker thread that died here would hold its slot forever. A producer
+        in a fatal state (librdkafka's idempotence can end in one after a broker outage) is
+        replaced; commands are idempotent by idem_key, so a retried send is harmless.
+        """
         value = encode_command(cmd.Envelope(idem_key, job_id, command))
-        self.producer.produce(self.topics.commands, key=job_id.encode(), value=value)
-        self.producer.poll(0)
+        for _ in range(50):
+            try:
+                with self._producer_lock:
+                    producer = self.producer
+                producer.produce(self.topics.commands, key=job_id.encode(), value=value)
+                producer.poll(0)
+                return True
+            except BufferError:
+                time.sleep(0.1)  # local queue full (broker unreachable): wait for room
+            except KafkaException as exc:
+                log.error("cannot send %s: %s", type(command).__name__, exc)
+                if exc.args and exc.args[0].fatal():
+                    self._replace_producer(producer)
+                else:
+                    return False
+        return False
+
+    def _replace_producer(self, broken: Producer) -> None:
+        with self._producer_lock:
+            if self.producer is broken:
+                log.warning("producer is in a fatal state; replacing it")
+                self.producer = Producer(self.settings.producer_config())
 
     # -- main loop -----------------------------------------------------------------------------
     def run(self) -> None:
@@ -176,8 +203,11 @@ class Worker:
                 if first is None:
                     continue
                 for msg in [first, *ready.consume(num_messages=free - 1, timeout=0)]:
-                    self._on_ready(msg)
-                    ready.commit(message=msg, asynchronous=True)
+                    try:
+                        self._on_ready(msg)
+                        ready.commit(message=msg, asynchronous=True)
+                    except Exception:  # one bad record or a failed commit must not stop pulling
+                        log.exception("handling a ready record failed")
         finally:
             ready.close()
             self._drain()
@@ -244,6 +274,16 @@ class Worker:
                          name=f"attempt-{grant.run_id}").start()
 
     def _attempt(self, held: Held) -> None:
+        try:
+            self._run_attempt(held)
+        except Exception:
+            log.exception("attempt thread failed", extra={"run_id": held.grant.run_id})
+        finally:
+            # Whatever happened, the slot is free again: a lost completion is recovered by
+            # the lease expiring on the fold's side.
+            self._held.pop((held.grant.run_id, held.grant.task), None)
+
+    def _run_attempt(self, held: Held) -> None:
         grant, wid = held.grant, self.settings.worker_id
         renew_every = max(grant.lease_ttl.total_seconds() / 6, 0.2)
         done = threading.Event()
@@ -255,7 +295,6 @@ class Worker:
         finally:
             done.set()
         if held.revoked:
-            self._held.pop((grant.run_id, grant.task), None)
             return
         self._send(held.job_id, f"complete:{grant.run_id}:{grant.task}:{grant.epoch}",
                    cmd.CompleteTask(grant.run_id, grant.task, grant.attempt, grant.epoch, wid,
@@ -263,7 +302,6 @@ class Worker:
                                     outcome.failure_kind, outcome.output_tail,
                                     outcome.started_at, outcome.finished_at))
         self.producer.flush(10)
-        self._held.pop((grant.run_id, grant.task), None)
         log.info("attempt finished", extra={"run_id": grant.run_id, "task": grant.task,
                                             "exit_code": outcome.exit_code})
 
