@@ -26,7 +26,14 @@ from cronlog.commands import FailureKind
 from cronlog.decide import handle
 from cronlog.firing import ON_TIME_GRACE
 from cronlog.job import TERMINAL_TASK_STATES, JobState, JobStatus, TaskState, evolve
-from cronlog.model import CatchupPolicy, JobSpec, RetryPolicy, Schedule, ScheduleKind
+from cronlog.model import (
+    CatchupPolicy,
+    JobSpec,
+    OverlapPolicy,
+    RetryPolicy,
+    Schedule,
+    ScheduleKind,
+)
 from cronlog.schedule import next_tick
 
 JOB = "job-p"
@@ -62,6 +69,7 @@ def cron_specs(draw: st.DrawFn) -> JobSpec:
         catchup=draw(st.sampled_from(CatchupPolicy)),
         catchup_window=draw(st.sampled_from(
             [timedelta(minutes=2), timedelta(minutes=10), timedelta(days=1)])),
+        max_runs=draw(st.sampled_from([None, None, 2, 5])),
     )
     return _spec(draw, schedule)
 
@@ -85,6 +93,8 @@ def _spec(draw: st.DrawFn, schedule: Schedule) -> JobSpec:
         lease_ttl=draw(st.sampled_from(
             [timedelta(seconds=10), timedelta(seconds=60), timedelta(seconds=600)])),
         tasks=draw(st.sampled_from([("main",), ("a", "b")])),
+        overlap=draw(st.sampled_from(OverlapPolicy)),
+        jitter=draw(st.sampled_from([timedelta(0), timedelta(seconds=20)])),
     )
 
 
@@ -171,7 +181,7 @@ class Driver:
         self.send(cmd.PauseJob(), at=self._maybe_late())
 
     def do_resume(self) -> None:
-        self.send(cmd.ResumeJob(), at=self._maybe_late())
+        self.send(cmd.ResumeJob(catchup=bool(self.draw(st.booleans()))), at=self._maybe_late())
 
     def do_trigger(self) -> None:
         self.send(cmd.TriggerJob())
@@ -270,6 +280,7 @@ def check_every_tick_is_accounted(steps: list[Step]) -> None:
     pause may pass over ticks, and a Tick leaves nothing due behind. On-time ticks always
     fire; skips follow the catch-up policy."""
     cursor: datetime | None = None
+    buffered: dict[str, datetime] = {}
     for s in steps:
         now = s.after.clock if s.after is not None else s.record_time
         spec = s.before.spec if s.before is not None else None
@@ -277,21 +288,40 @@ def check_every_tick_is_accounted(steps: list[Step]) -> None:
             match e:
                 case ev.JobRegistered() | ev.JobRedefined():
                     cursor, spec = e.next_fire_at, e.spec
+                    if isinstance(e, ev.JobRegistered):
+                        buffered.clear()
                 case ev.JobResumed():
-                    cursor = e.next_fire_at  # ticks passed while paused are not owed
-                    assert cursor is None or cursor > now, "resume owes a tick from the past"
+                    if not e.catchup:  # ticks passed while paused are not owed
+                        assert e.next_fire_at is None or e.next_fire_at > now, \
+                            "resume owes a tick from the past"
+                    else:
+                        assert e.next_fire_at == cursor, "resume with catch-up lost the cursor"
+                    cursor = e.next_fire_at
+                case ev.RunScheduled() if e.run_id in buffered:
+                    assert buffered.pop(e.run_id) == e.scheduled_for  # a buffered tick starts
                 case ev.JobDeleted():
                     cursor = None
+                    buffered.clear()  # a deleted job drops its buffered tick
                 case ev.RunScheduled(trigger=ev.RunTrigger.MANUAL):
                     assert e.scheduled_for == now
-                case ev.RunScheduled() | ev.TickSkipped():
+                case ev.RunScheduled() | ev.TickSkipped() | ev.RunBuffered():
                     assert spec is not None
                     assert e.scheduled_for == cursor, "a tick was decided out of order or lost"
-                    assert e.next_fire_at == next_tick(spec.schedule, e.scheduled_for,
-                                                          hash_id=s.envelope.job_id)
+                    ends = isinstance(e, ev.TickSkipped) and e.reason in (
+                        ev.SkipReason.MAX_RUNS, ev.SkipReason.END_AT)
+                    assert e.next_fire_at == (None if ends else next_tick(
+                        spec.schedule, e.scheduled_for, hash_id=s.envelope.job_id))
+                    if isinstance(e, ev.RunBuffered):
+                        assert not buffered, "a second tick was buffered"
+                        buffered[e.run_id] = e.scheduled_for
+                        cursor = e.next_fire_at
+                        continue
                     late = now - e.scheduled_for
                     once = spec.schedule.kind is ScheduleKind.ONCE
-                    if (isinstance(e, ev.TickSkipped)
+                    if isinstance(e, ev.TickSkipped) and e.reason in (
+                            ev.SkipReason.OVERLAP, ev.SkipReason.MAX_RUNS):
+                        pass  # overlap: checked by check_overlap; max_runs: by check_max_runs
+                    elif (isinstance(e, ev.TickSkipped)
                             and e.reason is ev.SkipReason.MAX_ACTIVE_RUNS):
                         active = len(s.before.runs) if s.before is not None else 0
                         fired = sum(isinstance(x, ev.RunScheduled) for x in s.events)
@@ -427,7 +457,7 @@ def check_terminal_states_absorb(steps: list[Step]) -> None:
                                and events[i + 1].attempt == e.attempt + 1)  # type: ignore[union-attr]
                     if isinstance(e, ev.TaskSucceeded) or not retried:
                         closed_tasks.add((e.run_id, e.task))
-                case ev.RunSucceeded() | ev.RunFailed():
+                case ev.RunSucceeded() | ev.RunFailed() | ev.RunCancelled():
                     closed_runs.add(e.run_id)
         # State view: a terminal task instance stays as it is while its run is in the record.
         if s.before is not None and s.after is not None:
@@ -485,7 +515,33 @@ def check_evolve_is_total(steps: list[Step]) -> None:
             evolve(state, JOB, e)
 
 
+def check_overlap_and_max_runs(steps: list[Step]) -> None:
+    """Overlap policies other than ``allow`` never start a tick's run beside an active run;
+    an ``overlap`` skip happens only beside one; scheduled runs never exceed ``max_runs``."""
+    fired = 0
+    for s in steps:
+        state = s.before
+        for e in s.events:
+            if isinstance(e, ev.JobRegistered):
+                fired = 0
+            elif state is not None and isinstance(e, ev.RunBuffered):
+                fired += 1
+                assert state.runs and state.spec.overlap is OverlapPolicy.BUFFER_ONE
+            elif (state is not None and isinstance(e, ev.RunScheduled)
+                    and e.trigger is not ev.RunTrigger.MANUAL):
+                if state.buffered is None or state.buffered.run_id != e.run_id:
+                    fired += 1
+                if state.spec.overlap is not OverlapPolicy.ALLOW:
+                    assert not state.runs, "a run started beside an active one"
+            elif isinstance(e, ev.TickSkipped) and e.reason is ev.SkipReason.OVERLAP:
+                assert state is not None and state.runs
+            limit = state.spec.schedule.max_runs if state is not None else None
+            assert limit is None or fired <= limit, "more runs than max_runs"
+            state = evolve(state, JOB, e)
+
+
 ALL_CHECKS: list[Callable[[list[Step]], None]] = [
+    check_overlap_and_max_runs,
     check_one_run_per_tick,
     check_every_tick_is_accounted,
     check_leases,
