@@ -11,12 +11,13 @@ Number = int | float
 
 
 class Counts(BaseModel):
-    """How many runs a job has had, by outcome (active = neither succeeded nor failed yet)."""
+    """How many runs a job has had, by outcome (active = not yet terminal)."""
 
     runs: int
     active: int
     succeeded: int
     failed: int
+    cancelled: int = 0
 
 
 class LastRun(BaseModel):

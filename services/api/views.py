@@ -21,12 +21,15 @@ def job_view(store: Store, doc: dict[str, Any]) -> dict[str, Any]:
 
     Returns:
         ``{job_id, <definition fields>, status, next_run_at, created_at, updated_at,
-        deleted_at, counts: {runs, active, succeeded, failed}, last_run, skipped_count}``;
+        deleted_at, counts: {runs, active, succeeded, failed, cancelled}, last_run,
+        skipped_count, runs_remaining}``;
         ``next_run_at`` is null unless the job is active (a paused job fires nothing);
         ``last_run`` is a short summary of the newest run, or null; ``skipped_count`` is how
-        many of its ticks were ever skipped (TickSkipped).
+        many of its ticks were ever skipped (TickSkipped); ``runs_remaining`` is what is left
+        of the schedule's ``max_runs`` (null when unbounded).
     """
     last = store.get_json(run_key(doc["last_run_id"])) if doc.get("last_run_id") else None
+    cancelled = doc.get("cancelled", 0)
     done = doc["succeeded"] + doc["failed"]
     return {
         "job_id": doc["job_id"],
@@ -37,10 +40,12 @@ def job_view(store: Store, doc: dict[str, Any]) -> dict[str, Any]:
         "updated_at": doc.get("updated_at"),
         "deleted_at": doc.get("deleted_at"),
         "counts": {"runs": doc["runs"], "active": doc["runs"] - done,
-                   "succeeded": doc["succeeded"], "failed": doc["failed"]},
+                   "succeeded": doc["succeeded"], "failed": doc["failed"] - cancelled,
+                   "cancelled": cancelled},
         "last_run": {k: last[k] for k in ("run_id", "scheduled_for", "state", "exit_code")}
         if last else None,
         "skipped_count": skips.count(store, doc["job_id"]),
+        "runs_remaining": doc.get("runs_remaining"),
     }
 
 
