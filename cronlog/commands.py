@@ -64,6 +64,42 @@ class TriggerJob:
     """Start one manual run now; its run_id derives from the command's idem_key."""
 
 
+class Reprocess(StrEnum):
+    """Which ticks of a backfill get a new run although a run for them exists."""
+
+    NONE = "none"
+    """None: a tick that already has a run is left alone (the run_id is the tick's own)."""
+    FAILED = "failed"
+    """Ticks whose runs all failed or were cancelled get a new run (a distinct run_id)."""
+    ALL = "all"
+    """Every tick gets a new run (a distinct run_id)."""
+
+
+MAX_BACKFILL_TICKS = 1000
+"""At most this many ticks per BackfillJob (the API refuses larger ranges with 422)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillJob:
+    """Create runs for past ticks of the job (``trigger=backfill``).
+
+    The caller (the API, which keeps every run's history) chooses the ticks: the fold keeps
+    only active runs, so it cannot tell which ticks already had one. See docs/schedules.md,
+    "Backfill".
+
+    Attributes:
+        ticks: the ticks, aware UTC, at most ``MAX_BACKFILL_TICKS``. Ticks at or after the
+            schedule's cursor (``next_fire_at``) or after the fold's now are left to the
+            schedule and dropped; so is a tick whose run is active.
+        reprocess: ``none``: each run takes the tick's own run_id (``run_id_for_tick``), so a
+            tick never gets two runs; ``failed``/``all``: the caller asks for a new run beside
+            the earlier one(s), and it gets a distinct run_id (``run_id_for_backfill``).
+    """
+
+    ticks: tuple[datetime, ...]
+    reprocess: Reprocess = Reprocess.NONE
+
+
 @dataclass(frozen=True, slots=True)
 class Tick:
     """Time passes: fire due ticks, release retries, expire leases. Carries no data."""
@@ -132,6 +168,7 @@ Command = (
     | ClaimTask
     | RenewLease
     | CompleteTask
+    | BackfillJob
 )
 
 

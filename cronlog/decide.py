@@ -16,7 +16,7 @@ from cronlog.firing import (
     resume_tick,
     start_run,
 )
-from cronlog.ids import run_id_for_trigger
+from cronlog.ids import run_id_for_backfill, run_id_for_tick, run_id_for_trigger
 from cronlog.job import (
     MAX_APPLIED_MARKERS,
     MAX_RENEWAL_MARKERS,
@@ -140,6 +140,8 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
                                    state.next_fire_at))
             for task in state.spec.tasks:
                 d.emit(ev.TaskReady(run_id, task, 1, now))
+        case cmd.BackfillJob():
+            _backfill(d, state, command, envelope.idem_key, now)
         case cmd.Tick():
             _tick(d, now)
         case cmd.ClaimTask() | cmd.RenewLease() | cmd.CompleteTask():
@@ -176,6 +178,49 @@ def _update(d: Decision, state: JobState, command: cmd.UpdateJob, now: datetime)
                            None if limit is None else max(0, limit - state.runs_fired)))
 
 
+def backfill_ticks(state: JobState, ticks: tuple[datetime, ...],
+                   now: datetime) -> list[datetime]:
+    """Return the ticks of a backfill that are the backfill's to run, ascending, once each.
+
+    A tick after ``now`` or at/after the schedule's cursor (``next_fire_at``) is still the
+    schedule's: it will be fired or skipped by a Tick with the tick's own run_id, so a
+    backfill run for it could share that id. Those are dropped.
+    """
+    cursor = state.next_fire_at
+    return sorted({t for t in ticks if t <= now and (cursor is None or t < cursor)})
+
+
+def _backfill(d: Decision, state: JobState, command: cmd.BackfillJob, idem_key: str,
+              now: datetime) -> None:
+    """Start a run (trigger ``backfill``) for each of the command's past ticks.
+
+    ``reprocess=none``: the run_id is the tick's own, so a tick whose run is active (or held
+    by ``buffer_one``) is left alone, and a re-delivered command creates nothing twice.
+    Otherwise the run_id derives from the command's idem_key: a new run beside the old ones.
+    Backfill runs are not jittered, never move the cursor, do not count toward ``max_runs``
+    and are exempt from the overlap policy and ``max_active_runs`` (the user asked for each
+    of them; the command's ``MAX_BACKFILL_TICKS`` and the record size limit bound them).
+    """
+    if len(command.ticks) > cmd.MAX_BACKFILL_TICKS:
+        d.reject(command, RejectReason.INVALID_DEFINITION,
+                 f"ticks: at most {cmd.MAX_BACKFILL_TICKS} ticks per backfill, "
+                 f"got {len(command.ticks)}")
+        return
+    held = state.buffered.run_id if state.buffered is not None else None
+    for tick in backfill_ticks(state, command.ticks, now):
+        if command.reprocess is cmd.Reprocess.NONE:
+            run_id = run_id_for_tick(d.job_id, tick)
+        else:
+            run_id = run_id_for_backfill(d.job_id, tick, idem_key)
+        if run_id == held or d.live().run(run_id) is not None:
+            continue
+        current = d.live()
+        d.emit(ev.RunScheduled(run_id, tick, ev.RunTrigger.BACKFILL, current.spec.tasks,
+                               current.next_fire_at, current.runs_remaining()))
+        for task in current.spec.tasks:
+            d.emit(ev.TaskReady(run_id, task, 1, tick))
+
+
 def _tick(d: Decision, now: datetime) -> None:
     for run in d.live().runs:
         for ti in run.tasks:
@@ -209,8 +254,9 @@ def _release_buffered(d: Decision, now: datetime) -> None:
     """
     state = d.live()
     held = state.buffered
-    if held is None or state.runs or state.status is JobStatus.DELETED:
-        return
+    if held is None or state.status is JobStatus.DELETED or any(
+            r.trigger is not ev.RunTrigger.BACKFILL for r in state.runs):
+        return  # backfill runs do not hold the schedule back (docs/schedules.md, "Backfill")
     for event in start_run(state, held.run_id, held.scheduled_for, held.trigger, now,
                            next_fire_at=state.next_fire_at,
                            runs_remaining=state.runs_remaining()):

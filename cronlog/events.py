@@ -20,6 +20,10 @@ class RunTrigger(StrEnum):
     """A tick missed while nothing was folding, fired late by the catch-up policy."""
     MANUAL = "manual"
     """A TriggerJob command."""
+    BACKFILL = "backfill"
+    """A BackfillJob command: a past tick run on request. Never moves the schedule's cursor,
+    does not count toward ``max_runs``, is exempt from the overlap policy and
+    ``max_active_runs``, and is not counted by them either (docs/schedules.md, "Backfill")."""
 
 
 class SkipReason(StrEnum):

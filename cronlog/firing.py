@@ -153,7 +153,8 @@ class _Fold:
     """What the ticks of one fold change as they are decided: active runs, buffer, count."""
 
     def __init__(self, state: JobState) -> None:
-        self.active = [r.run_id for r in state.runs]
+        # backfill runs are outside the overlap policy and max_active_runs, both ways
+        self.active = [r.run_id for r in state.runs if r.trigger is not ev.RunTrigger.BACKFILL]
         self.buffered = state.buffered is not None
         self.fired = state.runs_fired
         self.limit = state.spec.schedule.max_runs

@@ -43,6 +43,25 @@ def run_id_for_trigger(job_id: str, idem_key: str) -> RunId:
     return RunId("r" + _digest("trigger", job_id, idem_key))
 
 
+def run_id_for_backfill(job_id: str, scheduled_for: datetime, idem_key: str) -> RunId:
+    """Return the run_id of a reprocessing backfill run for one tick.
+
+    Args:
+        job_id: the job.
+        scheduled_for: the tick, an aware instant (reduced to epoch milliseconds).
+        idem_key: the BackfillJob command's idem_key.
+
+    Returns:
+        ``"r" + 24 hex digits``, distinct from ``run_id_for_tick`` of the same tick and from
+        the run_ids other backfill commands give it.
+
+    Determinism: a pure function of ``(job_id, scheduled_for, idem_key)``: a re-delivered
+    backfill recomputes the same ids, so it cannot create a tick's run twice; a new backfill
+    (another idem_key) that reprocesses the tick creates another run.
+    """
+    return RunId("r" + _digest("backfill", job_id, str(to_ms(scheduled_for)), idem_key))
+
+
 def event_id(idem_key: str, job_id: str, index: int) -> EventId:
     """Return the event_id of the ``index``-th event a command produced for a job.
 

@@ -180,8 +180,8 @@ def _run_scheduled(state: JobState, event: ev.RunScheduled) -> JobState:
     run = Run(event.run_id, event.scheduled_for, event.trigger,
               tuple(TaskInstance(t, first, retry_at=event.release_at) for t in event.tasks))
     state = replace(state, runs=(*state.runs, run))
-    if event.trigger is ev.RunTrigger.MANUAL:
-        return state
+    if event.trigger in (ev.RunTrigger.MANUAL, ev.RunTrigger.BACKFILL):
+        return state  # neither moves the cursor nor counts toward max_runs
     if state.buffered is not None and state.buffered.run_id == event.run_id:
         return replace(state, buffered=None)  # counted when it was buffered
     return replace(state, next_fire_at=event.next_fire_at, runs_fired=state.runs_fired + 1)
