@@ -123,7 +123,7 @@ class RunOut(BaseModel):
         release_at: when jitter delays the run, the instant its tasks are released.
         runs_remaining: runs the schedule may still fire after this one (``max_runs``).
         cancelled_by: the run that displaced a cancelled run.
-        trigger: ``schedule``, ``catchup`` or ``manual``.
+        trigger: ``schedule``, ``catchup``, ``manual`` or ``backfill``.
         attempt / epoch / claimed_by / lease_expires_at: the current attempt and its lease.
         exit_code / failure_kind / output_tail: outcome of the latest finished attempt.
         trigger_lag_s: seconds from scheduled_for to the first attempt's start (its claim

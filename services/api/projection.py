@@ -42,6 +42,15 @@ def job_runs_prefix(job_id: str) -> bytes:
     return b"jr:" + job_id.encode() + b"\x00"
 
 
+def tick_runs_prefix(job_id: str, scheduled_for: datetime) -> bytes:
+    """Return the key prefix of a job's runs for one tick (the run index, by scheduled_for)."""
+    return job_runs_prefix(job_id) + _inverted(scheduled_for) + b"\x00"
+
+
+def _inverted(scheduled_for: datetime) -> bytes:
+    return b"%013d" % (_MAX_MS - to_ms(scheduled_for))
+
+
 def events_prefix(idem_key: str, job_id: str | None = None) -> bytes:
     """Return the key prefix of the events a command caused (for one job, or any job)."""
     prefix = b"ev:" + idem_key.encode() + b"\x00"
@@ -150,13 +159,13 @@ def _run_scheduled(batch: Batch, record: ev.RunEvent,
         })
         if isinstance(event, ev.RunBuffered):
             batch.put_json(key, {**batch.get_json(key), "state": "buffered"})
-        inverted = b"%013d" % (_MAX_MS - to_ms(event.scheduled_for))
-        batch.put(job_runs_prefix(record.job_id) + inverted + b"\x00" + event.run_id.encode(), b"")
+        batch.put(tick_runs_prefix(record.job_id, event.scheduled_for) + event.run_id.encode(),
+                  b"")
         if job is not None:
             job["runs"] += 1
     if job is None:
         return
-    if event.trigger is not ev.RunTrigger.MANUAL:
+    if event.trigger not in (ev.RunTrigger.MANUAL, ev.RunTrigger.BACKFILL):
         job["next_fire_at"] = _iso(event.next_fire_at)
         if existing is None:
             job["runs_remaining"] = event.runs_remaining

@@ -79,6 +79,10 @@ class ReadModel:
         """Return job ``job_id`` as the API shows it, or None (see ``views.job_view``)."""
         return views.get_job(self.store, job_id)
 
+    def stored_job(self, job_id: str) -> dict[str, Any] | None:
+        """Return the stored document of job ``job_id`` (``projection``'s), or None."""
+        return self.store.get_json(job_key(job_id))
+
     def jobs(self, status: str | None = None) -> list[dict[str, Any]]:
         """Return every job, ordered by job_id, optionally filtered by status."""
         return views.list_jobs(self.store, status)

@@ -225,6 +225,42 @@ class RunTriggered(BaseModel):
     scheduled_for: str | None
 
 
+class BackfillIn(_Strict):
+    """Body of ``POST /api/v1/jobs/{job_id}/backfill`` (docs/schedules.md, "Backfill").
+
+    Attributes:
+        start / end: the range of ticks, ``(start, end]``, ISO 8601 with a zone. Ticks after
+            now or at/after the job's next tick are the schedule's and left out.
+        reprocess: ``none`` (default): only ticks without any run; ``failed``: also ticks
+            whose runs all failed or were cancelled; ``all``: every tick.
+        dry_run: answer the ticks that would get a run, create nothing.
+        max_runs: at most this many runs, oldest ticks first (1..1000). Without it, a range
+            needing more than 1000 runs is refused (422 naming ``end``).
+    """
+
+    start: AwareDatetime
+    end: AwareDatetime
+    reprocess: Literal["none", "failed", "all"] = "none"
+    dry_run: bool = False
+    max_runs: int | None = Field(default=None, ge=1, le=1000)
+
+
+class BackfillRun(BaseModel):
+    """One backfilled tick and its run (``run_id`` null in a dry run that reprocesses: the
+    id derives from the real request's idem_key)."""
+
+    scheduled_for: str
+    run_id: str | None
+
+
+class Backfilled(BaseModel):
+    """Answer of a backfill: the runs created (or, in a dry run, that would be), oldest first."""
+
+    job_id: str
+    runs: list[BackfillRun]
+    dry_run: bool
+
+
 def to_spec(body: JobDefinition) -> JobSpec:
     """Return the core JobSpec of an API definition (not yet validated by the core).
 

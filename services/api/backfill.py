@@ -1,0 +1,119 @@
+"""Backfill planning: which ticks of a job in (start, end] get a run (``POST .../backfill``).
+
+The fold keeps only active runs, so the API (whose read model keeps every run) decides which
+ticks need one and sends them in one ``BackfillJob``. Ticks come from the job's current
+definition with the fold's own function (``firing.schedule_tick``: Jenkins ``H`` hashed on the
+job_id, the job's DST policies, ``start_at``), so cron, every and once schedules alike; ticks
+after ``end_at`` and excluded ticks are not the schedule's, so they are not backfilled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from cronlog.commands import MAX_BACKFILL_TICKS, Reprocess
+from cronlog.exclusions import is_excluded
+from cronlog.firing import schedule_tick
+from cronlog.model import DstGapPolicy, DstOverlapPolicy, Schedule
+from services.api.projection import run_key, tick_runs_prefix
+from services.api.schemas import JobDefinition, to_spec
+from services.api.store import Store
+
+MAX_SCANNED_TICKS = 100_000
+"""At most this many ticks of (start, end] are looked at per request (already-run ones too)."""
+REPROCESSABLE = frozenset({"failed", "cancelled"})
+"""Run states that ``reprocess=failed`` runs again (when every run of the tick is in one)."""
+
+
+class TooManyTicks(Exception):
+    """The request would create more than ``MAX_BACKFILL_TICKS`` runs or scan too many ticks."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """A tick that will get a run, and the runs it had before (newest first)."""
+
+    tick: datetime
+    earlier: tuple[dict[str, Any], ...]
+
+
+def job_schedule(doc: dict[str, Any]) -> Schedule:
+    """Return the core Schedule of a stored job document (its DST policies included)."""
+    schedule = to_spec(JobDefinition.model_validate(doc["definition"])).schedule
+    policy = {**doc.get("dst_policy", {}), **doc["definition"]["schedule"]}
+    return replace(schedule, dst_gap=DstGapPolicy(policy.get("dst_gap") or "shift"),
+                   dst_overlap=DstOverlapPolicy(policy.get("dst_overlap") or "first"))
+
+
+def ticks_between(schedule: Schedule, job_id: str, start: datetime,
+                  end: datetime) -> Iterator[datetime]:
+    """Yield the schedule's ticks in (start, end], ascending, as the fold would fire them.
+
+    Ticks after ``end_at`` and ticks in an exclusion window are left out.
+    """
+    if schedule.end_at is not None:
+        end = min(end, schedule.end_at)
+    tick = schedule_tick(schedule, start, job_id)
+    while tick is not None and tick <= end:
+        if not is_excluded(schedule, tick):
+            yield tick
+        tick = schedule_tick(schedule, tick, job_id)
+
+
+def tick_runs(store: Store, job_id: str, tick: datetime) -> list[dict[str, Any]]:
+    """Return every run of ``job_id`` whose scheduled_for is ``tick`` (any trigger)."""
+    runs = []
+    for key, _ in store.scan(tick_runs_prefix(job_id, tick)):
+        run = store.get_json(run_key(key.rsplit(b"\x00", 1)[1].decode()))
+        if run is not None:
+            runs.append(run)
+    return runs
+
+
+def wanted(runs: list[dict[str, Any]], reprocess: Reprocess) -> bool:
+    """Return whether a tick whose runs are ``runs`` gets a new run under ``reprocess``."""
+    if reprocess is Reprocess.ALL or not runs:
+        return True
+    return reprocess is Reprocess.FAILED and all(r["state"] in REPROCESSABLE for r in runs)
+
+
+def plan(store: Store, doc: dict[str, Any], start: datetime, end: datetime,
+         reprocess: Reprocess, max_runs: int | None, now: datetime) -> list[Planned]:
+    """Return the ticks of (start, end] that get a run, ascending, at most ``max_runs``.
+
+    Ticks after ``now`` or at/after the schedule's cursor are the schedule's and left out
+    (the fold drops them too).
+
+    Raises:
+        TooManyTicks: more than ``MAX_BACKFILL_TICKS`` ticks need a run and ``max_runs`` is
+            unset (field ``end``), or more than ``MAX_SCANNED_TICKS`` ticks were looked at
+            (field ``start``).
+    """
+    cursor = datetime.fromisoformat(doc["next_fire_at"]) if doc.get("next_fire_at") else None
+    upper = min(end, now)
+    if cursor is not None:
+        upper = min(upper, cursor - timedelta(microseconds=1))
+    cap = max_runs if max_runs is not None else MAX_BACKFILL_TICKS
+    out: list[Planned] = []
+    for n, tick in enumerate(ticks_between(job_schedule(doc), doc["job_id"], start, upper)):
+        if n >= MAX_SCANNED_TICKS:
+            raise TooManyTicks("start", f"(start, end] holds more than {MAX_SCANNED_TICKS} "
+                                        "ticks; narrow the range")
+        runs = tick_runs(store, doc["job_id"], tick)
+        if not wanted(runs, reprocess):
+            continue
+        if len(out) >= cap:
+            if max_runs is not None:
+                break
+            raise TooManyTicks("end", f"more than {MAX_BACKFILL_TICKS} ticks need a run; "
+                                      "narrow the range or set max_runs")
+        out.append(Planned(tick, tuple(runs)))
+    return out

@@ -1,0 +1,178 @@
+"""``POST /api/v1/jobs/{id}/backfill`` planned against a read model fed RunEvents by hand (no
+Kafka): dry runs list the ticks, reprocess filters them, bad ranges are 422s."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from cronlog import events as ev
+from cronlog.commands import FailureKind
+from cronlog.ids import event_id, run_id_for_backfill, run_id_for_tick
+from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.time import iso
+from services.api.app import create_app
+from services.api.projection import apply
+from services.api.read_model import ReadModel
+from services.api.settings import ApiSettings
+from services.api.store import Batch
+
+T0 = datetime(2024, 3, 1, 12, 0, 0, tzinfo=UTC)
+HOURLY = Schedule(ScheduleKind.CRON, "0 * * * *")
+CURSOR = datetime(2030, 1, 1, tzinfo=UTC)  # the schedule's next tick: far ahead of the range
+JOB = "bf-job"
+
+
+@pytest.fixture
+def rm(tmp_path: Path) -> Iterator[ReadModel]:
+    settings = ApiSettings(api_state_dir=tmp_path / "rm")
+    model = ReadModel(settings, settings.state_path())
+    yield model
+    model.store.close()
+
+
+@pytest.fixture
+def client(rm: ReadModel) -> TestClient:
+    return TestClient(create_app(rm.settings, read_model=rm))
+
+
+def feed(rm: ReadModel, idem_key: str, *events: ev.Event, job_id: str = JOB) -> None:
+    batch = Batch(rm.store)
+    for i, event in enumerate(events):
+        apply(batch, ev.RunEvent(event_id(idem_key, job_id, i), job_id, T0, idem_key, i, event))
+    batch.commit()
+
+
+def register(rm: ReadModel, schedule: Schedule = HOURLY, job_id: str = JOB,
+             cursor: datetime | None = CURSOR) -> None:
+    feed(rm, f"reg-{job_id}", ev.JobRegistered(JobSpec("j", schedule, ("true",)), cursor),
+         job_id=job_id)
+
+
+def run(rm: ReadModel, tick: datetime, outcome: str, run_id: str | None = None,
+        trigger: ev.RunTrigger = ev.RunTrigger.SCHEDULE) -> str:
+    rid = run_id or run_id_for_tick(JOB, tick)
+    events: list[ev.Event] = [ev.RunScheduled(rid, tick, trigger, ("main",), CURSOR)]
+    if outcome != "active":
+        events += [ev.TaskReady(rid, "main", 1, tick),
+                   ev.TaskClaimed(rid, "main", 1, 1, "w", tick, timedelta(60), tick, ("x",),
+                                  timedelta(60))]
+        if outcome == "succeeded":
+            events += [ev.TaskSucceeded(rid, "main", 1, 1, "w", 0, "", tick, tick),
+                       ev.RunSucceeded(rid)]
+        else:
+            events += [ev.TaskFailed(rid, "main", 1, 1, "w", FailureKind.NONZERO_EXIT, 1, "",
+                                     tick, tick), ev.RunFailed(rid)]
+    feed(rm, f"run-{rid}", *events)
+    return rid
+
+
+def post(client: TestClient, job_id: str = JOB, **body: Any) -> Any:
+    body = {"start": iso(T0), "end": iso(T0 + timedelta(hours=4)), "dry_run": True, **body}
+    return client.post(f"/api/v1/jobs/{job_id}/backfill", json=body)
+
+
+def ticks(answer: Any) -> list[str]:
+    return [r["scheduled_for"] for r in answer.json()["runs"]]
+
+
+HOURS = [iso(T0 + timedelta(hours=h)) for h in (1, 2, 3, 4)]  # (start, end]: 12:00 excluded
+
+
+def test_dry_run_lists_the_ticks_in_the_half_open_range_with_their_run_ids(
+        rm: ReadModel, client: TestClient) -> None:
+    register(rm)
+    answer = post(client)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["dry_run"] is True
+    assert ticks(answer) == HOURS
+    assert [r["run_id"] for r in answer.json()["runs"]] == [
+        run_id_for_tick(JOB, T0 + timedelta(hours=h)) for h in (1, 2, 3, 4)]
+
+
+def test_reprocess_filters_by_the_runs_each_tick_had(rm: ReadModel, client: TestClient) -> None:
+    register(rm)
+    h = [T0 + timedelta(hours=k) for k in range(5)]
+    run(rm, h[1], "succeeded")
+    run(rm, h[2], "failed")
+    run(rm, h[3], "failed")
+    run(rm, h[3], "succeeded", run_id_for_backfill(JOB, h[3], "k"), ev.RunTrigger.BACKFILL)
+    run(rm, h[4], "active")
+    assert ticks(post(client)) == []  # every tick has a run
+    assert ticks(post(client, reprocess="failed")) == [iso(h[2])]  # h3 succeeded once
+    assert ticks(post(client, reprocess="all")) == HOURS
+    assert [r["run_id"] for r in post(client, reprocess="all").json()["runs"]] == [None] * 4
+
+
+def test_max_runs_takes_the_oldest_ticks(rm: ReadModel, client: TestClient) -> None:
+    register(rm)
+    run(rm, T0 + timedelta(hours=1), "succeeded")
+    assert ticks(post(client, max_runs=2)) == HOURS[1:3]
+
+
+def test_ticks_the_schedule_still_owns_are_left_out(rm: ReadModel, client: TestClient) -> None:
+    register(rm, cursor=T0 + timedelta(hours=3))
+    assert ticks(post(client)) == HOURS[:2]
+    now = datetime.now(UTC)
+    register(rm, job_id="future", cursor=None)
+    answer = post(client, "future", start=iso(now - timedelta(hours=2)),
+                  end=iso(now + timedelta(hours=5)))
+    assert all(t <= iso(now) for t in ticks(answer)) and len(ticks(answer)) in (1, 2)
+
+
+def test_every_and_once_schedules_backfill_their_own_ticks(
+        rm: ReadModel, client: TestClient) -> None:
+    register(rm, Schedule(ScheduleKind.EVERY, interval=timedelta(minutes=90)), job_id="every")
+    assert ticks(post(client, "every")) == [iso(T0 + timedelta(hours=h)) for h in (1.5, 3)]
+    register(rm, Schedule(ScheduleKind.ONCE, run_at=T0 + timedelta(hours=2)), job_id="once",
+             cursor=None)
+    assert ticks(post(client, "once")) == [HOURS[1]]
+    register(rm, Schedule(ScheduleKind.MANUAL), job_id="manual", cursor=None)
+    assert ticks(post(client, "manual")) == []
+
+
+def test_more_than_1000_runs_is_422_naming_end_unless_max_runs(
+        rm: ReadModel, client: TestClient) -> None:
+    register(rm, Schedule(ScheduleKind.CRON, "* * * * *"))
+    end = iso(T0 + timedelta(minutes=1001))
+    answer = post(client, end=end)
+    assert answer.status_code == 422
+    assert answer.json()["detail"][0]["loc"] == ["body", "end"]
+    assert len(ticks(post(client, end=end, max_runs=1000))) == 1000
+    assert post(client, end=iso(T0 + timedelta(minutes=1000))).status_code == 200
+    too_big = post(client, max_runs=1001)
+    assert too_big.status_code == 422 and too_big.json()["detail"][0]["loc"] == [
+        "body", "max_runs"]
+
+
+@pytest.mark.parametrize("body", [
+    {"end": iso(T0)},                                  # empty range
+    {"end": iso(T0 - timedelta(hours=1))},             # reversed
+    {"start": "2024-03-01T12:00:00"},                  # no zone
+    {"reprocess": "some"},
+])
+def test_bad_requests_are_422(rm: ReadModel, client: TestClient, body: dict[str, Any]) -> None:
+    register(rm)
+    assert post(client, **body).status_code == 422
+
+
+def test_unknown_job_is_404_and_deleted_job_409(rm: ReadModel, client: TestClient) -> None:
+    assert post(client, "nope").status_code == 404
+    register(rm)
+    feed(rm, "del", ev.JobDeleted())
+    assert post(client).status_code == 409
+
+
+def test_backfill_runs_do_not_move_the_jobs_next_run(rm: ReadModel, client: TestClient) -> None:
+    register(rm)
+    tick = T0 + timedelta(hours=1)
+    feed(rm, "bf", ev.RunScheduled(run_id_for_tick(JOB, tick), tick, ev.RunTrigger.BACKFILL,
+                                   ("main",), None))
+    job = client.get(f"/api/v1/jobs/{JOB}").json()
+    assert job["next_run_at"] == iso(CURSOR)
+    assert client.get(f"/api/v1/runs/{run_id_for_tick(JOB, tick)}").json()["trigger"] == "backfill"
