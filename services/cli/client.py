@@ -119,6 +119,11 @@ class ApiClient:
         """Start one manual run of a job now."""
         return self.request("POST", f"/api/v1/jobs/{job_id}/trigger")
 
+    def backfill(self, job_id: str, body: dict[str, Any]) -> Any:
+        """Create runs for a job's ticks in (start, end] (``{start, end, reprocess, dry_run,
+        max_runs}``), or list them with ``dry_run``."""
+        return self.request("POST", f"/api/v1/jobs/{job_id}/backfill", json=body)
+
     def apply(self, body: dict[str, Any]) -> tuple[str, Any]:
         """Create a job, or replace the definition of the live job with the same job_id.
 

@@ -155,6 +155,41 @@ def jobs_ticks(
         out.print(render.ticks_table(answer["ticks"], f"next ticks of {job_id}"))
 
 
+class Reprocess(StrEnum):
+    """Which ticks that already had a run a backfill runs again."""
+
+    none = "none"
+    failed = "failed"
+    all = "all"
+
+
+@jobs.command("backfill")
+def jobs_backfill(
+    job_id: JobId,
+    start: Annotated[str, typer.Option(help="Ticks strictly after this ISO-8601 instant.")],
+    end: Annotated[str, typer.Option(help="Ticks up to this ISO-8601 instant, inclusive.")],
+    reprocess: Annotated[Reprocess, typer.Option(
+        help="none: only ticks without a run; failed: also ticks whose runs all failed; "
+             "all: every tick.")] = Reprocess.none,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List the ticks, create nothing.")]
+    = False,
+    max_runs: Annotated[int | None, typer.Option(
+        min=1, max=1000, help="At most this many runs, oldest ticks first.")] = None,
+    api: Api = DEFAULT_API, output: Fmt = Output.table,
+) -> None:
+    """Run a job's past ticks in (start, end] (trigger backfill); idempotent."""
+    body: dict[str, Any] = {"start": _instant("--start", start).isoformat(),
+                            "end": _instant("--end", end).isoformat(),
+                            "reprocess": reprocess.value, "dry_run": dry_run}
+    if max_runs is not None:
+        body["max_runs"] = max_runs
+    answer = _call(lambda: ApiClient(api).backfill(job_id, body))
+    if isinstance(answer, dict) and answer.get("status") == "accepted":
+        _said(job_id, "backfill", answer, output)
+    else:
+        _show(answer, output, render.backfill_table)
+
+
 @jobs.command("skipped")
 def jobs_skipped(
     job_id: JobId, api: Api = DEFAULT_API, output: Fmt = Output.table,

@@ -152,3 +152,14 @@ def skipped_table(skipped: list[dict[str, Any]], title: str = "skipped ticks") -
         table.add_row(local_and_utc(s["scheduled_for"], True), s["reason"],
                       local_and_utc(s["at"], True))
     return table
+
+
+def backfill_table(answer: dict[str, Any]) -> Table:
+    """Return the table of ``cronlog jobs backfill``: each tick and its run."""
+    verb = "would run" if answer.get("dry_run") else "backfilled"
+    table = Table(title=f"{answer['job_id']}: {verb} {len(answer['runs'])} tick(s)")
+    for col in ("scheduled for", "run"):
+        table.add_column(col, no_wrap=True)
+    for r in answer["runs"]:
+        table.add_row(local_and_utc(r["scheduled_for"], True), _or_dash(r["run_id"]))
+    return table
