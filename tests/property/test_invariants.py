@@ -1,6 +1,7 @@
 """DESIGN.md's invariants against random command sequences folded through ``handle``.
 
-A sequence mixes registration, pause/resume, updates, manual triggers, ticks at increasing and
+A sequence mixes registration, pause/resume, updates, manual triggers, backfills (with the
+ticks the API would choose), ticks at increasing and
 sometimes decreasing record times, claims/renewals/completions with right and wrong epochs
 and workers, and re-deliveries of earlier envelopes. Every invariant is checked on the whole
 trace (each step's command, record time, state before/after and events).
@@ -25,6 +26,7 @@ from cronlog import events as ev
 from cronlog.commands import FailureKind
 from cronlog.decide import handle
 from cronlog.firing import ON_TIME_GRACE
+from cronlog.ids import run_id_for_tick
 from cronlog.job import TERMINAL_TASK_STATES, JobState, JobStatus, TaskState, evolve
 from cronlog.model import (
     CatchupPolicy,
@@ -133,6 +135,8 @@ class Driver:
         self.log: list[tuple[cmd.Envelope, datetime]] = []
         self.steps: list[Step] = []
         self.instances: list[tuple[str, str]] = []  # every (run_id, task) ever made
+        self.tick_runs: dict[datetime, list[str]] = {}  # the API's view: runs per tick
+        self.outcome: dict[str, str] = {}  # run_id -> succeeded / failed / cancelled
         self.n = 0
 
     def draw(self, strategy: st.SearchStrategy[object]) -> object:
@@ -152,6 +156,11 @@ class Driver:
         for e in events:
             if isinstance(e, ev.RunScheduled):
                 self.instances += [(e.run_id, task) for task in e.tasks]
+            if isinstance(e, ev.RunScheduled | ev.RunBuffered):
+                runs = self.tick_runs.setdefault(e.scheduled_for, [])
+                runs += [] if e.run_id in runs else [e.run_id]
+            elif isinstance(e, ev.RunSucceeded | ev.RunFailed | ev.RunCancelled):
+                self.outcome[e.run_id] = type(e).__name__[3:].lower()
 
     def run(self, n_steps: int) -> None:
         self.send(cmd.RegisterJob(self.spec))
@@ -185,6 +194,23 @@ class Driver:
 
     def do_trigger(self) -> None:
         self.send(cmd.TriggerJob())
+
+    def do_backfill(self) -> None:
+        """A BackfillJob with the ticks the API would send (services/api/backfill.py): past
+        ticks of the schedule, filtered by the runs each tick ever had."""
+        reprocess = self.draw(st.sampled_from(cmd.Reprocess))
+        start = self.t - timedelta(seconds=self.draw(  # type: ignore[operator]
+            st.sampled_from([60, 300, 1200, 3600])))
+        ticks, tick = [], next_tick(self.spec.schedule, start, hash_id=JOB)
+        while tick is not None and tick <= self.t and len(ticks) < 20:
+            runs = self.tick_runs.get(tick, [])
+            if reprocess is cmd.Reprocess.ALL or not runs or (
+                    reprocess is cmd.Reprocess.FAILED
+                    and all(self.outcome.get(r) in ("failed", "cancelled") for r in runs)):
+                ticks.append(tick)
+            tick = next_tick(self.spec.schedule, tick, hash_id=JOB)
+        if ticks:
+            self.send(cmd.BackfillJob(tuple(ticks), reprocess))  # type: ignore[arg-type]
 
     def do_delete(self) -> None:
         self.send(cmd.DeleteJob())
@@ -265,7 +291,10 @@ class Driver:
 def check_one_run_per_tick(steps: list[Step]) -> None:
     """Invariant 2: a (job_id, scheduled_for) creates at most one run; run_ids are unique."""
     runs = [e for s in steps for e in s.events if isinstance(e, ev.RunScheduled)]
-    per_tick = Counter(e.scheduled_for for e in runs if e.trigger is not ev.RunTrigger.MANUAL)
+    per_tick = Counter(  # reprocessing backfill runs are the documented exception
+        e.scheduled_for for e in runs if e.trigger is not ev.RunTrigger.MANUAL
+        and (e.trigger is not ev.RunTrigger.BACKFILL
+             or e.run_id == run_id_for_tick(JOB, e.scheduled_for)))
     assert [t for t, n in per_tick.items() if n > 1] == [], "a tick made more than one run"
     per_id = Counter(e.run_id for e in runs)
     assert [r for r, n in per_id.items() if n > 1] == [], "a run_id was scheduled twice"
@@ -304,6 +333,10 @@ def check_every_tick_is_accounted(steps: list[Step]) -> None:
                     buffered.clear()  # a deleted job drops its buffered tick
                 case ev.RunScheduled(trigger=ev.RunTrigger.MANUAL):
                     assert e.scheduled_for == now
+                case ev.RunScheduled(trigger=ev.RunTrigger.BACKFILL):
+                    assert e.scheduled_for <= now, "a backfill ran a future tick"
+                    assert cursor is None or e.scheduled_for < cursor, \
+                        "a backfill ran a tick the schedule still owns"
                 case ev.RunScheduled() | ev.TickSkipped() | ev.RunBuffered():
                     assert spec is not None
                     assert e.scheduled_for == cursor, "a tick was decided out of order or lost"
@@ -519,6 +552,10 @@ def check_overlap_and_max_runs(steps: list[Step]) -> None:
     """Overlap policies other than ``allow`` never start a tick's run beside an active run;
     an ``overlap`` skip happens only beside one; scheduled runs never exceed ``max_runs``."""
     fired = 0
+
+    def lane(state: JobState) -> list[object]:  # backfill runs are outside the overlap policy
+        return [r for r in state.runs if r.trigger is not ev.RunTrigger.BACKFILL]
+
     for s in steps:
         state = s.before
         for e in s.events:
@@ -526,15 +563,15 @@ def check_overlap_and_max_runs(steps: list[Step]) -> None:
                 fired = 0
             elif state is not None and isinstance(e, ev.RunBuffered):
                 fired += 1
-                assert state.runs and state.spec.overlap is OverlapPolicy.BUFFER_ONE
+                assert lane(state) and state.spec.overlap is OverlapPolicy.BUFFER_ONE
             elif (state is not None and isinstance(e, ev.RunScheduled)
-                    and e.trigger is not ev.RunTrigger.MANUAL):
+                    and e.trigger not in (ev.RunTrigger.MANUAL, ev.RunTrigger.BACKFILL)):
                 if state.buffered is None or state.buffered.run_id != e.run_id:
                     fired += 1
                 if state.spec.overlap is not OverlapPolicy.ALLOW:
-                    assert not state.runs, "a run started beside an active one"
+                    assert not lane(state), "a run started beside an active one"
             elif isinstance(e, ev.TickSkipped) and e.reason is ev.SkipReason.OVERLAP:
-                assert state is not None and state.runs
+                assert state is not None and lane(state)
             limit = state.spec.schedule.max_runs if state is not None else None
             assert limit is None or fired <= limit, "more runs than max_runs"
             state = evolve(state, JOB, e)
@@ -556,7 +593,7 @@ ALL_CHECKS: list[Callable[[list[Step]], None]] = [
 
 KINDS = (
     ["tick"] * 6 + ["tick_back", "tick_twice", "register", "pause", "resume", "trigger",
-                    "update", "duplicate", "duplicate"]
+                    "backfill", "update", "duplicate", "duplicate"]
     + ["claim"] * 5 + ["renew"] * 3 + ["complete"] * 5
 )
 
@@ -565,6 +602,10 @@ def _label(steps: list[Step]) -> None:
     seen = {type(e).__name__ for s in steps for e in s.events}
     for name in sorted(seen):
         event(name)
+    triggers = {e.trigger.value for s in steps for e in s.events
+                if isinstance(e, ev.RunScheduled)}
+    for trigger in sorted(triggers):
+        event(f"trigger:{trigger}")
     reasons = {e.reason.value for s in steps for e in s.events
                if isinstance(e, ev.CommandRejected)}
     for reason in sorted(reasons):
