@@ -3,44 +3,13 @@ field, pause/resume/delete with history kept, manual triggers."""
 
 from __future__ import annotations
 
-import socket
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
 
-from tests.integration.harness import Cluster
-
 pytestmark = pytest.mark.broker
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture
-def api(cluster: Cluster) -> Iterator[httpx.Client]:
-    cluster.scheduler()
-    cluster.worker()
-    port = _free_port()
-    cluster.api(port)
-    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            if client.get("/readyz").status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        time.sleep(0.5)
-    else:
-        pytest.fail("API never became ready")
-    yield client
-    client.close()
 
 
 def wait_runs(api: httpx.Client, job_id: str, n: int, timeout: float = 60,

@@ -19,7 +19,6 @@ import pytest
 from cronlog.ids import run_id_for_tick
 from cronlog.time import iso
 from tests.integration.harness import Cluster
-from tests.integration.test_api import api as api  # the fixture: scheduler, worker, API
 
 pytestmark = pytest.mark.broker
 JOB = "bf-hourly"

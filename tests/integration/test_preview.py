@@ -4,45 +4,16 @@ up in ``GET /jobs/{id}/skipped`` and in the job's ``skipped_count``."""
 
 from __future__ import annotations
 
-import socket
 import time
-from collections.abc import Iterator
 from datetime import datetime
 
 import httpx
 import pytest
 
 from cronlog import events as ev
-from tests.integration.harness import Cluster, EventLog
+from tests.integration.harness import EventLog
 
 pytestmark = pytest.mark.broker
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture
-def api(cluster: Cluster) -> Iterator[httpx.Client]:
-    cluster.scheduler()
-    cluster.worker()
-    port = _free_port()
-    cluster.api(port)
-    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            if client.get("/readyz").status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        time.sleep(0.5)
-    else:
-        pytest.fail("API never became ready")
-    yield client
-    client.close()
 
 
 def test_preview_of_a_registered_job(api: httpx.Client) -> None:
