@@ -157,8 +157,9 @@ def _run_scheduled(batch: Batch, record: ev.RunEvent,
             "release_at": _iso(getattr(event, "release_at", None)),
             "runs_remaining": event.runs_remaining, "cancelled_by": None,
         })
-        if isinstance(event, ev.RunBuffered):
-            batch.put_json(key, {**batch.get_json(key), "state": "buffered"})
+        stored = batch.get_json(key)
+        if isinstance(event, ev.RunBuffered) and stored is not None:
+            batch.put_json(key, {**stored, "state": "buffered"})
         batch.put(tick_runs_prefix(record.job_id, event.scheduled_for) + event.run_id.encode(),
                   b"")
         if job is not None:
