@@ -175,3 +175,25 @@ def test_kill9_then_restart_fires_every_tick_that_came_due_while_down_once(
     assert sorted(fired) == whole_seconds(min(fired), max(fired))
     down = [t for t in fired if killed_at < t <= killed_at + timedelta(seconds=6)]
     assert len(down) >= 5  # the ticks that came due while nothing was folding did fire
+
+
+def test_schedule_edits_never_fire_a_tick_twice(cluster: Cluster, events: EventLog) -> None:
+    cluster.scheduler()
+    job = "edited"
+    register(cluster, events, job, cron_job("*/2 * * * * *"))
+    assert events.wait_until(lambda log: len(scheduled(log, job)) >= 2, 30)
+    edits = [cron_job("* * * * * *"), cron_job("*/2 * * * * *"),
+             cron_job("*/2 * * * * *", command=("echo", "new command")),  # schedule unchanged
+             cron_job("* * * * * *", tz="Europe/Berlin"), cron_job("*/3 * * * * *")]
+    for spec in edits:
+        idem = cluster.send(job, cmd.UpdateJob(spec))
+        assert events.wait_until(lambda log, k=idem: any(e.idem_key == k
+                                                         for e in log.events(job)), 20)
+        time.sleep(1.3)
+    edited_at = events.of_type(ev.JobRedefined, job)[-1].at
+    assert events.wait_until(
+        lambda log: sum(t > edited_at for t in scheduled(log, job)) >= 2, 20)
+    fired = scheduled(events, job)
+    assert len(events.of_type(ev.JobRedefined, job)) == len(edits)
+    assert [t for t, n in Counter(fired).items() if n > 1] == []
+    assert fired == sorted(fired)  # a tick never fires behind one already fired
