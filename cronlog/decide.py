@@ -281,7 +281,7 @@ def _lease_command(
             return
         d.emit(ev.TaskClaimed(run.run_id, ti.task, ti.attempt, ti.epoch + 1, command.worker_id,
                               now + lease_ttl, lease_ttl, run.scheduled_for,
-                              state.spec.command, state.spec.timeout))
+                              state.spec.command, state.spec.timeout, state.spec.action()))
         return
     if ti.state is not TaskState.CLAIMED or command.epoch != ti.epoch:
         d.reject(command, RejectReason.STALE_EPOCH,

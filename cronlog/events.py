@@ -8,7 +8,7 @@ from enum import StrEnum
 
 from cronlog.commands import FailureKind
 from cronlog.errors import RejectReason
-from cronlog.model import JobSpec
+from cronlog.model import JobSpec, TaskAction
 
 
 class RunTrigger(StrEnum):
@@ -148,6 +148,7 @@ class TaskClaimed:
     scheduled_for: datetime
     command: tuple[str, ...]
     timeout: timedelta
+    action: TaskAction | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -164,6 +164,69 @@ class RetryPolicy:
     max_backoff: timedelta = timedelta(minutes=10)
 
 
+class TaskKind(StrEnum):
+    """What a worker runs for each task of a job."""
+
+    EXEC = "exec"
+    """``command`` as an argv list, no shell. The default."""
+    SHELL = "shell"
+    """``shell``, a command string run by ``/bin/sh -c`` (explicit opt-in)."""
+    PYTHON = "python"
+    """``callable``, an importable ``module:function`` called in the worker's process pool with
+    the run context dict; a return is success, an exception failure."""
+    HTTP = "http"
+    """``http``, one HTTP request; success when the status code is in its success set."""
+
+
+@dataclass(frozen=True, slots=True)
+class HttpHeader:
+    """One request header of an http task.
+
+    Attributes:
+        name: header name.
+        value: header value.
+    """
+
+    name: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class HttpTask:
+    """The request an http task sends.
+
+    Attributes:
+        url: absolute ``http://`` or ``https://`` URL.
+        method: HTTP method, upper case. Default ``GET``.
+        headers: request headers, in order; the worker adds ``X-Cronlog-*`` context headers.
+        body: request body as UTF-8 text; None sends none.
+        success_codes: status codes that count as success; empty means any 2xx (the default).
+    """
+
+    url: str
+    method: str = "GET"
+    headers: tuple[HttpHeader, ...] = ()
+    body: str | None = None
+    success_codes: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TaskAction:
+    """What a worker runs for a granted attempt, beside the argv ``command`` (TaskClaimed).
+
+    Attributes:
+        kind: the task kind. Default ``exec`` (the grant's ``command``).
+        shell: the command string of a ``shell`` task; None otherwise.
+        callable: ``module:function`` of a ``python`` task; None otherwise.
+        http: the request of an ``http`` task; None otherwise.
+    """
+
+    kind: TaskKind = TaskKind.EXEC
+    shell: str | None = None
+    callable: str | None = None
+    http: HttpTask | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class JobSpec:
     """A job's definition as registered.
@@ -171,7 +234,7 @@ class JobSpec:
     Attributes:
         name: human name; free text, 1..200 characters.
         schedule: when it fires.
-        command: argv list run by the worker (no shell).
+        command: argv list run by the worker (no shell); ``kind=exec`` only, empty otherwise.
         timeout: the worker sends SIGTERM after this long. Default 1 hour.
         retry_policy: retries of failed attempts.
         lease_ttl: how long a claim holds without renewal. Default 60 s.
@@ -183,6 +246,10 @@ class JobSpec:
         jitter: each scheduled run's release (TaskReady) is delayed by a deterministic offset
             in [0, jitter) hashed from (job_id, scheduled_for); ``scheduled_for`` stays the
             nominal tick. Default 0 (no delay).
+        kind: what the worker runs (TaskKind). Default ``exec`` (``command``).
+        shell: command string run by ``/bin/sh -c``; ``kind=shell`` only.
+        callable: ``module:function`` run in the worker's process pool; ``kind=python`` only.
+        http: the request sent; ``kind=http`` only.
     """
 
     name: str
@@ -195,3 +262,11 @@ class JobSpec:
     max_active_runs: int = 16
     overlap: OverlapPolicy = OverlapPolicy.ALLOW
     jitter: timedelta = timedelta(0)
+    kind: TaskKind = TaskKind.EXEC
+    shell: str | None = None
+    callable: str | None = None
+    http: HttpTask | None = None
+
+    def action(self) -> TaskAction:
+        """Return what a worker runs for this job's tasks (travels in TaskClaimed)."""
+        return TaskAction(self.kind, self.shell, self.callable, self.http)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
+from urllib.parse import urlsplit
 
 from cronlog.errors import InvalidDefinition
-from cronlog.model import JobSpec
+from cronlog.model import HttpTask, JobSpec, TaskKind
 from cronlog.schedule import validate_schedule
 
 MAX_COMMAND_BYTES = 64 * 1024
@@ -19,6 +21,13 @@ MAX_JITTER = timedelta(days=1)
 MAX_ACTIVE_TASK_INSTANCES = 2000
 """Upper bound of max_active_runs x tasks: every active task instance lives in the job record
 (~150 bytes each), which must fit one changelog message."""
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+"""Methods an http task may use."""
+_CALLABLE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
+"""``module.path:function`` (the entry-point object reference syntax, without extras)."""
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+"""An RFC 9110 section 5.1 field name (token)."""
+_KIND_FIELD = {TaskKind.SHELL: "shell", TaskKind.PYTHON: "callable", TaskKind.HTTP: "http"}
 
 
 def validate_spec(spec: JobSpec) -> None:
@@ -30,11 +39,7 @@ def validate_spec(spec: JobSpec) -> None:
     """
     if not spec.name or len(spec.name) > 200:
         raise InvalidDefinition("name", "must be 1..200 characters")
-    if not spec.command or not all(isinstance(a, str) for a in spec.command):
-        raise InvalidDefinition("command", "must be a non-empty argv list of strings")
-    size = sum(len(a.encode()) for a in spec.command)
-    if size > MAX_COMMAND_BYTES:
-        raise InvalidDefinition("command", f"argv is {size} bytes; at most {MAX_COMMAND_BYTES}")
+    validate_task(spec)
     validate_schedule(spec.schedule)
     if spec.timeout <= timedelta(0):
         raise InvalidDefinition("timeout_s", "must be positive")
@@ -59,3 +64,56 @@ def validate_spec(spec: JobSpec) -> None:
         raise InvalidDefinition(
             "max_active_runs", f"max_active_runs x tasks = "
             f"{spec.max_active_runs * len(spec.tasks)}; at most {MAX_ACTIVE_TASK_INSTANCES}")
+
+
+def validate_task(spec: JobSpec) -> None:
+    """Check a job's task kind and the fields that kind uses (and only those).
+
+    Raises:
+        InvalidDefinition: naming the field: ``kind``, ``command``, ``shell``, ``callable``,
+            ``http``, ``http.url``, ``http.method``, ``http.headers``, ``http.body`` or
+            ``http.success_codes``.
+    """
+    if spec.kind not in TaskKind:
+        raise InvalidDefinition("kind", f"must be one of {', '.join(TaskKind)}")
+    for kind, name in _KIND_FIELD.items():
+        if kind is not spec.kind and getattr(spec, name) is not None:
+            raise InvalidDefinition(name, f"only for kind {kind}, not {spec.kind}")
+    if spec.kind is TaskKind.EXEC:
+        if not spec.command or not all(isinstance(a, str) for a in spec.command):
+            raise InvalidDefinition("command", "must be a non-empty argv list of strings")
+        size = sum(len(a.encode()) for a in spec.command)
+        if size > MAX_COMMAND_BYTES:
+            raise InvalidDefinition("command", f"argv is {size} bytes; at most {MAX_COMMAND_BYTES}")
+        return
+    if spec.command:
+        raise InvalidDefinition("command", f"only for kind exec, not {spec.kind}")
+    if spec.kind is TaskKind.SHELL:
+        if not spec.shell or not spec.shell.strip():
+            raise InvalidDefinition("shell", "must be a non-empty command string")
+        if len(spec.shell.encode()) > MAX_COMMAND_BYTES:
+            raise InvalidDefinition("shell", f"at most {MAX_COMMAND_BYTES} bytes")
+    elif spec.kind is TaskKind.PYTHON:
+        if spec.callable is None or not _CALLABLE.fullmatch(spec.callable):
+            raise InvalidDefinition("callable", "must be an importable 'module.path:function'")
+    elif spec.http is None:
+        raise InvalidDefinition("http", "required for kind http")
+    else:
+        _validate_http(spec.http)
+
+
+def _validate_http(http: HttpTask) -> None:
+    url = urlsplit(http.url)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise InvalidDefinition("http.url", "must be an absolute http:// or https:// URL")
+    if http.method not in HTTP_METHODS:
+        raise InvalidDefinition("http.method", f"must be one of {', '.join(sorted(HTTP_METHODS))}")
+    for header in http.headers:
+        if not _HEADER_NAME.fullmatch(header.name) or any(c in header.value for c in "\r\n\0"):
+            raise InvalidDefinition("http.headers", f"invalid header {header.name!r}")
+    size = len(http.url.encode()) + len((http.body or "").encode()) + sum(
+        len(h.name.encode()) + len(h.value.encode()) for h in http.headers)
+    if size > MAX_COMMAND_BYTES:
+        raise InvalidDefinition("http", f"request is {size} bytes; at most {MAX_COMMAND_BYTES}")
+    if not all(100 <= code <= 599 for code in http.success_codes):
+        raise InvalidDefinition("http.success_codes", "must be status codes 100..599")

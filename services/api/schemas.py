@@ -15,11 +15,14 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from cronlog.model import (
     CatchupPolicy,
     Exclusion,
+    HttpHeader,
+    HttpTask,
     JobSpec,
     OverlapPolicy,
     RetryPolicy,
     Schedule,
     ScheduleKind,
+    TaskKind,
 )
 from cronlog.time import iso
 
@@ -37,6 +40,7 @@ class _Strict(BaseModel):
 Weekday = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
 Kind = Literal["cron", "once", "manual", "every"]
 Overlap = Literal["allow", "skip", "buffer_one", "cancel_previous"]
+TaskKindName = Literal["exec", "shell", "python", "http"]
 
 
 class ExclusionIn(_Strict):
@@ -111,13 +115,42 @@ class RetryPolicyIn(_Strict):
     max_backoff_s: Seconds = 600.0
 
 
+class HttpTaskIn(_Strict):
+    """The request of an ``http`` task.
+
+    Attributes:
+        url: absolute http:// or https:// URL.
+        method: HTTP method. Default ``GET``.
+        headers: request headers; the worker adds ``X-Cronlog-*`` context headers.
+        body: request body, text; null sends none.
+        success_codes: status codes counted as success; empty (default) means any 2xx.
+    """
+
+    url: str
+    method: str = "GET"
+    headers: dict[str, str] = Field(default_factory=dict)
+    body: str | None = None
+    success_codes: list[int] = Field(default_factory=list)
+
+
+class HttpTaskPatch(_Strict):
+    """Merge-patch of an ``http`` task (fields as in HttpTaskIn)."""
+
+    url: str | None = None
+    method: str | None = None
+    headers: dict[str, str | None] | None = None
+    body: str | None = None
+    success_codes: list[int] | None = None
+
+
 class JobDefinition(_Strict):
     """A job's definition (everything but its id).
 
     Attributes:
         name: human name, 1..200 characters.
         schedule: when it fires.
-        command: argv list run by the worker (no shell unless the argv asks for one).
+        command: argv list run by the worker (no shell unless the argv asks for one); kind
+            ``exec`` only.
         timeout_s: the worker sends SIGTERM after this many seconds. Default 3600.
         lease_ttl_s: how long a claim holds without renewal, seconds. Default 60.
         retry_policy: retries of failed attempts. Default: no retry.
@@ -126,17 +159,25 @@ class JobDefinition(_Strict):
             ``cancel_previous`` (Temporal's ScheduleOverlapPolicy).
         jitter_s: each scheduled run is released up to this many seconds after its tick, by a
             deterministic offset hashed from (job_id, scheduled_for). Default 0.
+        kind: what the worker runs: ``exec`` (``command``, the default), ``shell`` (``shell``
+            by /bin/sh -c), ``python`` (``callable``, ``module:function`` given the run
+            context dict), ``http`` (``http``).
+        shell, callable, http: the kind's task; null for the other kinds.
     """
 
     name: str
     schedule: ScheduleIn
-    command: list[str]
+    command: list[str] = Field(default_factory=list)
     timeout_s: Seconds = 3600.0
     lease_ttl_s: Seconds = 60.0
     retry_policy: RetryPolicyIn = Field(default_factory=RetryPolicyIn)
     max_active_runs: int = Field(default=16, ge=1, le=256)
     overlap: Overlap = "allow"
     jitter_s: Seconds = Field(default=0.0, ge=0)
+    kind: TaskKindName = "exec"
+    shell: str | None = None
+    callable: str | None = None
+    http: HttpTaskIn | None = None
 
 
 class JobIn(JobDefinition):
@@ -198,6 +239,10 @@ class JobPatch(_Strict):
     max_active_runs: int | None = Field(default=None, ge=1, le=256)
     overlap: Overlap | None = None
     jitter_s: Seconds | None = Field(default=None, ge=0)
+    kind: TaskKindName | None = None
+    shell: str | None = None
+    callable: str | None = None
+    http: HttpTaskPatch | None = None
 
 
 class JobCreated(BaseModel):
@@ -300,7 +345,26 @@ def to_spec(body: JobDefinition) -> JobSpec:
         max_active_runs=body.max_active_runs,
         overlap=OverlapPolicy(body.overlap),
         jitter=timedelta(seconds=body.jitter_s),
+        kind=TaskKind(body.kind),
+        shell=body.shell,
+        callable=body.callable,
+        http=_http(body.http),
     )
+
+
+def _http(h: HttpTaskIn | None) -> HttpTask | None:
+    if h is None:
+        return None
+    return HttpTask(url=h.url, method=h.method,
+                    headers=tuple(HttpHeader(k, v) for k, v in h.headers.items()),
+                    body=h.body, success_codes=tuple(h.success_codes))
+
+
+def _http_json(h: HttpTask | None) -> dict[str, Any] | None:
+    if h is None:
+        return None
+    return {"url": h.url, "method": h.method, "headers": {x.name: x.value for x in h.headers},
+            "body": h.body, "success_codes": list(h.success_codes)}
 
 
 def _utc(instant: datetime | None) -> datetime | None:
@@ -368,6 +432,10 @@ def spec_to_json(spec: JobSpec) -> dict[str, Any]:
         "max_active_runs": spec.max_active_runs,
         "overlap": spec.overlap.value,
         "jitter_s": _secs(spec.jitter),
+        "kind": spec.kind.value,
+        "shell": spec.shell,
+        "callable": spec.callable,
+        "http": _http_json(spec.http),
     }
 
 

@@ -85,7 +85,8 @@ def claimed(
     attempt: int = 1, spec: JobSpec = SPEC, tick: datetime = TICK,
 ) -> ev.TaskClaimed:
     return ev.TaskClaimed(run_id_for_tick(JOB, tick), task, attempt, epoch, worker,
-                          now + spec.lease_ttl, spec.lease_ttl, tick, spec.command, spec.timeout)
+                          now + spec.lease_ttl, spec.lease_ttl, tick, spec.command, spec.timeout,
+                          spec.action())
 
 
 def claim(worker: str = "w1", attempt: int = 1, task: str = "main",
