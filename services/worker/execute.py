@@ -1,4 +1,8 @@
-"""Running one attempt's command: argv in its own process group, timeout, bounded output tail."""
+"""Running one attempt: the Execution interface and its argv kind (exec, and shell via sh -c).
+
+Every kind returns the same Outcome; ``kill()`` (lease revoked) may come from another thread.
+The python and http kinds live in ``services/worker/kinds.py``.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Protocol
 
 from cronlog.commands import FailureKind
 
@@ -35,8 +40,25 @@ class Outcome:
     finished_at: datetime
 
 
-class Execution:
-    """One running command. ``kill()`` may be called from another thread (lease revoked)."""
+class Execution(Protocol):
+    """One attempt of any task kind."""
+
+    def run(self) -> Outcome:
+        """Run to completion, failure or timeout and return the outcome. Blocks."""
+        ...
+
+    def kill(self) -> None:
+        """Stop the attempt at once (its lease was lost); thread-safe, idempotent."""
+        ...
+
+
+def tail(text: str) -> str:
+    """Return the last ``TAIL_BYTES`` bytes of ``text`` (cut on a character boundary)."""
+    return text.encode()[-TAIL_BYTES:].decode("utf-8", "ignore")
+
+
+class ProcessExecution:
+    """One running command (kinds exec and shell): argv in its own process group."""
 
     def __init__(self, argv: list[str], env: dict[str, str], timeout_s: float,
                  grace_s: float = 10.0) -> None:

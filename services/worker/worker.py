@@ -31,6 +31,7 @@ from cronlog.errors import CronlogError
 from cronlog.ids import task_idem_key
 from cronlog.time import iso
 from services.worker.execute import Execution
+from services.worker.kinds import PythonPool, execution_for
 from services.worker.settings import WorkerSettings
 from topology.codec import DecodeError, decode_event, encode_command
 from topology.partitioning import partition_for
@@ -78,6 +79,7 @@ class Worker:
         self._held: dict[tuple[str, str], Held] = {}
         self._replies_ready = threading.Event()
         self._replies_failed = False
+        self.python_pool = PythonPool(settings.slots)
 
     def stop(self) -> None:
         """Ask the worker to stop pulling and drain (thread-safe)."""
@@ -211,6 +213,7 @@ class Worker:
         finally:
             ready.close()
             self._drain()
+            self.python_pool.shutdown()
             self.producer.flush(10)
 
     def _drain(self) -> None:
@@ -255,8 +258,7 @@ class Worker:
             self._start(record.job_id, answer)
 
     def _start(self, job_id: str, grant: ev.TaskClaimed) -> None:
-        env = dict(os.environ)
-        env.update({
+        context = {
             "CRONLOG_JOB_ID": job_id,
             "CRONLOG_RUN_ID": grant.run_id,
             "CRONLOG_TASK": grant.task,
@@ -265,9 +267,11 @@ class Worker:
             "CRONLOG_SCHEDULED_FOR": iso(grant.scheduled_for),
             "CRONLOG_EPOCH": str(grant.epoch),
             "CRONLOG_WORKER_ID": self.settings.worker_id,
-        })
-        execution = Execution(list(grant.command), env, grant.timeout.total_seconds(),
-                              self.settings.grace_s)
+        }
+        execution = execution_for(grant.action, grant.command, context,
+                                  env={**os.environ, **context},
+                                  timeout_s=grant.timeout.total_seconds(),
+                                  grace_s=self.settings.grace_s, pool=self.python_pool)
         held = Held(grant, job_id, execution)
         self._held[(grant.run_id, grant.task)] = held
         threading.Thread(target=self._attempt, args=(held,), daemon=True,

@@ -1,0 +1,241 @@
+"""The python and http task kinds, and the choice of an Execution for a grant.
+
+python: ``module:function`` called with the run context in a process pool shared by the
+worker (no process spawn per attempt); timeout or revoke SIGKILLs the pool process running it.
+http: one request (httpx, asyncio); timeout or revoke cancels it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import multiprocessing
+import os
+import signal
+import threading
+import traceback
+import uuid
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from cronlog.commands import FailureKind
+from cronlog.model import HttpTask, TaskAction, TaskKind
+from services.worker.execute import Execution, Outcome, ProcessExecution, tail
+
+_started: Any = None
+"""In a pool process only: the queue on which it reports (token, pid) as a call starts."""
+
+
+def _init_pool_process(started: Any) -> None:
+    global _started  # set once per pool child by its initializer; never in the worker
+    _started = started
+
+
+def _call(token: str, ref: str, context: dict[str, Any]) -> tuple[bool, str]:
+    """In a pool process: call ``ref`` with ``context``; (succeeded, output) never raises."""
+    _started.put((token, os.getpid()))
+    try:
+        module, _, name = ref.partition(":")
+        result = getattr(importlib.import_module(module), name)(context)
+    except BaseException:  # the task's failure is data: the traceback is its output
+        return False, traceback.format_exc()
+    return True, "" if result is None else str(result)
+
+
+class PythonPool:
+    """The worker's process pool for python tasks, and which pool process runs which call.
+
+    Killing a pool process breaks a ``ProcessPoolExecutor`` for every call it runs: calls
+    running beside a killed one fail too (their attempts are retried per policy), and the
+    next submit starts a fresh pool.
+    """
+
+    def __init__(self, workers: int) -> None:
+        self._ctx = multiprocessing.get_context("spawn")  # the worker has threads: no fork
+        self._workers = workers
+        self._reports: Any = self._ctx.Queue()
+        self._lock = threading.Lock()
+        self._pids: dict[str, int] = {}
+        self._doomed: set[str] = set()
+        self._executor = self._new()
+        self._reader = threading.Thread(target=self._read_reports, daemon=True,
+                                        name="python-pool-pids")
+        self._reader.start()
+
+    def _new(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(self._workers, mp_context=self._ctx,
+                                   initializer=_init_pool_process, initargs=(self._reports,))
+
+    def submit(self, ref: str, context: dict[str, Any]) -> tuple[str, Future[tuple[bool, str]]]:
+        """Start ``ref(context)`` in a pool process; returns (token, future)."""
+        token = uuid.uuid4().hex
+        with self._lock:
+            try:
+                return token, self._executor.submit(_call, token, ref, context)
+            except BrokenProcessPool:
+                self._executor.shutdown(wait=False, cancel_futures=True)
+                self._executor = self._new()
+                return token, self._executor.submit(_call, token, ref, context)
+
+    def kill(self, token: str) -> None:
+        """SIGKILL the pool process running ``token``'s call (now, or as soon as it starts)."""
+        with self._lock:
+            self._doomed.add(token)
+            pid = self._pids.get(token)
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+    def forget(self, token: str) -> None:
+        """Drop what is known of a finished call."""
+        with self._lock:
+            self._pids.pop(token, None)
+            self._doomed.discard(token)
+
+    def shutdown(self) -> None:
+        """Stop the pool (running calls are cancelled when their process goes)."""
+        self._reports.put(None)
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _read_reports(self) -> None:
+        while True:
+            try:
+                report = self._reports.get()
+            except (EOFError, OSError):
+                return
+            if report is None:
+                return
+            token, pid = report
+            with self._lock:
+                self._pids[token] = pid
+                doomed = token in self._doomed
+            if doomed:
+                self.kill(token)
+
+
+class PythonExecution:
+    """A python task: ``ref(context)`` in the pool; a return is success, an exception failure."""
+
+    def __init__(self, pool: PythonPool, ref: str, context: dict[str, Any],
+                 timeout_s: float) -> None:
+        self.pool, self.ref, self.context, self.timeout_s = pool, ref, context, timeout_s
+        self._token: str | None = None
+        self._killed = threading.Event()
+
+    def kill(self) -> None:
+        """SIGKILL the pool process running the call."""
+        self._killed.set()
+        if self._token is not None:
+            self.pool.kill(self._token)
+
+    def run(self) -> Outcome:
+        """Run the call to completion or timeout and return the outcome. Blocks."""
+        started = datetime.now(UTC)
+        self._token, future = self.pool.submit(self.ref, self.context)
+        if self._killed.is_set():
+            self.pool.kill(self._token)
+        try:
+            ok, output = future.result(timeout=self.timeout_s)
+        except FutureTimeout:
+            self.pool.kill(self._token)
+            return Outcome(None, FailureKind.TIMEOUT, f"{self.ref} timed out after "
+                           f"{self.timeout_s:g} s; its pool process was killed", started,
+                           datetime.now(UTC))
+        except BrokenProcessPool:
+            return Outcome(None, FailureKind.NONZERO_EXIT, "the pool process running "
+                           f"{self.ref} died", started, datetime.now(UTC))
+        finally:
+            self.pool.forget(self._token)
+        if ok:
+            return Outcome(0, None, tail(output), started, datetime.now(UTC))
+        return Outcome(1, FailureKind.NONZERO_EXIT, tail(output), started, datetime.now(UTC))
+
+
+class HttpExecution:
+    """An http task: one request; success when the status is in the task's success set."""
+
+    def __init__(self, task: HttpTask, context_headers: dict[str, str], timeout_s: float) -> None:
+        self.task, self.context_headers, self.timeout_s = task, context_headers, timeout_s
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._request: asyncio.Task[httpx.Response] | None = None
+        self._killed = False
+
+    def kill(self) -> None:
+        """Cancel the request."""
+        with self._lock:
+            self._killed = True
+            if self._loop is not None and self._request is not None:
+                self._loop.call_soon_threadsafe(self._request.cancel)
+
+    def run(self) -> Outcome:
+        """Send the request and return the outcome. Blocks."""
+        started = datetime.now(UTC)
+        try:
+            response = asyncio.run(self._send())
+        except TimeoutError:
+            return Outcome(None, FailureKind.TIMEOUT, f"no response within {self.timeout_s:g} s",
+                           started, datetime.now(UTC))
+        except asyncio.CancelledError:
+            return Outcome(None, FailureKind.NONZERO_EXIT, "request cancelled", started,
+                           datetime.now(UTC))
+        except httpx.HTTPError as exc:
+            return Outcome(None, FailureKind.SPAWN_ERROR, f"{type(exc).__name__}: {exc}",
+                           started, datetime.now(UTC))
+        codes = self.task.success_codes
+        ok = response.status_code in codes if codes else 200 <= response.status_code < 300
+        output = tail(f"HTTP {response.status_code}\n{response.text}")
+        return Outcome(0 if ok else response.status_code, None if ok else FailureKind.NONZERO_EXIT,
+                       output, started, datetime.now(UTC))
+
+    async def _send(self) -> httpx.Response:
+        headers = [(h.name, h.value) for h in self.task.headers]
+        headers += list(self.context_headers.items())
+        async with httpx.AsyncClient(follow_redirects=False) as client:
+            request = asyncio.ensure_future(client.request(
+                self.task.method, self.task.url, headers=headers,
+                content=None if self.task.body is None else self.task.body.encode()))
+            with self._lock:
+                self._loop, self._request = asyncio.get_running_loop(), request
+                if self._killed:
+                    request.cancel()
+            return await asyncio.wait_for(request, self.timeout_s)
+
+
+def execution_for(action: TaskAction | None, command: tuple[str, ...], context: dict[str, str],
+                  *, env: dict[str, str], timeout_s: float, grace_s: float,
+                  pool: PythonPool) -> Execution:
+    """Return the Execution of a grant's task kind.
+
+    Args:
+        action: the grant's TaskAction; None (grants before task kinds) means exec.
+        command: the grant's argv (kind exec).
+        context: the CRONLOG_* context, e.g. ``{"CRONLOG_RUN_ID": ...}``; python tasks get it
+            as a dict keyed by the lower-case name without the prefix (``run_id``; ``attempt``
+            and ``epoch`` as int), http tasks
+            as ``X-Cronlog-Run-Id`` headers; exec and shell tasks find it in ``env``.
+        env: the process environment of exec and shell tasks (context included).
+        timeout_s, grace_s: timeout and SIGTERM-to-SIGKILL grace, seconds.
+        pool: the worker's process pool for python tasks.
+    """
+    action = action or TaskAction()
+    if action.kind is TaskKind.SHELL and action.shell is not None:
+        return ProcessExecution(["/bin/sh", "-c", action.shell], env, timeout_s, grace_s)
+    if action.kind is TaskKind.PYTHON and action.callable is not None:
+        ctx: dict[str, Any] = {k.removeprefix("CRONLOG_").lower(): v for k, v in context.items()}
+        for number in ("attempt", "epoch"):
+            if number in ctx:
+                ctx[number] = int(ctx[number])
+        return PythonExecution(pool, action.callable, ctx, timeout_s)
+    if action.kind is TaskKind.HTTP and action.http is not None:
+        headers = {"X-Cronlog-" + "-".join(p.capitalize() for p in
+                                           k.removeprefix("CRONLOG_").split("_")): v
+                   for k, v in context.items()}
+        return HttpExecution(action.http, headers, timeout_s)
+    return ProcessExecution(list(command), env, timeout_s, grace_s)

@@ -1,0 +1,26 @@
+"""Python task functions for the task-kind tests (imported by the worker's pool processes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+
+def echo_context(context: dict[str, Any]) -> str:
+    """Succeed, returning the run context as JSON (it becomes the output tail)."""
+    return json.dumps(context, sort_keys=True)
+
+
+def fail(context: dict[str, Any]) -> None:
+    """Fail with an exception naming the attempt."""
+    raise ValueError(f"task failed on attempt {context['attempt']}")
+
+
+def sleep_then_write(context: dict[str, Any]) -> None:
+    """Write this process's pid to ``context['pid_file']`` (when given), then sleep 60 s."""
+    if "pid_file" in context:
+        with open(context["pid_file"], "w") as out:
+            out.write(str(os.getpid()))
+    time.sleep(60)
