@@ -18,7 +18,9 @@ MAX_ACTIVE_RUNS_LIMIT = 256
 """Upper bound of max_active_runs (active runs live in the job's table record)."""
 MAX_JITTER = timedelta(days=1)
 """Upper bound of a job's jitter."""
-MAX_ACTIVE_TASK_INSTANCES = 2000
+MAX_TASK_NAME = 64
+"""Upper bound of a task name's length (names are repeated in every active task instance)."""
+MAX_ACTIVE_TASK_INSTANCES = 1000
 """Upper bound of max_active_runs x tasks: every active task instance lives in the job record
 (~150 bytes each), which must fit one changelog message."""
 HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -56,6 +58,8 @@ def validate_spec(spec: JobSpec) -> None:
         raise InvalidDefinition("tasks", "task names must be unique and non-empty")
     if len(spec.tasks) > MAX_TASKS:
         raise InvalidDefinition("tasks", f"{len(spec.tasks)} tasks; at most {MAX_TASKS}")
+    if any(len(t) > MAX_TASK_NAME for t in spec.tasks):
+        raise InvalidDefinition("tasks", f"task names are at most {MAX_TASK_NAME} characters")
     if not 1 <= spec.max_active_runs <= MAX_ACTIVE_RUNS_LIMIT:
         raise InvalidDefinition("max_active_runs", f"must be 1..{MAX_ACTIVE_RUNS_LIMIT}")
     if not timedelta(0) <= spec.jitter <= MAX_JITTER:
@@ -82,6 +86,8 @@ def validate_task(spec: JobSpec) -> None:
     if spec.kind is TaskKind.EXEC:
         if not spec.command or not all(isinstance(a, str) for a in spec.command):
             raise InvalidDefinition("command", "must be a non-empty argv list of strings")
+        if any("\x00" in a for a in spec.command):
+            raise InvalidDefinition("command", "an argument contains a NUL byte")
         size = sum(len(a.encode()) for a in spec.command)
         if size > MAX_COMMAND_BYTES:
             raise InvalidDefinition("command", f"argv is {size} bytes; at most {MAX_COMMAND_BYTES}")

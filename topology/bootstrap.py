@@ -7,7 +7,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+)
 
 from cronlog.errors import CronlogError
 from topology.config import KafkaSettings
@@ -41,6 +45,7 @@ def ensure_topics(settings: KafkaSettings, timeout_s: float = 30.0) -> list[str]
     except KafkaException as exc:
         raise CronlogError(f"cannot reach Kafka at {settings.bootstrap}: {exc}") from exc
     _check_partitions([s for s in specs if s.name in existing], existing)
+    _check_timestamp_type(admin, [s for s in specs if s.name in existing], timeout_s)
     missing = [s for s in specs if s.name not in existing]
     if not missing:
         return []
@@ -59,6 +64,29 @@ def ensure_topics(settings: KafkaSettings, timeout_s: float = 30.0) -> list[str]
     _wait_for_leaders(admin, [s.name for s in missing], timeout_s)
     _check_partitions(missing, admin.list_topics(timeout=timeout_s).topics)
     return created
+
+
+def _check_timestamp_type(admin: AdminClient, specs: list[TopicSpec], timeout_s: float) -> None:
+    """Refuse an existing topic whose spec asks for LogAppendTime but which stamps CreateTime.
+
+    The fold's clock is the record timestamp: a client-stamped (CreateTime) command topic lets
+    one producer's skewed clock move every job's clock (DESIGN.md, "Time is data").
+    """
+    wanted = [s for s in specs if s.config.get("message.timestamp.type")]
+    if not wanted:
+        return
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, s.name) for s in wanted]
+    for spec, fut in zip(wanted, admin.describe_configs(resources).values(), strict=True):
+        try:
+            entries = fut.result(timeout=timeout_s)
+        except KafkaException as exc:
+            raise CronlogError(f"describing topic {spec.name}: {exc}") from exc
+        entry = entries.get("message.timestamp.type")
+        want = spec.config["message.timestamp.type"]
+        if entry is not None and entry.value != want:
+            raise TopologyMismatch(
+                f"topic {spec.name} has message.timestamp.type={entry.value}, the spec says "
+                f"{want}; the fold's clock must be broker-stamped, refusing to run")
 
 
 def _wait_for_leaders(admin: AdminClient, names: list[str], timeout_s: float) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
 from cronlog.model import (
     CatchupPolicy,
@@ -30,6 +30,17 @@ JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 """job_ids are URL-path safe: letters, digits, ``.``, ``_``, ``-``; 1..128 characters."""
 
 Seconds = Annotated[float, Field(allow_inf_nan=False, le=3.2e9)]
+
+
+def _instant_in_range(value: datetime) -> datetime:
+    # Checked on the year first: moving year 1 or 9999 with an offset to UTC overflows.
+    if not 1970 <= value.year <= 9000:
+        raise ValueError("must be between the years 1970 and 9000")
+    return value
+
+
+Instant = Annotated[AwareDatetime, AfterValidator(_instant_in_range)]
+"""An aware instant the fold can store as epoch milliseconds (1970..9000)."""
 """A duration in seconds (finite; at most ~100 years so it fits a timedelta)."""
 
 
@@ -87,13 +98,13 @@ class ScheduleIn(_Strict):
     type: Kind
     expression: str | None = None
     timezone: str = "UTC"
-    run_at: AwareDatetime | None = None
+    run_at: Instant | None = None
     catchup: Literal["all", "latest", "none"] = "latest"
     catchup_window_s: Seconds = 86400.0
     interval_s: Seconds | None = None
-    anchor_at: AwareDatetime | None = None
-    start_at: AwareDatetime | None = None
-    end_at: AwareDatetime | None = None
+    anchor_at: Instant | None = None
+    start_at: Instant | None = None
+    end_at: Instant | None = None
     max_runs: int | None = Field(default=None, ge=1, le=2**62)
     exclusions: list[ExclusionIn] = Field(default_factory=list, max_length=64)
     misfire_grace_s: Seconds = 60.0
@@ -196,13 +207,13 @@ class SchedulePatch(_Strict):
     type: Kind | None = None
     expression: str | None = None
     timezone: str | None = None
-    run_at: AwareDatetime | None = None
+    run_at: Instant | None = None
     catchup: Literal["all", "latest", "none"] | None = None
     catchup_window_s: Seconds | None = None
     interval_s: Seconds | None = None
-    anchor_at: AwareDatetime | None = None
-    start_at: AwareDatetime | None = None
-    end_at: AwareDatetime | None = None
+    anchor_at: Instant | None = None
+    start_at: Instant | None = None
+    end_at: Instant | None = None
     max_runs: int | None = Field(default=None, ge=1, le=2**62)
     exclusions: list[ExclusionIn] | None = Field(default=None, max_length=64)
     misfire_grace_s: Seconds | None = None

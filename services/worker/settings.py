@@ -30,7 +30,7 @@ class WorkerSettings(KafkaSettings):
     worker_id: str = Field(default_factory=_default_worker_id)
     slots: int = Field(default=4, ge=1, le=256)
     group_id: str = ""
-    claim_timeout_s: float = 10.0
+    claim_timeout_s: float = 30.0
     grace_s: float = 10.0
     drain_s: float = 30.0
 

@@ -118,15 +118,15 @@ class Worker:
                 if msg.key() != s.worker_id.encode():
                     continue
                 try:
-                    event = decode_event(msg.value()).event
+                    record = decode_event(msg.value())
                 except DecodeError:
                     log.exception("undecodable reply")
                     continue
-                self._on_answer(event)
+                self._on_answer(record.job_id, record.event)
         finally:
             consumer.close()
 
-    def _on_answer(self, event: ev.Event) -> None:
+    def _on_answer(self, job_id: str, event: ev.Event) -> None:
         match event:
             case ev.TaskClaimed():
                 key = ("claim", event.run_id, event.task)
@@ -140,8 +140,16 @@ class Worker:
                 return
         with self._lock:
             fut = self._waiting.pop(key, None)
-        if fut is not None and not fut.done():
-            fut.set_result(event)
+            if fut is not None and not fut.done():
+                fut.set_result(event)
+                return
+        if (isinstance(event, ev.TaskClaimed) and event.worker_id == self.settings.worker_id
+                and (event.run_id, event.task) not in self._held and not self._stop.is_set()):
+            # A grant that arrives after the claim wait gave up (a scheduler restart or
+            # failover took longer): the lease is ours, so run it rather than let it expire
+            # and fail an attempt that never ran (even if that oversubscribes a slot).
+            log.warning("late grant; running it", extra={"run_id": event.run_id})
+            self._start(job_id, event)
 
     def _revoke(self, run_id: str, task: str, why: str) -> None:
         held = self._held.get((run_id, task))
@@ -248,11 +256,12 @@ class Worker:
                 fut.result(timeout=0.2)
             except TimeoutError:
                 continue
-        if not fut.done():
-            # The claim stays in the log: if it is granted later, the unrenewed lease expires
-            # and the attempt is retried per policy.
-            log.warning("no answer to claim", extra={"run_id": ready.run_id})
-            return
+        with self._lock:
+            if not fut.done():
+                # Stop waiting; a grant that still arrives is started by _on_answer.
+                self._waiting.pop(("claim", ready.run_id, ready.task), None)
+                log.warning("no answer to claim yet", extra={"run_id": ready.run_id})
+                return
         answer = fut.result()
         if isinstance(answer, ev.TaskClaimed) and answer.worker_id == wid:
             self._start(record.job_id, answer)

@@ -194,3 +194,20 @@ def test_bad_schedule_extensions_are_422_naming_the_field(
 def test_catchup_without_a_resume_is_refused_by_the_patch_model() -> None:
     from services.api.schemas import JobPatch
     assert JobPatch.model_validate({"paused": False, "catchup": True}).catchup is True
+
+
+@pytest.mark.parametrize("run_at", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"])
+def test_run_at_out_of_range_is_a_422_naming_it(run_at: str) -> None:
+    client = TestClient(create_app(ApiSettings()))
+    answer = client.post("/api/v1/jobs", json={
+        "name": "x", "schedule": {"type": "once", "run_at": run_at}, "command": ["true"]})
+    assert answer.status_code == 422
+    assert answer.json()["detail"][0]["loc"] == ["body", "schedule", "run_at"]
+
+
+def test_nul_byte_in_argv_is_a_422_naming_command() -> None:
+    client = TestClient(create_app(ApiSettings()))
+    answer = client.post("/api/v1/jobs", json={
+        "name": "x", "schedule": {"type": "manual"}, "command": ["echo", "a\u0000b"]})
+    assert answer.status_code == 422
+    assert answer.json()["detail"][0]["loc"] == ["body", "command"]

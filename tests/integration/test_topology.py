@@ -1,0 +1,44 @@
+"""The topic bootstrap against a real broker: idempotent, and refuses topics that break the
+contract (partition count, a client-stamped command topic)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from topology.bootstrap import TopologyMismatch, ensure_topics
+from topology.config import KafkaSettings
+from topology.topics import topic_specs
+
+pytestmark = pytest.mark.broker
+
+
+def _settings(bootstrap: str) -> KafkaSettings:
+    return KafkaSettings(bootstrap=bootstrap, topic_prefix=f"topo{uuid.uuid4().hex[:8]}.",
+                         partitions=3)
+
+
+def test_bootstrap_creates_every_topic_once(kafka_bootstrap: str) -> None:
+    settings = _settings(kafka_bootstrap)
+    created = ensure_topics(settings)
+    assert sorted(created) == sorted(s.name for s in topic_specs(settings))
+    assert ensure_topics(settings) == []
+
+
+def test_partition_count_mismatch_is_refused(kafka_bootstrap: str) -> None:
+    settings = _settings(kafka_bootstrap)
+    ensure_topics(settings)
+    with pytest.raises(TopologyMismatch, match="partitions"):
+        ensure_topics(settings.model_copy(update={"partitions": 4}))
+
+
+def test_create_time_command_topic_is_refused(kafka_bootstrap: str) -> None:
+    settings = _settings(kafka_bootstrap)
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    name = f"{settings.topic_prefix}cronlog.commands"
+    for fut in admin.create_topics([NewTopic(name, 3, 1)]).values():
+        fut.result()
+    with pytest.raises(TopologyMismatch, match="LogAppendTime"):
+        ensure_topics(settings)
