@@ -157,6 +157,43 @@ class CompleteTask:
     finished_at: datetime
 
 
+@dataclass(frozen=True, slots=True)
+class CancelRun:
+    """Cancel an active run, or one task instance of it (a user's request).
+
+    Whole run: RunCancelled (reason ``user``). One task: TaskCancelled (terminal
+    ``cancelled``); the run then ends by the usual rules, a cancelled task counting as failed.
+    A worker holding a cancelled task has its next RenewLease refused and kills the process.
+
+    Attributes:
+        run_id: the run.
+        task: the task to cancel, or None for the whole run.
+    """
+
+    run_id: str
+    task: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayTask:
+    """Run a dead-lettered task instance again, as a new run (trigger ``replay``).
+
+    The original run left the job record when it finished, so the replay is a fresh attempt
+    series: a new run holding only ``task``, run_id ``run_id_for_replay(job_id, run_id, task,
+    idem_key)``, attempt 1, epoch from 0. The original attempts stay in history.
+
+    Attributes:
+        run_id: the run whose task was dead-lettered.
+        task: the task to run again.
+        scheduled_for: the original run's tick, aware UTC (the new run keeps it: CRONLOG
+            context and the run listing show which tick is being redone).
+    """
+
+    run_id: str
+    task: str
+    scheduled_for: datetime
+
+
 Command = (
     RegisterJob
     | UpdateJob
@@ -169,6 +206,8 @@ Command = (
     | RenewLease
     | CompleteTask
     | BackfillJob
+    | CancelRun
+    | ReplayTask
 )
 
 

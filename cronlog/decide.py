@@ -16,10 +16,16 @@ from cronlog.firing import (
     resume_tick,
     start_run,
 )
-from cronlog.ids import run_id_for_backfill, run_id_for_tick, run_id_for_trigger
+from cronlog.ids import (
+    run_id_for_backfill,
+    run_id_for_replay,
+    run_id_for_tick,
+    run_id_for_trigger,
+)
 from cronlog.job import (
     MAX_APPLIED_MARKERS,
     MAX_RENEWAL_MARKERS,
+    TERMINAL_TASK_STATES,
     WAITING_TASK_STATES,
     JobState,
     JobStatus,
@@ -146,6 +152,10 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
             _tick(d, now)
         case cmd.ClaimTask() | cmd.RenewLease() | cmd.CompleteTask():
             _lease_command(d, command, now)
+        case cmd.CancelRun():
+            _cancel(d, state, command, now)
+        case cmd.ReplayTask():
+            _replay(d, state, command, envelope.idem_key)
         case cmd.RegisterJob():
             raise AssertionError("handled above")
         case _:
@@ -255,12 +265,56 @@ def _release_buffered(d: Decision, now: datetime) -> None:
     state = d.live()
     held = state.buffered
     if held is None or state.status is JobStatus.DELETED or any(
-            r.trigger is not ev.RunTrigger.BACKFILL for r in state.runs):
+            r.trigger not in ev.OFF_SCHEDULE_TRIGGERS for r in state.runs):
         return  # backfill runs do not hold the schedule back (docs/schedules.md, "Backfill")
     for event in start_run(state, held.run_id, held.scheduled_for, held.trigger, now,
                            next_fire_at=state.next_fire_at,
                            runs_remaining=state.runs_remaining()):
         d.emit(event)
+
+
+def _cancel(d: Decision, state: JobState, command: cmd.CancelRun, now: datetime) -> None:
+    """Cancel a whole active run (RunCancelled ``user``) or one task instance of it.
+
+    The fold keeps only active runs: an unknown or finished run is refused
+    (``unknown_task_instance``; the API tells 404 from 409 by its read model), and so is a
+    task instance already terminal (``already_in_state``).
+    """
+    run = state.run(command.run_id)
+    if run is None:
+        d.reject(command, RejectReason.UNKNOWN_TASK_INSTANCE,
+                 f"no active run {command.run_id}")
+        return
+    if command.task is None:
+        d.emit(ev.RunCancelled(run.run_id, ev.CancelReason.USER))
+        _release_buffered(d, now)
+        return
+    ti = run.task(command.task)
+    if ti is None:
+        d.reject(command, RejectReason.UNKNOWN_TASK_INSTANCE,
+                 f"run {run.run_id} has no task {command.task!r}")
+        return
+    if ti.state in TERMINAL_TASK_STATES:
+        d.reject(command, RejectReason.ALREADY_IN_STATE, f"task {ti.task!r} is {ti.state}")
+        return
+    holder = ti.worker_id if ti.state is TaskState.CLAIMED else None
+    d.emit(ev.TaskCancelled(run.run_id, ti.task, ti.attempt, holder))
+    _finish_run_if_done(d, run.run_id, now)
+
+
+def _replay(d: Decision, state: JobState, command: cmd.ReplayTask, idem_key: str) -> None:
+    """Start a new run (trigger ``replay``) holding only ``command.task``, attempt 1."""
+    if command.task not in state.spec.tasks:
+        d.reject(command, RejectReason.UNKNOWN_TASK_INSTANCE,
+                 f"job {d.job_id!r} has no task {command.task!r}")
+        return
+    run_id = run_id_for_replay(d.job_id, command.run_id, command.task, idem_key)
+    if state.run(run_id) is not None:
+        return
+    d.emit(ev.RunScheduled(run_id, command.scheduled_for, ev.RunTrigger.REPLAY, (command.task,),
+                           state.next_fire_at, state.runs_remaining(),
+                           replay_of=command.run_id))
+    d.emit(ev.TaskReady(run_id, command.task, 1, command.scheduled_for))
 
 
 def _lease_command(
@@ -313,6 +367,8 @@ def _fail(d: Decision, run_id: str, ti: TaskInstance, failed: ev.TaskFailed,
     if retry_at is not None:
         d.emit(ev.RetryScheduled(run_id, ti.task, ti.attempt + 1, retry_at))
     else:
+        d.emit(ev.TaskDeadLettered(run_id, ti.task, ti.attempt, failed.failure_kind,
+                                   failed.exit_code, failed.output_tail))
         _finish_run_if_done(d, run_id, now)
 
 
@@ -323,8 +379,8 @@ def _finish_run_if_done(d: Decision, run_id: str, now: datetime) -> None:
     states = [t.state for t in run.tasks]
     if all(s is TaskState.SUCCEEDED for s in states):
         d.emit(ev.RunSucceeded(run_id))
-    elif all(s in (TaskState.SUCCEEDED, TaskState.FAILED) for s in states):
-        d.emit(ev.RunFailed(run_id))
+    elif all(s in TERMINAL_TASK_STATES for s in states):
+        d.emit(ev.RunFailed(run_id))  # a cancelled task counts as failed
     else:
         return
     _release_buffered(d, now)

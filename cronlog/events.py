@@ -24,6 +24,14 @@ class RunTrigger(StrEnum):
     """A BackfillJob command: a past tick run on request. Never moves the schedule's cursor,
     does not count toward ``max_runs``, is exempt from the overlap policy and
     ``max_active_runs``, and is not counted by them either (docs/schedules.md, "Backfill")."""
+    REPLAY = "replay"
+    """A ReplayTask command: one dead-lettered task instance run again as a new run. Like a
+    backfill run it never moves the cursor, does not count toward ``max_runs`` and is outside
+    the overlap policy and ``max_active_runs``."""
+
+
+OFF_SCHEDULE_TRIGGERS = frozenset({RunTrigger.BACKFILL, RunTrigger.REPLAY})
+"""Runs outside the schedule's overlap policy and ``max_active_runs``, both ways."""
 
 
 class SkipReason(StrEnum):
@@ -51,6 +59,8 @@ class CancelReason(StrEnum):
 
     OVERLAP = "overlap"
     """A new tick fired under the ``cancel_previous`` overlap policy."""
+    USER = "user"
+    """A CancelRun command (API ``POST /runs/{run_id}/cancel``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +108,8 @@ class RunScheduled:
     release_at: datetime | None = None
     """When jitter delays the release: the instant the tasks become ready (TaskReady then).
     None: they are ready at once (TaskReady follows this event)."""
+    replay_of: str | None = None
+    """For a ``replay`` run: the run whose dead-lettered task it runs again; else None."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +210,29 @@ class TaskFailed:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskCancelled:
+    """One task instance was cancelled by a CancelRun; terminal ``cancelled`` for it."""
+
+    run_id: str
+    task: str
+    attempt: int
+    worker_id: str | None = None
+    """The lease holder when it was cancelled (it is refused at its next renewal), or None."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskDeadLettered:
+    """A task instance's last allowed attempt failed: it is listed until replayed."""
+
+    run_id: str
+    task: str
+    attempt: int
+    failure_kind: FailureKind
+    exit_code: int | None
+    output_tail: str
+
+
+@dataclass(frozen=True, slots=True)
 class RetryScheduled:
     run_id: str
     task: str
@@ -245,6 +280,8 @@ Event = (
     | CommandRejected
     | RunBuffered
     | RunCancelled
+    | TaskCancelled
+    | TaskDeadLettered
 )
 
 

@@ -154,7 +154,8 @@ class _Fold:
 
     def __init__(self, state: JobState) -> None:
         # backfill runs are outside the overlap policy and max_active_runs, both ways
-        self.active = [r.run_id for r in state.runs if r.trigger is not ev.RunTrigger.BACKFILL]
+        self.active = [r.run_id for r in state.runs
+                       if r.trigger not in ev.OFF_SCHEDULE_TRIGGERS]
         self.buffered = state.buffered is not None
         self.fired = state.runs_fired
         self.limit = state.spec.schedule.max_runs

@@ -62,6 +62,16 @@ def run_id_for_backfill(job_id: str, scheduled_for: datetime, idem_key: str) -> 
     return RunId("r" + _digest("backfill", job_id, str(to_ms(scheduled_for)), idem_key))
 
 
+def run_id_for_replay(job_id: str, run_id: str, task: str, idem_key: str) -> RunId:
+    """Return the run_id of the run that replays one dead-lettered task instance.
+
+    Determinism: a pure function of ``(job_id, run_id, task, idem_key)`` (idem_key: the
+    ReplayTask command's): a re-delivered replay finds its run and creates nothing; another
+    replay command of the same task instance creates another run.
+    """
+    return RunId("r" + _digest("replay", job_id, run_id, task, idem_key))
+
+
 def event_id(idem_key: str, job_id: str, index: int) -> EventId:
     """Return the event_id of the ``index``-th event a command produced for a job.
 

@@ -44,9 +44,11 @@ class TaskState(StrEnum):
     """Terminal: an attempt succeeded."""
     FAILED = "failed"
     """Terminal: the last allowed attempt failed."""
+    CANCELLED = "cancelled"
+    """Terminal: cancelled by a CancelRun; counts as failed for the run's outcome."""
 
 
-TERMINAL_TASK_STATES = frozenset({TaskState.SUCCEEDED, TaskState.FAILED})
+TERMINAL_TASK_STATES = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED})
 WAITING_TASK_STATES = frozenset({TaskState.RETRY_WAIT, TaskState.DELAYED})
 """States a Tick releases (TaskReady) once ``retry_at`` has passed."""
 
@@ -180,7 +182,7 @@ def _run_scheduled(state: JobState, event: ev.RunScheduled) -> JobState:
     run = Run(event.run_id, event.scheduled_for, event.trigger,
               tuple(TaskInstance(t, first, retry_at=event.release_at) for t in event.tasks))
     state = replace(state, runs=(*state.runs, run))
-    if event.trigger in (ev.RunTrigger.MANUAL, ev.RunTrigger.BACKFILL):
+    if event.trigger is ev.RunTrigger.MANUAL or event.trigger in ev.OFF_SCHEDULE_TRIGGERS:
         return state  # neither moves the cursor nor counts toward max_runs
     if state.buffered is not None and state.buffered.run_id == event.run_id:
         return replace(state, buffered=None)  # counted when it was buffered
@@ -251,6 +253,12 @@ def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | N
             ti = _task(state, run_id, task)
             return _with_task(state, run_id, replace(ti, state=TaskState.FAILED,
                                                      lease_expires_at=None))
+        case ev.TaskCancelled(run_id=run_id, task=task):
+            ti = _task(state, run_id, task)
+            return _with_task(state, run_id, replace(ti, state=TaskState.CANCELLED, worker_id=None,
+                                                     lease_expires_at=None, retry_at=None))
+        case ev.TaskDeadLettered():
+            return state  # the run's end (RunFailed) follows from the TaskFailed before it
         case ev.RetryScheduled(run_id=run_id, task=task, attempt=attempt, retry_at=at):
             ti = _task(state, run_id, task)
             return _with_task(state, run_id, replace(ti, state=TaskState.RETRY_WAIT,

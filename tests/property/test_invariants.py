@@ -249,6 +249,21 @@ class Driver:
                                    kind, "tail", self.t, self.t),  # type: ignore[arg-type]
                   at=self._maybe_late())
 
+    def do_cancel(self) -> None:
+        """A CancelRun of a whole run or one task instance (live or long ended)."""
+        target = self._target(TaskState.CLAIMED)
+        if target is None:
+            return
+        task = self.draw(st.sampled_from([None, target[1]]))
+        self.send(cmd.CancelRun(target[0], task), at=self._maybe_late())  # type: ignore[arg-type]
+
+    def do_replay(self) -> None:
+        """A ReplayTask of some task instance, as the API sends it for a dead letter."""
+        if not self.instances:
+            return
+        run_id, task = self.draw(st.sampled_from(self.instances))  # type: ignore[misc]
+        self.send(cmd.ReplayTask(run_id, task, self.t))  # type: ignore[arg-type]
+
     def do_duplicate(self) -> None:
         earlier = [(e, t) for e, t in self.log if not isinstance(e.command, cmd.Tick)]
         envelope, original_time = self.draw(st.sampled_from(earlier))  # type: ignore[misc]
@@ -292,7 +307,8 @@ def check_one_run_per_tick(steps: list[Step]) -> None:
     """Invariant 2: a (job_id, scheduled_for) creates at most one run; run_ids are unique."""
     runs = [e for s in steps for e in s.events if isinstance(e, ev.RunScheduled)]
     per_tick = Counter(  # reprocessing backfill runs are the documented exception
-        e.scheduled_for for e in runs if e.trigger is not ev.RunTrigger.MANUAL
+        e.scheduled_for for e in runs
+        if e.trigger not in (ev.RunTrigger.MANUAL, ev.RunTrigger.REPLAY)  # replays: any tick
         and (e.trigger is not ev.RunTrigger.BACKFILL
              or e.run_id == run_id_for_tick(JOB, e.scheduled_for)))
     assert [t for t, n in per_tick.items() if n > 1] == [], "a tick made more than one run"
@@ -333,6 +349,8 @@ def check_every_tick_is_accounted(steps: list[Step]) -> None:
                     buffered.clear()  # a deleted job drops its buffered tick
                 case ev.RunScheduled(trigger=ev.RunTrigger.MANUAL):
                     assert e.scheduled_for == now
+                case ev.RunScheduled(trigger=ev.RunTrigger.REPLAY):
+                    assert e.replay_of is not None and e.tasks == (e.tasks[0],)
                 case ev.RunScheduled(trigger=ev.RunTrigger.BACKFILL):
                     assert e.scheduled_for <= now, "a backfill ran a future tick"
                     assert cursor is None or e.scheduled_for < cursor, \
@@ -403,6 +421,9 @@ def check_leases(steps: list[Step]) -> None:
                     assert (prev.run_id, prev.task, prev.epoch) == (e.run_id, e.task, e.epoch)
                 case ev.TaskSucceeded() | ev.TaskFailed():
                     assert live.pop((e.run_id, e.task)) == (e.epoch, e.worker_id)
+                case ev.TaskCancelled():  # revokes the lease, if one was held
+                    held = live.pop((e.run_id, e.task), None)
+                    assert (held[1] if held else None) == e.worker_id
             prev = e
         if isinstance(s.envelope.command, cmd.ClaimTask | cmd.RenewLease | cmd.CompleteTask):
             rejections = [e for e in s.events if isinstance(e, ev.CommandRejected)]
@@ -481,7 +502,14 @@ def check_terminal_states_absorb(steps: list[Step]) -> None:
             run_id, task = getattr(e, "run_id", None), getattr(e, "task", None)
             if run_id is not None:
                 assert run_id not in closed_runs, f"{type(e).__name__} after the run ended"
-            if task is not None:
+            failed_before = events[i - 1] if i > 0 else None
+            if isinstance(e, ev.TaskDeadLettered):  # only right after its final TaskFailed
+                assert isinstance(failed_before, ev.TaskFailed)
+                assert (failed_before.run_id, failed_before.task, failed_before.attempt) == (
+                    e.run_id, e.task, e.attempt)
+                assert (failed_before.failure_kind, failed_before.exit_code) == (
+                    e.failure_kind, e.exit_code)
+            elif task is not None:
                 assert (run_id, task) not in closed_tasks, f"{type(e).__name__} after terminal"
             match e:
                 case ev.TaskSucceeded() | ev.TaskFailed():
@@ -490,6 +518,11 @@ def check_terminal_states_absorb(steps: list[Step]) -> None:
                                and events[i + 1].attempt == e.attempt + 1)  # type: ignore[union-attr]
                     if isinstance(e, ev.TaskSucceeded) or not retried:
                         closed_tasks.add((e.run_id, e.task))
+                    if isinstance(e, ev.TaskFailed) and not retried:  # a dead letter follows
+                        nxt = events[i + 1] if i + 1 < len(events) else None
+                        assert isinstance(nxt, ev.TaskDeadLettered), "final failure not listed"
+                case ev.TaskCancelled():
+                    closed_tasks.add((e.run_id, e.task))
                 case ev.RunSucceeded() | ev.RunFailed() | ev.RunCancelled():
                     closed_runs.add(e.run_id)
         # State view: a terminal task instance stays as it is while its run is in the record.
@@ -554,7 +587,7 @@ def check_overlap_and_max_runs(steps: list[Step]) -> None:
     fired = 0
 
     def lane(state: JobState) -> list[object]:  # backfill runs are outside the overlap policy
-        return [r for r in state.runs if r.trigger is not ev.RunTrigger.BACKFILL]
+        return [r for r in state.runs if r.trigger not in ev.OFF_SCHEDULE_TRIGGERS]
 
     for s in steps:
         state = s.before
@@ -565,7 +598,8 @@ def check_overlap_and_max_runs(steps: list[Step]) -> None:
                 fired += 1
                 assert lane(state) and state.spec.overlap is OverlapPolicy.BUFFER_ONE
             elif (state is not None and isinstance(e, ev.RunScheduled)
-                    and e.trigger not in (ev.RunTrigger.MANUAL, ev.RunTrigger.BACKFILL)):
+                    and e.trigger is not ev.RunTrigger.MANUAL
+                    and e.trigger not in ev.OFF_SCHEDULE_TRIGGERS):
                 if state.buffered is None or state.buffered.run_id != e.run_id:
                     fired += 1
                 if state.spec.overlap is not OverlapPolicy.ALLOW:
@@ -594,7 +628,7 @@ ALL_CHECKS: list[Callable[[list[Step]], None]] = [
 KINDS = (
     ["tick"] * 6 + ["tick_back", "tick_twice", "register", "pause", "resume", "trigger",
                     "backfill", "update", "duplicate", "duplicate"]
-    + ["claim"] * 5 + ["renew"] * 3 + ["complete"] * 5
+    + ["claim"] * 5 + ["renew"] * 3 + ["complete"] * 5 + ["cancel", "replay"]
 )
 
 

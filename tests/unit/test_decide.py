@@ -717,6 +717,7 @@ def test_complete_failure_without_retries_ends_the_run_failed(
     state, events = when(CLAIMED, complete(ok=False, exit_code=2, kind=kind), FINISHED)
     assert events == [ev.TaskFailed(RUN, "main", 1, 1, "w1", expected_kind, 2, "tail", STARTED,
                                     FINISHED),
+                      ev.TaskDeadLettered(RUN, "main", 1, expected_kind, 2, "tail"),
                       ev.RunFailed(RUN)]
     assert state is not None and state.runs == ()
 
@@ -754,7 +755,8 @@ def test_dag_run_fails_once_every_task_ended_and_one_failed() -> None:
         clock=TICK)
     state, events = when(state, complete(task="extract", ok=False, exit_code=3), FINISHED,
                          key="c1")
-    assert [type(e) for e in events] == [ev.TaskFailed]  # load still holds its lease
+    # load still holds its lease: extract is dead-lettered, the run goes on
+    assert [type(e) for e in events] == [ev.TaskFailed, ev.TaskDeadLettered]
     _, events = when(state, complete(task="load", worker="w2"), FINISHED, key="c2")
     assert events == [ev.TaskSucceeded(RUN, "load", 1, 1, "w2", 0, "tail", STARTED, FINISHED),
                       ev.RunFailed(RUN)]
@@ -787,6 +789,7 @@ def test_lease_expiry_on_the_last_attempt_ends_the_run_failed() -> None:
         ev.LeaseExpired(RUN, "main", 1, 1, "w1"),
         ev.TaskFailed(RUN, "main", 1, 1, "w1", FailureKind.LEASE_EXPIRED, None, "", None,
                       LEASE_END),
+        ev.TaskDeadLettered(RUN, "main", 1, FailureKind.LEASE_EXPIRED, None, ""),
         ev.RunFailed(RUN),
     ]
     assert state is not None and state.runs == ()
@@ -853,6 +856,7 @@ def test_failure_of_the_last_attempt_ends_the_run_failed() -> None:
                      FINISHED, key="last")
     assert events == [ev.TaskFailed(RUN, "main", 2, 2, "w2", FailureKind.NONZERO_EXIT, 1,
                                     "tail", STARTED, FINISHED),
+                      ev.TaskDeadLettered(RUN, "main", 2, FailureKind.NONZERO_EXIT, 1, "tail"),
                       ev.RunFailed(RUN)]
 
 
