@@ -119,11 +119,12 @@ class RunOut(BaseModel):
         state: ``scheduled`` → ``ready`` (waiting for a worker) → ``running`` (claimed) →
             ``succeeded`` | ``failed``; ``retrying`` while a retry waits for its backoff;
             ``buffered`` while a ``buffer_one`` tick waits for the active run to end;
-            ``cancelled`` (terminal) when a ``cancel_previous`` tick displaced it.
+            ``cancelled`` (terminal) when a ``cancel_previous`` tick displaced it or a user
+            cancelled it (a run with one task cancelled ends ``failed``).
         release_at: when jitter delays the run, the instant its tasks are released.
         runs_remaining: runs the schedule may still fire after this one (``max_runs``).
         cancelled_by: the run that displaced a cancelled run.
-        trigger: ``schedule``, ``catchup``, ``manual`` or ``backfill``.
+        trigger: ``schedule``, ``catchup``, ``manual``, ``backfill`` or ``replay``.
         attempt / epoch / claimed_by / lease_expires_at: the current attempt and its lease.
         exit_code / failure_kind / output_tail: outcome of the latest finished attempt.
         trigger_lag_s: seconds from scheduled_for to the first attempt's start (its claim
@@ -156,6 +157,10 @@ class RunOut(BaseModel):
     release_at: str | None = None
     runs_remaining: int | None = None
     cancelled_by: str | None = None
+    replay_of: str | None = None
+    """For a ``replay`` run: the run whose dead-lettered task it runs again."""
+    cancelled_tasks: list[str] = []
+    """Tasks cancelled one by one (``POST /runs/{run_id}/cancel`` with a task)."""
 
 
 class RunList(BaseModel):

@@ -17,7 +17,7 @@ from fastapi import APIRouter, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import AwareDatetime
 
-from services.api import writes
+from services.api import operate, writes
 from services.api.answers import JobList, JobOut, RunList, RunOut, SkippedList, TickList
 from services.api.read_model import ReadModel
 from services.api.sender import CommandSender
@@ -158,6 +158,7 @@ def create_app(
     app.state.sender = (CommandSender(producer, Topics.of(settings).commands)
                         if producer is not None else None)
     app.include_router(writes.router)
+    app.include_router(operate.router)
     app.include_router(reads)
     app.include_router(health)
     return app

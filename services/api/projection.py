@@ -17,7 +17,7 @@ from typing import Any
 
 from cronlog import events as ev
 from cronlog.time import iso, to_ms
-from services.api import skips
+from services.api import dead_letters, skips
 from services.api.schemas import spec_to_json
 from services.api.store import Batch
 from services.api.stored import dump_run_event
@@ -88,6 +88,10 @@ def apply(batch: Batch, record: ev.RunEvent) -> bool:
     event = record.event
     if isinstance(event, ev.RunScheduled | ev.RunBuffered):
         _run_scheduled(batch, record, event)
+        if isinstance(event, ev.RunScheduled):
+            dead_letters.replayed(batch, record.job_id, event)
+    elif isinstance(event, ev.TaskDeadLettered):
+        dead_letters.record(batch, record, event, batch.get_json(run_key(event.run_id)))
     elif isinstance(event, ev.RunCancelled):
         _run_cancelled(batch, record, event)
     elif isinstance(event, RunChange):
@@ -156,6 +160,7 @@ def _run_scheduled(batch: Batch, record: ev.RunEvent,
             "trigger_lag_s": None, "attempts": [],
             "release_at": _iso(getattr(event, "release_at", None)),
             "runs_remaining": event.runs_remaining, "cancelled_by": None,
+            "replay_of": getattr(event, "replay_of", None),
         })
         stored = batch.get_json(key)
         if isinstance(event, ev.RunBuffered) and stored is not None:
@@ -204,7 +209,7 @@ def _attempt(run: dict[str, Any], task: str, attempt: int) -> dict[str, Any]:
 
 
 RunChange = (ev.TaskReady | ev.TaskClaimed | ev.LeaseRenewed | ev.TaskSucceeded | ev.TaskFailed
-             | ev.RetryScheduled | ev.RunSucceeded | ev.RunFailed)
+             | ev.RetryScheduled | ev.RunSucceeded | ev.RunFailed | ev.TaskCancelled)
 """The events that change a run document after its RunScheduled."""
 
 
@@ -228,6 +233,10 @@ def _run_event(batch: Batch, record: ev.RunEvent, event: RunChange) -> None:
             run["lease_expires_at"] = iso(until)
         case ev.TaskSucceeded() | ev.TaskFailed():
             _task_finished(run, record, event)
+        case ev.TaskCancelled(task=task, attempt=attempt):
+            _attempt(run, task, attempt).update(state="cancelled", finished_at=at)
+            run.update(lease_expires_at=None, cancelled_tasks=[
+                *run.get("cancelled_tasks", []), task])
         case ev.RetryScheduled(attempt=attempt, retry_at=retry_at):
             run.update(state="retrying", retry_at=iso(retry_at), lease_expires_at=None)
         case ev.RunSucceeded() | ev.RunFailed():

@@ -1,0 +1,162 @@
+"""Operator endpoints: cancel a run or a task, list and replay dead letters.
+
+Each write answers after read-your-writes like ``writes`` does: the effect event → 200,
+``CommandRejected`` → 404/409, no event in time → 202.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query, Request
+from pydantic import AwareDatetime, BaseModel, Field
+
+from cronlog import commands as cmd
+from cronlog.ids import run_id_for_replay
+from services.api import dead_letters
+from services.api.answers import RunOut
+from services.api.projection import TERMINAL_RUN_STATES
+from services.api.read_model import ReadModel
+from services.api.writes import IdemKey, _accepted, _check, _command, _invalid
+
+router = APIRouter(prefix="/api/v1")
+MAX_REPLAYS = 100
+"""At most this many dead letters are replayed per request."""
+
+
+def _read_model(request: Request) -> ReadModel:
+    rm: ReadModel | None = request.app.state.read_model
+    if rm is None:
+        raise HTTPException(503, "the read model is not running")
+    return rm
+
+
+class CancelIn(BaseModel):
+    """``POST /runs/{run_id}/cancel``: the whole run, or only ``task``."""
+
+    task: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class DeadLetterOut(BaseModel):
+    """A task instance whose last attempt failed (TaskDeadLettered)."""
+
+    job_id: str
+    run_id: str
+    task: str
+    attempt: int
+    failure_kind: str
+    exit_code: int | None
+    output_tail: str
+    scheduled_for: str | None
+    dead_lettered_at: str
+    replays: list[str]
+    """Runs started by replays of it, oldest first."""
+
+
+class DeadLetterList(BaseModel):
+    """``GET /dead-letters``: newest first."""
+
+    dead_letters: list[DeadLetterOut]
+
+
+class ReplayIn(BaseModel):
+    """``POST /dead-letters/replay``: one task instance (``run_id`` + ``task``), one job's
+    dead letters (``job_id``), or those in ``[since, until)`` (with or without ``job_id``)."""
+
+    run_id: str | None = None
+    task: str | None = None
+    job_id: str | None = None
+    since: AwareDatetime | None = None
+    until: AwareDatetime | None = None
+
+
+class Replayed(BaseModel):
+    """One replay: the dead letter and the new run that runs it again."""
+
+    job_id: str
+    run_id: str
+    task: str
+    replay_run_id: str
+
+
+class ReplayList(BaseModel):
+    """``POST /dead-letters/replay``'s answer."""
+
+    replays: list[Replayed]
+
+
+@router.post("/runs/{run_id}/cancel", response_model=RunOut,
+             responses={202: {}, 404: {}, 409: {}})
+async def cancel_run(run_id: str, request: Request, body: CancelIn | None = None,
+                     idempotency_key: IdemKey = None) -> Any:
+    """Cancel a run (RunCancelled) or one of its tasks (TaskCancelled) → the run.
+
+    404: unknown run (or task); 409: the run (or task) already ended. The holding worker
+    stops the task at its next lease renewal.
+    """
+    rm = _read_model(request)
+    task = body.task if body is not None else None
+    run = rm.run(run_id)
+    if run is None:
+        raise HTTPException(404, f"run {run_id!r} not found")
+    if task is not None and task not in run["tasks"]:
+        raise HTTPException(404, f"run {run_id!r} has no task {task!r}")
+    idem_key = idempotency_key or str(uuid.uuid4())
+    if run["state"] in TERMINAL_RUN_STATES and not rm.events_for(idem_key, run["job_id"]):
+        raise HTTPException(409, f"run {run_id!r} already ended ({run['state']})")
+    events = await _command(request, run["job_id"], idem_key, cmd.CancelRun(run_id, task))
+    if not events:
+        return _accepted(run["job_id"], idem_key, f"/api/v1/runs/{run_id}", run_id)
+    _check(events)
+    return rm.run(run_id)
+
+
+@router.get("/dead-letters", response_model=DeadLetterList)
+def list_dead_letters(request: Request, job_id: str | None = None,
+                      since: Annotated[AwareDatetime | None, Query()] = None,
+                      until: Annotated[AwareDatetime | None, Query()] = None,
+                      limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> Any:
+    """Dead letters (filters: job_id, ``since <= dead_lettered_at < until``), newest first."""
+    rm = _read_model(request)
+    return {"dead_letters": dead_letters.listing(rm.store, job_id, since, until, limit)}
+
+
+def _selected(request: Request, body: ReplayIn) -> list[dict[str, Any]]:
+    rm = _read_model(request)
+    if body.run_id is not None or body.task is not None:
+        if body.run_id is None or body.task is None:
+            raise _invalid("task" if body.task is None else "run_id",
+                           "run_id and task go together")
+        run = rm.run(body.run_id)
+        doc = rm.store.get_json(dead_letters.dead_letter_key(
+            run["job_id"], body.run_id, body.task)) if run else None
+        if doc is None:
+            raise HTTPException(404, f"no dead letter {body.run_id}/{body.task}")
+        return [doc]
+    if body.job_id is None and body.since is None and body.until is None:
+        raise _invalid("run_id", "give run_id and task, job_id, or since/until")
+    return dead_letters.listing(rm.store, body.job_id, body.since, body.until, MAX_REPLAYS)
+
+
+@router.post("/dead-letters/replay", response_model=ReplayList,
+             responses={202: {}, 404: {}, 409: {}})
+async def replay_dead_letters(body: ReplayIn, request: Request,
+                              idempotency_key: IdemKey = None) -> Any:
+    """Run dead-lettered task instances again (ReplayTask each): new runs, trigger
+    ``replay``, attempt 1; the old attempts stay in their run → ``{replays: [...]}``."""
+    base = idempotency_key or str(uuid.uuid4())
+    replays = []
+    for doc in _selected(request, body):
+        job_id, run_id, task = doc["job_id"], doc["run_id"], doc["task"]
+        idem_key = f"{base}:{run_id}:{task}"
+        tick = datetime.fromisoformat(doc["scheduled_for"] or doc["dead_lettered_at"])
+        events = await _command(request, job_id, idem_key, cmd.ReplayTask(run_id, task, tick))
+        new_run = run_id_for_replay(job_id, run_id, task, idem_key)
+        if not events:
+            return _accepted(job_id, idem_key, f"/api/v1/runs/{new_run}", new_run)
+        _check(events)
+        replays.append({"job_id": job_id, "run_id": run_id, "task": task,
+                        "replay_run_id": new_run})
+    return {"replays": replays}
