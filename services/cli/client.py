@@ -119,6 +119,23 @@ class ApiClient:
         """Start one manual run of a job now."""
         return self.request("POST", f"/api/v1/jobs/{job_id}/trigger")
 
+    def cancel(self, run_id: str, task: str | None = None) -> Any:
+        """Cancel a run, or only its task ``task``; returns the run."""
+        return self.request("POST", f"/api/v1/runs/{run_id}/cancel", json={"task": task})
+
+    def dead_letters(self, job_id: str | None = None, since: str | None = None,
+                     until: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        """Return dead letters, newest first (filters: job_id, since, until ISO)."""
+        params = {k: v for k, v in {"job_id": job_id, "since": since, "until": until,
+                                    "limit": limit}.items() if v is not None}
+        answer = self.request("GET", "/api/v1/dead-letters", params=params)
+        letters: list[dict[str, Any]] = answer["dead_letters"]
+        return letters
+
+    def replay(self, body: dict[str, Any]) -> Any:
+        """Replay dead letters (``{run_id, task}``, ``{job_id}`` or ``{since, until}``)."""
+        return self.request("POST", "/api/v1/dead-letters/replay", json=body)
+
     def backfill(self, job_id: str, body: dict[str, Any]) -> Any:
         """Create runs for a job's ticks in (start, end] (``{start, end, reprocess, dry_run,
         max_runs}``), or list them with ``dry_run``."""

@@ -29,6 +29,8 @@ app.add_typer(jobs, name="jobs")
 schedule = typer.Typer(no_args_is_help=True, help="Schedule maths, no broker or API needed: "
                                                    "preview the ticks of a cron expression.")
 app.add_typer(schedule, name="schedule")
+dead = typer.Typer(no_args_is_help=True, help="List and replay dead-lettered task instances.")
+app.add_typer(dead, name="dead-letters")
 out = Console()
 err = Console(stderr=True)
 
@@ -275,6 +277,53 @@ def run(run_id: Annotated[str, typer.Argument(help="The run's id.")],
         api: Api = DEFAULT_API, output: Fmt = Output.table) -> None:
     """Show one run: state, attempt, worker, lease, exit code, output tail, timings."""
     _show(_call(lambda: ApiClient(api).run(run_id)), output, render.run_table)
+
+
+@app.command("cancel")
+def cancel(run_id: Annotated[str, typer.Argument(help="The run's id.")],
+           task: Annotated[str | None, typer.Option(help="Cancel only this task.")] = None,
+           api: Api = DEFAULT_API, output: Fmt = Output.table) -> None:
+    """Cancel a run (or one task of it); its worker stops the task at its next renewal."""
+    answer = _call(lambda: ApiClient(api).cancel(run_id, task))
+    if isinstance(answer, dict) and answer.get("status") == "accepted":
+        _said(run_id, "cancel", answer, output)
+    else:
+        _show(answer, output, render.run_table)
+
+
+@dead.command("list")
+def dead_letters_list(
+    job_id: Annotated[str | None, typer.Option("--job-id", help="Only this job's.")] = None,
+    since: Annotated[str | None, typer.Option(help="Dead-lettered at or after (ISO).")] = None,
+    until: Annotated[str | None, typer.Option(help="Dead-lettered before (ISO).")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="Most shown.")] = 100,
+    api: Api = DEFAULT_API, output: Fmt = Output.table,
+) -> None:
+    """List dead letters (task instances whose last attempt failed), newest first."""
+    lo = _instant("--since", since).isoformat() if since else None
+    hi = _instant("--until", until).isoformat() if until else None
+    answer = _call(lambda: ApiClient(api).dead_letters(job_id, lo, hi, limit))
+    _show(answer, output, render.dead_letters_table)
+
+
+@dead.command("replay")
+def dead_letters_replay(
+    run_id: Annotated[str | None, typer.Option("--run-id", help="With --task: one.")] = None,
+    task: Annotated[str | None, typer.Option(help="The task of --run-id.")] = None,
+    job_id: Annotated[str | None, typer.Option("--job-id", help="A job's dead letters.")] = None,
+    since: Annotated[str | None, typer.Option(help="Dead-lettered at or after (ISO).")] = None,
+    until: Annotated[str | None, typer.Option(help="Dead-lettered before (ISO).")] = None,
+    api: Api = DEFAULT_API, output: Fmt = Output.table,
+) -> None:
+    """Run dead letters again: each becomes a new run (trigger replay), attempt 1."""
+    body: dict[str, Any] = {"run_id": run_id, "task": task, "job_id": job_id,
+                            "since": _instant("--since", since).isoformat() if since else None,
+                            "until": _instant("--until", until).isoformat() if until else None}
+    answer = _call(lambda: ApiClient(api).replay({k: v for k, v in body.items() if v}))
+    if isinstance(answer, dict) and answer.get("status") == "accepted":
+        _said(job_id or run_id or "dead letters", "replay", answer, output)
+    else:
+        _show(answer, output, render.replays_table)
 
 
 @app.command("up")

@@ -163,3 +163,26 @@ def backfill_table(answer: dict[str, Any]) -> Table:
     for r in answer["runs"]:
         table.add_row(local_and_utc(r["scheduled_for"], True), _or_dash(r["run_id"]))
     return table
+
+
+def dead_letters_table(letters: list[dict[str, Any]]) -> Table:
+    """Return the table of ``cronlog dead-letters list``: newest first."""
+    table = Table(title="dead letters")
+    for col in ("dead-lettered at", "job", "run", "task", "attempt", "kind", "exit", "replays",
+                "output tail"):
+        table.add_column(col, no_wrap=col != "output tail")
+    for d in letters:
+        table.add_row(local_and_utc(d["dead_lettered_at"], True), d["job_id"], d["run_id"],
+                      d["task"], str(d["attempt"]), d["failure_kind"], str(d["exit_code"]),
+                      ", ".join(d["replays"]), d["output_tail"][-80:])
+    return table
+
+
+def replays_table(answer: dict[str, Any]) -> Table:
+    """Return the table of ``cronlog dead-letters replay``: each dead letter and its new run."""
+    table = Table(title=f"replayed {len(answer['replays'])} dead letter(s)")
+    for col in ("job", "run", "task", "replay run"):
+        table.add_column(col, no_wrap=True)
+    for r in answer["replays"]:
+        table.add_row(r["job_id"], r["run_id"], r["task"], r["replay_run_id"])
+    return table
