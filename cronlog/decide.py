@@ -36,6 +36,9 @@ from cronlog.job import (
 from cronlog.retry import next_attempt_at
 from cronlog.validation import validate_spec
 
+WORKER_COMMANDS = (cmd.ClaimTask, cmd.RenewLease, cmd.CompleteTask)
+"""Commands whose dedupe markers live in the worker window (``JobState.renewals``)."""
+
 
 class Decision:
     """Events being decided, with the state they lead to (each emit evolves it)."""
@@ -84,8 +87,10 @@ def handle(
 
     Idempotency: every applied command leaves its idem_key in the record's recent markers,
     except Ticks (firing is idempotent by the schedule cursor and the deterministic run_id);
-    RenewLease keys go to a window of their own so that frequent renewals never push out the
-    markers of the rare commands.
+    The keys of worker commands (ClaimTask, RenewLease, CompleteTask: several per run) go to a
+    window of their own so that they never push out the markers of the rare user commands
+    (register, pause, trigger, …); a worker command older than its window is still fenced by
+    the task instance's state and epoch.
     Determinism: now = max(state.clock, record_time); the same log gives the same result.
     """
     if state is not None and state.has_applied(envelope.idem_key):
@@ -96,7 +101,7 @@ def handle(
     new = decision.state
     if new is not None:
         new = replace(new, clock=now)
-        if isinstance(envelope.command, cmd.RenewLease):
+        if isinstance(envelope.command, WORKER_COMMANDS):
             new = replace(new, renewals=(*new.renewals, envelope.idem_key)[-MAX_RENEWAL_MARKERS:])
         elif not isinstance(envelope.command, cmd.Tick):
             new = replace(new, applied=(*new.applied, envelope.idem_key)[-MAX_APPLIED_MARKERS:])

@@ -12,10 +12,11 @@ from cronlog.model import JobSpec
 from cronlog.time import EPOCH
 
 MAX_APPLIED_MARKERS = 128
-"""How many recent idem_keys of commands other than RenewLease a job record remembers."""
-MAX_RENEWAL_MARKERS = 32
-"""How many recent RenewLease idem_keys a job record remembers (kept apart: renewals are
-frequent and would otherwise push out the markers of the rare commands)."""
+"""How many recent idem_keys of user commands (not Ticks, not worker commands) a job record
+remembers."""
+MAX_RENEWAL_MARKERS = 64
+"""How many recent idem_keys of worker commands (claim, renew, complete) a job record
+remembers (kept apart: they are frequent and would push out the user commands' markers)."""
 
 
 class JobStatus(StrEnum):
@@ -110,9 +111,10 @@ class JobState:
         clock: the fold's now at the last command applied (aware UTC); never moves back.
         next_fire_at: the next tick to fire (aware UTC), None when the schedule has no more.
         runs: active runs, oldest first.
-        applied: idem_keys of the most recent applied commands (not Ticks, not renewals),
-            oldest first.
-        renewals: idem_keys of the most recent applied RenewLease commands, oldest first.
+        applied: idem_keys of the most recent applied user commands (not Ticks, not worker
+            commands), oldest first.
+        renewals: idem_keys of the most recent applied worker commands (ClaimTask,
+            RenewLease, CompleteTask), oldest first.
         runs_fired: runs the schedule fired (or buffered) since registration; manual runs
             do not count. ``max_runs`` bounds it.
         buffered: the tick a ``buffer_one`` job holds until its active runs end, or None.

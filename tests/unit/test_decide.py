@@ -889,3 +889,17 @@ def test_hashed_schedule_ticks_are_spread_by_job_id_and_stable() -> None:
         assert first.next_fire_at is not None
         minutes.add(first.next_fire_at.minute)
     assert len(minutes) > 1  # H spreads jobs over the hour
+
+
+def test_a_trigger_re_sent_after_many_runs_is_still_a_no_op() -> None:
+    """Claims and completions of many runs must not push a user command's marker out."""
+    state, first = when(given(registered()), cmd.TriggerJob(), at(minutes=1), key="trigger-K")
+    assert first and isinstance(first[0], ev.RunScheduled)
+    for i in range(100):  # 100 runs' worth of worker commands
+        state, _ = when(state, cmd.ClaimTask("nope", "main", 1, "w"), at(minutes=2),
+                        key=f"claim-{i}")
+        state, _ = when(state, cmd.CompleteTask("nope", "main", 1, 1, "w", True, 0, None, "",
+                                                at(minutes=2), at(minutes=2)),
+                        at(minutes=2), key=f"complete-{i}")
+    _, again = when(state, cmd.TriggerJob(), at(minutes=3), key="trigger-K")
+    assert again == []
