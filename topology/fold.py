@@ -16,7 +16,7 @@ from datetime import datetime
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.decide import handle
+from cronlog.decide import WORKER_COMMANDS, handle
 from cronlog.errors import CronlogError, RejectReason
 from cronlog.ids import event_id
 from cronlog.job import JobState
@@ -33,7 +33,6 @@ MAX_DEAD_LETTER_VALUE = 256 * 1024
 MAX_RECORD_BYTES = 512 * 1024
 """A command whose resulting job record would exceed this is refused (record_too_large):
 the record must fit one changelog message whatever the input."""
-WORKER_COMMANDS = (cmd.ClaimTask, cmd.RenewLease, cmd.CompleteTask)
 
 
 @dataclass(frozen=True, slots=True)
