@@ -224,7 +224,7 @@ def _backfill(d: Decision, state: JobState, command: cmd.BackfillJob, idem_key: 
     held = state.buffered.run_id if state.buffered is not None else None
     for tick in backfill_ticks(state, command.ticks, now):
         if command.reprocess is cmd.Reprocess.NONE:
-            run_id = run_id_for_tick(d.job_id, tick)
+            run_id = run_id_for_tick(d.job_id, tick, state.incarnation)
         else:
             run_id = run_id_for_backfill(d.job_id, tick, idem_key)
         if run_id == held or d.live().run(run_id) is not None:

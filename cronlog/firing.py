@@ -202,7 +202,7 @@ def fire_due_ticks(state: JobState, now: datetime) -> Iterator[ev.Event]:
         reason = (ev.SkipReason.EXCLUDED if tick in excluded else
                   _catchup_reason(sched, tick, now, late, any_on_time, complete)
                   if tick in late else None)
-        run_id = run_id_for_tick(state.job_id, tick)
+        run_id = run_id_for_tick(state.job_id, tick, state.incarnation)
         if reason is None and fold.active:
             if spec.overlap is OverlapPolicy.SKIP or (
                     spec.overlap is OverlapPolicy.BUFFER_ONE and fold.buffered):

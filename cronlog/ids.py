@@ -22,12 +22,15 @@ def _digest(*parts: str, size: int = 12) -> str:
     return h.hexdigest()
 
 
-def run_id_for_tick(job_id: str, scheduled_for: datetime) -> RunId:
+def run_id_for_tick(job_id: str, scheduled_for: datetime, incarnation: int = 0) -> RunId:
     """Return the run_id of the run for one tick of a job.
 
     Args:
         job_id: the job.
         scheduled_for: the tick, an aware instant (reduced to epoch milliseconds).
+        incarnation: how many times the job_id was registered again after a delete (0 for
+            the first registration, whose ids are unchanged); a re-registered job's ticks are
+            new ticks and must not reuse the deleted job's run ids.
 
     Returns:
         ``"r" + 24 hex digits``.
@@ -35,6 +38,8 @@ def run_id_for_tick(job_id: str, scheduled_for: datetime) -> RunId:
     Determinism: a pure function of ``(job_id, scheduled_for)``: the same tick always gets the
     same run_id, which is what makes a second firing of a tick a no-op.
     """
+    if incarnation:
+        return RunId("r" + _digest("tick", job_id, str(to_ms(scheduled_for)), str(incarnation)))
     return RunId("r" + _digest("tick", job_id, str(to_ms(scheduled_for))))
 
 

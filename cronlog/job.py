@@ -115,6 +115,8 @@ class JobState:
             commands), oldest first.
         renewals: idem_keys of the most recent applied worker commands (ClaimTask,
             RenewLease, CompleteTask), oldest first.
+        incarnation: registrations of this job_id after a delete (0 for the first); part of
+            every schedule run_id so a re-registered job never reuses a deleted one's runs.
         runs_fired: runs the schedule fired (or buffered) since registration; manual runs
             do not count. ``max_runs`` bounds it.
         buffered: the tick a ``buffer_one`` job holds until its active runs end, or None.
@@ -129,6 +131,7 @@ class JobState:
     applied: tuple[str, ...] = ()
     renewals: tuple[str, ...] = ()
     runs_fired: int = 0
+    incarnation: int = 0
     buffered: Buffered | None = None
 
     def runs_remaining(self) -> int | None:
@@ -209,7 +212,7 @@ def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | N
             if state is None:
                 return JobState(job_id, spec, JobStatus.ACTIVE, EPOCH, nxt)
             return replace(state, spec=spec, status=JobStatus.ACTIVE, next_fire_at=nxt,
-                           runs_fired=0, buffered=None)
+                           runs_fired=0, buffered=None, incarnation=state.incarnation + 1)
         case ev.CommandRejected():
             return state
     if state is None:

@@ -903,3 +903,17 @@ def test_a_trigger_re_sent_after_many_runs_is_still_a_no_op() -> None:
                         at(minutes=2), key=f"complete-{i}")
     _, again = when(state, cmd.TriggerJob(), at(minutes=3), key="trigger-K")
     assert again == []
+
+
+def test_a_re_registered_once_job_gets_new_run_ids() -> None:
+    """Delete + register again with the same run_at: a new run, not the deleted job's."""
+    once = replace(SPEC, schedule=Schedule(ScheduleKind.ONCE, run_at=at(minutes=1)))
+    state, _ = when(None, cmd.RegisterJob(once), T0, key="r1")
+    state, fired = when(state, cmd.Tick(), at(minutes=2), key="t1")
+    first = next(e for e in fired if isinstance(e, ev.RunScheduled))
+    state, _ = when(state, cmd.DeleteJob(), at(minutes=3), key="d1")
+    state, _ = when(state, cmd.RegisterJob(once), at(minutes=4), key="r2")
+    _, fired_again = when(state, cmd.Tick(), at(minutes=5), key="t2")
+    second = next(e for e in fired_again if isinstance(e, ev.RunScheduled))
+    assert second.scheduled_for == first.scheduled_for
+    assert second.run_id != first.run_id
