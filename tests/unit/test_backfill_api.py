@@ -3,9 +3,7 @@ Kafka): dry runs list the ticks, reprocess filters them, bad ranges are 422s."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,10 +14,8 @@ from cronlog.commands import FailureKind
 from cronlog.ids import event_id, run_id_for_backfill, run_id_for_tick
 from cronlog.model import JobSpec, Schedule, ScheduleKind
 from cronlog.time import iso
-from services.api.app import create_app
 from services.api.projection import apply
 from services.api.read_model import ReadModel
-from services.api.settings import ApiSettings
 from services.api.store import Batch
 
 T0 = datetime(2024, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -28,17 +24,6 @@ CURSOR = datetime(2030, 1, 1, tzinfo=UTC)  # the schedule's next tick: far ahead
 JOB = "bf-job"
 
 
-@pytest.fixture
-def rm(tmp_path: Path) -> Iterator[ReadModel]:
-    settings = ApiSettings(api_state_dir=tmp_path / "rm")
-    model = ReadModel(settings, settings.state_path())
-    yield model
-    model.store.close()
-
-
-@pytest.fixture
-def client(rm: ReadModel) -> TestClient:
-    return TestClient(create_app(rm.settings, read_model=rm))
 
 
 def feed(rm: ReadModel, idem_key: str, *events: ev.Event, job_id: str = JOB) -> None:

@@ -4,36 +4,18 @@ before anything is produced."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
-import pytest
 from fastapi.testclient import TestClient
 
 from cronlog import events as ev
 from cronlog.commands import FailureKind
 from cronlog.ids import event_id, run_id_for_tick
 from cronlog.time import iso
-from services.api.app import create_app
 from services.api.projection import apply
 from services.api.read_model import ReadModel
-from services.api.settings import ApiSettings
 from services.api.store import Batch
 from tests.unit.test_backfill_api import JOB, T0, feed, register, run
-
-
-@pytest.fixture
-def rm(tmp_path: Path) -> Iterator[ReadModel]:
-    settings = ApiSettings(api_state_dir=tmp_path / "rm")
-    model = ReadModel(settings, settings.state_path())
-    yield model
-    model.store.close()
-
-
-@pytest.fixture
-def client(rm: ReadModel) -> TestClient:
-    return TestClient(create_app(rm.settings, read_model=rm))
 
 
 def dead_letter(rm: ReadModel, hours: int, job_id: str = JOB) -> str:

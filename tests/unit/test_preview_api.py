@@ -3,12 +3,9 @@ an app whose read model is fed RunEvents by hand (no Kafka)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-import pytest
 from fastapi.testclient import TestClient
 
 from cronlog import events as ev
@@ -16,26 +13,13 @@ from cronlog.ids import event_id
 from cronlog.model import DstGapPolicy, DstOverlapPolicy, JobSpec, Schedule, ScheduleKind
 from cronlog.schedule import next_tick
 from services.api import skips
-from services.api.app import create_app
 from services.api.projection import apply
 from services.api.read_model import ReadModel
-from services.api.settings import ApiSettings
 from services.api.store import Batch
 
 T0 = datetime(2024, 3, 1, 12, 0, 0, tzinfo=UTC)
 
 
-@pytest.fixture
-def rm(tmp_path: Path) -> Iterator[ReadModel]:
-    settings = ApiSettings(api_state_dir=tmp_path / "rm")
-    model = ReadModel(settings, settings.state_path())  # never started: fed by hand
-    yield model
-    model.store.close()
-
-
-@pytest.fixture
-def client(rm: ReadModel) -> TestClient:
-    return TestClient(create_app(rm.settings, read_model=rm))  # lifespan not entered
 
 
 def feed(rm: ReadModel, job_id: str, idem_key: str, *events: ev.Event,
