@@ -6,6 +6,7 @@ lifespan (``TestClient(app)`` outside ``with``) serves validation errors and 503
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,6 +15,8 @@ from typing import Annotated, Any
 
 from confluent_kafka import Producer
 from fastapi import APIRouter, FastAPI, HTTPException, Query, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import AwareDatetime
 
@@ -115,6 +118,27 @@ def readyz(request: Request) -> Any:
     return JSONResponse({"status": "catching_up", "lag": lag}, status_code=503)
 
 
+async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
+    """422 with FastAPI's usual shape, whatever the offending input holds.
+
+    FastAPI's own handler fails with a 500 when the rejected input cannot be written as JSON
+    (a ``NaN`` number): inputs are echoed as strings then.
+    """
+    errors = exc.errors() if isinstance(exc, RequestValidationError) else []
+    safe = [{**e, "input": _json_safe(e.get("input")),
+             "ctx": {k: str(v) for k, v in e.get("ctx", {}).items()}} if "ctx" in e else
+            {**e, "input": _json_safe(e.get("input"))} for e in errors]
+    return JSONResponse(status_code=422, content={"detail": jsonable_encoder(safe)})
+
+
+def _json_safe(value: Any) -> Any:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return repr(value)
+    return value
+
+
 def create_app(
     settings: ApiSettings | None = None,
     read_model: ReadModel | None = None,
@@ -157,6 +181,7 @@ def create_app(
     app.state.read_model = read_model
     app.state.sender = (CommandSender(producer, Topics.of(settings).commands)
                         if producer is not None else None)
+    app.add_exception_handler(RequestValidationError, _validation_error)
     app.include_router(writes.router)
     app.include_router(operate.router)
     app.include_router(reads)

@@ -211,3 +211,13 @@ def test_nul_byte_in_argv_is_a_422_naming_command() -> None:
         "name": "x", "schedule": {"type": "manual"}, "command": ["echo", "a\u0000b"]})
     assert answer.status_code == 422
     assert answer.json()["detail"][0]["loc"] == ["body", "command"]
+
+
+def test_nan_in_the_body_is_a_422_naming_the_field_not_a_500() -> None:
+    client = TestClient(create_app(ApiSettings()))
+    answer = client.post(
+        "/api/v1/jobs", headers={"content-type": "application/json"},
+        content=b'{"name": "x", "schedule": {"type": "manual"}, "command": ["true"],'
+                b' "timeout_s": NaN}')
+    assert answer.status_code == 422
+    assert answer.json()["detail"][0]["loc"] == ["body", "timeout_s"]
