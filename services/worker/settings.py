@@ -23,7 +23,6 @@ class WorkerSettings(KafkaSettings):
         group_id: consumer group on the ready topic shared by all workers. Default
             ``<topic_prefix>cronlog-workers``.
         claim_timeout_s: how long to wait for the fold's answer to a claim, seconds.
-        grace_s: seconds between SIGTERM and SIGKILL on timeout.
         drain_s: on SIGTERM, seconds running attempts get to finish before being killed.
     """
 
@@ -31,7 +30,6 @@ class WorkerSettings(KafkaSettings):
     slots: int = Field(default=4, ge=1, le=256)
     group_id: str = ""
     claim_timeout_s: float = 30.0
-    grace_s: float = 10.0
     drain_s: float = 30.0
 
     def ready_group(self) -> str:

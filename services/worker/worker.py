@@ -280,7 +280,7 @@ class Worker:
         execution = execution_for(grant.action, grant.command, context,
                                   env={**os.environ, **context},
                                   timeout_s=grant.timeout.total_seconds(),
-                                  grace_s=self.settings.grace_s, pool=self.python_pool)
+                                  grace_s=grant.grace.total_seconds(), pool=self.python_pool)
         held = Held(grant, job_id, execution)
         self._held[(grant.run_id, grant.task)] = held
         threading.Thread(target=self._attempt, args=(held,), daemon=True,
