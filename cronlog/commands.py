@@ -216,8 +216,8 @@ Command = (
     | CompleteTask
     | BackfillJob
     | CancelRun
-    | ReleaseTask
     | ReplayTask
+    | ReleaseTask
 )
 
 
