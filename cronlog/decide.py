@@ -8,67 +8,21 @@ from typing import assert_never
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.errors import InvalidDefinition, InvariantViolation, RejectReason
-from cronlog.firing import (
-    fire_due_ticks,
-    first_tick,
-    rescheduled_tick,
-    resume_tick,
-    start_run,
-)
+from cronlog.attempts import cancel, lease_command, release_buffered, tick_attempts
+from cronlog.decision import Decision
+from cronlog.errors import InvalidDefinition, RejectReason
+from cronlog.firing import fire_due_ticks, first_tick, rescheduled_tick, resume_tick
 from cronlog.ids import (
     run_id_for_backfill,
     run_id_for_replay,
     run_id_for_tick,
     run_id_for_trigger,
 )
-from cronlog.job import (
-    MAX_APPLIED_MARKERS,
-    MAX_RENEWAL_MARKERS,
-    TERMINAL_TASK_STATES,
-    WAITING_TASK_STATES,
-    JobState,
-    JobStatus,
-    TaskInstance,
-    TaskState,
-    evolve,
-)
-from cronlog.retry import next_attempt_at
+from cronlog.job import MAX_APPLIED_MARKERS, MAX_RENEWAL_MARKERS, JobState, JobStatus
 from cronlog.validation import validate_spec
 
 WORKER_COMMANDS = (cmd.ClaimTask, cmd.RenewLease, cmd.CompleteTask, cmd.ReleaseTask)
 """Commands whose dedupe markers live in the worker window (``JobState.renewals``)."""
-
-
-class Decision:
-    """Events being decided, with the state they lead to (each emit evolves it)."""
-
-    def __init__(self, state: JobState | None, job_id: str) -> None:
-        self.state = state
-        self.job_id = job_id
-        self.events: list[ev.Event] = []
-
-    def live(self) -> JobState:
-        """Return the state, which callers past the registration check know exists.
-
-        Raises:
-            InvariantViolation: the state is None (a bug in decide's dispatch).
-        """
-        if self.state is None:
-            raise InvariantViolation(f"job {self.job_id!r} has no state here")
-        return self.state
-
-    def emit(self, event: ev.Event) -> None:
-        """Append ``event`` and apply it to ``self.state``."""
-        self.events.append(event)
-        self.state = evolve(self.state, self.job_id, event)
-
-    def reject(self, command: cmd.Command, reason: RejectReason, detail: str) -> None:
-        """Emit a CommandRejected for ``command``."""
-        self.emit(ev.CommandRejected(
-            command=type(command).__name__, reason=reason, detail=detail,
-            run_id=getattr(command, "run_id", None), task=getattr(command, "task", None),
-            worker_id=getattr(command, "worker_id", None)))
 
 
 def handle(
@@ -157,9 +111,9 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
         case cmd.Tick():
             _tick(d, now)
         case cmd.ClaimTask() | cmd.RenewLease() | cmd.CompleteTask() | cmd.ReleaseTask():
-            _lease_command(d, command, now)
+            lease_command(d, command, now)
         case cmd.CancelRun():
-            _cancel(d, state, command, now)
+            cancel(d, state, command, now)
         case cmd.ReplayTask():
             _replay(d, state, command, envelope.idem_key)
         case cmd.RegisterJob():
@@ -238,29 +192,8 @@ def _backfill(d: Decision, state: JobState, command: cmd.BackfillJob, idem_key: 
 
 
 def _tick(d: Decision, now: datetime) -> None:
-    for run in d.live().runs:
-        for ti in run.tasks:
-            if (ti.state is TaskState.CLAIMED and ti.lease_expires_at is not None
-                    and ti.lease_expires_at <= now):
-                holder = ti.worker_id or ""
-                d.emit(ev.LeaseExpired(run.run_id, ti.task, ti.attempt, ti.epoch, holder))
-                _fail(d, run.run_id, ti, ev.TaskFailed(
-                    run.run_id, ti.task, ti.attempt, ti.epoch, holder,
-                    cmd.FailureKind.LEASE_EXPIRED, None, "", None, now), now)
-            elif (ti.state is TaskState.CLAIMED and ti.deadline_at is not None
-                  and ti.deadline_at <= now):
-                # The holder still renews but is past timeout + grace + ttl: its own timeout
-                # enforcement failed (or the task ignores signals). Take the attempt back;
-                # its next renewal is refused and it kills the process group.
-                _fail(d, run.run_id, ti, ev.TaskFailed(
-                    run.run_id, ti.task, ti.attempt, ti.epoch, ti.worker_id or "",
-                    cmd.FailureKind.TIMEOUT, None,
-                    f"hard deadline {ti.deadline_at.isoformat()} passed (timeout + grace + "
-                    "lease ttl after the claim); the attempt was taken back", None, now), now)
-            elif (ti.state in WAITING_TASK_STATES and ti.retry_at is not None
-                  and ti.retry_at <= now):
-                d.emit(ev.TaskReady(run.run_id, ti.task, ti.attempt, run.scheduled_for))
-    _release_buffered(d, now)
+    tick_attempts(d, now)
+    release_buffered(d, now)
     _fire(d, now)
 
 
@@ -269,53 +202,6 @@ def _fire(d: Decision, now: datetime) -> None:
     if state.status is JobStatus.ACTIVE:
         for event in fire_due_ticks(state, now):
             d.emit(event)
-
-
-def _release_buffered(d: Decision, now: datetime) -> None:
-    """Start the buffered tick of a ``buffer_one`` job once no run of it is active.
-
-    Temporal's BUFFER_ONE: "start the workflow again soon as the current one completes". The
-    run keeps its nominal ``scheduled_for`` and run_id; a paused job releases it too (the
-    tick came due while it was active).
-    """
-    state = d.live()
-    held = state.buffered
-    if held is None or state.status is JobStatus.DELETED or any(
-            r.trigger not in ev.OFF_SCHEDULE_TRIGGERS for r in state.runs):
-        return  # backfill runs do not hold the schedule back (docs/schedules.md, "Backfill")
-    for event in start_run(state, held.run_id, held.scheduled_for, held.trigger, now,
-                           next_fire_at=state.next_fire_at,
-                           runs_remaining=state.runs_remaining()):
-        d.emit(event)
-
-
-def _cancel(d: Decision, state: JobState, command: cmd.CancelRun, now: datetime) -> None:
-    """Cancel a whole active run (RunCancelled ``user``) or one task instance of it.
-
-    The fold keeps only active runs: an unknown or finished run is refused
-    (``unknown_task_instance``; the API tells 404 from 409 by its read model), and so is a
-    task instance already terminal (``already_in_state``).
-    """
-    run = state.run(command.run_id)
-    if run is None:
-        d.reject(command, RejectReason.UNKNOWN_TASK_INSTANCE,
-                 f"no active run {command.run_id}")
-        return
-    if command.task is None:
-        d.emit(ev.RunCancelled(run.run_id, ev.CancelReason.USER))
-        _release_buffered(d, now)
-        return
-    ti = run.task(command.task)
-    if ti is None:
-        d.reject(command, RejectReason.UNKNOWN_TASK_INSTANCE,
-                 f"run {run.run_id} has no task {command.task!r}")
-        return
-    if ti.state in TERMINAL_TASK_STATES:
-        d.reject(command, RejectReason.ALREADY_IN_STATE, f"task {ti.task!r} is {ti.state}")
-        return
-    holder = ti.worker_id if ti.state is TaskState.CLAIMED else None
-    d.emit(ev.TaskCancelled(run.run_id, ti.task, ti.attempt, holder))
-    _finish_run_if_done(d, run.run_id, now)
 
 
 def _replay(d: Decision, state: JobState, command: cmd.ReplayTask, idem_key: str) -> None:
@@ -331,82 +217,3 @@ def _replay(d: Decision, state: JobState, command: cmd.ReplayTask, idem_key: str
                            state.next_fire_at, state.runs_remaining(),
                            replay_of=command.run_id))
     d.emit(ev.TaskReady(run_id, command.task, 1, command.scheduled_for))
-
-
-def _lease_command(
-    d: Decision,
-    command: cmd.ClaimTask | cmd.RenewLease | cmd.CompleteTask | cmd.ReleaseTask,
-    now: datetime,
-) -> None:
-    state = d.live()
-    run = state.run(command.run_id)
-    ti = run.task(command.task) if run else None
-    if run is None or ti is None:
-        d.reject(command, RejectReason.UNKNOWN_TASK_INSTANCE,
-                 f"no active task instance {command.run_id}/{command.task}")
-        return
-    spec = state.spec
-    lease_ttl = spec.lease_ttl
-    if isinstance(command, cmd.ClaimTask):
-        if ti.state is not TaskState.READY or ti.attempt != command.attempt:
-            d.reject(command, RejectReason.NOT_READY,
-                     f"task instance is {ti.state} at attempt {ti.attempt}")
-            return
-        d.emit(ev.TaskClaimed(run.run_id, ti.task, ti.attempt, ti.epoch + 1, command.worker_id,
-                              now + lease_ttl, lease_ttl, run.scheduled_for,
-                              spec.command, spec.timeout, spec.action(), spec.grace,
-                              now + spec.timeout + spec.grace + lease_ttl))
-        return
-    if ti.state is not TaskState.CLAIMED or command.epoch != ti.epoch:
-        d.reject(command, RejectReason.STALE_EPOCH,
-                 f"epoch {command.epoch} is not the current lease (epoch {ti.epoch}, {ti.state})")
-        return
-    if command.worker_id != ti.worker_id:
-        d.reject(command, RejectReason.NOT_HOLDER, f"lease is held by {ti.worker_id}")
-        return
-    if isinstance(command, cmd.RenewLease):
-        d.emit(ev.LeaseRenewed(run.run_id, ti.task, ti.attempt, ti.epoch, command.worker_id,
-                               now + lease_ttl))
-    elif isinstance(command, cmd.ReleaseTask):
-        d.emit(ev.TaskReleased(run.run_id, ti.task, ti.attempt, ti.epoch, command.worker_id,
-                               command.reason))
-        d.emit(ev.TaskReady(run.run_id, ti.task, ti.attempt, run.scheduled_for))
-    elif command.succeeded:
-        d.emit(ev.TaskSucceeded(run.run_id, ti.task, ti.attempt, ti.epoch, command.worker_id,
-                                command.exit_code or 0, command.output_tail,
-                                command.started_at, command.finished_at))
-        _finish_run_if_done(d, run.run_id, now)
-    else:
-        kind = command.failure_kind or cmd.FailureKind.NONZERO_EXIT
-        _fail(d, run.run_id, ti, ev.TaskFailed(
-            run.run_id, ti.task, ti.attempt, ti.epoch, command.worker_id, kind, command.exit_code,
-            command.output_tail, command.started_at, command.finished_at), now)
-
-
-def _fail(d: Decision, run_id: str, ti: TaskInstance, failed: ev.TaskFailed,
-          now: datetime) -> None:
-    policy = d.live().spec.retry_policy
-    d.emit(failed)
-    retry_at = None
-    if policy.retryable(failed.failure_kind, failed.exit_code):
-        retry_at = next_attempt_at(policy, run_id, ti.task, ti.attempt, now)
-    if retry_at is not None:
-        d.emit(ev.RetryScheduled(run_id, ti.task, ti.attempt + 1, retry_at))
-    else:
-        d.emit(ev.TaskDeadLettered(run_id, ti.task, ti.attempt, failed.failure_kind,
-                                   failed.exit_code, failed.output_tail))
-        _finish_run_if_done(d, run_id, now)
-
-
-def _finish_run_if_done(d: Decision, run_id: str, now: datetime) -> None:
-    run = d.live().run(run_id)
-    if run is None:
-        return
-    states = [t.state for t in run.tasks]
-    if all(s is TaskState.SUCCEEDED for s in states):
-        d.emit(ev.RunSucceeded(run_id))
-    elif all(s in TERMINAL_TASK_STATES for s in states):
-        d.emit(ev.RunFailed(run_id))  # a cancelled task counts as failed
-    else:
-        return
-    _release_buffered(d, now)

@@ -1,0 +1,177 @@
+"""The attempt lifecycle: claims, renewals, completions, releases, expiry, retries, cancels,
+and the run's end. Called by ``decide``; every function emits into a ``Decision``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from cronlog import commands as cmd
+from cronlog import events as ev
+from cronlog.decision import Decision
+from cronlog.errors import RejectReason
+from cronlog.firing import start_run
+from cronlog.job import (
+    TERMINAL_TASK_STATES,
+    WAITING_TASK_STATES,
+    JobState,
+    JobStatus,
+    TaskInstance,
+    TaskState,
+)
+from cronlog.retry import next_attempt_at
+
+
+def tick_attempts(d: Decision, now: datetime) -> None:
+    """Expire lapsed leases, take back attempts past their hard deadline, release retries.
+
+    Lease expiry fails the attempt as ``lease_expired``; the hard deadline (claim + timeout +
+    grace + lease ttl, TaskClaimed.deadline_at) as ``timeout``; both then retry per policy.
+    """
+    for run in d.live().runs:
+        for ti in run.tasks:
+            if (ti.state is TaskState.CLAIMED and ti.lease_expires_at is not None
+                    and ti.lease_expires_at <= now):
+                holder = ti.worker_id or ""
+                d.emit(ev.LeaseExpired(run.run_id, ti.task, ti.attempt, ti.epoch, holder))
+                fail(d, run.run_id, ti, ev.TaskFailed(
+                    run.run_id, ti.task, ti.attempt, ti.epoch, holder,
+                    cmd.FailureKind.LEASE_EXPIRED, None, "", None, now), now)
+            elif (ti.state is TaskState.CLAIMED and ti.deadline_at is not None
+                  and ti.deadline_at <= now):
+                # The holder still renews but is past timeout + grace + ttl: its own timeout
+                # enforcement failed (or the task ignores signals). Take the attempt back;
+                # its next renewal is refused and it kills the process group.
+                fail(d, run.run_id, ti, ev.TaskFailed(
+                    run.run_id, ti.task, ti.attempt, ti.epoch, ti.worker_id or "",
+                    cmd.FailureKind.TIMEOUT, None,
+                    f"hard deadline {ti.deadline_at.isoformat()} passed (timeout + grace + "
+                    "lease ttl after the claim); the attempt was taken back", None, now), now)
+            elif (ti.state in WAITING_TASK_STATES and ti.retry_at is not None
+                  and ti.retry_at <= now):
+                d.emit(ev.TaskReady(run.run_id, ti.task, ti.attempt, run.scheduled_for))
+
+
+def release_buffered(d: Decision, now: datetime) -> None:
+    """Start the buffered tick of a ``buffer_one`` job once no run of it is active.
+
+    Temporal's BUFFER_ONE: "start the workflow again soon as the current one completes". The
+    run keeps its nominal ``scheduled_for`` and run_id; a paused job releases it too (the
+    tick came due while it was active).
+    """
+    state = d.live()
+    held = state.buffered
+    if held is None or state.status is JobStatus.DELETED or any(
+            r.trigger not in ev.OFF_SCHEDULE_TRIGGERS for r in state.runs):
+        return  # backfill runs do not hold the schedule back (docs/schedules.md, "Backfill")
+    for event in start_run(state, held.run_id, held.scheduled_for, held.trigger, now,
+                           next_fire_at=state.next_fire_at,
+                           runs_remaining=state.runs_remaining()):
+        d.emit(event)
+
+
+def cancel(d: Decision, state: JobState, command: cmd.CancelRun, now: datetime) -> None:
+    """Cancel a whole active run (RunCancelled ``user``) or one task instance of it.
+
+    The fold keeps only active runs: an unknown or finished run is refused
+    (``unknown_task_instance``; the API tells 404 from 409 by its read model), and so is a
+    task instance already terminal (``already_in_state``).
+    """
+    run = state.run(command.run_id)
+    if run is None:
+        d.reject(command, RejectReason.UNKNOWN_TASK_INSTANCE,
+                 f"no active run {command.run_id}")
+        return
+    if command.task is None:
+        d.emit(ev.RunCancelled(run.run_id, ev.CancelReason.USER))
+        release_buffered(d, now)
+        return
+    ti = run.task(command.task)
+    if ti is None:
+        d.reject(command, RejectReason.UNKNOWN_TASK_INSTANCE,
+                 f"run {run.run_id} has no task {command.task!r}")
+        return
+    if ti.state in TERMINAL_TASK_STATES:
+        d.reject(command, RejectReason.ALREADY_IN_STATE, f"task {ti.task!r} is {ti.state}")
+        return
+    holder = ti.worker_id if ti.state is TaskState.CLAIMED else None
+    d.emit(ev.TaskCancelled(run.run_id, ti.task, ti.attempt, holder))
+    finish_run_if_done(d, run.run_id, now)
+
+
+def lease_command(
+    d: Decision,
+    command: cmd.ClaimTask | cmd.RenewLease | cmd.CompleteTask | cmd.ReleaseTask,
+    now: datetime,
+) -> None:
+    state = d.live()
+    run = state.run(command.run_id)
+    ti = run.task(command.task) if run else None
+    if run is None or ti is None:
+        d.reject(command, RejectReason.UNKNOWN_TASK_INSTANCE,
+                 f"no active task instance {command.run_id}/{command.task}")
+        return
+    spec = state.spec
+    lease_ttl = spec.lease_ttl
+    if isinstance(command, cmd.ClaimTask):
+        if ti.state is not TaskState.READY or ti.attempt != command.attempt:
+            d.reject(command, RejectReason.NOT_READY,
+                     f"task instance is {ti.state} at attempt {ti.attempt}")
+            return
+        d.emit(ev.TaskClaimed(run.run_id, ti.task, ti.attempt, ti.epoch + 1, command.worker_id,
+                              now + lease_ttl, lease_ttl, run.scheduled_for,
+                              spec.command, spec.timeout, spec.action(), spec.grace,
+                              now + spec.timeout + spec.grace + lease_ttl))
+        return
+    if ti.state is not TaskState.CLAIMED or command.epoch != ti.epoch:
+        d.reject(command, RejectReason.STALE_EPOCH,
+                 f"epoch {command.epoch} is not the current lease (epoch {ti.epoch}, {ti.state})")
+        return
+    if command.worker_id != ti.worker_id:
+        d.reject(command, RejectReason.NOT_HOLDER, f"lease is held by {ti.worker_id}")
+        return
+    if isinstance(command, cmd.RenewLease):
+        d.emit(ev.LeaseRenewed(run.run_id, ti.task, ti.attempt, ti.epoch, command.worker_id,
+                               now + lease_ttl))
+    elif isinstance(command, cmd.ReleaseTask):
+        d.emit(ev.TaskReleased(run.run_id, ti.task, ti.attempt, ti.epoch, command.worker_id,
+                               command.reason))
+        d.emit(ev.TaskReady(run.run_id, ti.task, ti.attempt, run.scheduled_for))
+    elif command.succeeded:
+        d.emit(ev.TaskSucceeded(run.run_id, ti.task, ti.attempt, ti.epoch, command.worker_id,
+                                command.exit_code or 0, command.output_tail,
+                                command.started_at, command.finished_at))
+        finish_run_if_done(d, run.run_id, now)
+    else:
+        kind = command.failure_kind or cmd.FailureKind.NONZERO_EXIT
+        fail(d, run.run_id, ti, ev.TaskFailed(
+            run.run_id, ti.task, ti.attempt, ti.epoch, command.worker_id, kind, command.exit_code,
+            command.output_tail, command.started_at, command.finished_at), now)
+
+
+def fail(d: Decision, run_id: str, ti: TaskInstance, failed: ev.TaskFailed,
+          now: datetime) -> None:
+    policy = d.live().spec.retry_policy
+    d.emit(failed)
+    retry_at = None
+    if policy.retryable(failed.failure_kind, failed.exit_code):
+        retry_at = next_attempt_at(policy, run_id, ti.task, ti.attempt, now)
+    if retry_at is not None:
+        d.emit(ev.RetryScheduled(run_id, ti.task, ti.attempt + 1, retry_at))
+    else:
+        d.emit(ev.TaskDeadLettered(run_id, ti.task, ti.attempt, failed.failure_kind,
+                                   failed.exit_code, failed.output_tail))
+        finish_run_if_done(d, run_id, now)
+
+
+def finish_run_if_done(d: Decision, run_id: str, now: datetime) -> None:
+    run = d.live().run(run_id)
+    if run is None:
+        return
+    states = [t.state for t in run.tasks]
+    if all(s is TaskState.SUCCEEDED for s in states):
+        d.emit(ev.RunSucceeded(run_id))
+    elif all(s in TERMINAL_TASK_STATES for s in states):
+        d.emit(ev.RunFailed(run_id))  # a cancelled task counts as failed
+    else:
+        return
+    release_buffered(d, now)
