@@ -7,10 +7,12 @@ from datetime import datetime
 
 from cronlog import commands as cmd
 from cronlog import events as ev
+from cronlog.dag import RuleOutcome, Upstream, rule_outcome, upstream_of
 from cronlog.decision import Decision
 from cronlog.errors import RejectReason
 from cronlog.firing import start_run
 from cronlog.job import (
+    OK_TASK_STATES,
     TERMINAL_TASK_STATES,
     WAITING_TASK_STATES,
     JobState,
@@ -95,7 +97,7 @@ def cancel(d: Decision, state: JobState, command: cmd.CancelRun, now: datetime) 
         return
     holder = ti.worker_id if ti.state is TaskState.CLAIMED else None
     d.emit(ev.TaskCancelled(run.run_id, ti.task, ti.attempt, holder))
-    finish_run_if_done(d, run.run_id, now)
+    advance_run(d, run.run_id, now)
 
 
 def lease_command(
@@ -110,17 +112,18 @@ def lease_command(
         d.reject(command, RejectReason.UNKNOWN_TASK_INSTANCE,
                  f"no active task instance {command.run_id}/{command.task}")
         return
-    spec = state.spec
-    lease_ttl = spec.lease_ttl
+    task = state.spec.task_spec(ti.task)
+    lease_ttl = task.lease_ttl or state.spec.lease_ttl
     if isinstance(command, cmd.ClaimTask):
         if ti.state is not TaskState.READY or ti.attempt != command.attempt:
             d.reject(command, RejectReason.NOT_READY,
                      f"task instance is {ti.state} at attempt {ti.attempt}")
             return
+        timeout, grace = task.timeout or state.spec.timeout, state.spec.grace
         d.emit(ev.TaskClaimed(run.run_id, ti.task, ti.attempt, ti.epoch + 1, command.worker_id,
                               now + lease_ttl, lease_ttl, run.scheduled_for,
-                              spec.command, spec.timeout, spec.action(), spec.grace,
-                              now + spec.timeout + spec.grace + lease_ttl))
+                              task.command, timeout, task.action(), grace,
+                              now + timeout + grace + lease_ttl))
         return
     if ti.state is not TaskState.CLAIMED or command.epoch != ti.epoch:
         d.reject(command, RejectReason.STALE_EPOCH,
@@ -140,7 +143,7 @@ def lease_command(
         d.emit(ev.TaskSucceeded(run.run_id, ti.task, ti.attempt, ti.epoch, command.worker_id,
                                 command.exit_code or 0, command.output_tail,
                                 command.started_at, command.finished_at))
-        finish_run_if_done(d, run.run_id, now)
+        advance_run(d, run.run_id, now)
     else:
         kind = command.failure_kind or cmd.FailureKind.NONZERO_EXIT
         fail(d, run.run_id, ti, ev.TaskFailed(
@@ -150,7 +153,8 @@ def lease_command(
 
 def fail(d: Decision, run_id: str, ti: TaskInstance, failed: ev.TaskFailed,
           now: datetime) -> None:
-    policy = d.live().spec.retry_policy
+    spec = d.live().spec
+    policy = spec.task_spec(ti.task).retry_policy or spec.retry_policy
     d.emit(failed)
     retry_at = None
     if policy.retryable(failed.failure_kind, failed.exit_code):
@@ -160,18 +164,67 @@ def fail(d: Decision, run_id: str, ti: TaskInstance, failed: ev.TaskFailed,
     else:
         d.emit(ev.TaskDeadLettered(run_id, ti.task, ti.attempt, failed.failure_kind,
                                    failed.exit_code, failed.output_tail))
-        finish_run_if_done(d, run_id, now)
+        advance_run(d, run_id, now)
+
+
+_UPSTREAM = {TaskState.SUCCEEDED: Upstream.SUCCESS, TaskState.SKIPPED: Upstream.SKIPPED,
+             TaskState.FAILED: Upstream.FAILED, TaskState.UPSTREAM_FAILED: Upstream.FAILED,
+             TaskState.CANCELLED: Upstream.FAILED}
+_ACTIVE = frozenset({TaskState.READY, TaskState.CLAIMED, TaskState.RETRY_WAIT,
+                     TaskState.DELAYED})
+
+
+def advance_run(d: Decision, run_id: str, now: datetime) -> None:
+    """Apply the trigger rules to a run's pending tasks after a task ended, then end the run
+    if every task has.
+
+    A pending task whose rule is met becomes ready (TaskReady, attempt 1) while the run has
+    fewer than ``max_active_tasks`` ready or running; one whose rule says skip or
+    upstream_failed ends so (TaskSkipped, TaskUpstreamFailed) and never executes. Repeats
+    until nothing changes, so outcomes propagate down the whole DAG in one decision.
+    """
+    spec = d.live().spec
+    changed = True
+    while changed:
+        changed = False
+        run = d.live().run(run_id)
+        if run is None:
+            return
+        states = {t.task: t.state for t in run.tasks}
+        names = tuple(states)
+        active = sum(1 for s in states.values() if s in _ACTIVE)
+        for ti in run.tasks:
+            if ti.state is not TaskState.PENDING:
+                continue
+            rule = spec.task_spec(ti.task).trigger_rule
+            ups = [_UPSTREAM.get(states[u], Upstream.RUNNING)
+                   for u in upstream_of(spec, ti.task, names)]
+            match rule_outcome(rule, ups):
+                case RuleOutcome.RUN if active < spec.max_active_tasks:
+                    d.emit(ev.TaskReady(run_id, ti.task, ti.attempt, run.scheduled_for))
+                    active += 1
+                case RuleOutcome.SKIP:
+                    d.emit(ev.TaskSkipped(run_id, ti.task, rule.value))
+                    changed = True
+                case RuleOutcome.UPSTREAM_FAILED:
+                    d.emit(ev.TaskUpstreamFailed(run_id, ti.task, rule.value))
+                    changed = True
+                case _:
+                    pass
+    finish_run_if_done(d, run_id, now)
 
 
 def finish_run_if_done(d: Decision, run_id: str, now: datetime) -> None:
+    """End the run (RunSucceeded: every task succeeded or skipped; RunFailed otherwise) once
+    every task instance is terminal, and release a buffered tick."""
     run = d.live().run(run_id)
     if run is None:
         return
     states = [t.state for t in run.tasks]
-    if all(s is TaskState.SUCCEEDED for s in states):
-        d.emit(ev.RunSucceeded(run_id))
-    elif all(s in TERMINAL_TASK_STATES for s in states):
-        d.emit(ev.RunFailed(run_id))  # a cancelled task counts as failed
-    else:
+    if not all(s in TERMINAL_TASK_STATES for s in states):
         return
+    if all(s in OK_TASK_STATES for s in states):
+        d.emit(ev.RunSucceeded(run_id))
+    else:
+        d.emit(ev.RunFailed(run_id))  # a cancelled or upstream_failed task counts as failed
     release_buffered(d, now)

@@ -9,6 +9,7 @@ from typing import assert_never
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.attempts import cancel, lease_command, release_buffered, tick_attempts
+from cronlog.dag import initially_ready
 from cronlog.decision import Decision
 from cronlog.errors import InvalidDefinition, RejectReason
 from cronlog.firing import fire_due_ticks, first_tick, rescheduled_tick, resume_tick
@@ -104,7 +105,7 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
                 return  # a re-delivered trigger whose run is still active: nothing new
             d.emit(ev.RunScheduled(run_id, now, ev.RunTrigger.MANUAL, state.spec.tasks,
                                    state.next_fire_at))
-            for task in state.spec.tasks:
+            for task in initially_ready(state.spec, state.spec.tasks):
                 d.emit(ev.TaskReady(run_id, task, 1, now))
         case cmd.BackfillJob():
             _backfill(d, state, command, envelope.idem_key, now)
@@ -187,7 +188,7 @@ def _backfill(d: Decision, state: JobState, command: cmd.BackfillJob, idem_key: 
         current = d.live()
         d.emit(ev.RunScheduled(run_id, tick, ev.RunTrigger.BACKFILL, current.spec.tasks,
                                current.next_fire_at, current.runs_remaining()))
-        for task in current.spec.tasks:
+        for task in initially_ready(current.spec, current.spec.tasks):
             d.emit(ev.TaskReady(run_id, task, 1, tick))
 
 

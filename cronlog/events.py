@@ -239,6 +239,28 @@ class TaskReleased:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskSkipped:
+    """A task of a run will not execute: its trigger rule says skip (terminal ``skipped``,
+    counted as success for the run)."""
+
+    run_id: str
+    task: str
+    trigger_rule: str
+    """The rule that decided it (a TriggerRule value)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskUpstreamFailed:
+    """A task of a run will not execute: upstream failures mean its trigger rule can no
+    longer be met (terminal ``upstream_failed``, counted as failure for the run)."""
+
+    run_id: str
+    task: str
+    trigger_rule: str
+    """The rule that decided it (a TriggerRule value)."""
+
+
+@dataclass(frozen=True, slots=True)
 class TaskDeadLettered:
     """A task instance's last allowed attempt failed: it is listed until replayed."""
 
@@ -301,6 +323,8 @@ Event = (
     | TaskCancelled
     | TaskDeadLettered
     | TaskReleased
+    | TaskSkipped
+    | TaskUpstreamFailed
 )
 
 

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 from cronlog import events as ev
+from cronlog.dag import initially_ready
 from cronlog.exclusions import is_excluded
 from cronlog.ids import run_id_for_tick, stable_fraction
 from cronlog.job import JobState
@@ -116,13 +117,14 @@ def release_at(spec: JobSpec, job_id: str, tick: datetime, now: datetime) -> dat
 def start_run(state: JobState, run_id: str, tick: datetime, trigger: ev.RunTrigger,
               now: datetime, *, next_fire_at: datetime | None,
               runs_remaining: int | None) -> Iterator[ev.Event]:
-    """Yield RunScheduled, then TaskReady for each task unless jitter delays the release."""
+    """Yield RunScheduled, then TaskReady for each task ready at once (the DAG's roots, up to
+    ``max_active_tasks``) unless jitter delays the release."""
     spec = state.spec
     release = release_at(spec, state.job_id, tick, now)
     yield ev.RunScheduled(run_id, tick, trigger, spec.tasks, next_fire_at, runs_remaining,
                           release)
     if release is None:
-        for task in spec.tasks:
+        for task in initially_ready(spec, spec.tasks):
             yield ev.TaskReady(run_id, task, 1, tick)
 
 

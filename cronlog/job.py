@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import assert_never
 
 from cronlog import events as ev
+from cronlog.dag import initially_ready
 from cronlog.model import JobSpec
 from cronlog.time import EPOCH
 
@@ -33,6 +34,9 @@ class JobStatus(StrEnum):
 class TaskState(StrEnum):
     """Lifecycle of a task instance's current attempt."""
 
+    PENDING = "pending"
+    """Waiting for its upstream tasks (trigger rule not met yet) or for a free task slot of
+    the run (``max_active_tasks``)."""
     READY = "ready"
     """Waiting for a worker to claim the attempt."""
     CLAIMED = "claimed"
@@ -47,9 +51,18 @@ class TaskState(StrEnum):
     """Terminal: the last allowed attempt failed."""
     CANCELLED = "cancelled"
     """Terminal: cancelled by a CancelRun; counts as failed for the run's outcome."""
+    SKIPPED = "skipped"
+    """Terminal, never executed: its trigger rule says skip (an upstream skipped, or e.g.
+    ``one_failed`` and nothing failed). Counts as success for the run's outcome."""
+    UPSTREAM_FAILED = "upstream_failed"
+    """Terminal, never executed: its trigger rule can no longer be met because upstream
+    tasks failed. Counts as failed for the run's outcome."""
 
 
-TERMINAL_TASK_STATES = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED})
+TERMINAL_TASK_STATES = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED,
+                                  TaskState.SKIPPED, TaskState.UPSTREAM_FAILED})
+OK_TASK_STATES = frozenset({TaskState.SUCCEEDED, TaskState.SKIPPED})
+"""Terminal states a run may end ``succeeded`` with."""
 WAITING_TASK_STATES = frozenset({TaskState.RETRY_WAIT, TaskState.DELAYED})
 """States a Tick releases (TaskReady) once ``retry_at`` has passed."""
 
@@ -189,8 +202,10 @@ def _task(state: JobState, run_id: str, task: str) -> TaskInstance:
 
 def _run_scheduled(state: JobState, event: ev.RunScheduled) -> JobState:
     first = (TaskState.READY if event.release_at is None else TaskState.DELAYED)
+    ready = initially_ready(state.spec, event.tasks)
     run = Run(event.run_id, event.scheduled_for, event.trigger,
-              tuple(TaskInstance(t, first, retry_at=event.release_at) for t in event.tasks))
+              tuple(TaskInstance(t, first, retry_at=event.release_at) if t in ready
+                    else TaskInstance(t, TaskState.PENDING) for t in event.tasks))
     state = replace(state, runs=(*state.runs, run))
     if event.trigger is ev.RunTrigger.MANUAL or event.trigger in ev.OFF_SCHEDULE_TRIGGERS:
         return state  # neither moves the cursor nor counts toward max_runs
@@ -272,6 +287,12 @@ def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | N
             ti = _task(state, run_id, task)
             return _with_task(state, run_id, replace(ti, state=TaskState.READY, worker_id=None,
                                                      lease_expires_at=None, deadline_at=None))
+        case ev.TaskSkipped(run_id=run_id, task=task):
+            ti = _task(state, run_id, task)
+            return _with_task(state, run_id, replace(ti, state=TaskState.SKIPPED))
+        case ev.TaskUpstreamFailed(run_id=run_id, task=task):
+            ti = _task(state, run_id, task)
+            return _with_task(state, run_id, replace(ti, state=TaskState.UPSTREAM_FAILED))
         case ev.TaskDeadLettered():
             return state  # the run's end (RunFailed) follows from the TaskFailed before it
         case ev.RetryScheduled(run_id=run_id, task=task, attempt=attempt, retry_at=at):

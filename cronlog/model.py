@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
@@ -274,6 +274,59 @@ class TaskAction:
     http: HttpTask | None = None
 
 
+class TriggerRule(StrEnum):
+    """When a task with upstream tasks runs (Airflow's trigger rules, same names and meaning;
+    Airflow docs, "DAGs" → "Trigger Rules"). Upstream ``cancelled`` counts as ``failed``."""
+
+    ALL_SUCCESS = "all_success"
+    """Every upstream succeeded (the default). One failed: upstream_failed; one skipped:
+    skipped."""
+    ALL_FAILED = "all_failed"
+    """Every upstream failed or is upstream_failed; otherwise skipped."""
+    ALL_DONE = "all_done"
+    """Every upstream ended, whatever the outcome."""
+    ONE_SUCCESS = "one_success"
+    """As soon as one upstream succeeded (does not wait for the rest)."""
+    ONE_FAILED = "one_failed"
+    """As soon as one upstream failed (does not wait for the rest); none did: skipped."""
+    NONE_FAILED = "none_failed"
+    """Every upstream ended and none failed (succeeded or skipped)."""
+    NONE_FAILED_MIN_ONE_SUCCESS = "none_failed_min_one_success"
+    """Every upstream ended, none failed, at least one succeeded; all skipped: skipped."""
+    ALWAYS = "always"
+    """No dependency at all: ready when the run starts (Airflow: "run this task at any
+    time")."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    """One task of a job's DAG. ``None`` settings inherit the job's.
+
+    Attributes:
+        name: unique within the job, 1..64 characters.
+        command, kind, shell, callable, http: what runs, as on JobSpec (exactly one kind).
+        depends_on: names of the upstream tasks.
+        trigger_rule: when it runs given its upstream outcomes. Default ``all_success``.
+        retry_policy, timeout, lease_ttl: per-task overrides of the job's; None inherits.
+    """
+
+    name: str
+    command: tuple[str, ...] = ()
+    kind: TaskKind = TaskKind.EXEC
+    shell: str | None = None
+    callable: str | None = None
+    http: HttpTask | None = None
+    depends_on: tuple[str, ...] = ()
+    trigger_rule: TriggerRule = TriggerRule.ALL_SUCCESS
+    retry_policy: RetryPolicy | None = None
+    timeout: timedelta | None = None
+    lease_ttl: timedelta | None = None
+
+    def action(self) -> TaskAction:
+        """Return what a worker runs for this task (travels in TaskClaimed)."""
+        return TaskAction(self.kind, self.shell, self.callable, self.http)
+
+
 @dataclass(frozen=True, slots=True)
 class JobSpec:
     """A job's definition as registered.
@@ -300,6 +353,10 @@ class JobSpec:
         shell: command string run by ``/bin/sh -c``; ``kind=shell`` only.
         callable: ``module:function`` run in the worker's process pool; ``kind=python`` only.
         http: the request sent; ``kind=http`` only.
+        task_specs: the DAG's tasks (then ``tasks`` lists their names in this order and the
+            job-level command/kind fields are unused); empty for a one-task job.
+        max_active_tasks: most task instances of one run ready or running at once; others
+            wait (pending) though their trigger rule is met. Default 16, as Airflow's.
     """
 
     name: str
@@ -317,7 +374,30 @@ class JobSpec:
     shell: str | None = None
     callable: str | None = None
     http: HttpTask | None = None
+    task_specs: tuple[TaskSpec, ...] = ()
+    max_active_tasks: int = 16
 
     def action(self) -> TaskAction:
-        """Return what a worker runs for this job's tasks (travels in TaskClaimed)."""
+        """Return what a worker runs for a one-task job (travels in TaskClaimed)."""
         return TaskAction(self.kind, self.shell, self.callable, self.http)
+
+    def task_spec(self, name: str) -> TaskSpec:
+        """Return task ``name`` with every inherited setting filled in from the job.
+
+        A one-task job (no ``task_specs``) answers its job-level fields for any name (its
+        task is ``"main"``; a replay run may name it). An unknown name of a DAG job gets an
+        empty exec task with no command (decide never asks for one).
+        """
+        found = next((t for t in self.task_specs if t.name == name), None)
+        if found is None:
+            if self.task_specs:
+                return TaskSpec(name, retry_policy=self.retry_policy, timeout=self.timeout,
+                                lease_ttl=self.lease_ttl)
+            return TaskSpec(name, self.command, self.kind, self.shell, self.callable, self.http,
+                            retry_policy=self.retry_policy, timeout=self.timeout,
+                            lease_ttl=self.lease_ttl)
+        return replace(found,
+                       retry_policy=found.retry_policy or self.retry_policy,
+                       timeout=found.timeout if found.timeout is not None else self.timeout,
+                       lease_ttl=(found.lease_ttl if found.lease_ttl is not None
+                                  else self.lease_ttl))

@@ -498,6 +498,9 @@ def test_defaults_are_valid_values_of_their_field_type(path: Path) -> None:
         if "default" in f:
             # Avro spec: a union's default belongs to its first branch.
             type_ = f["type"][0] if isinstance(f["type"], list) else f["type"]
+            if f["default"] == [] and isinstance(type_, dict) and type_["type"] == "array":
+                continue  # valid for any array; parsing a fragment that inlines a record
+                # referring to a type defined earlier in the file trips fastavro (UnknownType)
             parsed = parse_schema(type_, named_schemas=dict(full["__named_schemas"]))
             assert validate(f["default"], parsed, strict=True), f["name"]
 
