@@ -7,11 +7,15 @@ The python and http kinds live in ``services/worker/kinds.py``.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import os
 import signal
 import subprocess
+import sys
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
@@ -57,6 +61,48 @@ def tail(text: str) -> str:
     return text.encode()[-TAIL_BYTES:].decode("utf-8", "ignore")
 
 
+_PR_SET_PDEATHSIG = 1
+"""prctl(2) option: the signal the kernel sends a process when its parent thread dies."""
+
+
+@functools.cache
+def _prctl() -> Callable[..., int] | None:
+    """Return libc's prctl, or None off Linux (the guard is then skipped)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def _die_with_worker() -> Callable[[], None] | None:
+    """Return a preexec_fn that makes the child get SIGKILL when the worker dies (kill -9).
+
+    Without it a dead worker's task runs on beside its retry (its own session is out of
+    reach of the worker's process group). PR_SET_PDEATHSIG fires on the death of the parent
+    *thread*: ``ProcessExecution.run`` spawns and reaps in one thread, so it outlives the child.
+    It covers the direct child only (kept across exec); grandchildren it leaves, a shell's
+    background jobs for instance, are orphaned and run on.
+
+    preexec_fn runs Python between fork and exec, which the docs call unsafe with threads
+    (a lock held by another thread at fork time). This one only calls prctl and getppid
+    through a function resolved before the fork, after setsid: should it ever hang, the
+    child is already in its own process group and the attempt's timeout kills it.
+    """
+    prctl = _prctl()
+    if prctl is None:
+        return None
+    worker_pid = os.getpid()
+
+    def guard() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
+        if os.getppid() != worker_pid:  # the worker died before prctl: nobody will signal
+            os._exit(137)
+
+    return guard
+
+
 class ProcessExecution:
     """One running command (kinds exec and shell): argv in its own process group."""
 
@@ -90,6 +136,7 @@ class ProcessExecution:
             self._proc = subprocess.Popen(  # noqa: S603
                 self.argv, env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, start_new_session=True,  # own process group
+                preexec_fn=_die_with_worker(),  # threads and preexec_fn: see its docstring
             )
         except OSError as exc:
             return Outcome(None, FailureKind.SPAWN_ERROR, f"cannot start {self.argv[0]!r}: {exc}",

@@ -24,6 +24,12 @@ class WorkerSettings(KafkaSettings):
             ``<topic_prefix>cronlog-workers``.
         claim_timeout_s: how long to wait for the fold's answer to a claim, seconds.
         drain_s: on SIGTERM, seconds running attempts get to finish before being killed.
+        ready_session_timeout_s: consumer-group session timeout of the ready consumer, seconds.
+            Default 10. A worker killed with ``kill -9`` keeps its ready partitions (new
+            runs and retries on them unread) until this passes; librdkafka's default is 45 s.
+            librdkafka heartbeats from its own thread, so a busy interpreter does not trip
+            it. Must lie within the broker's ``group.min/max.session.timeout.ms`` (6 s to 30 min
+            by default).
     """
 
     worker_id: str = Field(default_factory=_default_worker_id)
@@ -31,7 +37,19 @@ class WorkerSettings(KafkaSettings):
     group_id: str = ""
     claim_timeout_s: float = 30.0
     drain_s: float = 30.0
+    ready_session_timeout_s: float = Field(default=10.0, gt=0)
 
     def ready_group(self) -> str:
         """Return the consumer group of the ready topic."""
         return self.group_id or f"{self.topic_prefix}cronlog-workers"
+
+    def ready_consumer_config(self) -> dict[str, object]:
+        """Return the ready consumer's settings: its group, a short session, small fetches."""
+        session_ms = round(self.ready_session_timeout_s * 1000)
+        return self.consumer_config(self.ready_group(), **{
+            "session.timeout.ms": session_ms,
+            "heartbeat.interval.ms": max(session_ms // 3, 100),  # Kafka's advice: <= 1/3
+            "max.poll.interval.ms": 600_000,
+            "queued.max.messages.kbytes": 1024,
+            "fetch.max.bytes": 1_048_576,
+        })

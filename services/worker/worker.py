@@ -198,9 +198,7 @@ class Worker:
         replies.start()
         if not self._replies_ready.wait(120) or self._replies_failed:
             raise CronlogError("worker cannot read its replies partition; not pulling work")
-        ready = Consumer(s.consumer_config(
-            s.ready_group(), **{"max.poll.interval.ms": 600_000, "queued.max.messages.kbytes": 1024,
-                           "fetch.max.bytes": 1_048_576}))
+        ready = Consumer(s.ready_consumer_config())
         ready.subscribe([self.topics.ready])
         log.info("worker started", extra={"worker_id": s.worker_id, "slots": s.slots})
         try:
