@@ -37,13 +37,15 @@ TICK_S = 1.0
 """The scheduler's tick interval (its default): lease expiry and retry release wait for one."""
 SESSION_TIMEOUT_S = 6.0
 """Ready-consumer session timeout the workers run with (the broker's minimum is 6 s)."""
-WORKER_ENV = {"CRONLOG_READY_SESSION_TIMEOUT_S": str(SESSION_TIMEOUT_S), "CRONLOG_GRACE_S": "1"}
-"""Worker settings of the fleet (grace_s: seconds from SIGTERM to SIGKILL on timeout)."""
+WORKER_ENV = {"CRONLOG_READY_SESSION_TIMEOUT_S": str(SESSION_TIMEOUT_S)}
+"""Worker settings of the fleet."""
+GRACE_S = 1.0
+"""The jobs' grace_s: seconds from the timeout's SIGTERM to SIGKILL."""
 
 
 def retry_policy(max_attempts: int, backoff_s: float) -> dict[str, Any]:
     """The ``retry_policy`` of an API job body (the one place that knows its field names)."""
-    return {"max_attempts": max_attempts, "backoff_s": backoff_s}
+    return {"max_attempts": max_attempts, "base_s": backoff_s}
 
 
 def wait_for(probe: Callable[[], T | None], timeout: float, what: str) -> T:
@@ -243,7 +245,7 @@ def test_timeout_kills_the_task_and_its_child_process(
         fleet: Fleet, events: EventLog, tmp_path: Path) -> None:
     # One task that leaves on SIGTERM, one that ignores it (and so does its child): the
     # worker's SIGKILL after grace_s (1 s here) must end that one.
-    timeout_s, grace_s = 2.0, float(WORKER_ENV["CRONLOG_GRACE_S"])
+    timeout_s, grace_s = 2.0, GRACE_S
     for job_id, trap in (("timeout-term", ""), ("timeout-kill", "trap '' TERM; ")):
         d = tmp_path / job_id
         d.mkdir()
@@ -251,7 +253,8 @@ def test_timeout_kills_the_task_and_its_child_process(
             "job_id": job_id, "name": job_id, "schedule": {"type": "manual"},
             "command": ["sh", "-c", f"{trap}sleep 300 & echo $! > {d}/child.pid; "
                         f"echo $$ > {d}/pid; wait"],
-            "timeout_s": timeout_s, "lease_ttl_s": 30, "retry_policy": retry_policy(1, 1)})
+            "timeout_s": timeout_s, "grace_s": grace_s, "lease_ttl_s": 30,
+            "retry_policy": retry_policy(1, 1)})
     for job_id in ("timeout-term", "timeout-kill"):
         d = tmp_path / job_id
         shell, child = read_pid(d / "pid"), read_pid(d / "child.pid")
