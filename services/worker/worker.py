@@ -32,6 +32,7 @@ from cronlog.ids import task_idem_key
 from cronlog.time import iso
 from services.worker.execute import Execution
 from services.worker.kinds import PythonPool, execution_for
+from services.worker.logsink import AttemptRef, LogShipper, LogSink
 from services.worker.settings import WorkerSettings
 from topology.codec import DecodeError, decode_event, encode_command
 from topology.partitioning import partition_for
@@ -49,6 +50,7 @@ class Held:
     grant: ev.TaskClaimed
     job_id: str
     execution: Execution
+    log: LogSink
     revoked: bool = False
 
 
@@ -80,6 +82,8 @@ class Worker:
         self._replies_ready = threading.Event()
         self._replies_failed = False
         self.python_pool = PythonPool(settings.slots)
+        self.logs = LogShipper(settings, self.topics.logs, cap_bytes=settings.log_cap_bytes,
+                               flush_s=settings.log_flush_s)
 
     def stop(self) -> None:
         """Ask the worker to stop pulling and drain (thread-safe)."""
@@ -222,6 +226,7 @@ class Worker:
             ready.close()
             self._drain()
             self.python_pool.shutdown()
+            self.logs.close()
             self.producer.flush(10)
 
     def _drain(self) -> None:
@@ -277,11 +282,14 @@ class Worker:
             "CRONLOG_EPOCH": str(grant.epoch),
             "CRONLOG_WORKER_ID": self.settings.worker_id,
         }
+        sink = self.logs.open(AttemptRef(job_id, grant.run_id, grant.task, grant.attempt,
+                                         grant.epoch, self.settings.worker_id))
         execution = execution_for(grant.action, grant.command, context,
                                   env={**os.environ, **context},
                                   timeout_s=grant.timeout.total_seconds(),
-                                  grace_s=self.settings.grace_s, pool=self.python_pool)
-        held = Held(grant, job_id, execution)
+                                  grace_s=self.settings.grace_s, pool=self.python_pool,
+                                  output=sink, capture_bytes=self.settings.log_cap_bytes)
+        held = Held(grant, job_id, execution, sink)
         self._held[(grant.run_id, grant.task)] = held
         threading.Thread(target=self._attempt, args=(held,), daemon=True,
                          name=f"attempt-{grant.run_id}").start()
@@ -294,6 +302,7 @@ class Worker:
         finally:
             # Whatever happened, the slot is free again: a lost completion is recovered by
             # the lease expiring on the fold's side.
+            held.log.close()
             self._held.pop((held.grant.run_id, held.grant.task), None)
 
     def _run_attempt(self, held: Held) -> None:
@@ -307,6 +316,7 @@ class Worker:
             outcome = held.execution.run()
         finally:
             done.set()
+        held.log.close()  # the final chunk goes before the completion
         if held.revoked:
             return
         self._send(held.job_id, f"complete:{grant.run_id}:{grant.task}:{grant.epoch}",
