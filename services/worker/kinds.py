@@ -36,6 +36,10 @@ _started: Any = None
 def _init_pool_process(started: Any) -> None:
     global _started  # set once per pool child by its initializer; never in the worker
     _started = started
+    # A SIGTERM or Ctrl-C sent to the worker's whole process group must not kill running
+    # calls: the worker drains them, then releases and SIGKILLs what is left.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class _Capture(io.TextIOBase):
