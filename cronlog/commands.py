@@ -6,20 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from cronlog.model import FailureKind as FailureKind  # re-exported: workers name it here
 from cronlog.model import JobSpec
-
-
-class FailureKind(StrEnum):
-    """Why an attempt failed."""
-
-    NONZERO_EXIT = "nonzero_exit"
-    """The command exited with a code other than 0."""
-    TIMEOUT = "timeout"
-    """The worker killed the command after the job's timeout."""
-    LEASE_EXPIRED = "lease_expired"
-    """The holder stopped renewing; the fold expired the lease on a tick."""
-    SPAWN_ERROR = "spawn_error"
-    """The command could not be started (missing executable, permissions)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +146,27 @@ class CompleteTask:
 
 
 @dataclass(frozen=True, slots=True)
+class ReleaseTask:
+    """The lease holder gives an attempt back unfinished (a worker draining on SIGTERM).
+
+    The fold answers TaskReleased then TaskReady for the same attempt number: the attempt is
+    ready again at once, the next claim gets a new epoch, and nothing counts as a failure.
+    Fenced like RenewLease: a stale epoch or a non-holder is refused.
+
+    Attributes:
+        run_id, task, attempt, epoch, worker_id: the lease being given back.
+        reason: free text for the history, e.g. ``"worker draining"``.
+    """
+
+    run_id: str
+    task: str
+    attempt: int
+    epoch: int
+    worker_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class CancelRun:
     """Cancel an active run, or one task instance of it (a user's request).
 
@@ -207,6 +216,7 @@ Command = (
     | CompleteTask
     | BackfillJob
     | CancelRun
+    | ReleaseTask
     | ReplayTask
 )
 

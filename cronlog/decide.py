@@ -36,7 +36,7 @@ from cronlog.job import (
 from cronlog.retry import next_attempt_at
 from cronlog.validation import validate_spec
 
-WORKER_COMMANDS = (cmd.ClaimTask, cmd.RenewLease, cmd.CompleteTask)
+WORKER_COMMANDS = (cmd.ClaimTask, cmd.RenewLease, cmd.CompleteTask, cmd.ReleaseTask)
 """Commands whose dedupe markers live in the worker window (``JobState.renewals``)."""
 
 
@@ -87,7 +87,8 @@ def handle(
 
     Idempotency: every applied command leaves its idem_key in the record's recent markers,
     except Ticks (firing is idempotent by the schedule cursor and the deterministic run_id);
-    The keys of worker commands (ClaimTask, RenewLease, CompleteTask: several per run) go to a
+    The keys of worker commands (ClaimTask, RenewLease, CompleteTask, ReleaseTask: several
+    per run) go to a
     window of their own so that they never push out the markers of the rare user commands
     (register, pause, trigger, …); a worker command older than its window is still fenced by
     the task instance's state and epoch.
@@ -120,8 +121,8 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
     if state is None:
         d.reject(command, RejectReason.UNKNOWN_JOB, f"job {envelope.job_id!r} is not registered")
         return
-    if state.status is JobStatus.DELETED and not isinstance(command, (cmd.Tick, cmd.RenewLease,
-                                                                      cmd.CompleteTask)):
+    if state.status is JobStatus.DELETED and not isinstance(
+            command, (cmd.Tick, cmd.RenewLease, cmd.CompleteTask, cmd.ReleaseTask)):
         d.reject(command, RejectReason.JOB_DELETED, f"job {envelope.job_id!r} was deleted")
         return
     match command:
@@ -155,7 +156,7 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
             _backfill(d, state, command, envelope.idem_key, now)
         case cmd.Tick():
             _tick(d, now)
-        case cmd.ClaimTask() | cmd.RenewLease() | cmd.CompleteTask():
+        case cmd.ClaimTask() | cmd.RenewLease() | cmd.CompleteTask() | cmd.ReleaseTask():
             _lease_command(d, command, now)
         case cmd.CancelRun():
             _cancel(d, state, command, now)
@@ -246,6 +247,16 @@ def _tick(d: Decision, now: datetime) -> None:
                 _fail(d, run.run_id, ti, ev.TaskFailed(
                     run.run_id, ti.task, ti.attempt, ti.epoch, holder,
                     cmd.FailureKind.LEASE_EXPIRED, None, "", None, now), now)
+            elif (ti.state is TaskState.CLAIMED and ti.deadline_at is not None
+                  and ti.deadline_at <= now):
+                # The holder still renews but is past timeout + grace + ttl: its own timeout
+                # enforcement failed (or the task ignores signals). Take the attempt back;
+                # its next renewal is refused and it kills the process group.
+                _fail(d, run.run_id, ti, ev.TaskFailed(
+                    run.run_id, ti.task, ti.attempt, ti.epoch, ti.worker_id or "",
+                    cmd.FailureKind.TIMEOUT, None,
+                    f"hard deadline {ti.deadline_at.isoformat()} passed (timeout + grace + "
+                    "lease ttl after the claim); the attempt was taken back", None, now), now)
             elif (ti.state in WAITING_TASK_STATES and ti.retry_at is not None
                   and ti.retry_at <= now):
                 d.emit(ev.TaskReady(run.run_id, ti.task, ti.attempt, run.scheduled_for))
@@ -323,7 +334,9 @@ def _replay(d: Decision, state: JobState, command: cmd.ReplayTask, idem_key: str
 
 
 def _lease_command(
-    d: Decision, command: cmd.ClaimTask | cmd.RenewLease | cmd.CompleteTask, now: datetime
+    d: Decision,
+    command: cmd.ClaimTask | cmd.RenewLease | cmd.CompleteTask | cmd.ReleaseTask,
+    now: datetime,
 ) -> None:
     state = d.live()
     run = state.run(command.run_id)
@@ -332,7 +345,8 @@ def _lease_command(
         d.reject(command, RejectReason.UNKNOWN_TASK_INSTANCE,
                  f"no active task instance {command.run_id}/{command.task}")
         return
-    lease_ttl = state.spec.lease_ttl
+    spec = state.spec
+    lease_ttl = spec.lease_ttl
     if isinstance(command, cmd.ClaimTask):
         if ti.state is not TaskState.READY or ti.attempt != command.attempt:
             d.reject(command, RejectReason.NOT_READY,
@@ -340,7 +354,8 @@ def _lease_command(
             return
         d.emit(ev.TaskClaimed(run.run_id, ti.task, ti.attempt, ti.epoch + 1, command.worker_id,
                               now + lease_ttl, lease_ttl, run.scheduled_for,
-                              state.spec.command, state.spec.timeout, state.spec.action()))
+                              spec.command, spec.timeout, spec.action(), spec.grace,
+                              now + spec.timeout + spec.grace + lease_ttl))
         return
     if ti.state is not TaskState.CLAIMED or command.epoch != ti.epoch:
         d.reject(command, RejectReason.STALE_EPOCH,
@@ -352,6 +367,10 @@ def _lease_command(
     if isinstance(command, cmd.RenewLease):
         d.emit(ev.LeaseRenewed(run.run_id, ti.task, ti.attempt, ti.epoch, command.worker_id,
                                now + lease_ttl))
+    elif isinstance(command, cmd.ReleaseTask):
+        d.emit(ev.TaskReleased(run.run_id, ti.task, ti.attempt, ti.epoch, command.worker_id,
+                               command.reason))
+        d.emit(ev.TaskReady(run.run_id, ti.task, ti.attempt, run.scheduled_for))
     elif command.succeeded:
         d.emit(ev.TaskSucceeded(run.run_id, ti.task, ti.attempt, ti.epoch, command.worker_id,
                                 command.exit_code or 0, command.output_tail,
@@ -368,7 +387,9 @@ def _fail(d: Decision, run_id: str, ti: TaskInstance, failed: ev.TaskFailed,
           now: datetime) -> None:
     policy = d.live().spec.retry_policy
     d.emit(failed)
-    retry_at = next_attempt_at(policy, run_id, ti.task, ti.attempt, now)
+    retry_at = None
+    if policy.retryable(failed.failure_kind, failed.exit_code):
+        retry_at = next_attempt_at(policy, run_id, ti.task, ti.attempt, now)
     if retry_at is not None:
         d.emit(ev.RetryScheduled(run_id, ti.task, ti.attempt + 1, retry_at))
     else:

@@ -161,6 +161,11 @@ class TaskClaimed:
     command: tuple[str, ...]
     timeout: timedelta
     action: TaskAction | None = None
+    grace: timedelta = timedelta(seconds=10)
+    """How long the worker waits between SIGTERM and SIGKILL at the timeout."""
+    deadline_at: datetime | None = None
+    """The fold's hard deadline for this attempt (claim + timeout + grace + lease ttl): a
+    Tick past it fails the attempt as ``timeout`` even if the holder still renews."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +223,19 @@ class TaskCancelled:
     attempt: int
     worker_id: str | None = None
     """The lease holder when it was cancelled (it is refused at its next renewal), or None."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskReleased:
+    """The holder gave the attempt back unfinished (ReleaseTask); a TaskReady for the same
+    attempt follows. Not a failure: the attempt number does not advance."""
+
+    run_id: str
+    task: str
+    attempt: int
+    epoch: int
+    worker_id: str
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,6 +300,7 @@ Event = (
     | RunCancelled
     | TaskCancelled
     | TaskDeadLettered
+    | TaskReleased
 )
 
 

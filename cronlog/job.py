@@ -66,6 +66,8 @@ class TaskInstance:
         worker_id: the lease holder while CLAIMED.
         lease_expires_at: aware UTC instant the lease lapses, while CLAIMED.
         retry_at: aware UTC instant the next attempt is released, while RETRY_WAIT or DELAYED.
+        deadline_at: the hard deadline of the current claim (TaskClaimed.deadline_at), while
+            CLAIMED; None for claims decided before deadlines existed.
     """
 
     task: str
@@ -75,6 +77,7 @@ class TaskInstance:
     worker_id: str | None = None
     lease_expires_at: datetime | None = None
     retry_at: datetime | None = None
+    deadline_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +162,8 @@ class JobState:
             for ti in run.tasks:
                 if ti.state is TaskState.CLAIMED and ti.lease_expires_at is not None:
                     times.append(ti.lease_expires_at)
+                    if ti.deadline_at is not None:
+                        times.append(ti.deadline_at)
                 elif ti.state in WAITING_TASK_STATES and ti.retry_at is not None:
                     times.append(ti.retry_at)
         return min(times, default=None)
@@ -244,7 +249,8 @@ def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | N
             ti = _task(state, run_id, task)
             return _with_task(state, run_id, replace(ti, state=TaskState.CLAIMED, epoch=epoch,
                                                      worker_id=worker,
-                                                     lease_expires_at=event.lease_expires_at))
+                                                     lease_expires_at=event.lease_expires_at,
+                                                     deadline_at=event.deadline_at))
         case ev.LeaseRenewed(run_id=run_id, task=task, lease_expires_at=until):
             ti = _task(state, run_id, task)
             return _with_task(state, run_id, replace(ti, lease_expires_at=until))
@@ -262,6 +268,10 @@ def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | N
             ti = _task(state, run_id, task)
             return _with_task(state, run_id, replace(ti, state=TaskState.CANCELLED, worker_id=None,
                                                      lease_expires_at=None, retry_at=None))
+        case ev.TaskReleased(run_id=run_id, task=task):
+            ti = _task(state, run_id, task)
+            return _with_task(state, run_id, replace(ti, state=TaskState.READY, worker_id=None,
+                                                     lease_expires_at=None, deadline_at=None))
         case ev.TaskDeadLettered():
             return state  # the run's end (RunFailed) follows from the TaskFailed before it
         case ev.RetryScheduled(run_id=run_id, task=task, attempt=attempt, retry_at=at):

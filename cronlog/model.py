@@ -147,21 +147,68 @@ class Schedule:
     misfire_grace: timedelta = timedelta(seconds=60)
 
 
+class FailureKind(StrEnum):
+    """Why an attempt failed."""
+
+    NONZERO_EXIT = "nonzero_exit"
+    """The command exited with a code other than 0 (python: raised; http: status not in the
+    success set)."""
+    TIMEOUT = "timeout"
+    """The worker killed the command after the job's timeout, or the fold's hard deadline
+    (timeout + grace + lease ttl after the claim) passed while it was still held."""
+    LEASE_EXPIRED = "lease_expired"
+    """The holder stopped renewing; the fold expired the lease on a tick."""
+    SPAWN_ERROR = "spawn_error"
+    """The command could not be started (missing executable, permissions)."""
+
+
+class BackoffKind(StrEnum):
+    """How the delay between attempts grows (``base`` is ``RetryPolicy.backoff``)."""
+
+    CONSTANT = "constant"
+    """Every retry waits ``base``."""
+    LINEAR = "linear"
+    """The retry after attempt n waits ``n * base``."""
+    EXPONENTIAL = "exponential"
+    """The retry after attempt n waits ``base * coefficient**(n-1)`` (Temporal's rule)."""
+
+
+ALL_FAILURE_KINDS = tuple(FailureKind)
+
+
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """How failed attempts are retried (vocabulary after Temporal's ``RetryPolicy``).
 
     Attributes:
         max_attempts: total attempts including the first; 1 means no retry. Default 1.
-        backoff: delay before the second attempt. Default 10 s.
-        backoff_coefficient: multiplier applied per further attempt. Default 2.0.
+        backoff: the base delay (before the second attempt). Default 10 s.
+        backoff_coefficient: exponential only: multiplier per further attempt. Default 2.0.
         max_backoff: cap on the delay. Default 10 min.
+        kind: how the delay grows: constant, linear or exponential (default).
+        jitter: fraction in [0, 1]: each delay is shortened by up to this share of itself, by
+            a deterministic amount hashed from (run_id, task, attempt). Default 0.2.
+        retry_on: the failure kinds that are retried; any other ends the task at once
+            (dead letter). Default: every kind.
+        non_retryable_exit_codes: exit codes of a ``nonzero_exit`` failure that end the task
+            at once (Temporal's non-retryable error types, for exit codes). Default none.
     """
 
     max_attempts: int = 1
     backoff: timedelta = timedelta(seconds=10)
     backoff_coefficient: float = 2.0
     max_backoff: timedelta = timedelta(minutes=10)
+    kind: BackoffKind = BackoffKind.EXPONENTIAL
+    jitter: float = 0.2
+    retry_on: tuple[FailureKind, ...] = ALL_FAILURE_KINDS
+    non_retryable_exit_codes: tuple[int, ...] = ()
+
+    def retryable(self, kind: FailureKind, exit_code: int | None) -> bool:
+        """Return whether a failure of ``kind`` (with ``exit_code``) may be retried at all."""
+        if kind not in self.retry_on:
+            return False
+        return not (kind is FailureKind.NONZERO_EXIT
+                    and exit_code in self.non_retryable_exit_codes)
 
 
 class TaskKind(StrEnum):
@@ -235,7 +282,10 @@ class JobSpec:
         name: human name; free text, 1..200 characters.
         schedule: when it fires.
         command: argv list run by the worker (no shell); ``kind=exec`` only, empty otherwise.
-        timeout: the worker sends SIGTERM after this long. Default 1 hour.
+        timeout: the worker sends SIGTERM to the task's process group after this long.
+            Default 1 hour.
+        grace: then SIGKILL after this much longer. Default 10 s (Kubernetes'
+            terminationGracePeriodSeconds is 30 s; tasks here are expected to stop faster).
         retry_policy: retries of failed attempts.
         lease_ttl: how long a claim holds without renewal. Default 60 s.
         tasks: task names of the job's DAG; a plain job has one task, ``"main"``.
@@ -256,6 +306,7 @@ class JobSpec:
     schedule: Schedule
     command: tuple[str, ...]
     timeout: timedelta = timedelta(hours=1)
+    grace: timedelta = timedelta(seconds=10)
     retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
     lease_ttl: timedelta = timedelta(seconds=60)
     tasks: tuple[str, ...] = ("main",)

@@ -5,27 +5,36 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from cronlog.ids import stable_fraction
-from cronlog.model import RetryPolicy
+from cronlog.model import BackoffKind, RetryPolicy
 
 
 def backoff_delay(policy: RetryPolicy, failed_attempt: int, jitter: float = 0.0) -> timedelta:
     """Return the delay before the attempt after ``failed_attempt``.
 
-    ``backoff * coefficient**(failed_attempt-1)``, capped at ``max_backoff``, then shortened
-    by up to 20 % by ``jitter`` (a fraction in [0, 1)) so retries of many runs spread out.
+    By ``policy.kind``, with ``base = policy.backoff`` and n = ``failed_attempt``:
+    constant ``base``; linear ``n * base``; exponential ``base * coefficient**(n-1)``
+    (Temporal's RetryPolicy rule). Capped at ``max_backoff``, then shortened by
+    ``policy.jitter * jitter`` of itself, so retries of many runs spread out.
 
     Args:
         policy: the retry policy.
         failed_attempt: the attempt that just failed, 1-based.
-        jitter: a deterministic fraction in [0, 1).
+        jitter: a deterministic fraction in [0, 1) (see ``next_attempt_at``).
     """
     cap = policy.max_backoff.total_seconds()
-    try:
-        raw = policy.backoff.total_seconds() * policy.backoff_coefficient ** (failed_attempt - 1)
-    except OverflowError:  # a huge exponent is simply "more than the cap"
-        raw = cap
+    base = policy.backoff.total_seconds()
+    match policy.kind:
+        case BackoffKind.CONSTANT:
+            raw = base
+        case BackoffKind.LINEAR:
+            raw = base * failed_attempt
+        case BackoffKind.EXPONENTIAL:
+            try:
+                raw = base * policy.backoff_coefficient ** (failed_attempt - 1)
+            except OverflowError:  # a huge exponent is simply "more than the cap"
+                raw = cap
     capped = min(raw, cap)
-    return timedelta(seconds=capped * (1.0 - 0.2 * jitter))
+    return timedelta(seconds=capped * (1.0 - policy.jitter * jitter))
 
 
 def next_attempt_at(

@@ -51,9 +51,20 @@ def validate_spec(spec: JobSpec) -> None:
     if policy.max_attempts < 1:
         raise InvalidDefinition("retry_policy.max_attempts", "must be at least 1")
     if policy.backoff < timedelta(0) or policy.max_backoff < timedelta(0):
-        raise InvalidDefinition("retry_policy.backoff_s", "must not be negative")
+        raise InvalidDefinition("retry_policy.base_s", "base_s and max_s must not be negative")
     if policy.backoff_coefficient < 1.0:
         raise InvalidDefinition("retry_policy.backoff_coefficient", "must be at least 1.0")
+    if not 0.0 <= policy.jitter <= 1.0:
+        raise InvalidDefinition("retry_policy.jitter", "must be a fraction in 0..1")
+    if not policy.retry_on and policy.max_attempts > 1:
+        raise InvalidDefinition("retry_policy.retry_on",
+                                "is empty, so max_attempts > 1 could never be used")
+    if len(policy.non_retryable_exit_codes) > 256 or any(
+            not 1 <= c <= 255 for c in policy.non_retryable_exit_codes):
+        raise InvalidDefinition("retry_policy.non_retryable_exit_codes",
+                                "at most 256 exit codes, each 1..255")
+    if spec.grace < timedelta(0):
+        raise InvalidDefinition("grace_s", "must not be negative")
     if not spec.tasks or len(set(spec.tasks)) != len(spec.tasks):
         raise InvalidDefinition("tasks", "task names must be unique and non-empty")
     if len(spec.tasks) > MAX_TASKS:

@@ -51,9 +51,13 @@ class RetryPolicyOut(BaseModel):
     """A job's retry policy (see ``schemas.RetryPolicyIn``)."""
 
     max_attempts: int
-    backoff_s: Number
+    backoff: str
+    base_s: Number
     backoff_coefficient: Number
-    max_backoff_s: Number
+    max_s: Number
+    jitter: Number
+    retry_on: list[str]
+    non_retryable_exit_codes: list[int]
 
 
 class JobOut(BaseModel):
@@ -75,6 +79,7 @@ class JobOut(BaseModel):
     schedule: ScheduleOut
     command: list[str]
     timeout_s: Number
+    grace_s: Number
     lease_ttl_s: Number
     retry_policy: RetryPolicyOut
     status: Literal["active", "paused", "deleted"]
@@ -97,8 +102,22 @@ class JobList(BaseModel):
     jobs: list[JobOut]
 
 
+class Release(BaseModel):
+    """A lease given back unfinished (a draining worker's ReleaseTask): not a failure."""
+
+    worker_id: str
+    epoch: int
+    at: str
+    reason: str
+
+
 class Attempt(BaseModel):
-    """One attempt of one task of a run."""
+    """One attempt of one task of a run.
+
+    Attributes:
+        releases: leases on this attempt given back unfinished before the current one
+            (the attempt then ran again under a higher epoch, same attempt number).
+    """
 
     task: str
     attempt: int
@@ -110,6 +129,7 @@ class Attempt(BaseModel):
     finished_at: str | None
     exit_code: int | None
     failure_kind: str | None
+    releases: list[Release] = []
 
 
 class RunOut(BaseModel):

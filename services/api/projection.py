@@ -209,7 +209,8 @@ def _attempt(run: dict[str, Any], task: str, attempt: int) -> dict[str, Any]:
 
 
 RunChange = (ev.TaskReady | ev.TaskClaimed | ev.LeaseRenewed | ev.TaskSucceeded | ev.TaskFailed
-             | ev.RetryScheduled | ev.RunSucceeded | ev.RunFailed | ev.TaskCancelled)
+             | ev.RetryScheduled | ev.RunSucceeded | ev.RunFailed | ev.TaskCancelled
+             | ev.TaskReleased)
 """The events that change a run document after its RunScheduled."""
 
 
@@ -237,6 +238,15 @@ def _run_event(batch: Batch, record: ev.RunEvent, event: RunChange) -> None:
             _attempt(run, task, attempt).update(state="cancelled", finished_at=at)
             run.update(lease_expires_at=None, cancelled_tasks=[
                 *run.get("cancelled_tasks", []), task])
+        case ev.TaskReleased(task=task, attempt=attempt):
+            # Not a new attempt: the same one runs again under a higher epoch. The release
+            # is kept on the attempt's entry so the history shows the hand-over.
+            entry = _attempt(run, task, attempt)
+            entry["releases"] = [*entry.get("releases", []), {
+                "worker_id": event.worker_id, "epoch": event.epoch, "at": at,
+                "reason": event.reason}]
+            entry.update(state="ready", worker_id=None)
+            run.update(state="ready", claimed_by=None, lease_expires_at=None)
         case ev.RetryScheduled(attempt=attempt, retry_at=retry_at):
             run.update(state="retrying", retry_at=iso(retry_at), lease_expires_at=None)
         case ev.RunSucceeded() | ev.RunFailed():

@@ -13,8 +13,10 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
 from cronlog.model import (
+    BackoffKind,
     CatchupPolicy,
     Exclusion,
+    FailureKind,
     HttpHeader,
     HttpTask,
     JobSpec,
@@ -110,20 +112,40 @@ class ScheduleIn(_Strict):
     misfire_grace_s: Seconds = 60.0
 
 
+BackoffName = Literal["constant", "linear", "exponential"]
+FailureKindName = Literal["nonzero_exit", "timeout", "lease_expired", "spawn_error"]
+ALL_FAILURE_KIND_NAMES: list[FailureKindName] = ["nonzero_exit", "timeout", "lease_expired",
+                                                 "spawn_error"]
+ExitCode = Annotated[int, Field(ge=1, le=255)]
+
+
 class RetryPolicyIn(_Strict):
-    """Retries of failed attempts (Temporal's vocabulary).
+    """Retries of failed attempts (Temporal's vocabulary; cronlog.model.RetryPolicy).
 
     Attributes:
         max_attempts: total attempts including the first; 1 = no retry. Default 1.
-        backoff_s: delay before the second attempt, seconds. Default 10.
-        backoff_coefficient: multiplier per further attempt. Default 2.0.
-        max_backoff_s: cap on the delay, seconds. Default 600.
+        backoff: how the delay grows: ``constant`` (base_s every time), ``linear``
+            (n x base_s after attempt n), ``exponential`` (base_s x coefficient^(n-1), the
+            default).
+        base_s: the base delay, seconds. Default 10.
+        backoff_coefficient: exponential only: multiplier per further attempt. Default 2.0.
+        max_s: cap on the delay, seconds. Default 600.
+        jitter: fraction 0..1: each delay is shortened by up to this share, by an amount
+            hashed from (run_id, task, attempt). Default 0.2.
+        retry_on: failure kinds that are retried; another kind is dead-lettered at once.
+            Default all: nonzero_exit, timeout, lease_expired, spawn_error.
+        non_retryable_exit_codes: exit codes (1..255) dead-lettered at once. Default none.
     """
 
     max_attempts: int = Field(default=1, le=10_000)
-    backoff_s: Seconds = 10.0
+    backoff: BackoffName = "exponential"
+    base_s: Seconds = 10.0
     backoff_coefficient: float = Field(default=2.0, allow_inf_nan=False, le=1000)
-    max_backoff_s: Seconds = 600.0
+    max_s: Seconds = 600.0
+    jitter: float = Field(default=0.2, ge=0.0, le=1.0, allow_inf_nan=False)
+    retry_on: list[FailureKindName] = Field(
+        default_factory=lambda: list(ALL_FAILURE_KIND_NAMES), max_length=4)
+    non_retryable_exit_codes: list[ExitCode] = Field(default_factory=list, max_length=255)
 
 
 class HttpTaskIn(_Strict):
@@ -162,7 +184,10 @@ class JobDefinition(_Strict):
         schedule: when it fires.
         command: argv list run by the worker (no shell unless the argv asks for one); kind
             ``exec`` only.
-        timeout_s: the worker sends SIGTERM after this many seconds. Default 3600.
+        timeout_s: the worker sends SIGTERM to the task's process group after this many
+            seconds. Default 3600.
+        grace_s: and SIGKILL this many seconds after that. Default 10. The fold's hard
+            deadline for an attempt is claim + timeout_s + grace_s + lease_ttl_s.
         lease_ttl_s: how long a claim holds without renewal, seconds. Default 60.
         retry_policy: retries of failed attempts. Default: no retry.
         max_active_runs: most runs active at once; ticks beyond are skipped. Default 16.
@@ -180,6 +205,7 @@ class JobDefinition(_Strict):
     schedule: ScheduleIn
     command: list[str] = Field(default_factory=list)
     timeout_s: Seconds = 3600.0
+    grace_s: Seconds = 10.0
     lease_ttl_s: Seconds = 60.0
     retry_policy: RetryPolicyIn = Field(default_factory=RetryPolicyIn)
     max_active_runs: int = Field(default=16, ge=1, le=256)
@@ -220,12 +246,16 @@ class SchedulePatch(_Strict):
 
 
 class RetryPolicyPatch(_Strict):
-    """A partial retry policy for PATCH."""
+    """A partial retry policy for PATCH (fields as in ``RetryPolicyIn``)."""
 
     max_attempts: int | None = Field(default=None, le=10_000)
-    backoff_s: Seconds | None = None
+    backoff: BackoffName | None = None
+    base_s: Seconds | None = None
     backoff_coefficient: float | None = Field(default=None, allow_inf_nan=False, le=1000)
-    max_backoff_s: Seconds | None = None
+    max_s: Seconds | None = None
+    jitter: float | None = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
+    retry_on: list[FailureKindName] | None = Field(default=None, max_length=4)
+    non_retryable_exit_codes: list[ExitCode] | None = Field(default=None, max_length=255)
 
 
 class JobPatch(_Strict):
@@ -245,6 +275,7 @@ class JobPatch(_Strict):
     schedule: SchedulePatch | None = None
     command: list[str] | None = None
     timeout_s: Seconds | None = None
+    grace_s: Seconds | None = None
     lease_ttl_s: Seconds | None = None
     retry_policy: RetryPolicyPatch | None = None
     max_active_runs: int | None = Field(default=None, ge=1, le=256)
@@ -348,10 +379,15 @@ def to_spec(body: JobDefinition) -> JobSpec:
         timeout=timedelta(seconds=body.timeout_s),
         retry_policy=RetryPolicy(
             max_attempts=r.max_attempts,
-            backoff=timedelta(seconds=r.backoff_s),
+            backoff=timedelta(seconds=r.base_s),
             backoff_coefficient=r.backoff_coefficient,
-            max_backoff=timedelta(seconds=r.max_backoff_s),
+            max_backoff=timedelta(seconds=r.max_s),
+            kind=BackoffKind(r.backoff),
+            jitter=r.jitter,
+            retry_on=tuple(FailureKind(k) for k in dict.fromkeys(r.retry_on)),
+            non_retryable_exit_codes=tuple(sorted(set(r.non_retryable_exit_codes))),
         ),
+        grace=timedelta(seconds=body.grace_s),
         lease_ttl=timedelta(seconds=body.lease_ttl_s),
         max_active_runs=body.max_active_runs,
         overlap=OverlapPolicy(body.overlap),
@@ -436,10 +472,15 @@ def spec_to_json(spec: JobSpec) -> dict[str, Any]:
         "lease_ttl_s": _secs(spec.lease_ttl),
         "retry_policy": {
             "max_attempts": r.max_attempts,
-            "backoff_s": _secs(r.backoff),
+            "backoff": r.kind.value,
+            "base_s": _secs(r.backoff),
             "backoff_coefficient": r.backoff_coefficient,
-            "max_backoff_s": _secs(r.max_backoff),
+            "max_s": _secs(r.max_backoff),
+            "jitter": r.jitter,
+            "retry_on": [k.value for k in r.retry_on],
+            "non_retryable_exit_codes": list(r.non_retryable_exit_codes),
         },
+        "grace_s": _secs(spec.grace),
         "max_active_runs": spec.max_active_runs,
         "overlap": spec.overlap.value,
         "jitter_s": _secs(spec.jitter),

@@ -13,13 +13,14 @@ import yaml
 
 from cronlog.errors import CronlogError
 from cronlog.time import iso
+from services.api.schemas import JobDefinition, RetryPolicyIn, ScheduleIn
 
 DEFAULT_API = f"http://127.0.0.1:{os.environ.get('CRONLOG_API_PORT', '8080')}"
 """The API's URL unless ``--api``/``CRONLOG_API_URL`` says otherwise (follows CRONLOG_API_PORT)."""
-SCHEDULE_FIELDS = ("type", "expression", "timezone", "run_at", "catchup", "catchup_window_s")
-RETRY_FIELDS = ("max_attempts", "backoff_s", "backoff_coefficient", "max_backoff_s")
-DEFINITION_FIELDS = ("name", "schedule", "command", "timeout_s", "lease_ttl_s", "retry_policy",
-                     "max_active_runs")
+SCHEDULE_FIELDS = tuple(ScheduleIn.model_fields)
+RETRY_FIELDS = tuple(RetryPolicyIn.model_fields)
+DEFINITION_FIELDS = tuple(JobDefinition.model_fields)
+"""Every field of a definition: ``apply`` sends each (absent ones as null = default)."""
 
 
 class ApiError(CronlogError):

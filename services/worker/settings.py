@@ -24,7 +24,6 @@ class WorkerSettings(KafkaSettings):
         group_id: consumer group on the ready topic shared by all workers. Default
             ``<topic_prefix>cronlog-workers``.
         claim_timeout_s: how long to wait for the fold's answer to a claim, seconds.
-        grace_s: seconds between SIGTERM and SIGKILL on timeout.
         drain_s: on SIGTERM, seconds running attempts get to finish before being killed.
         log_cap_bytes: bytes of output kept per attempt on the logs topic; past it output is
             counted, not kept (``truncated``). Env ``CRONLOG_LOG_CAP_BYTES``. Default 1 MiB;
@@ -38,7 +37,6 @@ class WorkerSettings(KafkaSettings):
     slots: int = Field(default=4, ge=1, le=256)
     group_id: str = ""
     claim_timeout_s: float = 30.0
-    grace_s: float = 10.0
     drain_s: float = 30.0
     log_cap_bytes: int = Field(default=DEFAULT_CAP_BYTES, ge=0, le=1024**3)
     log_flush_s: float = Field(default=0.5, gt=0, le=60)

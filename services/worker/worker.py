@@ -321,7 +321,7 @@ class Worker:
         execution = execution_for(grant.action, grant.command, context,
                                   env={**os.environ, **context},
                                   timeout_s=grant.timeout.total_seconds(),
-                                  grace_s=self.settings.grace_s, pool=self.python_pool,
+                                  grace_s=grant.grace.total_seconds(), pool=self.python_pool,
                                   output=sink, capture_bytes=self.settings.log_cap_bytes)
         held = Held(grant, job_id, execution, sink)
         self._held[(grant.run_id, grant.task)] = held

@@ -35,7 +35,7 @@ def dead_letters(api: httpx.Client, job_id: str) -> list[dict[str, Any]]:
 def test_always_failing_task_is_dead_lettered_listed_and_replayed(api: httpx.Client) -> None:
     body = {"job_id": "dl-fails", "name": "always fails", "schedule": {"type": "manual"},
             "command": ["sh", "-c", "echo attempt-output; exit 4"],
-            "retry_policy": {"max_attempts": 3, "backoff_s": 1}}
+            "retry_policy": {"max_attempts": 3, "base_s": 1}}
     assert api.post("/api/v1/jobs", json=body).status_code == 201
     run_id = api.post("/api/v1/jobs/dl-fails/trigger").json()["run_id"]
 

@@ -86,7 +86,8 @@ def claimed(
 ) -> ev.TaskClaimed:
     return ev.TaskClaimed(run_id_for_tick(JOB, tick), task, attempt, epoch, worker,
                           now + spec.lease_ttl, spec.lease_ttl, tick, spec.command, spec.timeout,
-                          spec.action())
+                          spec.action(), spec.grace,
+                          now + spec.timeout + spec.grace + spec.lease_ttl)
 
 
 def claim(worker: str = "w1", attempt: int = 1, task: str = "main",
