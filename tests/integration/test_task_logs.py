@@ -49,6 +49,16 @@ def _wait(api: httpx.Client, run_id: str, until: object, timeout: float = 60) ->
                          f"{answer and (answer.status_code, dict(answer.headers))}")
 
 
+def _run_when_done(api: httpx.Client, run_id: str, timeout: float = 30) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run: dict = api.get(f"/api/v1/runs/{run_id}").json()
+        if run["state"] in ("succeeded", "failed"):
+            return run
+        time.sleep(0.1)
+    raise AssertionError(f"run {run_id} never ended")
+
+
 def _complete(answer: httpx.Response) -> bool:
     return answer.headers["x-cronlog-log-complete"] == "true"
 
@@ -74,7 +84,7 @@ def test_logs_are_whole_up_to_the_cap_with_stdout_and_stderr(api: httpx.Client) 
     assert (doc["truncated"], doc["cap_bytes"], doc["bytes_total"], doc["complete"]) == (
         True, CAP, len(BIG), True)
     assert doc["text"].startswith("err-start\nline 0000000\n")
-    run = api.get(f"/api/v1/runs/{big}").json()
+    run = _run_when_done(api, big)  # the final chunk goes before the completion
     assert run["state"] == "succeeded"
     assert run["output_tail"].endswith("line 0099999\nerr-end\n")  # the tail is the real end
     print(f"\n[figures] {len(BIG)} B of output: complete log readable {waited:.2f} s after "
