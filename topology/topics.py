@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from topology.config import KafkaSettings
 
 DAY_MS = 24 * 3600 * 1000
+LOG_RETENTION_MS = 7 * DAY_MS
+"""How long task output stays on the logs topic, milliseconds (the API's copy outlives it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +35,7 @@ class Topics:
     ready: str
     replies: str
     dead_letters: str
+    logs: str
     scheduler_app: str
     job_table_changelog: str
 
@@ -46,6 +49,7 @@ class Topics:
             ready=f"{p}cronlog.ready",
             replies=f"{p}cronlog.replies",
             dead_letters=f"{p}cronlog.dead-letters",
+            logs=f"{p}cronlog.logs",
             scheduler_app=f"{p}cronlog-scheduler",
             job_table_changelog=f"{p}cronlog-scheduler-jobs-changelog",
         )
@@ -59,6 +63,8 @@ def topic_specs(settings: KafkaSettings) -> list[TopicSpec]:
     - ready: task instances ready to claim, for workers; 7 days.
     - replies: claim/renewal answers keyed by worker_id; 1 day.
     - dead-letters: undecodable or invalid records with the reason; kept forever.
+    - logs: task output as LogChunks keyed by run_id (``topology/logs.py``); 7 days
+      (``LOG_RETENTION``), lz4-compressed by the worker's producer.
     - the scheduler's job-table changelog (faust's naming): compacted, same partitions.
     """
     t = Topics.of(settings)
@@ -70,5 +76,6 @@ def topic_specs(settings: KafkaSettings) -> list[TopicSpec]:
         TopicSpec(t.ready, n, {"retention.ms": str(7 * DAY_MS), "cleanup.policy": "delete"}),
         TopicSpec(t.replies, n, {"retention.ms": str(DAY_MS), "cleanup.policy": "delete"}),
         TopicSpec(t.dead_letters, n, dict(forever)),
+        TopicSpec(t.logs, n, {"retention.ms": str(LOG_RETENTION_MS), "cleanup.policy": "delete"}),
         TopicSpec(t.job_table_changelog, n, {"cleanup.policy": "compact"}),
     ]

@@ -20,7 +20,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import AwareDatetime
 
-from services.api import operate, writes
+from services.api import logs, operate, writes
 from services.api.answers import JobList, JobOut, RunList, RunOut, SkippedList, TickList
 from services.api.read_model import ReadModel
 from services.api.sender import CommandSender
@@ -143,6 +143,7 @@ def create_app(
     settings: ApiSettings | None = None,
     read_model: ReadModel | None = None,
     producer: Producer | None = None,
+    log_model: logs.LogModel | None = None,
 ) -> FastAPI:
     """Build the API.
 
@@ -152,6 +153,8 @@ def create_app(
             lifespan opens one at ``settings.state_path()``, starts and stops it.
         producer: a confluent-kafka Producer for commands; when None, the lifespan creates one
             from ``settings.producer_config()``.
+        log_model: a started LogModel (task logs) the caller owns; when None, the lifespan
+            opens one at ``settings.logs_state_path()``, starts and stops it.
 
     Returns:
         The FastAPI app (OpenAPI at /openapi.json).
@@ -165,6 +168,10 @@ def create_app(
         if own_model:
             app.state.read_model = ReadModel(settings, settings.state_path())
             app.state.read_model.start()
+        own_logs = app.state.log_model is None
+        if own_logs:
+            app.state.log_model = logs.LogModel(settings, settings.logs_state_path())
+            app.state.log_model.start()
         if app.state.sender is None:
             app.state.sender = CommandSender(Producer(settings.producer_config()),
                                              Topics.of(settings).commands)
@@ -174,16 +181,20 @@ def create_app(
             app.state.sender.close()
             if own_model:
                 app.state.read_model.stop()
+            if own_logs:
+                app.state.log_model.stop()
 
     app = FastAPI(title="cronlog", version="0.1.0", lifespan=lifespan,
                   description="Distributed cron on a Kafka log: jobs, runs, triggers.")
     app.state.settings = settings
     app.state.read_model = read_model
+    app.state.log_model = log_model
     app.state.sender = (CommandSender(producer, Topics.of(settings).commands)
                         if producer is not None else None)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.include_router(writes.router)
     app.include_router(operate.router)
     app.include_router(reads)
+    app.include_router(logs.router)
     app.include_router(health)
     return app

@@ -17,6 +17,7 @@ class ApiSettings(KafkaSettings):
         api_port: TCP port; env ``CRONLOG_API_PORT``. Default 8080.
         api_state_dir: directory of the read model's RocksDB; default ``state/api-<api_port>``
             (relative to the working directory). One directory per process: RocksDB locks it.
+            Task logs have their own RocksDB beside it, ``<api_state_dir>-logs``.
         api_write_timeout_s: how long a write waits for its effect to appear in the read model
             before answering 202 with a Location, seconds. Default 10.
         api_delivery_timeout_s: how long a write waits for the broker to acknowledge the command,
@@ -32,6 +33,11 @@ class ApiSettings(KafkaSettings):
     def state_path(self) -> Path:
         """Return the read model's RocksDB directory."""
         return self.api_state_dir or Path("state") / f"api-{self.api_port}"
+
+    def logs_state_path(self) -> Path:
+        """Return the task-log read model's RocksDB directory: beside ``state_path()``."""
+        path = self.state_path()
+        return path.with_name(path.name + "-logs")
 
     def redacted(self) -> dict[str, object]:
         """Return the settings as a dict fit for a start-up log line (no secrets held yet)."""

@@ -61,6 +61,11 @@ class ApiClient:
             ApiError: status >= 400 (with the API's ``detail``), or status 0 when the API
                 cannot be reached.
         """
+        r = self.send(method, path, **kwargs)
+        return r.json() if r.content else None
+
+    def send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """Send a request and return the response (status < 400). Raises ApiError."""
         try:
             r = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
@@ -71,7 +76,7 @@ class ApiClient:
             except ValueError:
                 detail = r.text
             raise ApiError(r.status_code, detail)
-        return r.json() if r.content else None
+        return r
 
     def jobs(self, status: str | None = None) -> list[dict[str, Any]]:
         """Return every job (optionally only those with ``status``)."""
@@ -94,6 +99,24 @@ class ApiClient:
         """Return one run."""
         run: dict[str, Any] = self.request("GET", f"/api/v1/runs/{run_id}")
         return run
+
+    def log(self, run_id: str, task: str, attempt: int,
+            epoch: int | None = None) -> tuple[bytes, dict[str, str]]:
+        """Return an attempt's kept output and its ``X-Cronlog-*`` headers, lower-case names
+        without the prefix (``log-complete``, ``log-truncated``, ``log-bytes-total``, ...)."""
+        r = self.send("GET", f"/api/v1/runs/{run_id}/tasks/{task}/attempts/{attempt}/log",
+                      params={"epoch": epoch} if epoch is not None else None)
+        info = {k.lower().removeprefix("x-cronlog-"): v for k, v in r.headers.items()
+                if k.lower().startswith("x-cronlog-")}
+        return r.content, info
+
+    def log_json(self, run_id: str, task: str, attempt: int,
+                 epoch: int | None = None) -> dict[str, Any]:
+        """Return an attempt's log as the API's JSON variant (``text`` and the totals)."""
+        params: dict[str, Any] = {"format": "json"} | ({"epoch": epoch} if epoch else {})
+        doc: dict[str, Any] = self.request(
+            "GET", f"/api/v1/runs/{run_id}/tasks/{task}/attempts/{attempt}/log", params=params)
+        return doc
 
     def ticks(self, job_id: str, count: int = 10, after: str | None = None) -> dict[str, Any]:
         """Return a job's next ticks ``{job_id, ticks: [{utc, local}]}`` (preview)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -277,6 +278,45 @@ def run(run_id: Annotated[str, typer.Argument(help="The run's id.")],
         api: Api = DEFAULT_API, output: Fmt = Output.table) -> None:
     """Show one run: state, attempt, worker, lease, exit code, output tail, timings."""
     _show(_call(lambda: ApiClient(api).run(run_id)), output, render.run_table)
+
+
+@app.command("logs")
+def logs(
+    run_id: Annotated[str, typer.Argument(help="The run's id.")],
+    task: Annotated[str, typer.Option(help="The task.")] = "main",
+    attempt: Annotated[int | None, typer.Option(min=1, help="Attempt number; default: the "
+                                                "task's latest.")] = None,
+    epoch: Annotated[int | None, typer.Option(min=0, help="One execution of a released "
+                                              "attempt; default: the latest.")] = None,
+    api: Api = DEFAULT_API, output: Fmt = Output.table,
+) -> None:
+    """Print an attempt's full output (stdout and stderr, up to the worker's cap).
+
+    The bytes go to stdout as they were written; whether the log is partial (attempt still
+    running) or truncated at the cap is said on stderr. ``-o json`` prints the API's JSON.
+    """
+    client = ApiClient(api)
+    if attempt is None:
+        run_doc = _call(lambda: client.run(run_id))
+        tried = [a["attempt"] for a in run_doc.get("attempts", []) if a["task"] == task]
+        if not tried:
+            err.print(f"[red]error[/red] task {task!r} of run {run_id} has no attempt yet",
+                      highlight=False)
+            raise typer.Exit(1)
+        attempt = max(tried)
+    n = attempt
+    if output is Output.json:
+        _show(_call(lambda: client.log_json(run_id, task, n, epoch)), output)
+        return
+    data, info = _call(lambda: client.log(run_id, task, n, epoch))
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+    if info.get("log-truncated") == "true":
+        err.print(f"-- truncated: kept {info.get('log-bytes')} of {info.get('log-bytes-total')} "
+                  f"bytes (cap {info.get('log-cap-bytes')})", highlight=False)
+    if info.get("log-complete") != "true":
+        err.print(f"-- incomplete: attempt {n} is {info.get('attempt-state') or 'unknown'}, "
+                  "more output may follow", highlight=False)
 
 
 @app.command("cancel")

@@ -44,6 +44,32 @@ class Outcome:
     finished_at: datetime
 
 
+class Output(Protocol):
+    """Where an execution streams its full output (``logsink.LogSink``); thread-safe."""
+
+    def write(self, data: bytes) -> None:
+        """Take output bytes, verbatim, in order."""
+        ...
+
+    def count(self, n: int) -> None:
+        """Count ``n`` bytes of output that were produced but not passed to ``write``."""
+        ...
+
+
+class _Discard:
+    """The Output of an execution whose log nobody keeps."""
+
+    def write(self, data: bytes) -> None:
+        """Drop ``data``."""
+
+    def count(self, n: int) -> None:
+        """Drop the count."""
+
+
+DISCARD: Output = _Discard()
+"""An Output that keeps nothing."""
+
+
 class Execution(Protocol):
     """One attempt of any task kind."""
 
@@ -107,7 +133,8 @@ class ProcessExecution:
     """One running command (kinds exec and shell): argv in its own process group."""
 
     def __init__(self, argv: list[str], env: dict[str, str], timeout_s: float,
-                 grace_s: float = 10.0) -> None:
+                 grace_s: float = 10.0, output: Output = DISCARD) -> None:
+        self.output = output
         self.argv = argv
         self.env = env
         self.timeout_s = timeout_s
@@ -139,9 +166,11 @@ class ProcessExecution:
                 preexec_fn=_die_with_worker(),  # threads and preexec_fn: see its docstring
             )
         except OSError as exc:
-            return Outcome(None, FailureKind.SPAWN_ERROR, f"cannot start {self.argv[0]!r}: {exc}",
-                           started, datetime.now(UTC))
-        reader = threading.Thread(target=_read_tail, args=(self._proc, tail), daemon=True)
+            why = f"cannot start {self.argv[0]!r}: {exc}"
+            self.output.write(why.encode())
+            return Outcome(None, FailureKind.SPAWN_ERROR, why, started, datetime.now(UTC))
+        reader = threading.Thread(target=_read_tail, args=(self._proc, tail, self.output),
+                                  daemon=True)
         reader.start()
         timed_out = False
         try:
@@ -167,12 +196,15 @@ class ProcessExecution:
                        finished)
 
 
-def _read_tail(proc: subprocess.Popen[bytes], tail: deque[bytes]) -> None:
+def _read_tail(proc: subprocess.Popen[bytes], tail: deque[bytes], output: Output) -> None:
+    """Read the combined stdout/stderr pipe to its end: all of it to ``output``, the last
+    ``TAIL_BYTES`` (at least) into ``tail``."""
     stdout = proc.stdout
     if stdout is None:
         return
     size = 0
-    for chunk in iter(lambda: stdout.read1(8192), b""):
+    for chunk in iter(lambda: stdout.read1(65536), b""):
+        output.write(chunk)
         tail.append(chunk)
         size += len(chunk)
         while size - len(tail[0]) >= TAIL_BYTES and len(tail) > 1:

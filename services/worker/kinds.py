@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import io
 import multiprocessing
 import os
 import signal
@@ -26,7 +27,7 @@ import httpx
 
 from cronlog.commands import FailureKind
 from cronlog.model import HttpTask, TaskAction, TaskKind
-from services.worker.execute import Execution, Outcome, ProcessExecution, tail
+from services.worker.execute import DISCARD, Execution, Outcome, Output, ProcessExecution, tail
 
 _started: Any = None
 """In a pool process only: the queue on which it reports (token, pid) as a call starts."""
@@ -35,17 +36,46 @@ _started: Any = None
 def _init_pool_process(started: Any) -> None:
     global _started  # set once per pool child by its initializer; never in the worker
     _started = started
+    # A SIGTERM or Ctrl-C sent to the worker's whole process group must not kill running
+    # calls: the worker drains them, then releases and SIGKILLs what is left.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _call(token: str, ref: str, context: dict[str, Any]) -> tuple[bool, str]:
-    """In a pool process: call ``ref`` with ``context``; (succeeded, output) never raises."""
+class _Capture(io.TextIOBase):
+    """A text stream keeping the first ``cap`` bytes written to it (UTF-8) and counting all."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap, self.kept, self.total = cap, bytearray(), 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        data = text.encode("utf-8", "replace")
+        self.total += len(data)
+        self.kept += data[:max(self.cap - len(self.kept), 0)]
+        return len(text)
+
+
+def _call(token: str, ref: str, context: dict[str, Any],
+          cap: int = 0) -> tuple[bool, str, bytes, int]:
+    """In a pool process: call ``ref`` with ``context``, never raising.
+
+    Returns:
+        ``(succeeded, result text or traceback, captured stdout+stderr (first ``cap`` bytes),
+        bytes written to them in all)``. Only Python-level writes to ``sys.stdout`` and
+        ``sys.stderr`` are captured, not those of C code or child processes to fds 1 and 2.
+    """
     _started.put((token, os.getpid()))
+    captured = _Capture(cap)
     try:
         module, _, name = ref.partition(":")
-        result = getattr(importlib.import_module(module), name)(context)
+        with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
+            result = getattr(importlib.import_module(module), name)(context)
     except BaseException:  # the task's failure is data: the traceback is its output
-        return False, traceback.format_exc()
-    return True, "" if result is None else str(result)
+        return False, traceback.format_exc(), bytes(captured.kept), captured.total
+    return True, "" if result is None else str(result), bytes(captured.kept), captured.total
 
 
 class PythonPool:
@@ -72,16 +102,18 @@ class PythonPool:
         return ProcessPoolExecutor(self._workers, mp_context=self._ctx,
                                    initializer=_init_pool_process, initargs=(self._reports,))
 
-    def submit(self, ref: str, context: dict[str, Any]) -> tuple[str, Future[tuple[bool, str]]]:
-        """Start ``ref(context)`` in a pool process; returns (token, future)."""
+    def submit(self, ref: str, context: dict[str, Any], cap: int = 0
+               ) -> tuple[str, Future[tuple[bool, str, bytes, int]]]:
+        """Start ``ref(context)`` in a pool process, capturing up to ``cap`` bytes of its
+        stdout/stderr; returns (token, future of ``_call``'s answer)."""
         token = uuid.uuid4().hex
         with self._lock:
             try:
-                return token, self._executor.submit(_call, token, ref, context)
+                return token, self._executor.submit(_call, token, ref, context, cap)
             except BrokenProcessPool:
                 self._executor.shutdown(wait=False, cancel_futures=True)
                 self._executor = self._new()
-                return token, self._executor.submit(_call, token, ref, context)
+                return token, self._executor.submit(_call, token, ref, context, cap)
 
     def kill(self, token: str) -> None:
         """SIGKILL the pool process running ``token``'s call (now, or as soon as it starts)."""
@@ -123,8 +155,9 @@ class PythonExecution:
     """A python task: ``ref(context)`` in the pool; a return is success, an exception failure."""
 
     def __init__(self, pool: PythonPool, ref: str, context: dict[str, Any],
-                 timeout_s: float) -> None:
+                 timeout_s: float, output: Output = DISCARD, capture_bytes: int = 0) -> None:
         self.pool, self.ref, self.context, self.timeout_s = pool, ref, context, timeout_s
+        self.output, self.capture_bytes = output, capture_bytes
         self._token: str | None = None
         self._killed = threading.Event()
 
@@ -137,31 +170,44 @@ class PythonExecution:
     def run(self) -> Outcome:
         """Run the call to completion or timeout and return the outcome. Blocks."""
         started = datetime.now(UTC)
-        self._token, future = self.pool.submit(self.ref, self.context)
+        self._token, future = self.pool.submit(self.ref, self.context, self.capture_bytes)
         if self._killed.is_set():
             self.pool.kill(self._token)
         try:
-            ok, output = future.result(timeout=self.timeout_s)
+            ok, output, captured, captured_total = future.result(timeout=self.timeout_s)
         except FutureTimeout:
             self.pool.kill(self._token)
-            return Outcome(None, FailureKind.TIMEOUT, f"{self.ref} timed out after "
-                           f"{self.timeout_s:g} s; its pool process was killed", started,
-                           datetime.now(UTC))
+            return self._failed(None, FailureKind.TIMEOUT, f"{self.ref} timed out after "
+                                f"{self.timeout_s:g} s; its pool process was killed", started)
         except BrokenProcessPool:
-            return Outcome(None, FailureKind.NONZERO_EXIT, "the pool process running "
-                           f"{self.ref} died", started, datetime.now(UTC))
+            return self._failed(None, FailureKind.NONZERO_EXIT, "the pool process running "
+                                f"{self.ref} died", started)
         finally:
             self.pool.forget(self._token)
+        # The log: what the call printed, then its result (or traceback) on a line of its own.
+        self.output.write(captured)
+        self.output.count(captured_total - len(captured))
+        if output:
+            self.output.write((b"\n" if captured and not captured.endswith(b"\n") else b"")
+                              + output.encode("utf-8", "replace"))
         if ok:
             return Outcome(0, None, tail(output), started, datetime.now(UTC))
         return Outcome(1, FailureKind.NONZERO_EXIT, tail(output), started, datetime.now(UTC))
+
+    def _failed(self, code: int | None, kind: FailureKind, why: str,
+                started: datetime) -> Outcome:
+        """An outcome without the call's answer (its printed output died with it)."""
+        self.output.write(why.encode())
+        return Outcome(code, kind, why, started, datetime.now(UTC))
 
 
 class HttpExecution:
     """An http task: one request; success when the status is in the task's success set."""
 
-    def __init__(self, task: HttpTask, context_headers: dict[str, str], timeout_s: float) -> None:
+    def __init__(self, task: HttpTask, context_headers: dict[str, str], timeout_s: float,
+                 output: Output = DISCARD) -> None:
         self.task, self.context_headers, self.timeout_s = task, context_headers, timeout_s
+        self.output = output
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._request: asyncio.Task[httpx.Response] | None = None
@@ -180,19 +226,25 @@ class HttpExecution:
         try:
             response = asyncio.run(self._send())
         except TimeoutError:
-            return Outcome(None, FailureKind.TIMEOUT, f"no response within {self.timeout_s:g} s",
-                           started, datetime.now(UTC))
+            return self._failed(FailureKind.TIMEOUT, f"no response within {self.timeout_s:g} s",
+                                started)
         except asyncio.CancelledError:
-            return Outcome(None, FailureKind.NONZERO_EXIT, "request cancelled", started,
-                           datetime.now(UTC))
+            return self._failed(FailureKind.NONZERO_EXIT, "request cancelled", started)
         except httpx.HTTPError as exc:
-            return Outcome(None, FailureKind.SPAWN_ERROR, f"{type(exc).__name__}: {exc}",
-                           started, datetime.now(UTC))
+            return self._failed(FailureKind.SPAWN_ERROR, f"{type(exc).__name__}: {exc}", started)
         codes = self.task.success_codes
         ok = response.status_code in codes if codes else 200 <= response.status_code < 300
+        # The log: the status line, then the body's bytes (the sink keeps its head, up to the cap).
+        self.output.write(f"{response.http_version} {response.status_code} "
+                          f"{response.reason_phrase}\n".encode())
+        self.output.write(response.content)
         output = tail(f"HTTP {response.status_code}\n{response.text}")
         return Outcome(0 if ok else response.status_code, None if ok else FailureKind.NONZERO_EXIT,
                        output, started, datetime.now(UTC))
+
+    def _failed(self, kind: FailureKind, why: str, started: datetime) -> Outcome:
+        self.output.write(why.encode())
+        return Outcome(None, kind, why, started, datetime.now(UTC))
 
     async def _send(self) -> httpx.Response:
         headers = [(h.name, h.value) for h in self.task.headers]
@@ -210,7 +262,8 @@ class HttpExecution:
 
 def execution_for(action: TaskAction | None, command: tuple[str, ...], context: dict[str, str],
                   *, env: dict[str, str], timeout_s: float, grace_s: float,
-                  pool: PythonPool) -> Execution:
+                  pool: PythonPool, output: Output = DISCARD,
+                  capture_bytes: int = 0) -> Execution:
     """Return the Execution of a grant's task kind.
 
     Args:
@@ -223,19 +276,24 @@ def execution_for(action: TaskAction | None, command: tuple[str, ...], context: 
         env: the process environment of exec and shell tasks (context included).
         timeout_s, grace_s: timeout and SIGTERM-to-SIGKILL grace, seconds.
         pool: the worker's process pool for python tasks.
+        output: where the attempt's full output goes (exec/shell: stdout+stderr as read;
+            python: its captured prints, then the result or traceback; http: the status line
+            and the body).
+        capture_bytes: python tasks: bytes of printed output shipped back from the pool
+            process at most (the log cap); the rest is only counted.
     """
     action = action or TaskAction()
     if action.kind is TaskKind.SHELL and action.shell is not None:
-        return ProcessExecution(["/bin/sh", "-c", action.shell], env, timeout_s, grace_s)
+        return ProcessExecution(["/bin/sh", "-c", action.shell], env, timeout_s, grace_s, output)
     if action.kind is TaskKind.PYTHON and action.callable is not None:
         ctx: dict[str, Any] = {k.removeprefix("CRONLOG_").lower(): v for k, v in context.items()}
         for number in ("attempt", "epoch"):
             if number in ctx:
                 ctx[number] = int(ctx[number])
-        return PythonExecution(pool, action.callable, ctx, timeout_s)
+        return PythonExecution(pool, action.callable, ctx, timeout_s, output, capture_bytes)
     if action.kind is TaskKind.HTTP and action.http is not None:
         headers = {"X-Cronlog-" + "-".join(p.capitalize() for p in
                                            k.removeprefix("CRONLOG_").split("_")): v
                    for k, v in context.items()}
-        return HttpExecution(action.http, headers, timeout_s)
-    return ProcessExecution(list(command), env, timeout_s, grace_s)
+        return HttpExecution(action.http, headers, timeout_s, output)
+    return ProcessExecution(list(command), env, timeout_s, grace_s, output)

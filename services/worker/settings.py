@@ -8,6 +8,7 @@ import socket
 from pydantic import Field
 
 from topology.config import KafkaSettings
+from topology.logs import DEFAULT_CAP_BYTES
 
 
 def _default_worker_id() -> str:
@@ -30,6 +31,12 @@ class WorkerSettings(KafkaSettings):
             librdkafka heartbeats from its own thread, so a busy interpreter does not trip
             it. Must lie within the broker's ``group.min/max.session.timeout.ms`` (6 s to 30 min
             by default).
+        log_cap_bytes: bytes of output kept per attempt on the logs topic; past it output is
+            counted, not kept (``truncated``). Env ``CRONLOG_LOG_CAP_BYTES``. Default 1 MiB;
+            0 keeps none.
+        log_flush_s: seconds output may wait in the worker before it is sent as a LogChunk
+            (a full 64 KiB chunk goes at once): how stale a running attempt's log can be.
+            Env ``CRONLOG_LOG_FLUSH_S``. Default 0.5.
     """
 
     worker_id: str = Field(default_factory=_default_worker_id)
@@ -38,6 +45,8 @@ class WorkerSettings(KafkaSettings):
     claim_timeout_s: float = 30.0
     drain_s: float = 30.0
     ready_session_timeout_s: float = Field(default=10.0, gt=0)
+    log_cap_bytes: int = Field(default=DEFAULT_CAP_BYTES, ge=0, le=1024**3)
+    log_flush_s: float = Field(default=0.5, gt=0, le=60)
 
     def ready_group(self) -> str:
         """Return the consumer group of the ready topic."""

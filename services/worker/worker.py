@@ -32,6 +32,7 @@ from cronlog.ids import task_idem_key
 from cronlog.time import iso
 from services.worker.execute import Execution
 from services.worker.kinds import PythonPool, execution_for
+from services.worker.logsink import AttemptRef, LogShipper, LogSink
 from services.worker.settings import WorkerSettings
 from topology.codec import DecodeError, decode_event, encode_command
 from topology.partitioning import partition_for
@@ -40,6 +41,8 @@ from topology.topics import Topics
 log = logging.getLogger("cronlog.worker")
 T = TypeVar("T")
 Answer = ev.TaskClaimed | ev.LeaseRenewed | ev.CommandRejected
+STOP_CLAIM_WAIT_S = 5.0
+"""Once stopping, how long an unanswered claim is still waited for (a grant is released)."""
 
 
 @dataclass
@@ -49,6 +52,7 @@ class Held:
     grant: ev.TaskClaimed
     job_id: str
     execution: Execution
+    log: LogSink
     revoked: bool = False
 
 
@@ -80,6 +84,8 @@ class Worker:
         self._replies_ready = threading.Event()
         self._replies_failed = False
         self.python_pool = PythonPool(settings.slots)
+        self.logs = LogShipper(settings, self.topics.logs, cap_bytes=settings.log_cap_bytes,
+                               flush_s=settings.log_flush_s)
 
     def stop(self) -> None:
         """Ask the worker to stop pulling and drain (thread-safe)."""
@@ -144,12 +150,16 @@ class Worker:
                 fut.set_result(event)
                 return
         if (isinstance(event, ev.TaskClaimed) and event.worker_id == self.settings.worker_id
-                and (event.run_id, event.task) not in self._held and not self._stop.is_set()):
+                and (event.run_id, event.task) not in self._held):
             # A grant that arrives after the claim wait gave up (a scheduler restart or
             # failover took longer): the lease is ours, so run it rather than let it expire
-            # and fail an attempt that never ran (even if that oversubscribes a slot).
-            log.warning("late grant; running it", extra={"run_id": event.run_id})
-            self._start(job_id, event)
+            # and fail an attempt that never ran (even if that oversubscribes a slot); when
+            # stopping, give it back at once for the same reason.
+            if self._stop.is_set():
+                self._release(job_id, event, "worker stopping: granted after it stopped pulling")
+            else:
+                log.warning("late grant; running it", extra={"run_id": event.run_id})
+                self._start(job_id, event)
 
     def _revoke(self, run_id: str, task: str, why: str) -> None:
         held = self._held.get((run_id, task))
@@ -211,6 +221,8 @@ class Worker:
                 if first is None:
                     continue
                 for msg in [first, *ready.consume(num_messages=free - 1, timeout=0)]:
+                    if self._stop.is_set():
+                        break  # uncommitted: the partition's next owner gets these
                     try:
                         self._on_ready(msg)
                         ready.commit(message=msg, asynchronous=True)
@@ -220,15 +232,37 @@ class Worker:
             ready.close()
             self._drain()
             self.python_pool.shutdown()
+            self.logs.close()
             self.producer.flush(10)
 
     def _drain(self) -> None:
+        """Give running attempts ``drain_s`` seconds, then release and kill the rest.
+
+        A release makes the attempt ready again at once under a new epoch (not a failure),
+        where killing it silently would leave it to the lease expiry and fail the attempt.
+        """
         deadline = time.monotonic() + self.settings.drain_s
         while self._held and time.monotonic() < deadline:
             time.sleep(0.1)
-        for held in list(self._held.values()):
-            held.revoked = True
+        unfinished = list(self._held.values())
+        for held in unfinished:
+            held.revoked = True  # no completion and no renewal from here on
+            self._release(held.job_id, held.grant,
+                          f"worker draining: not finished within {self.settings.drain_s:g} s")
             held.execution.kill()
+        if unfinished:
+            self.producer.flush(10)
+            deadline = time.monotonic() + 5  # let attempt threads close their logs
+            while self._held and time.monotonic() < deadline:
+                time.sleep(0.05)
+
+    def _release(self, job_id: str, grant: ev.TaskClaimed, reason: str) -> None:
+        """Give ``grant``'s lease back (ReleaseTask); idem_key ``release:run:task:epoch``."""
+        log.warning("releasing", extra={"run_id": grant.run_id, "task": grant.task,
+                                        "attempt": grant.attempt, "epoch": grant.epoch})
+        self._send(job_id, f"release:{grant.run_id}:{grant.task}:{grant.epoch}",
+                   cmd.ReleaseTask(grant.run_id, grant.task, grant.attempt, grant.epoch,
+                                   self.settings.worker_id, reason))
 
     def _on_ready(self, msg: Message) -> None:
         if msg.error():
@@ -249,7 +283,9 @@ class Worker:
                    cmd.ClaimTask(ready.run_id, ready.task, ready.attempt, wid))
         self.producer.flush(5)
         deadline = time.monotonic() + self.settings.claim_timeout_s
-        while not fut.done() and time.monotonic() < deadline and not self._stop.is_set():
+        while not fut.done() and time.monotonic() < deadline:
+            if self._stop.is_set():  # a grant still gets a short wait: it is released, not lost
+                deadline = min(deadline, time.monotonic() + STOP_CLAIM_WAIT_S)
             try:
                 fut.result(timeout=0.2)
             except TimeoutError:
@@ -262,7 +298,10 @@ class Worker:
                 return
         answer = fut.result()
         if isinstance(answer, ev.TaskClaimed) and answer.worker_id == wid:
-            self._start(record.job_id, answer)
+            if self._stop.is_set():
+                self._release(record.job_id, answer, "worker stopping: granted as it stopped")
+            else:
+                self._start(record.job_id, answer)
 
     def _start(self, job_id: str, grant: ev.TaskClaimed) -> None:
         context = {
@@ -275,11 +314,14 @@ class Worker:
             "CRONLOG_EPOCH": str(grant.epoch),
             "CRONLOG_WORKER_ID": self.settings.worker_id,
         }
+        sink = self.logs.open(AttemptRef(job_id, grant.run_id, grant.task, grant.attempt,
+                                         grant.epoch, self.settings.worker_id))
         execution = execution_for(grant.action, grant.command, context,
                                   env={**os.environ, **context},
                                   timeout_s=grant.timeout.total_seconds(),
-                                  grace_s=grant.grace.total_seconds(), pool=self.python_pool)
-        held = Held(grant, job_id, execution)
+                                  grace_s=grant.grace.total_seconds(), pool=self.python_pool,
+                                  output=sink, capture_bytes=self.settings.log_cap_bytes)
+        held = Held(grant, job_id, execution, sink)
         self._held[(grant.run_id, grant.task)] = held
         threading.Thread(target=self._attempt, args=(held,), daemon=True,
                          name=f"attempt-{grant.run_id}").start()
@@ -292,6 +334,7 @@ class Worker:
         finally:
             # Whatever happened, the slot is free again: a lost completion is recovered by
             # the lease expiring on the fold's side.
+            held.log.close()
             self._held.pop((held.grant.run_id, held.grant.task), None)
 
     def _run_attempt(self, held: Held) -> None:
@@ -305,6 +348,7 @@ class Worker:
             outcome = held.execution.run()
         finally:
             done.set()
+        held.log.close()  # the final chunk goes before the completion
         if held.revoked:
             return
         self._send(held.job_id, f"complete:{grant.run_id}:{grant.task}:{grant.epoch}",
@@ -318,7 +362,7 @@ class Worker:
 
     def _renew_loop(self, held: Held, every_s: float, done: threading.Event) -> None:
         grant, n = held.grant, 0
-        while not done.wait(every_s):
+        while not done.wait(every_s) and not held.revoked:
             n += 1
             self._send(held.job_id, f"renew:{grant.run_id}:{grant.task}:{grant.epoch}:{n}",
                        cmd.RenewLease(grant.run_id, grant.task, grant.attempt, grant.epoch,

@@ -24,3 +24,13 @@ def sleep_then_write(context: dict[str, Any]) -> None:
         with open(context["pid_file"], "w") as out:
             out.write(str(os.getpid()))
     time.sleep(60)
+
+
+def chatty(context: dict[str, Any]) -> str:
+    """Print to stdout and stderr (5000 ``y`` after), then return ``"done"``."""
+    import sys
+
+    print("to stdout")
+    print("to stderr", file=sys.stderr)
+    sys.stdout.write("y" * 5000)
+    return "done"
