@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from typing import Protocol
 from urllib.parse import urlsplit
 
+from cronlog.dag import find_cycle
 from cronlog.errors import InvalidDefinition
-from cronlog.model import HttpTask, JobSpec, TaskKind
+from cronlog.model import HttpTask, JobSpec, RetryPolicy, TaskKind
 from cronlog.schedule import validate_schedule
 
 MAX_COMMAND_BYTES = 64 * 1024
@@ -41,28 +43,12 @@ def validate_spec(spec: JobSpec) -> None:
     """
     if not spec.name or len(spec.name) > 200:
         raise InvalidDefinition("name", "must be 1..200 characters")
-    validate_task(spec)
+    if spec.task_specs:
+        validate_dag(spec)
+    else:
+        validate_task(spec)
     validate_schedule(spec.schedule)
-    if spec.timeout <= timedelta(0):
-        raise InvalidDefinition("timeout_s", "must be positive")
-    if spec.lease_ttl < timedelta(seconds=1):
-        raise InvalidDefinition("lease_ttl_s", "must be at least 1 second")
-    policy = spec.retry_policy
-    if policy.max_attempts < 1:
-        raise InvalidDefinition("retry_policy.max_attempts", "must be at least 1")
-    if policy.backoff < timedelta(0) or policy.max_backoff < timedelta(0):
-        raise InvalidDefinition("retry_policy.base_s", "base_s and max_s must not be negative")
-    if policy.backoff_coefficient < 1.0:
-        raise InvalidDefinition("retry_policy.backoff_coefficient", "must be at least 1.0")
-    if not 0.0 <= policy.jitter <= 1.0:
-        raise InvalidDefinition("retry_policy.jitter", "must be a fraction in 0..1")
-    if not policy.retry_on and policy.max_attempts > 1:
-        raise InvalidDefinition("retry_policy.retry_on",
-                                "is empty, so max_attempts > 1 could never be used")
-    if len(policy.non_retryable_exit_codes) > 256 or any(
-            not 1 <= c <= 255 for c in policy.non_retryable_exit_codes):
-        raise InvalidDefinition("retry_policy.non_retryable_exit_codes",
-                                "at most 256 exit codes, each 1..255")
+    validate_limits("", spec.timeout, spec.lease_ttl, spec.retry_policy)
     if spec.grace < timedelta(0):
         raise InvalidDefinition("grace_s", "must not be negative")
     if not spec.tasks or len(set(spec.tasks)) != len(spec.tasks):
@@ -81,7 +67,95 @@ def validate_spec(spec: JobSpec) -> None:
             f"{spec.max_active_runs * len(spec.tasks)}; at most {MAX_ACTIVE_TASK_INSTANCES}")
 
 
-def validate_task(spec: JobSpec) -> None:
+def validate_limits(prefix: str, timeout: timedelta | None, lease_ttl: timedelta | None,
+                    policy: RetryPolicy | None) -> None:
+    """Check a job's or a task's timeout, lease ttl and retry policy (None: inherited).
+
+    Raises:
+        InvalidDefinition: naming the field under ``prefix`` (``""`` or ``"tasks[2]."``).
+    """
+    if timeout is not None and timeout <= timedelta(0):
+        raise InvalidDefinition(f"{prefix}timeout_s", "must be positive")
+    if lease_ttl is not None and lease_ttl < timedelta(seconds=1):
+        raise InvalidDefinition(f"{prefix}lease_ttl_s", "must be at least 1 second")
+    if policy is None:
+        return
+    where = f"{prefix}retry_policy"
+    if policy.max_attempts < 1:
+        raise InvalidDefinition(f"{where}.max_attempts", "must be at least 1")
+    if policy.backoff < timedelta(0) or policy.max_backoff < timedelta(0):
+        raise InvalidDefinition(f"{where}.base_s", "base_s and max_s must not be negative")
+    if policy.backoff_coefficient < 1.0:
+        raise InvalidDefinition(f"{where}.backoff_coefficient", "must be at least 1.0")
+    if not 0.0 <= policy.jitter <= 1.0:
+        raise InvalidDefinition(f"{where}.jitter", "must be a fraction in 0..1")
+    if not policy.retry_on and policy.max_attempts > 1:
+        raise InvalidDefinition(f"{where}.retry_on",
+                                "is empty, so max_attempts > 1 could never be used")
+    if len(policy.non_retryable_exit_codes) > 256 or any(
+            not 1 <= c <= 255 for c in policy.non_retryable_exit_codes):
+        raise InvalidDefinition(f"{where}.non_retryable_exit_codes",
+                                "at most 256 exit codes, each 1..255")
+
+
+def validate_dag(spec: JobSpec) -> None:
+    """Check a DAG job's tasks: names, what each runs, dependencies, no cycle.
+
+    Raises:
+        InvalidDefinition: ``tasks`` (duplicate name, too many, a cycle, naming its path
+            ``a → b → a``), ``tasks[i].depends_on`` (unknown or itself), ``tasks[i].<field>``
+            for a task's own fields, ``max_active_tasks``.
+    """
+    names = [t.name for t in spec.task_specs]
+    if len(names) > MAX_TASKS:
+        raise InvalidDefinition("tasks", f"{len(names)} tasks; at most {MAX_TASKS}")
+    seen: set[str] = set()
+    for i, t in enumerate(spec.task_specs):
+        if not t.name or len(t.name) > MAX_TASK_NAME:
+            raise InvalidDefinition(f"tasks[{i}].name", f"must be 1..{MAX_TASK_NAME} characters")
+        if t.name in seen:
+            raise InvalidDefinition(f"tasks[{i}].name", f"duplicate task name {t.name!r}")
+        seen.add(t.name)
+    for i, t in enumerate(spec.task_specs):
+        try:
+            validate_task(t)
+        except InvalidDefinition as exc:
+            raise InvalidDefinition(f"tasks[{i}].{exc.field}", exc.reason) from None
+        validate_limits(f"tasks[{i}].", t.timeout, t.lease_ttl, t.retry_policy)
+        for up in t.depends_on:
+            if up == t.name:
+                raise InvalidDefinition(f"tasks[{i}].depends_on",
+                                        f"task {t.name!r} depends on itself")
+            if up not in seen:
+                raise InvalidDefinition(f"tasks[{i}].depends_on",
+                                        f"unknown task {up!r} (tasks: {', '.join(names)})")
+        if len(set(t.depends_on)) != len(t.depends_on):
+            raise InvalidDefinition(f"tasks[{i}].depends_on", "lists a task twice")
+    cycle = find_cycle({t.name: t.depends_on for t in spec.task_specs})
+    if cycle is not None:
+        raise InvalidDefinition("tasks", f"dependency cycle: {' → '.join(cycle)}")
+    if tuple(names) != spec.tasks:
+        raise InvalidDefinition("tasks", "task names must match the task definitions")
+    if not 1 <= spec.max_active_tasks <= MAX_TASKS:
+        raise InvalidDefinition("max_active_tasks", f"must be 1..{MAX_TASKS}")
+
+
+class _Runnable(Protocol):
+    """What validate_task reads: JobSpec (one-task job) and TaskSpec both have it."""
+
+    @property
+    def kind(self) -> TaskKind: ...
+    @property
+    def command(self) -> tuple[str, ...]: ...
+    @property
+    def shell(self) -> str | None: ...
+    @property
+    def callable(self) -> str | None: ...
+    @property
+    def http(self) -> HttpTask | None: ...
+
+
+def validate_task(spec: _Runnable) -> None:
     """Check a job's task kind and the fields that kind uses (and only those).
 
     Raises:

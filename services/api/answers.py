@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -94,6 +94,9 @@ class JobOut(BaseModel):
     overlap: Literal["allow", "skip", "buffer_one", "cancel_previous"] = "allow"
     jitter_s: Number = 0
     runs_remaining: int | None = None
+    tasks: list[dict[str, Any]] = []
+    """The DAG's tasks as defined (see ``schemas.TaskIn``); empty for a one-task job."""
+    max_active_tasks: int = 16
 
 
 class JobList(BaseModel):

@@ -25,6 +25,8 @@ from cronlog.model import (
     Schedule,
     ScheduleKind,
     TaskKind,
+    TaskSpec,
+    TriggerRule,
 )
 from cronlog.time import iso
 
@@ -176,6 +178,37 @@ class HttpTaskPatch(_Strict):
     success_codes: list[int] | None = None
 
 
+TriggerRuleName = Literal["all_success", "all_failed", "all_done", "one_success", "one_failed",
+                          "none_failed", "none_failed_min_one_success", "always"]
+TaskName = Annotated[str, Field(min_length=1, max_length=64)]
+
+
+class TaskIn(_Strict):
+    """One task of a DAG job (``tasks`` of a definition).
+
+    Attributes:
+        name: unique within the job, 1..64 characters.
+        command / kind / shell / callable / http: what runs, as for a one-task job.
+        depends_on: names of upstream tasks (unknown names and cycles are a 422).
+        trigger_rule: Airflow's rules: ``all_success`` (default), ``all_failed``,
+            ``all_done``, ``one_success``, ``one_failed``, ``none_failed``,
+            ``none_failed_min_one_success``, ``always``.
+        retry_policy, timeout_s, lease_ttl_s: overrides of the job's; null inherits.
+    """
+
+    name: TaskName
+    command: list[str] = Field(default_factory=list)
+    kind: TaskKindName = "exec"
+    shell: str | None = None
+    callable: str | None = None
+    http: HttpTaskIn | None = None
+    depends_on: list[TaskName] = Field(default_factory=list, max_length=200)
+    trigger_rule: TriggerRuleName = "all_success"
+    retry_policy: RetryPolicyIn | None = None
+    timeout_s: Seconds | None = None
+    lease_ttl_s: Seconds | None = None
+
+
 class JobDefinition(_Strict):
     """A job's definition (everything but its id).
 
@@ -199,6 +232,11 @@ class JobDefinition(_Strict):
             by /bin/sh -c), ``python`` (``callable``, ``module:function`` given the run
             context dict), ``http`` (``http``).
         shell, callable, http: the kind's task; null for the other kinds.
+        tasks: a DAG of tasks (see TaskIn); empty (default) for a one-task job, whose task
+            is ``main`` and runs the job-level command. With tasks, leave the job-level
+            command/kind fields unset.
+        max_active_tasks: most task instances of one run ready or running at once.
+            Default 16.
     """
 
     name: str
@@ -215,6 +253,8 @@ class JobDefinition(_Strict):
     shell: str | None = None
     callable: str | None = None
     http: HttpTaskIn | None = None
+    tasks: list[TaskIn] = Field(default_factory=list, max_length=200)
+    max_active_tasks: int = Field(default=16, ge=1, le=200)
 
 
 class JobIn(JobDefinition):
@@ -285,6 +325,8 @@ class JobPatch(_Strict):
     shell: str | None = None
     callable: str | None = None
     http: HttpTaskPatch | None = None
+    tasks: list[TaskIn] | None = Field(default=None, max_length=200)
+    max_active_tasks: int | None = Field(default=None, ge=1, le=200)
 
 
 class JobCreated(BaseModel):
@@ -357,7 +399,8 @@ def to_spec(body: JobDefinition) -> JobSpec:
     Returns:
         A JobSpec with one task, ``main``; instants in UTC, durations as timedelta.
     """
-    s, r = body.schedule, body.retry_policy
+    s = body.schedule
+    tasks = tuple(_task_spec(t) for t in body.tasks)
     return JobSpec(
         name=body.name,
         schedule=Schedule(
@@ -377,16 +420,7 @@ def to_spec(body: JobDefinition) -> JobSpec:
         ),
         command=tuple(body.command),
         timeout=timedelta(seconds=body.timeout_s),
-        retry_policy=RetryPolicy(
-            max_attempts=r.max_attempts,
-            backoff=timedelta(seconds=r.base_s),
-            backoff_coefficient=r.backoff_coefficient,
-            max_backoff=timedelta(seconds=r.max_s),
-            kind=BackoffKind(r.backoff),
-            jitter=r.jitter,
-            retry_on=tuple(FailureKind(k) for k in dict.fromkeys(r.retry_on)),
-            non_retryable_exit_codes=tuple(sorted(set(r.non_retryable_exit_codes))),
-        ),
+        retry_policy=_retry_policy(body.retry_policy),
         grace=timedelta(seconds=body.grace_s),
         lease_ttl=timedelta(seconds=body.lease_ttl_s),
         max_active_runs=body.max_active_runs,
@@ -396,7 +430,58 @@ def to_spec(body: JobDefinition) -> JobSpec:
         shell=body.shell,
         callable=body.callable,
         http=_http(body.http),
+        tasks=tuple(t.name for t in tasks) or ("main",),
+        task_specs=tasks,
+        max_active_tasks=body.max_active_tasks,
     )
+
+
+def _retry_policy(r: RetryPolicyIn) -> RetryPolicy:
+    return RetryPolicy(
+        max_attempts=r.max_attempts,
+        backoff=timedelta(seconds=r.base_s),
+        backoff_coefficient=r.backoff_coefficient,
+        max_backoff=timedelta(seconds=r.max_s),
+        kind=BackoffKind(r.backoff),
+        jitter=r.jitter,
+        retry_on=tuple(FailureKind(k) for k in dict.fromkeys(r.retry_on)),
+        non_retryable_exit_codes=tuple(sorted(set(r.non_retryable_exit_codes))),
+    )
+
+
+def _retry_json(r: RetryPolicy) -> dict[str, Any]:
+    return {
+        "max_attempts": r.max_attempts,
+        "backoff": r.kind.value,
+        "base_s": _secs(r.backoff),
+        "backoff_coefficient": r.backoff_coefficient,
+        "max_s": _secs(r.max_backoff),
+        "jitter": r.jitter,
+        "retry_on": [k.value for k in r.retry_on],
+        "non_retryable_exit_codes": list(r.non_retryable_exit_codes),
+    }
+
+
+def _task_spec(t: TaskIn) -> TaskSpec:
+    return TaskSpec(
+        name=t.name, command=tuple(t.command), kind=TaskKind(t.kind), shell=t.shell,
+        callable=t.callable, http=_http(t.http), depends_on=tuple(t.depends_on),
+        trigger_rule=TriggerRule(t.trigger_rule),
+        retry_policy=_retry_policy(t.retry_policy) if t.retry_policy is not None else None,
+        timeout=timedelta(seconds=t.timeout_s) if t.timeout_s is not None else None,
+        lease_ttl=timedelta(seconds=t.lease_ttl_s) if t.lease_ttl_s is not None else None,
+    )
+
+
+def _task_json(t: TaskSpec) -> dict[str, Any]:
+    return {
+        "name": t.name, "command": list(t.command), "kind": t.kind.value, "shell": t.shell,
+        "callable": t.callable, "http": _http_json(t.http), "depends_on": list(t.depends_on),
+        "trigger_rule": t.trigger_rule.value,
+        "retry_policy": _retry_json(t.retry_policy) if t.retry_policy is not None else None,
+        "timeout_s": _secs(t.timeout) if t.timeout is not None else None,
+        "lease_ttl_s": _secs(t.lease_ttl) if t.lease_ttl is not None else None,
+    }
 
 
 def _http(h: HttpTaskIn | None) -> HttpTask | None:
@@ -449,7 +534,7 @@ def spec_to_json(spec: JobSpec) -> dict[str, Any]:
         A dict that ``JobDefinition.model_validate`` accepts; seconds as numbers, instants as
         ISO-8601 UTC strings with ``Z``.
     """
-    s, r = spec.schedule, spec.retry_policy
+    s = spec.schedule
     return {
         "name": spec.name,
         "schedule": {
@@ -470,16 +555,7 @@ def spec_to_json(spec: JobSpec) -> dict[str, Any]:
         "command": list(spec.command),
         "timeout_s": _secs(spec.timeout),
         "lease_ttl_s": _secs(spec.lease_ttl),
-        "retry_policy": {
-            "max_attempts": r.max_attempts,
-            "backoff": r.kind.value,
-            "base_s": _secs(r.backoff),
-            "backoff_coefficient": r.backoff_coefficient,
-            "max_s": _secs(r.max_backoff),
-            "jitter": r.jitter,
-            "retry_on": [k.value for k in r.retry_on],
-            "non_retryable_exit_codes": list(r.non_retryable_exit_codes),
-        },
+        "retry_policy": _retry_json(spec.retry_policy),
         "grace_s": _secs(spec.grace),
         "max_active_runs": spec.max_active_runs,
         "overlap": spec.overlap.value,
@@ -488,6 +564,8 @@ def spec_to_json(spec: JobSpec) -> dict[str, Any]:
         "shell": spec.shell,
         "callable": spec.callable,
         "http": _http_json(spec.http),
+        "tasks": [_task_json(t) for t in spec.task_specs],
+        "max_active_tasks": spec.max_active_tasks,
     }
 
 

@@ -1,0 +1,228 @@
+"""DAG rules: every trigger rule against every combination of two upstream outcomes, cycle and
+dependency validation, and how a run's tasks become ready, skipped or upstream_failed."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+
+import pytest
+
+from cronlog import commands as cmd
+from cronlog import events as ev
+from cronlog.dag import RuleOutcome, Upstream, downstream_of, find_cycle, rule_outcome
+from cronlog.errors import InvalidDefinition, RejectReason
+from cronlog.job import JobState, TaskState
+from cronlog.model import JobSpec, TaskSpec, TriggerRule
+from cronlog.validation import validate_spec
+from tests.unit.test_decide import (
+    FINISHED,
+    RUN,
+    SPEC,
+    TICK,
+    claim,
+    complete,
+    given,
+    registered,
+    rejected,
+    scheduled,
+    when,
+)
+
+S, F, K, R = Upstream.SUCCESS, Upstream.FAILED, Upstream.SKIPPED, Upstream.RUNNING
+COMBOS = [(S, S), (S, F), (S, K), (S, R), (F, F), (F, K), (F, R), (K, K), (K, R), (R, R)]
+"""Every multiset of two upstream outcomes, in the order of the table's columns."""
+OUT = {"R": RuleOutcome.RUN, "W": RuleOutcome.WAIT, "S": RuleOutcome.SKIP,
+       "U": RuleOutcome.UPSTREAM_FAILED}
+# Columns: SS SF SK SR FF FK FR KK KR RR (S success, F failed, K skipped, R still running).
+# From Airflow's trigger rule docs and TriggerRuleDep: outcomes are decided as soon as the
+# upstream states allow (a failure fails all_success at once, a success runs one_success).
+TABLE = {
+    TriggerRule.ALL_SUCCESS:                 "RUSWUUUSSW",
+    TriggerRule.ALL_FAILED:                  "SSSSRSWSSW",
+    TriggerRule.ALL_DONE:                    "RRRWRRWRWW",
+    TriggerRule.ONE_SUCCESS:                 "RRRRUUWSWW",
+    TriggerRule.ONE_FAILED:                  "SRSWRRRSWW",
+    TriggerRule.NONE_FAILED:                 "RURWUUURWW",
+    TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS: "RURWUUUSWW",
+    TriggerRule.ALWAYS:                      "RRRRRRRRRR",
+}
+
+
+def test_the_table_covers_every_rule() -> None:
+    assert set(TABLE) == set(TriggerRule)
+
+
+@pytest.mark.parametrize(("rule", "combo", "expected"), [
+    (rule, combo, OUT[row[i]]) for rule, row in TABLE.items() for i, combo in enumerate(COMBOS)
+], ids=lambda v: v.value if isinstance(v, TriggerRule | RuleOutcome) else "".join(
+    u.value[0] for u in v) if isinstance(v, tuple) else str(v))
+def test_trigger_rule_outcome(rule: TriggerRule, combo: tuple[Upstream, Upstream],
+                              expected: RuleOutcome) -> None:
+    assert rule_outcome(rule, combo) == expected
+    assert rule_outcome(rule, combo[::-1]) == expected  # order of upstreams does not matter
+
+
+@pytest.mark.parametrize("rule", list(TriggerRule))
+def test_a_task_without_upstream_runs(rule: TriggerRule) -> None:
+    assert rule_outcome(rule, []) is RuleOutcome.RUN
+
+
+def test_a_decision_to_run_or_not_never_flips_as_upstream_tasks_end() -> None:
+    # Once decided (not WAIT), ending more upstream tasks never turns "run" into "not run"
+    # or back. (Which of skipped/upstream_failed can change: all_success with one upstream
+    # skipped and one running is skipped at once, as in Airflow; the fold ends the task
+    # there, so a later failure upstream does not relabel it.)
+    for rule in TriggerRule:
+        for combo in itertools.product([S, F, K, R], repeat=3):
+            first = rule_outcome(rule, combo)
+            if first is RuleOutcome.WAIT:
+                continue
+            for ended in itertools.product([S, F, K], repeat=combo.count(R)):
+                it = iter(ended)
+                later = [next(it) if u is R else u for u in combo]
+                now_runs = rule_outcome(rule, later) is RuleOutcome.RUN
+                assert now_runs == (first is RuleOutcome.RUN), (rule, combo, later)
+
+
+# --- validation -------------------------------------------------------------------------------
+
+
+def dag(*tasks: TaskSpec, **kw: object) -> JobSpec:
+    return replace(SPEC, command=(), task_specs=tasks, tasks=tuple(t.name for t in tasks),
+                   **kw)  # type: ignore[arg-type]
+
+
+def t(name: str, *deps: str, rule: TriggerRule = TriggerRule.ALL_SUCCESS) -> TaskSpec:
+    return TaskSpec(name, ("echo", name), depends_on=deps, trigger_rule=rule)
+
+
+def test_find_cycle_names_the_path() -> None:
+    assert find_cycle({"a": ("b",), "b": ("c",), "c": ("a",), "d": ()}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": (), "b": ("a",), "c": ("a", "b")}) is None
+
+
+@pytest.mark.parametrize(("spec", "field", "reason"), [
+    (dag(t("a", "c"), t("b", "a"), t("c", "b")), "tasks", "dependency cycle: a → c → b → a"),
+    (dag(t("a"), t("b", "nope")), "tasks[1].depends_on", "unknown task 'nope' (tasks: a, b)"),
+    (dag(t("a", "a")), "tasks[0].depends_on", "task 'a' depends on itself"),
+    (dag(t("a"), t("a")), "tasks[1].name", "duplicate task name 'a'"),
+    (dag(t("a"), TaskSpec("b")), "tasks[1].command", "must be a non-empty argv list of strings"),
+    (dag(t("a"), max_active_tasks=0), "max_active_tasks", "must be 1..200"),
+])
+def test_bad_dags_are_refused_naming_the_problem(spec: JobSpec, field: str, reason: str) -> None:
+    with pytest.raises(InvalidDefinition) as info:
+        validate_spec(spec)
+    assert (info.value.field, info.value.reason) == (field, reason)
+
+
+def test_downstream_of_is_transitive_in_definition_order() -> None:
+    specs = (t("a"), t("b", "a"), t("c", "a"), t("d", "b", "c"), t("e"))
+    assert downstream_of(specs, "b") == ["d"]
+    assert downstream_of(specs, "a") == ["b", "c", "d"]
+
+
+# --- runs ---------------------------------------------------------------------------------------
+
+ETL = dag(t("extract"), t("transform", "extract"), t("load", "transform"))
+
+
+def _states(state: JobState | None) -> dict[str, TaskState]:
+    assert state is not None and len(state.runs) == 1
+    return {ti.task: ti.state for ti in state.runs[0].tasks}
+
+
+def _start(spec: JobSpec) -> JobState:
+    return given(registered(spec), scheduled(spec=spec), clock=TICK)
+
+
+def _run(state: JobState | None, worker_task: str, ok: bool = True, n: int = 0,
+         exit_code: int = 0) -> tuple[JobState | None, list[ev.Event]]:
+    state, _ = when(state, claim(task=worker_task), TICK, key=f"claim-{worker_task}-{n}")
+    return when(state, complete(task=worker_task, ok=ok, exit_code=exit_code), FINISHED,
+                key=f"done-{worker_task}-{n}")
+
+
+def test_a_new_run_readies_only_its_roots() -> None:
+    assert _states(_start(ETL)) == {"extract": TaskState.READY, "transform": TaskState.PENDING,
+                                    "load": TaskState.PENDING}
+
+
+def test_claiming_a_task_whose_upstream_has_not_succeeded_is_refused() -> None:
+    command = claim(task="transform")
+    _, events = when(_start(ETL), command, TICK)
+    assert events == [rejected(command, RejectReason.NOT_READY,
+                               "task instance is pending at attempt 1")]
+
+
+def test_extract_success_readies_transform_then_load_and_the_run_succeeds() -> None:
+    state, events = _run(_start(ETL), "extract")
+    assert events[1:] == [ev.TaskReady(RUN, "transform", 1, TICK)]
+    state, events = _run(state, "transform")
+    assert events[1:] == [ev.TaskReady(RUN, "load", 1, TICK)]
+    _, events = _run(state, "load")
+    assert events[1:] == [ev.RunSucceeded(RUN)]
+
+
+def test_extract_dead_lettered_fails_everything_downstream_without_running_it() -> None:
+    _, events = _run(_start(ETL), "extract", ok=False, exit_code=1)
+    assert events[1:] == [
+        ev.TaskDeadLettered(RUN, "extract", 1, cmd.FailureKind.NONZERO_EXIT, 1, "tail"),
+        ev.TaskUpstreamFailed(RUN, "transform", "all_success"),
+        ev.TaskUpstreamFailed(RUN, "load", "all_success"),
+        ev.RunFailed(RUN),
+    ]
+
+
+DIAMOND = dag(t("a"), t("b", "a"), t("c", "a"), t("d", "b", "c", rule=TriggerRule.ALL_DONE))
+
+
+def test_diamond_joins_after_both_branches_and_follows_its_rule_when_one_fails() -> None:
+    state, events = _run(_start(DIAMOND), "a")
+    assert events[1:] == [ev.TaskReady(RUN, "b", 1, TICK), ev.TaskReady(RUN, "c", 1, TICK)]
+    state, events = _run(state, "b", ok=False, exit_code=2)
+    assert [type(e) for e in events] == [ev.TaskFailed, ev.TaskDeadLettered]  # d waits for c
+    assert _states(state)["d"] is TaskState.PENDING
+    state, events = _run(state, "c")
+    assert events[1:] == [ev.TaskReady(RUN, "d", 1, TICK)]  # all_done: runs despite b
+    _, events = _run(state, "d")
+    assert events[1:] == [ev.RunFailed(RUN)]  # b failed: the run fails
+
+
+def test_skips_propagate_and_a_run_of_successes_and_skips_succeeds() -> None:
+    spec = dag(t("a"), t("cleanup", "a", rule=TriggerRule.ONE_FAILED), t("after", "cleanup"))
+    _, events = _run(_start(spec), "a")
+    assert events[1:] == [ev.TaskSkipped(RUN, "cleanup", "one_failed"),
+                          ev.TaskSkipped(RUN, "after", "all_success"),
+                          ev.RunSucceeded(RUN)]
+
+
+def test_max_active_tasks_holds_ready_tasks_back_until_a_slot_frees() -> None:
+    spec = dag(t("a"), t("b"), t("c"), max_active_tasks=2)
+    state = _start(spec)
+    assert _states(state) == {"a": TaskState.READY, "b": TaskState.READY,
+                              "c": TaskState.PENDING}
+    _, events = _run(state, "a")
+    assert events[1:] == [ev.TaskReady(RUN, "c", 1, TICK)]
+
+
+def test_an_always_task_is_ready_at_once() -> None:
+    spec = dag(t("a"), t("notify", "a", rule=TriggerRule.ALWAYS))
+    assert _states(_start(spec)) == {"a": TaskState.READY, "notify": TaskState.READY}
+
+
+def test_each_task_is_claimed_with_its_own_command_and_settings() -> None:
+    spec = dag(t("a"), replace(t("b", "a"), timeout=FINISHED - TICK))
+    state, _ = _run(_start(spec), "a")
+    _, [grant] = when(state, claim(task="b"), TICK, key="claim-b")
+    assert isinstance(grant, ev.TaskClaimed)
+    assert (grant.command, grant.timeout) == (("echo", "b"), FINISHED - TICK)
+
+
+def test_cancelling_an_upstream_task_fails_its_downstream() -> None:
+    state = _start(ETL)
+    _, events = when(state, cmd.CancelRun(RUN, "extract"), TICK, key="cancel")
+    assert events == [ev.TaskCancelled(RUN, "extract", 1, None),
+                      ev.TaskUpstreamFailed(RUN, "transform", "all_success"),
+                      ev.TaskUpstreamFailed(RUN, "load", "all_success"),
+                      ev.RunFailed(RUN)]
