@@ -110,7 +110,9 @@ def read_partition(consumer: Consumer, topic: str, partition: int, start: int, e
     position = start
     idle = 0.0
     while position < end:
-        msgs = consumer.consume(num_messages=batch, timeout=1.0)
+        # consume() waits for all it asked for: never ask past the end, or the last batch of
+        # every partition would cost the whole timeout.
+        msgs = consumer.consume(num_messages=min(batch, end - position), timeout=1.0)
         if not msgs:
             idle += 1.0
             if idle >= STALL_S:
