@@ -8,9 +8,11 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from cronlog import commands as cmd
 from cronlog import events as ev
+from services.cli.main import app as cli
 from services.cli.replay import ReplayError, prepare_state_dir
 from tests.unit.test_fold_adapter import EVERY_2S, T0, TOPICS, N, _fold, _log, _rec
 from topology.codec import decode_event
@@ -150,3 +152,18 @@ def test_a_non_empty_state_dir_is_refused_unless_forced(tmp_path: Path) -> None:
     assert prepare_state_dir(tmp_path / "new", force=False).is_dir()
     with pytest.raises(ReplayError, match="not a directory"):
         prepare_state_dir(tmp_path / "keep.txt", force=True)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--until", "yesterday"], "--until: 'yesterday' is not an ISO-8601 instant"),
+    (["--until", "2026-03-01T12:00:00"], "has no zone"),
+    (["--verify", "--until", "2026-03-01T12:00:00Z"], "cannot be combined with --until"),
+    (["--to-topic", "cronlog.run-events"], "is one of cronlog's live topics"),
+    (["--batch-size", "0"], "--batch-size"),
+])
+def test_bad_replay_options_exit_2_naming_the_option(args: list[str], message: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CRONLOG_TOPIC_PREFIX", raising=False)
+    result = CliRunner().invoke(cli, ["replay", *args])
+    assert result.exit_code == 2
+    assert message in " ".join(result.output.split())
