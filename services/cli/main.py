@@ -19,7 +19,7 @@ from rich.table import Table
 from cronlog.errors import CronlogError, InvalidDefinition
 from cronlog.model import DstGapPolicy, DstOverlapPolicy
 from cronlog.schedule import cron_ticks, prev_ticks, validate_cron, zone
-from services.cli import render
+from services.cli import render, replay_cmd
 from services.cli.client import DEFAULT_API, ApiClient, ApiError, load_job_file
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
@@ -364,6 +364,9 @@ def dead_letters_replay(
         _said(job_id or run_id or "dead letters", "replay", answer, output)
     else:
         _show(answer, output, render.replays_table)
+
+
+app.command("replay")(replay_cmd.replay)
 
 
 @app.command("up")

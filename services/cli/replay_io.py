@@ -1,0 +1,155 @@
+"""The Kafka side of ``cronlog replay``: the live table and run-events it verifies against,
+and the producer that re-emits replayed run-events to another topic."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaError, Message, Producer
+
+from cronlog import events as ev
+from cronlog.errors import CronlogError
+from topology.codec import Codec
+from topology.config import KafkaSettings
+from topology.fold import Outgoing
+from topology.log_reader import (
+    LogReadError,
+    ensure_topic,
+    partition_count,
+    read_partition,
+    watermarks,
+)
+from topology.replay import EventVerdict, compare_events, first_state_difference, latest_values
+from topology.topics import Topics
+
+READ_BATCH = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class LiveSide:
+    """The live topics' offsets sampled once: partition → (low, high).
+
+    Attributes:
+        changelog: the scheduler's job-table changelog (compacted); empty if it never ran.
+        run_events: ``cronlog.run-events``.
+    """
+
+    changelog: dict[int, tuple[int, int]]
+    run_events: dict[int, tuple[int, int]]
+
+    @classmethod
+    def sample(cls, consumer: Consumer, topics: Topics, partitions: int) -> LiveSide:
+        """Sample both topics' watermarks now.
+
+        Raises:
+            LogReadError: run-events is missing, or a topic's partition count differs.
+        """
+        ends = {}
+        for topic in (topics.job_table_changelog, topics.run_events):
+            count = partition_count(consumer, topic)
+            if count is None and topic == topics.job_table_changelog:
+                ends[topic] = {p: (0, 0) for p in range(partitions)}
+                continue
+            if count != partitions:
+                raise LogReadError(f"cannot verify: {topic} has {count} partitions, "
+                                   f"{topics.commands} has {partitions}")
+            ends[topic] = watermarks(consumer, topic, partitions)
+        return cls(ends[topics.job_table_changelog], ends[topics.run_events])
+
+
+def _pairs(consumer: Consumer, topic: str, p: int, low: int, high: int
+           ) -> list[tuple[int, bytes | None, bytes | None]]:
+    return [(m.offset() or 0, m.key(), m.value())
+            for msgs in read_partition(consumer, topic, p, low, high, READ_BATCH) for m in msgs]
+
+
+def verify_partition(consumer: Consumer, topics: Topics, live: LiveSide, p: int,
+                     snapshot: dict[bytes, bytes], replayed: Sequence[bytes],
+                     acknowledged: int, codec: Codec) -> tuple[str | None, EventVerdict]:
+    """Compare partition ``p`` of the live system with the replay.
+
+    Args:
+        consumer: a ``log_reader.reader`` consumer.
+        topics, live: the topic names and the live offsets sampled before the replay read.
+        p: the partition.
+        snapshot: the replay's job records of ``p`` at the live fold's committed offset.
+        replayed: the replay's run-event values of ``p`` in fold order (up to its end offset).
+        acknowledged: how many of ``replayed`` come from commands below that committed offset.
+        codec: decodes run-events (every schema version in ``schemas/``).
+
+    Returns:
+        (None or the first state difference, the run-events verdict).
+    """
+    low, high = live.changelog[p]
+    table = latest_values((k, v) for _, k, v in
+                          _pairs(consumer, topics.job_table_changelog, p, low, high))
+    state_detail = first_state_difference(table, snapshot) if table != snapshot else None
+    low, high = live.run_events[p]
+    if low > 0:
+        return state_detail, EventVerdict(False, 0, 0, len(replayed), acknowledged,
+                                          f"{topics.run_events}/{p} starts at offset {low} "
+                                          f"(its head was deleted): events cannot be verified")
+    live_events: list[ev.RunEvent] = []
+    for offset, _, value in _pairs(consumer, topics.run_events, p, low, high):
+        try:
+            live_events.append(codec.decode_event(value or b""))
+        except CronlogError as exc:
+            return state_detail, EventVerdict(
+                False, len(live_events), 0, len(replayed), acknowledged,
+                f"{topics.run_events}/{p}@{offset} cannot be decoded: {exc}")
+    ours = [codec.decode_event(v) for v in replayed]
+    return state_detail, compare_events(live_events, ours, acknowledged)
+
+
+class EventSink:
+    """Produces replayed run-events to another topic: same keys, values and partitioning.
+
+    Args:
+        settings: where the cluster is (murmur2 partitioning, idempotent, acks=all).
+        topic: the target; created with ``partitions`` partitions if missing.
+        partitions: the run-events partition count.
+
+    Raises:
+        LogReadError: the topic exists with another partition count, or cannot be created.
+    """
+
+    def __init__(self, settings: KafkaSettings, topic: str, partitions: int) -> None:
+        self.topic = topic
+        self.created = ensure_topic(settings, topic, partitions,
+                                    {"retention.ms": "-1", "cleanup.policy": "delete"})
+        self.producer = Producer(settings.producer_config(**{
+            "acks": "all", "queue.buffering.max.messages": 500_000}))
+        self.errors: list[str] = []
+        self.sent = 0
+
+    def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            self.errors.append(f"{msg.topic()}/{msg.partition()}: {err}")
+
+    def send(self, messages: Sequence[Outgoing]) -> None:
+        """Queue ``messages`` (run-events as the fold made them) for the target topic."""
+        for m in messages:
+            while True:
+                try:
+                    self.producer.produce(self.topic, key=m.key, value=m.value,
+                                          on_delivery=self._on_delivery)
+                    break
+                except BufferError:
+                    self.producer.poll(0.05)  # local queue full: let deliveries drain
+            self.sent += 1
+        self.producer.poll(0)
+
+    def close(self, timeout_s: float = 60.0) -> None:
+        """Wait for every ack.
+
+        Raises:
+            LogReadError: a message failed or was still unacknowledged after ``timeout_s``.
+        """
+        remaining = self.producer.flush(timeout_s)
+        if remaining:
+            self.errors.append(f"{remaining} messages unacknowledged after {timeout_s:.0f}s")
+        if self.errors:
+            raise LogReadError(f"re-emitting to {self.topic!r} failed: "
+                               + "; ".join(self.errors[:5]))
+
