@@ -135,6 +135,38 @@ class Attempt(BaseModel):
     releases: list[Release] = []
 
 
+class TaskInstanceOut(BaseModel):
+    """One task of a run, as it stands (a DAG run has one per task; a one-task job, one).
+
+    Attributes:
+        state: ``pending`` (upstream not done, or no free task slot) → ``ready`` →
+            ``running`` → ``succeeded`` | ``failed``; ``retrying`` while a retry waits for
+            its backoff; ``skipped`` / ``upstream_failed`` when its trigger rule says it will
+            never run; ``cancelled``.
+        attempt / epoch / worker_id: the current (or last) attempt and its lease holder.
+        ready_at / claimed_at / started_at / finished_at: instants of the current attempt
+            (ISO UTC ``Z``); ``finished_at`` of a skipped or upstream_failed task is when
+            that was decided.
+        retry_at: while ``retrying``, when the next attempt is released.
+        trigger_rule: the task's rule (null for a one-task job).
+    """
+
+    task: str
+    state: Literal["pending", "ready", "running", "retrying", "succeeded", "failed",
+                   "skipped", "upstream_failed", "cancelled"]
+    attempt: int
+    epoch: int | None
+    worker_id: str | None
+    ready_at: str | None
+    claimed_at: str | None = None
+    started_at: str | None
+    finished_at: str | None
+    exit_code: int | None
+    failure_kind: str | None
+    retry_at: str | None = None
+    trigger_rule: str | None = None
+
+
 class RunOut(BaseModel):
     """A run: one firing of a job.
 
@@ -153,6 +185,8 @@ class RunOut(BaseModel):
         trigger_lag_s: seconds from scheduled_for to the first attempt's start (its claim
             until the worker reports the start).
         attempts: every attempt, oldest first.
+        task_instances: every task of the run in its task order, each with its own state
+            (the run-level attempt/claimed_by/exit_code fields follow the latest task event).
     """
 
     run_id: str
@@ -184,6 +218,7 @@ class RunOut(BaseModel):
     """For a ``replay`` run: the run whose dead-lettered task it runs again."""
     cancelled_tasks: list[str] = []
     """Tasks cancelled one by one (``POST /runs/{run_id}/cancel`` with a task)."""
+    task_instances: list[TaskInstanceOut] = []
 
 
 class RunList(BaseModel):

@@ -17,7 +17,7 @@ from typing import Any
 
 from cronlog import events as ev
 from cronlog.time import iso, to_ms
-from services.api import dead_letters, skips
+from services.api import dead_letters, skips, task_instances
 from services.api.schemas import spec_to_json
 from services.api.store import Batch
 from services.api.stored import dump_run_event
@@ -144,6 +144,8 @@ def _run_scheduled(batch: Batch, record: ev.RunEvent,
     if existing is not None and existing["state"] == "buffered" and isinstance(
             event, ev.RunScheduled):
         existing.update(state="scheduled", tasks=list(event.tasks),
+                        task_instances=task_instances.initial(
+                            event.tasks, job["definition"] if job else None),
                         release_at=_iso(event.release_at),
                         runs_remaining=event.runs_remaining)
         batch.put_json(key, existing)
@@ -158,6 +160,8 @@ def _run_scheduled(batch: Batch, record: ev.RunEvent,
             "failure_kind": None, "output_tail": "", "created_at": at, "ready_at": None,
             "claimed_at": None, "started_at": None, "finished_at": None, "retry_at": None,
             "trigger_lag_s": None, "attempts": [],
+            "task_instances": task_instances.initial(
+                getattr(event, "tasks", ()), job["definition"] if job else None),
             "release_at": _iso(getattr(event, "release_at", None)),
             "runs_remaining": event.runs_remaining, "cancelled_by": None,
             "replay_of": getattr(event, "replay_of", None),
@@ -188,6 +192,7 @@ def _run_cancelled(batch: Batch, record: ev.RunEvent, event: ev.RunCancelled) ->
         return
     run.update(state="cancelled", lease_expires_at=None, cancelled_by=event.replaced_by,
                finished_at=run["finished_at"] or iso(record.at))
+    task_instances.cancel_unfinished(run, iso(record.at))
     batch.put_json(key, run)
     job = batch.get_json(job_key(record.job_id))
     if job is not None:  # counted as failed: it did not succeed, and counts stay consistent
@@ -210,7 +215,7 @@ def _attempt(run: dict[str, Any], task: str, attempt: int) -> dict[str, Any]:
 
 RunChange = (ev.TaskReady | ev.TaskClaimed | ev.LeaseRenewed | ev.TaskSucceeded | ev.TaskFailed
              | ev.RetryScheduled | ev.RunSucceeded | ev.RunFailed | ev.TaskCancelled
-             | ev.TaskReleased)
+             | ev.TaskReleased | ev.TaskSkipped | ev.TaskUpstreamFailed)
 """The events that change a run document after its RunScheduled."""
 
 
@@ -254,6 +259,10 @@ def _run_event(batch: Batch, record: ev.RunEvent, event: RunChange) -> None:
             run.update(state=state, lease_expires_at=None)
             run["finished_at"] = run["finished_at"] or at
             _count_terminal(batch, record.job_id, state)
+        case ev.TaskSkipped() | ev.TaskUpstreamFailed():
+            pass  # a task that never executes: only its task instance changes
+    if isinstance(event, task_instances.TaskChange):
+        task_instances.apply(run, event, at)
     batch.put_json(key, run)
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from rocksdict import Options, Rdict, WriteBatch
 
-FORMAT = b"cronlog-api-read-model/v1"
+FORMAT = b"cronlog-api-read-model/v2"  # v2: run documents carry task_instances
 """Version of what the keys and documents mean; bump it to rebuild from offset 0."""
 
 

@@ -276,8 +276,19 @@ def runs(
 @app.command("run")
 def run(run_id: Annotated[str, typer.Argument(help="The run's id.")],
         api: Api = DEFAULT_API, output: Fmt = Output.table) -> None:
-    """Show one run: state, attempt, worker, lease, exit code, output tail, timings."""
-    _show(_call(lambda: ApiClient(api).run(run_id)), output, render.run_table)
+    """Show one run: state, timings, and each task with its dependencies, state, attempt,
+    worker and duration (``-o json``: the API's run document)."""
+    client = ApiClient(api)
+    answer = _call(lambda: client.run(run_id))
+    if output is Output.json:
+        _show(answer, output)
+        return
+    try:  # only for depends_on: a run stays readable when its job cannot be
+        job_tasks = client.job(answer["job_id"]).get("tasks") or []
+    except ApiError:
+        job_tasks = []
+    out.print(render.run_table(answer))
+    out.print(render.tasks_table(answer, job_tasks))
 
 
 @app.command("logs")

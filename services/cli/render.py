@@ -11,6 +11,8 @@ from rich.text import Text
 
 STATE_STYLES = {"succeeded": "green", "failed": "bold red", "running": "yellow",
                 "ready": "cyan", "scheduled": "cyan", "retrying": "magenta",
+                "upstream_failed": "red", "skipped": "dim", "pending": "dim",
+                "cancelled": "red",
                 "active": "green", "paused": "yellow", "deleted": "dim"}
 
 
@@ -111,6 +113,50 @@ def run_table(run: dict[str, Any]) -> Table:
     for name in ("attempt", "epoch", "claimed_by", "exit_code", "failure_kind"):
         table.add_row(name, _or_dash(run.get(name)))
     table.add_row("output tail", Text(run.get("output_tail") or ""))
+    return table
+
+
+def _duration(ti: dict[str, Any]) -> str:
+    if not ti.get("started_at") or not ti.get("finished_at"):
+        return "-"
+    started = datetime.fromisoformat(ti["started_at"])
+    return seconds((datetime.fromisoformat(ti["finished_at"]) - started).total_seconds())
+
+
+def _depths(depends_on: dict[str, list[str]]) -> dict[str, int]:
+    """Return each task's depth in the DAG (roots 0; else 1 + its deepest upstream)."""
+    depth: dict[str, int] = {}
+
+    def of(task: str, seen: frozenset[str] = frozenset()) -> int:
+        if task not in depth:
+            ups = [u for u in depends_on.get(task, []) if u not in seen]  # cycles: not ours
+            depth[task] = 1 + max((of(u, seen | {task}) for u in ups), default=-1)
+        return depth[task]
+
+    for task in depends_on:
+        of(task)
+    return depth
+
+
+def tasks_table(run: dict[str, Any], job_tasks: list[dict[str, Any]]) -> Table:
+    """Return the task-instances table of ``cronlog run``: one row per task, in the run's
+    order, indented by its depth in the DAG.
+
+    Args:
+        run: the run document (``task_instances``).
+        job_tasks: the job definition's ``tasks`` (for ``depends_on``); empty for a one-task
+            job or when the job could not be read.
+    """
+    deps = {t["name"]: list(t.get("depends_on") or []) for t in job_tasks}
+    depth = _depths(deps)
+    table = Table(title=f"tasks of run {run['run_id']}")
+    for col in ("task", "depends on", "state", "try", "worker", "duration"):
+        table.add_column(col, no_wrap=True)
+    for ti in run.get("task_instances") or []:
+        name = ti["task"]
+        table.add_row("  " * depth.get(name, 0) + name, ", ".join(deps.get(name, [])) or "-",
+                      styled(ti["state"]), str(ti["attempt"]), _or_dash(ti.get("worker_id")),
+                      _duration(ti))
     return table
 
 

@@ -34,3 +34,7 @@ def chatty(context: dict[str, Any]) -> str:
     print("to stderr", file=sys.stderr)
     sys.stdout.write("y" * 5000)
     return "done"
+
+
+def noop(context: dict[str, Any]) -> None:
+    """Do nothing (bench/dag_chain.py: the per-hop cost of a DAG without the task's own)."""
