@@ -193,6 +193,9 @@ def _run_cancelled(batch: Batch, record: ev.RunEvent, event: ev.RunCancelled) ->
     run.update(state="cancelled", lease_expires_at=None, cancelled_by=event.replaced_by,
                finished_at=run["finished_at"] or iso(record.at))
     task_instances.cancel_unfinished(run, iso(record.at))
+    for entry in run["attempts"]:  # the attempts it stopped end with it
+        if entry["state"] in ("ready", "running"):
+            entry.update(state="cancelled", finished_at=iso(record.at))
     batch.put_json(key, run)
     job = batch.get_json(job_key(record.job_id))
     if job is not None:  # counted as failed: it did not succeed, and counts stay consistent

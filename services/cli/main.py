@@ -294,7 +294,8 @@ def run(run_id: Annotated[str, typer.Argument(help="The run's id.")],
 @app.command("logs")
 def logs(
     run_id: Annotated[str, typer.Argument(help="The run's id.")],
-    task: Annotated[str, typer.Option(help="The task.")] = "main",
+    task: Annotated[str | None, typer.Option(help="The task; default: the run's only task "
+                                              "(a DAG run needs it).")] = None,
     attempt: Annotated[int | None, typer.Option(min=1, help="Attempt number; default: the "
                                                 "task's latest.")] = None,
     epoch: Annotated[int | None, typer.Option(min=0, help="One execution of a released "
@@ -307,19 +308,27 @@ def logs(
     running) or truncated at the cap is said on stderr. ``-o json`` prints the API's JSON.
     """
     client = ApiClient(api)
-    if attempt is None:
+    if task is None or attempt is None:
         run_doc = _call(lambda: client.run(run_id))
+    if task is None:
+        names = list(run_doc.get("tasks") or ["main"])
+        if len(names) != 1:
+            err.print(f"[red]error[/red] run {run_id} has tasks {', '.join(names)}: "
+                      "say which with --task", highlight=False)
+            raise typer.Exit(2)
+        task = names[0]
+    if attempt is None:
         tried = [a["attempt"] for a in run_doc.get("attempts", []) if a["task"] == task]
         if not tried:
             err.print(f"[red]error[/red] task {task!r} of run {run_id} has no attempt yet",
                       highlight=False)
             raise typer.Exit(1)
         attempt = max(tried)
-    n = attempt
+    n, name = attempt, task
     if output is Output.json:
-        _show(_call(lambda: client.log_json(run_id, task, n, epoch)), output)
+        _show(_call(lambda: client.log_json(run_id, name, n, epoch)), output)
         return
-    data, info = _call(lambda: client.log(run_id, task, n, epoch))
+    data, info = _call(lambda: client.log(run_id, name, n, epoch))
     sys.stdout.buffer.write(data)
     sys.stdout.buffer.flush()
     if info.get("log-truncated") == "true":

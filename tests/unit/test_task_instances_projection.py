@@ -152,6 +152,10 @@ def test_a_released_task_is_ready_again_and_a_cancelled_run_cancels_the_rest(
     tis = instances(store)
     assert {t: ti["state"] for t, ti in tis.items()} == dict.fromkeys(TASKS, "cancelled")
     assert tis["extract"]["epoch"] == 2
+    run = views.get_run(store, RUN)
+    assert run is not None  # the attempt it stopped ends with it, not "running" forever
+    assert [(a["task"], a["state"], a["finished_at"] is not None) for a in run["attempts"]] == [
+        ("extract", "cancelled", True)]
 
 
 def test_one_task_cancelled_alone(store: Store) -> None:
