@@ -28,6 +28,9 @@ class RunTrigger(StrEnum):
     """A ReplayTask command: one dead-lettered task instance run again as a new run. Like a
     backfill run it never moves the cursor, does not count toward ``max_runs`` and is outside
     the overlap policy and ``max_active_runs``."""
+    AFTER = "after"
+    """An ``after`` schedule: a run of the upstream job ended as the schedule asks
+    (UpstreamRunEnded); ``upstream_job_id``/``upstream_run_id`` name it."""
 
 
 OFF_SCHEDULE_TRIGGERS = frozenset({RunTrigger.BACKFILL, RunTrigger.REPLAY})
@@ -110,6 +113,13 @@ class RunScheduled:
     None: they are ready at once (TaskReady follows this event)."""
     replay_of: str | None = None
     """For a ``replay`` run: the run whose dead-lettered task it runs again; else None."""
+    timeout_at: datetime | None = None
+    """The job's run timeout as an instant: a Tick at/after it cancels every task that has
+    not ended (RunTimedOut) and the run fails. None: no run timeout."""
+    upstream_job_id: str | None = None
+    """For an ``after`` run: the upstream job whose run triggered it; else None."""
+    upstream_run_id: str | None = None
+    """For an ``after`` run: the upstream run that triggered it; else None."""
 
 
 @dataclass(frozen=True, slots=True)
