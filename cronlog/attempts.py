@@ -17,10 +17,14 @@ from cronlog.job import (
     WAITING_TASK_STATES,
     JobState,
     JobStatus,
+    Run,
     TaskInstance,
     TaskState,
 )
 from cronlog.retry import next_attempt_at
+
+REMOVED = "removed"
+"""TaskSkipped.trigger_rule of a task a redefinition dropped before it ever ran."""
 
 
 def tick_attempts(d: Decision, now: datetime) -> None:
@@ -30,6 +34,9 @@ def tick_attempts(d: Decision, now: datetime) -> None:
     grace + lease ttl, TaskClaimed.deadline_at) as ``timeout``; both then retry per policy.
     """
     for run in d.live().runs:
+        if run.timeout_at is not None and run.timeout_at <= now:
+            time_out(d, run, now)
+            continue
         for ti in run.tasks:
             if (ti.state is TaskState.CLAIMED and ti.lease_expires_at is not None
                     and ti.lease_expires_at <= now):
@@ -51,6 +58,38 @@ def tick_attempts(d: Decision, now: datetime) -> None:
             elif (ti.state in WAITING_TASK_STATES and ti.retry_at is not None
                   and ti.retry_at <= now):
                 d.emit(ev.TaskReady(run.run_id, ti.task, ti.attempt, run.scheduled_for))
+
+
+def time_out(d: Decision, run: Run, now: datetime) -> None:
+    """Stop a run past its ``timeout_at``: RunTimedOut, TaskCancelled for every task not
+    ended (holders are refused at their next renewal and kill the task), then RunFailed."""
+    d.emit(ev.RunTimedOut(run.run_id, run.timeout_at or now))
+    for ti in run.tasks:
+        if ti.state not in TERMINAL_TASK_STATES:
+            holder = ti.worker_id if ti.state is TaskState.CLAIMED else None
+            d.emit(ev.TaskCancelled(run.run_id, ti.task, ti.attempt, holder))
+    finish_run_if_done(d, run.run_id, now)
+
+
+def drop_removed_tasks(d: Decision, now: datetime) -> None:
+    """After a redefinition, end the unfinished task instances of active runs whose task the
+    new definition no longer has (a DAG task removed, a DAG turned into a one-task job or
+    back): nothing may run a task the job does not define. One never claimed is skipped
+    (TaskSkipped, rule ``removed``); one that ran or runs is cancelled (its holder is refused
+    at its next renewal). Tasks kept run with their new definition. Each run then goes on by
+    its trigger rules and may end."""
+    names = set(d.live().spec.tasks)
+    for run in d.live().runs:
+        gone = [ti for ti in run.tasks
+                if ti.task not in names and ti.state not in TERMINAL_TASK_STATES]
+        for ti in gone:
+            if ti.epoch == 0 and ti.attempt == 1:  # never claimed: it just will not run
+                d.emit(ev.TaskSkipped(run.run_id, ti.task, REMOVED))
+            else:  # ran (or runs): stopped, counted as failed like any cancel
+                holder = ti.worker_id if ti.state is TaskState.CLAIMED else None
+                d.emit(ev.TaskCancelled(run.run_id, ti.task, ti.attempt, holder))
+        if gone:
+            advance_run(d, run.run_id, now)
 
 
 def release_buffered(d: Decision, now: datetime) -> None:

@@ -8,11 +8,23 @@ from typing import assert_never
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.attempts import cancel, lease_command, release_buffered, tick_attempts
+from cronlog.attempts import (
+    cancel,
+    drop_removed_tasks,
+    lease_command,
+    release_buffered,
+    tick_attempts,
+)
 from cronlog.dag import initially_ready
 from cronlog.decision import Decision
 from cronlog.errors import InvalidDefinition, RejectReason
-from cronlog.firing import fire_due_ticks, first_tick, rescheduled_tick, resume_tick
+from cronlog.firing import (
+    fire_due_ticks,
+    first_tick,
+    rescheduled_tick,
+    resume_tick,
+    run_timeout_at,
+)
 from cronlog.ids import (
     run_id_for_backfill,
     run_id_for_replay,
@@ -77,7 +89,10 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
         d.reject(command, RejectReason.UNKNOWN_JOB, f"job {envelope.job_id!r} is not registered")
         return
     if state.status is JobStatus.DELETED and not isinstance(
-            command, (cmd.Tick, cmd.RenewLease, cmd.CompleteTask, cmd.ReleaseTask)):
+            command, (cmd.Tick, cmd.ClaimTask, cmd.RenewLease, cmd.CompleteTask,
+                      cmd.ReleaseTask, cmd.CancelRun)):
+        # runs started before the delete go on to their end (a DAG's later tasks included)
+        # and can still be cancelled; nothing new starts
         d.reject(command, RejectReason.JOB_DELETED, f"job {envelope.job_id!r} was deleted")
         return
     match command:
@@ -104,7 +119,8 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
             if state.run(run_id) is not None:
                 return  # a re-delivered trigger whose run is still active: nothing new
             d.emit(ev.RunScheduled(run_id, now, ev.RunTrigger.MANUAL, state.spec.tasks,
-                                   state.next_fire_at))
+                                   state.next_fire_at,
+                                   timeout_at=run_timeout_at(state.spec, now)))
             for task in initially_ready(state.spec, state.spec.tasks):
                 d.emit(ev.TaskReady(run_id, task, 1, now))
         case cmd.BackfillJob():
@@ -116,7 +132,7 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
         case cmd.CancelRun():
             cancel(d, state, command, now)
         case cmd.ReplayTask():
-            _replay(d, state, command, envelope.idem_key)
+            _replay(d, state, command, envelope.idem_key, now)
         case cmd.RegisterJob():
             raise AssertionError("handled above")
         case _:
@@ -147,6 +163,7 @@ def _update(d: Decision, state: JobState, command: cmd.UpdateJob, now: datetime)
     limit = command.spec.schedule.max_runs
     d.emit(ev.JobRedefined(command.spec, nxt,
                            None if limit is None else max(0, limit - state.runs_fired)))
+    drop_removed_tasks(d, now)
 
 
 def backfill_ticks(state: JobState, ticks: tuple[datetime, ...],
@@ -187,7 +204,8 @@ def _backfill(d: Decision, state: JobState, command: cmd.BackfillJob, idem_key: 
             continue
         current = d.live()
         d.emit(ev.RunScheduled(run_id, tick, ev.RunTrigger.BACKFILL, current.spec.tasks,
-                               current.next_fire_at, current.runs_remaining()))
+                               current.next_fire_at, current.runs_remaining(),
+                               timeout_at=run_timeout_at(current.spec, now)))
         for task in initially_ready(current.spec, current.spec.tasks):
             d.emit(ev.TaskReady(run_id, task, 1, tick))
 
@@ -205,7 +223,8 @@ def _fire(d: Decision, now: datetime) -> None:
             d.emit(event)
 
 
-def _replay(d: Decision, state: JobState, command: cmd.ReplayTask, idem_key: str) -> None:
+def _replay(d: Decision, state: JobState, command: cmd.ReplayTask, idem_key: str,
+            now: datetime) -> None:
     """Start a new run (trigger ``replay``) holding only ``command.task``, attempt 1."""
     if command.task not in state.spec.tasks:
         d.reject(command, RejectReason.UNKNOWN_TASK_INSTANCE,
@@ -216,5 +235,6 @@ def _replay(d: Decision, state: JobState, command: cmd.ReplayTask, idem_key: str
         return
     d.emit(ev.RunScheduled(run_id, command.scheduled_for, ev.RunTrigger.REPLAY, (command.task,),
                            state.next_fire_at, state.runs_remaining(),
-                           replay_of=command.run_id))
+                           replay_of=command.run_id,
+                           timeout_at=run_timeout_at(state.spec, now)))
     d.emit(ev.TaskReady(run_id, command.task, 1, command.scheduled_for))

@@ -249,6 +249,15 @@ class TaskReleased:
 
 
 @dataclass(frozen=True, slots=True)
+class RunTimedOut:
+    """The run's ``timeout_at`` passed: TaskCancelled follows for every task not ended, then
+    RunFailed."""
+
+    run_id: str
+    timeout_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class TaskSkipped:
     """A task of a run will not execute: its trigger rule says skip (terminal ``skipped``,
     counted as success for the run)."""
@@ -256,7 +265,8 @@ class TaskSkipped:
     run_id: str
     task: str
     trigger_rule: str
-    """The rule that decided it (a TriggerRule value)."""
+    """The rule that decided it (a TriggerRule value), or ``removed`` when a redefinition of
+    the job dropped the task before it ever ran."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,6 +345,7 @@ Event = (
     | TaskReleased
     | TaskSkipped
     | TaskUpstreamFailed
+    | RunTimedOut
 )
 
 

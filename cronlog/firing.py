@@ -114,6 +114,11 @@ def release_at(spec: JobSpec, job_id: str, tick: datetime, now: datetime) -> dat
     return at if at > now else None
 
 
+def run_timeout_at(spec: JobSpec, now: datetime) -> datetime | None:
+    """Return when a run scheduled at ``now`` times out (``spec.run_timeout``), or None."""
+    return None if spec.run_timeout is None else now + spec.run_timeout
+
+
 def start_run(state: JobState, run_id: str, tick: datetime, trigger: ev.RunTrigger,
               now: datetime, *, next_fire_at: datetime | None,
               runs_remaining: int | None) -> Iterator[ev.Event]:
@@ -122,7 +127,7 @@ def start_run(state: JobState, run_id: str, tick: datetime, trigger: ev.RunTrigg
     spec = state.spec
     release = release_at(spec, state.job_id, tick, now)
     yield ev.RunScheduled(run_id, tick, trigger, spec.tasks, next_fire_at, runs_remaining,
-                          release)
+                          release, timeout_at=run_timeout_at(spec, now))
     if release is None:
         for task in initially_ready(spec, spec.tasks):
             yield ev.TaskReady(run_id, task, 1, tick)

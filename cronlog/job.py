@@ -101,6 +101,8 @@ class Run:
     scheduled_for: datetime
     trigger: ev.RunTrigger
     tasks: tuple[TaskInstance, ...]
+    timeout_at: datetime | None = None
+    """The run timeout as an instant (RunScheduled.timeout_at), or None."""
 
     def task(self, name: str) -> TaskInstance | None:
         """Return the task instance named ``name``, or None."""
@@ -172,6 +174,8 @@ class JobState:
         if self.status is JobStatus.ACTIVE and self.next_fire_at is not None:
             times.append(self.next_fire_at)
         for run in self.runs:
+            if run.timeout_at is not None:
+                times.append(run.timeout_at)
             for ti in run.tasks:
                 if ti.state is TaskState.CLAIMED and ti.lease_expires_at is not None:
                     times.append(ti.lease_expires_at)
@@ -205,7 +209,8 @@ def _run_scheduled(state: JobState, event: ev.RunScheduled) -> JobState:
     ready = initially_ready(state.spec, event.tasks)
     run = Run(event.run_id, event.scheduled_for, event.trigger,
               tuple(TaskInstance(t, first, retry_at=event.release_at) if t in ready
-                    else TaskInstance(t, TaskState.PENDING) for t in event.tasks))
+                    else TaskInstance(t, TaskState.PENDING) for t in event.tasks),
+              event.timeout_at)
     state = replace(state, runs=(*state.runs, run))
     if event.trigger is ev.RunTrigger.MANUAL or event.trigger in ev.OFF_SCHEDULE_TRIGGERS:
         return state  # neither moves the cursor nor counts toward max_runs
@@ -287,6 +292,8 @@ def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | N
             ti = _task(state, run_id, task)
             return _with_task(state, run_id, replace(ti, state=TaskState.READY, worker_id=None,
                                                      lease_expires_at=None, deadline_at=None))
+        case ev.RunTimedOut():
+            return state  # the TaskCancelled events that follow end the tasks
         case ev.TaskSkipped(run_id=run_id, task=task):
             ti = _task(state, run_id, task)
             return _with_task(state, run_id, replace(ti, state=TaskState.SKIPPED))

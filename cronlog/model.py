@@ -357,6 +357,9 @@ class JobSpec:
             job-level command/kind fields are unused); empty for a one-task job.
         max_active_tasks: most task instances of one run ready or running at once; others
             wait (pending) though their trigger rule is met. Default 16, as Airflow's.
+        run_timeout: a run still going this long after it was scheduled is stopped: every
+            task not ended is cancelled (RunTimedOut) and the run fails (Airflow's
+            ``dagrun_timeout``). None (default): no limit.
     """
 
     name: str
@@ -376,6 +379,7 @@ class JobSpec:
     http: HttpTask | None = None
     task_specs: tuple[TaskSpec, ...] = ()
     max_active_tasks: int = 16
+    run_timeout: timedelta | None = None
 
     def action(self) -> TaskAction:
         """Return what a worker runs for a one-task job (travels in TaskClaimed)."""

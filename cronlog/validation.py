@@ -31,6 +31,8 @@ _CALLABLE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 """``module.path:function`` (the entry-point object reference syntax, without extras)."""
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 """An RFC 9110 section 5.1 field name (token)."""
+_TASK_NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_TASK_NAME - 1}}}")
+"""A DAG task's name: like a job_id (URL-path and environment safe)."""
 _KIND_FIELD = {TaskKind.SHELL: "shell", TaskKind.PYTHON: "callable", TaskKind.HTTP: "http"}
 
 
@@ -107,12 +109,21 @@ def validate_dag(spec: JobSpec) -> None:
             for a task's own fields, ``max_active_tasks``.
     """
     names = [t.name for t in spec.task_specs]
+    for field in ("command", "shell", "callable", "http"):
+        if getattr(spec, field):
+            raise InvalidDefinition(field, "a job with tasks defines what runs per task; "
+                                           "leave the job-level field unset")
+    if spec.kind is not TaskKind.EXEC:
+        raise InvalidDefinition("kind", "a job with tasks sets kind per task")
     if len(names) > MAX_TASKS:
         raise InvalidDefinition("tasks", f"{len(names)} tasks; at most {MAX_TASKS}")
     seen: set[str] = set()
     for i, t in enumerate(spec.task_specs):
-        if not t.name or len(t.name) > MAX_TASK_NAME:
-            raise InvalidDefinition(f"tasks[{i}].name", f"must be 1..{MAX_TASK_NAME} characters")
+        if not _TASK_NAME.fullmatch(t.name):
+            raise InvalidDefinition(
+                f"tasks[{i}].name", f"must be 1..{MAX_TASK_NAME} characters of letters, digits, "
+                "'.', '_', '-', starting with a letter or digit (it is a path segment and an "
+                "environment value)")
         if t.name in seen:
             raise InvalidDefinition(f"tasks[{i}].name", f"duplicate task name {t.name!r}")
         seen.add(t.name)

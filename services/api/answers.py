@@ -97,6 +97,7 @@ class JobOut(BaseModel):
     tasks: list[dict[str, Any]] = []
     """The DAG's tasks as defined (see ``schemas.TaskIn``); empty for a one-task job."""
     max_active_tasks: int = 16
+    run_timeout_s: Number | None = None
 
 
 class JobList(BaseModel):
@@ -214,6 +215,8 @@ class RunOut(BaseModel):
     release_at: str | None = None
     runs_remaining: int | None = None
     cancelled_by: str | None = None
+    timed_out_at: str | None = None
+    """When the job's run timeout stopped this run (its tasks cancelled, the run failed)."""
     replay_of: str | None = None
     """For a ``replay`` run: the run whose dead-lettered task it runs again."""
     cancelled_tasks: list[str] = []

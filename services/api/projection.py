@@ -218,7 +218,7 @@ def _attempt(run: dict[str, Any], task: str, attempt: int) -> dict[str, Any]:
 
 RunChange = (ev.TaskReady | ev.TaskClaimed | ev.LeaseRenewed | ev.TaskSucceeded | ev.TaskFailed
              | ev.RetryScheduled | ev.RunSucceeded | ev.RunFailed | ev.TaskCancelled
-             | ev.TaskReleased | ev.TaskSkipped | ev.TaskUpstreamFailed)
+             | ev.TaskReleased | ev.TaskSkipped | ev.TaskUpstreamFailed | ev.RunTimedOut)
 """The events that change a run document after its RunScheduled."""
 
 
@@ -257,6 +257,8 @@ def _run_event(batch: Batch, record: ev.RunEvent, event: RunChange) -> None:
             run.update(state="ready", claimed_by=None, lease_expires_at=None)
         case ev.RetryScheduled(attempt=attempt, retry_at=retry_at):
             run.update(state="retrying", retry_at=iso(retry_at), lease_expires_at=None)
+        case ev.RunTimedOut(timeout_at=timeout_at):
+            run["timed_out_at"] = iso(timeout_at)  # TaskCancelled + RunFailed follow
         case ev.RunSucceeded() | ev.RunFailed():
             state = "succeeded" if isinstance(event, ev.RunSucceeded) else "failed"
             run.update(state=state, lease_expires_at=None)

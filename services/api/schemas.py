@@ -180,7 +180,8 @@ class HttpTaskPatch(_Strict):
 
 TriggerRuleName = Literal["all_success", "all_failed", "all_done", "one_success", "one_failed",
                           "none_failed", "none_failed_min_one_success", "always"]
-TaskName = Annotated[str, Field(min_length=1, max_length=64)]
+TaskName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+"""Task names are URL-path and environment safe, like job_ids."""
 
 
 class TaskIn(_Strict):
@@ -237,6 +238,8 @@ class JobDefinition(_Strict):
             command/kind fields unset.
         max_active_tasks: most task instances of one run ready or running at once.
             Default 16.
+        run_timeout_s: a run still going this many seconds after it was scheduled is
+            stopped: tasks not ended are cancelled and the run fails. Default null (none).
     """
 
     name: str
@@ -255,6 +258,7 @@ class JobDefinition(_Strict):
     http: HttpTaskIn | None = None
     tasks: list[TaskIn] = Field(default_factory=list, max_length=200)
     max_active_tasks: int = Field(default=16, ge=1, le=200)
+    run_timeout_s: Seconds | None = Field(default=None, gt=0)
 
 
 class JobIn(JobDefinition):
@@ -327,6 +331,7 @@ class JobPatch(_Strict):
     http: HttpTaskPatch | None = None
     tasks: list[TaskIn] | None = Field(default=None, max_length=200)
     max_active_tasks: int | None = Field(default=None, ge=1, le=200)
+    run_timeout_s: Seconds | None = Field(default=None, gt=0)
 
 
 class JobCreated(BaseModel):
@@ -433,6 +438,8 @@ def to_spec(body: JobDefinition) -> JobSpec:
         tasks=tuple(t.name for t in tasks) or ("main",),
         task_specs=tasks,
         max_active_tasks=body.max_active_tasks,
+        run_timeout=(timedelta(seconds=body.run_timeout_s) if body.run_timeout_s is not None
+                     else None),
     )
 
 
@@ -566,6 +573,7 @@ def spec_to_json(spec: JobSpec) -> dict[str, Any]:
         "http": _http_json(spec.http),
         "tasks": [_task_json(t) for t in spec.task_specs],
         "max_active_tasks": spec.max_active_tasks,
+        "run_timeout_s": _secs(spec.run_timeout) if spec.run_timeout is not None else None,
     }
 
 

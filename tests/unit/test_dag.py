@@ -226,3 +226,85 @@ def test_cancelling_an_upstream_task_fails_its_downstream() -> None:
                       ev.TaskUpstreamFailed(RUN, "transform", "all_success"),
                       ev.TaskUpstreamFailed(RUN, "load", "all_success"),
                       ev.RunFailed(RUN)]
+
+
+# --- redefinition and delete while a run is active (adversarial findings F1-F5) --------------
+
+
+def _a_running_b_pending() -> JobState:
+    spec = dag(t("a"), t("b", "a"))
+    state, _ = when(_start(spec), claim(task="a"), TICK, key="claim-a")
+    assert state is not None
+    return state
+
+
+def test_a_redefinition_dropping_a_pending_task_skips_it_and_never_runs_it() -> None:
+    state, events = when(_a_running_b_pending(), cmd.UpdateJob(dag(t("a"))), TICK, key="upd")
+    assert [type(e) for e in events] == [ev.JobRedefined, ev.TaskSkipped]
+    assert events[1] == ev.TaskSkipped(RUN, "b", "removed")
+    _, events = when(state, complete(task="a"), FINISHED, key="done-a")
+    assert events[1:] == [ev.RunSucceeded(RUN)]
+
+
+def test_a_dag_turned_into_a_one_task_job_stops_the_old_tasks() -> None:
+    one_task = replace(SPEC, command=("echo", "main"))
+    state, events = when(_a_running_b_pending(), cmd.UpdateJob(one_task), TICK, key="upd")
+    assert events[1:] == [ev.TaskCancelled(RUN, "a", 1, "w1"), ev.TaskSkipped(RUN, "b", "removed"),
+                          ev.RunFailed(RUN)]
+    assert state is not None and state.runs == ()
+
+
+def test_a_one_task_job_turned_into_a_dag_cancels_main_waiting_for_its_retry() -> None:
+    spec = replace(SPEC, retry_policy=replace(SPEC.retry_policy, max_attempts=3))
+    state: JobState | None = given(registered(spec), scheduled(spec=spec), clock=TICK)
+    state, _ = _run(state, "main", ok=False, exit_code=3)
+    assert _states(state)["main"] is TaskState.RETRY_WAIT
+    _, events = when(state, cmd.UpdateJob(dag(t("x"))), TICK, key="upd")
+    assert events[1:] == [ev.TaskCancelled(RUN, "main", 2, None), ev.RunFailed(RUN)]
+
+
+def test_a_deleted_jobs_active_dag_run_goes_on_to_its_end_and_can_be_cancelled() -> None:
+    state, _ = when(_a_running_b_pending(), cmd.DeleteJob(), TICK, key="del")
+    after_a, events = when(state, complete(task="a"), FINISHED, key="done-a")
+    assert events[1:] == [ev.TaskReady(RUN, "b", 1, TICK)]
+    state, events = when(after_a, claim(task="b"), FINISHED, key="claim-b")
+    assert [type(e) for e in events] == [ev.TaskClaimed]
+    _, events = when(after_a, cmd.CancelRun(RUN), FINISHED, key="cancel")
+    assert events == [ev.RunCancelled(RUN, ev.CancelReason.USER)]
+
+
+@pytest.mark.parametrize(("name", "ok"), [("load-2.v1_x", True), ("x\x00y", False),
+                                          ("a/b", False), ("..", False), ("-x", False)])
+def test_task_names_are_path_and_environment_safe(name: str, ok: bool) -> None:
+    spec = dag(t(name))
+    if ok:
+        validate_spec(spec)
+        return
+    with pytest.raises(InvalidDefinition) as info:
+        validate_spec(spec)
+    assert info.value.field == "tasks[0].name"
+
+
+def test_a_dag_job_may_not_also_set_a_job_level_command() -> None:
+    with pytest.raises(InvalidDefinition) as info:
+        validate_spec(replace(dag(t("a")), command=("echo",)))
+    assert info.value.field == "command"
+
+
+def test_a_run_past_its_run_timeout_cancels_what_has_not_ended_and_fails() -> None:
+    spec = dag(t("a"), t("b", "a"), run_timeout=FINISHED - TICK)
+    state = given(registered(spec), replace(scheduled(spec=spec), timeout_at=FINISHED),
+                  clock=TICK)
+    state, _ = when(state, claim(task="a"), TICK, key="claim-a")  # type: ignore[assignment]
+    assert state.next_deadline() == FINISHED
+    _, events = when(state, cmd.Tick(), FINISHED, key="tick")
+    assert events == [ev.RunTimedOut(RUN, FINISHED), ev.TaskCancelled(RUN, "a", 1, "w1"),
+                      ev.TaskCancelled(RUN, "b", 1, None), ev.RunFailed(RUN)]
+
+
+def test_a_scheduled_run_carries_its_timeout_instant() -> None:
+    spec = replace(SPEC, run_timeout=FINISHED - TICK)
+    state = given(registered(spec, next_fire_at=TICK), clock=TICK)
+    _, events = when(state, cmd.Tick(), TICK, key="tick")
+    [run] = [e for e in events if isinstance(e, ev.RunScheduled)]
+    assert run.timeout_at == TICK + (FINISHED - TICK)

@@ -303,8 +303,7 @@ def test_delete_emits_job_deleted_and_stops_firing() -> None:
 
 @pytest.mark.parametrize(
     "command",
-    [cmd.UpdateJob(SPEC), cmd.PauseJob(), cmd.ResumeJob(), cmd.DeleteJob(), cmd.TriggerJob(),
-     claim()],
+    [cmd.UpdateJob(SPEC), cmd.PauseJob(), cmd.ResumeJob(), cmd.DeleteJob(), cmd.TriggerJob()],
     ids=lambda c: type(c).__name__,
 )
 def test_command_after_delete_is_rejected_job_deleted(command: cmd.Command) -> None:
