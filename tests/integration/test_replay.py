@@ -131,7 +131,7 @@ def test_replay_verifies_against_the_live_cluster(api: httpx.Client, cluster: Cl
               "command": ["sh", "-c", "echo hello"], "timeout_s": 10}
     flaky = {"job_id": "flaky", "name": "fails twice", "schedule": {"type": "manual"},
              "command": ["sh", "-c", "echo failing; exit 3"],
-             "retry_policy": {"max_attempts": 2, "backoff_s": 1}}
+             "retry_policy": {"max_attempts": 2, "base_s": 1}}
     for body in (every2, flaky):
         assert api.post("/api/v1/jobs", json=body).status_code == 201
     assert api.post("/api/v1/jobs/flaky/trigger").status_code in (200, 201, 202)
