@@ -7,9 +7,9 @@ from datetime import datetime
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.dag import RuleOutcome, Upstream, rule_outcome, upstream_of
+from cronlog.dag import RuleOutcome, Upstream, downstream_of, rule_outcome, upstream_of
 from cronlog.decision import Decision
-from cronlog.errors import RejectReason
+from cronlog.errors import InvariantViolation, RejectReason
 from cronlog.firing import start_run
 from cronlog.job import (
     OK_TASK_STATES,
@@ -90,6 +90,57 @@ def drop_removed_tasks(d: Decision, now: datetime) -> None:
                 d.emit(ev.TaskCancelled(run.run_id, ti.task, ti.attempt, holder))
         if gone:
             advance_run(d, run.run_id, now)
+
+
+def rerun(d: Decision, command: cmd.RerunTask, now: datetime) -> None:
+    """Start a new attempt series for ``command.task`` (and, with ``downstream``, every task
+    below it) in its run, reopening the run if it had ended (RunReopened from the command's
+    snapshot). Refused (``already_in_state``) while any of those tasks is ready, running or
+    waiting for a retry, or when the snapshot of an ended run is not terminal; refused
+    (``unknown_task_instance``) for a task the run or the job's definition lacks.
+    """
+    state = d.live()
+    run = state.run(command.run_id)
+    names = ([t.task for t in run.tasks] if run is not None
+             else [t.task for t in command.tasks])
+    if command.task not in names or command.task not in state.spec.tasks:
+        d.reject(command, RejectReason.UNKNOWN_TASK_INSTANCE,
+                 f"run {command.run_id} has no task {command.task!r} the job still defines")
+        return
+    targets = [command.task]
+    if command.downstream:
+        below = downstream_of(state.spec.task_specs, command.task)
+        targets += [t for t in below if t in names]
+    if run is None:
+        unfinished = [t.task for t in command.tasks if t.state not in TERMINAL_NAMES]
+        if unfinished:
+            d.reject(command, RejectReason.ALREADY_IN_STATE,
+                     f"run {command.run_id} is not active here but its tasks "
+                     f"{', '.join(unfinished)} are not ended in the request")
+            return
+        trigger = ev.RunTrigger(command.trigger) if command.trigger in set(
+            ev.RunTrigger) else ev.RunTrigger.MANUAL
+        d.emit(ev.RunReopened(command.run_id, command.scheduled_for, trigger, command.tasks))
+    else:
+        busy = [t for t in targets
+                if (ti := run.task(t)) is not None and ti.state not in TERMINAL_TASK_STATES
+                and (t == command.task or ti.state is not TaskState.PENDING)]
+        if busy:
+            d.reject(command, RejectReason.ALREADY_IN_STATE,
+                     f"tasks {', '.join(busy)} of run {command.run_id} have not ended")
+            return
+    live = d.live().run(command.run_id)
+    if live is None:
+        raise InvariantViolation(f"run {command.run_id} is neither active nor reopened")
+    for name in targets:
+        ti = live.task(name)
+        if ti is None or ti.state is TaskState.PENDING:
+            continue
+        d.emit(ev.TaskReset(command.run_id, name, ti.attempt + 1 if ti.epoch else ti.attempt))
+    advance_run(d, command.run_id, now)
+
+
+TERMINAL_NAMES = frozenset(s.value for s in TERMINAL_TASK_STATES)
 
 
 def release_buffered(d: Decision, now: datetime) -> None:
@@ -197,7 +248,8 @@ def fail(d: Decision, run_id: str, ti: TaskInstance, failed: ev.TaskFailed,
     d.emit(failed)
     retry_at = None
     if policy.retryable(failed.failure_kind, failed.exit_code):
-        retry_at = next_attempt_at(policy, run_id, ti.task, ti.attempt, now)
+        in_series = ti.attempt - ti.first_attempt + 1  # a rerun starts a new series
+        retry_at = next_attempt_at(policy, run_id, ti.task, in_series, now)
     if retry_at is not None:
         d.emit(ev.RetryScheduled(run_id, ti.task, ti.attempt + 1, retry_at))
     else:

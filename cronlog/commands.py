@@ -203,6 +203,50 @@ class ReplayTask:
     scheduled_for: datetime
 
 
+@dataclass(frozen=True, slots=True)
+class TaskSnapshot:
+    """A task instance of a finished run as the read model last saw it (RerunTask).
+
+    Attributes:
+        task: the task name.
+        state: its terminal state (a TaskState value: succeeded, failed, cancelled, skipped,
+            upstream_failed).
+        attempt: its last attempt number (1 if it never ran).
+        epoch: its last lease epoch (0 if it was never claimed).
+    """
+
+    task: str
+    state: str
+    attempt: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class RerunTask:
+    """Run a task of a run again, optionally with everything downstream of it (Airflow's
+    "clear" of a task instance): a new attempt series in the same run, which reopens if it
+    had ended.
+
+    The fold keeps only active runs, so for a run that ended the command carries the run as
+    the sender's read model saw it (``scheduled_for``, ``trigger``, ``tasks``); for a run
+    still active the fold uses its own state and ignores them.
+
+    Attributes:
+        run_id, task: the task instance to run again.
+        downstream: also reset every task downstream of it (transitively).
+        scheduled_for: the run's tick, aware UTC.
+        trigger: the run's trigger (a RunTrigger value).
+        tasks: every task instance of the run, in the run's order.
+    """
+
+    run_id: str
+    task: str
+    downstream: bool
+    scheduled_for: datetime
+    trigger: str
+    tasks: tuple[TaskSnapshot, ...]
+
+
 Command = (
     RegisterJob
     | UpdateJob
@@ -218,6 +262,7 @@ Command = (
     | CancelRun
     | ReplayTask
     | ReleaseTask
+    | RerunTask
 )
 
 

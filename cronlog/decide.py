@@ -13,6 +13,7 @@ from cronlog.attempts import (
     drop_removed_tasks,
     lease_command,
     release_buffered,
+    rerun,
     tick_attempts,
 )
 from cronlog.dag import initially_ready
@@ -131,6 +132,8 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
             lease_command(d, command, now)
         case cmd.CancelRun():
             cancel(d, state, command, now)
+        case cmd.RerunTask():
+            rerun(d, command, now)
         case cmd.ReplayTask():
             _replay(d, state, command, envelope.idem_key, now)
         case cmd.RegisterJob():

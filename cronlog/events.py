@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from cronlog.commands import FailureKind
+from cronlog.commands import FailureKind, TaskSnapshot
 from cronlog.errors import RejectReason
 from cronlog.model import JobSpec, TaskAction
 
@@ -249,6 +249,28 @@ class TaskReleased:
 
 
 @dataclass(frozen=True, slots=True)
+class RunReopened:
+    """A run that had ended is active again for a RerunTask: its task instances as the
+    command carried them (terminal states); TaskReset events follow."""
+
+    run_id: str
+    scheduled_for: datetime
+    trigger: RunTrigger
+    tasks: tuple[TaskSnapshot, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskReset:
+    """A task instance starts a new attempt series (RerunTask): pending again at
+    ``attempt``, which counts as the series' first toward max_attempts; the trigger rules
+    then decide when it runs."""
+
+    run_id: str
+    task: str
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
 class RunTimedOut:
     """The run's ``timeout_at`` passed: TaskCancelled follows for every task not ended, then
     RunFailed."""
@@ -346,6 +368,8 @@ Event = (
     | TaskSkipped
     | TaskUpstreamFailed
     | RunTimedOut
+    | RunReopened
+    | TaskReset
 )
 
 

@@ -81,6 +81,7 @@ class TaskInstance:
         retry_at: aware UTC instant the next attempt is released, while RETRY_WAIT or DELAYED.
         deadline_at: the hard deadline of the current claim (TaskClaimed.deadline_at), while
             CLAIMED; None for claims decided before deadlines existed.
+        first_attempt: see below.
     """
 
     task: str
@@ -91,6 +92,9 @@ class TaskInstance:
     lease_expires_at: datetime | None = None
     retry_at: datetime | None = None
     deadline_at: datetime | None = None
+    first_attempt: int = 1
+    """The first attempt of the current series (a RerunTask starts a new one); retries count
+    from it toward max_attempts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +223,24 @@ def _run_scheduled(state: JobState, event: ev.RunScheduled) -> JobState:
     return replace(state, next_fire_at=event.next_fire_at, runs_fired=state.runs_fired + 1)
 
 
+def _run_reopened(state: JobState, event: ev.RunReopened) -> JobState:
+    if state.run(event.run_id) is not None:
+        return state
+    tasks = tuple(TaskInstance(t.task, _terminal(t.state), t.attempt, t.epoch)
+                  for t in event.tasks)
+    return replace(state, runs=(*state.runs, Run(event.run_id, event.scheduled_for,
+                                                 event.trigger, tasks)))
+
+
+def _terminal(state: str) -> TaskState:
+    """A snapshot's state; anything not terminal (decide refuses those) reads as failed."""
+    try:
+        parsed = TaskState(state)
+    except ValueError:
+        return TaskState.FAILED
+    return parsed if parsed in TERMINAL_TASK_STATES else TaskState.FAILED
+
+
 def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | None:
     """Apply one event to a job's state.
 
@@ -292,6 +314,12 @@ def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | N
             ti = _task(state, run_id, task)
             return _with_task(state, run_id, replace(ti, state=TaskState.READY, worker_id=None,
                                                      lease_expires_at=None, deadline_at=None))
+        case ev.RunReopened():
+            return _run_reopened(state, event)
+        case ev.TaskReset(run_id=run_id, task=task, attempt=attempt):
+            ti = _task(state, run_id, task)
+            return _with_task(state, run_id, TaskInstance(task, TaskState.PENDING, attempt,
+                                                          ti.epoch, first_attempt=attempt))
         case ev.RunTimedOut():
             return state  # the TaskCancelled events that follow end the tasks
         case ev.TaskSkipped(run_id=run_id, task=task):

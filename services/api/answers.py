@@ -217,6 +217,8 @@ class RunOut(BaseModel):
     cancelled_by: str | None = None
     timed_out_at: str | None = None
     """When the job's run timeout stopped this run (its tasks cancelled, the run failed)."""
+    reopened_at: list[str] = []
+    """When reruns reopened this run after it had ended (``POST …/tasks/{task}/retry``)."""
     replay_of: str | None = None
     """For a ``replay`` run: the run whose dead-lettered task it runs again."""
     cancelled_tasks: list[str] = []

@@ -39,6 +39,12 @@ class CancelIn(BaseModel):
     task: str | None = Field(default=None, min_length=1, max_length=200)
 
 
+class RerunIn(BaseModel):
+    """``POST /runs/{run_id}/tasks/{task}/retry``: also reset everything downstream?"""
+
+    downstream: bool = False
+
+
 class DeadLetterOut(BaseModel):
     """A task instance whose last attempt failed (TaskDeadLettered)."""
 
@@ -107,6 +113,36 @@ async def cancel_run(run_id: str, request: Request, body: CancelIn | None = None
     if run["state"] in TERMINAL_RUN_STATES and not rm.events_for(idem_key, run["job_id"]):
         raise HTTPException(409, f"run {run_id!r} already ended ({run['state']})")
     events = await _command(request, run["job_id"], idem_key, cmd.CancelRun(run_id, task))
+    if not events:
+        return _accepted(run["job_id"], idem_key, f"/api/v1/runs/{run_id}", run_id)
+    _check(events)
+    return rm.run(run_id)
+
+
+@router.post("/runs/{run_id}/tasks/{task}/retry", response_model=RunOut,
+             responses={202: {}, 404: {}, 409: {}})
+async def rerun_task(run_id: str, task: str, request: Request, body: RerunIn | None = None,
+                     idempotency_key: IdemKey = None) -> Any:
+    """Run a task of a run again (RerunTask), with ``downstream: true`` everything below it
+    too: a new attempt series in the same run, reopened if it had ended → the run.
+
+    404: unknown run or task; 409: the task (or a downstream one) has not ended yet, or the
+    job no longer defines the task. The old attempts stay in the run's history.
+    """
+    rm = _read_model(request)
+    run = rm.run(run_id)
+    if run is None:
+        raise HTTPException(404, f"run {run_id!r} not found")
+    if task not in run["tasks"]:
+        raise HTTPException(404, f"run {run_id!r} has no task {task!r}")
+    snapshot = tuple(
+        cmd.TaskSnapshot(ti["task"], ti["state"], int(ti["attempt"]), int(ti["epoch"] or 0))
+        for ti in run.get("task_instances", []))
+    command = cmd.RerunTask(run_id, task, body.downstream if body is not None else False,
+                            datetime.fromisoformat(run["scheduled_for"]), run["trigger"],
+                            snapshot)
+    idem_key = idempotency_key or str(uuid.uuid4())
+    events = await _command(request, run["job_id"], idem_key, command)
     if not events:
         return _accepted(run["job_id"], idem_key, f"/api/v1/runs/{run_id}", run_id)
     _check(events)

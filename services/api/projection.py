@@ -94,6 +94,8 @@ def apply(batch: Batch, record: ev.RunEvent) -> bool:
         dead_letters.record(batch, record, event, batch.get_json(run_key(event.run_id)))
     elif isinstance(event, ev.RunCancelled):
         _run_cancelled(batch, record, event)
+    elif isinstance(event, ev.RunReopened):
+        _run_reopened(batch, record, event)
     elif isinstance(event, RunChange):
         _run_event(batch, record, event)
     elif not isinstance(event, ev.CommandRejected | ev.LeaseExpired):
@@ -218,7 +220,8 @@ def _attempt(run: dict[str, Any], task: str, attempt: int) -> dict[str, Any]:
 
 RunChange = (ev.TaskReady | ev.TaskClaimed | ev.LeaseRenewed | ev.TaskSucceeded | ev.TaskFailed
              | ev.RetryScheduled | ev.RunSucceeded | ev.RunFailed | ev.TaskCancelled
-             | ev.TaskReleased | ev.TaskSkipped | ev.TaskUpstreamFailed | ev.RunTimedOut)
+             | ev.TaskReleased | ev.TaskSkipped | ev.TaskUpstreamFailed | ev.RunTimedOut
+             | ev.TaskReset)
 """The events that change a run document after its RunScheduled."""
 
 
@@ -284,6 +287,27 @@ def _task_finished(run: dict[str, Any], record: ev.RunEvent,
     _attempt(run, event.task, event.attempt).update(
         state=state, worker_id=event.worker_id, epoch=event.epoch, started_at=started,
         finished_at=finished, exit_code=event.exit_code, failure_kind=failure)
+
+
+def _run_reopened(batch: Batch, record: ev.RunEvent, event: ev.RunReopened) -> None:
+    """A rerun reopened an ended run: it is running again and its old outcome no longer
+    counts (the job's counters move back; the next RunSucceeded/RunFailed counts anew)."""
+    key = run_key(event.run_id)
+    run = batch.get_json(key)
+    if run is None:
+        return
+    ended = run["state"]
+    if ended in TERMINAL_RUN_STATES:
+        job = batch.get_json(job_key(record.job_id))
+        if job is not None:
+            counter = "failed" if ended == "cancelled" else ended
+            job[counter] = max(0, job.get(counter, 0) - 1)
+            if ended == "cancelled":
+                job["cancelled"] = max(0, job.get("cancelled", 0) - 1)
+            batch.put_json(job_key(record.job_id), job)
+    run.update(state="running", finished_at=None, timed_out_at=None,
+               reopened_at=[*run.get("reopened_at", []), iso(record.at)])
+    batch.put_json(key, run)
 
 
 def _count_terminal(batch: Batch, job_id: str, state: str) -> None:

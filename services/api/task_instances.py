@@ -13,7 +13,7 @@ from cronlog.time import iso
 
 TaskChange = (ev.TaskReady | ev.TaskClaimed | ev.TaskSucceeded | ev.TaskFailed
               | ev.RetryScheduled | ev.TaskCancelled | ev.TaskReleased | ev.TaskSkipped
-              | ev.TaskUpstreamFailed)
+              | ev.TaskUpstreamFailed | ev.TaskReset)
 """The events that change one task instance."""
 
 TERMINAL_TASK_STATES = frozenset({"succeeded", "failed", "skipped", "upstream_failed",
@@ -95,6 +95,10 @@ def apply(run: dict[str, Any], event: TaskChange, at: str) -> None:
             ti.update(state="skipped", trigger_rule=rule, finished_at=at)
         case ev.TaskUpstreamFailed(trigger_rule=rule):
             ti.update(state="upstream_failed", trigger_rule=rule, finished_at=at)
+        case ev.TaskReset(attempt=attempt):  # a rerun: a new attempt series, pending again
+            ti.update(state="pending", attempt=attempt, worker_id=None, ready_at=None,
+                      claimed_at=None, started_at=None, finished_at=None, exit_code=None,
+                      failure_kind=None, retry_at=None)
 
 
 def cancel_unfinished(run: dict[str, Any], at: str) -> None:

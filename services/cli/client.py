@@ -147,6 +147,11 @@ class ApiClient:
         """Cancel a run, or only its task ``task``; returns the run."""
         return self.request("POST", f"/api/v1/runs/{run_id}/cancel", json={"task": task})
 
+    def rerun(self, run_id: str, task: str, downstream: bool = False) -> Any:
+        """Run ``task`` of a run again (and everything downstream with ``downstream``)."""
+        return self.request("POST", f"/api/v1/runs/{run_id}/tasks/{task}/retry",
+                            json={"downstream": downstream})
+
     def dead_letters(self, job_id: str | None = None, since: str | None = None,
                      until: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         """Return dead letters, newest first (filters: job_id, since, until ISO)."""

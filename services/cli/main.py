@@ -351,6 +351,20 @@ def cancel(run_id: Annotated[str, typer.Argument(help="The run's id.")],
         _show(answer, output, render.run_table)
 
 
+@app.command("rerun")
+def rerun(run_id: Annotated[str, typer.Argument(help="The run's id.")],
+          task: Annotated[str, typer.Argument(help="The task to run again.")],
+          downstream: Annotated[bool, typer.Option(
+              help="Also run everything downstream of it again.")] = False,
+          api: Api = DEFAULT_API, output: Fmt = Output.table) -> None:
+    """Run a task of a run again (a new attempt series; the run reopens if it had ended)."""
+    answer = _call(lambda: ApiClient(api).rerun(run_id, task, downstream))
+    if isinstance(answer, dict) and answer.get("status") == "accepted":
+        _said(run_id, "rerun", answer, output)
+    else:
+        _show(answer, output, render.run_table)
+
+
 @dead.command("list")
 def dead_letters_list(
     job_id: Annotated[str | None, typer.Option("--job-id", help="Only this job's.")] = None,

@@ -13,7 +13,7 @@ from cronlog import events as ev
 from cronlog.dag import RuleOutcome, Upstream, downstream_of, find_cycle, rule_outcome
 from cronlog.errors import InvalidDefinition, RejectReason
 from cronlog.job import JobState, TaskState
-from cronlog.model import JobSpec, TaskSpec, TriggerRule
+from cronlog.model import JobSpec, RetryPolicy, TaskSpec, TriggerRule
 from cronlog.validation import validate_spec
 from tests.unit.test_decide import (
     FINISHED,
@@ -308,3 +308,87 @@ def test_a_scheduled_run_carries_its_timeout_instant() -> None:
     _, events = when(state, cmd.Tick(), TICK, key="tick")
     [run] = [e for e in events if isinstance(e, ev.RunScheduled)]
     assert run.timeout_at == TICK + (FINISHED - TICK)
+
+
+# --- re-run (RerunTask) ---------------------------------------------------------------------
+
+
+def snap(*rows: tuple[str, str, int, int]) -> tuple[cmd.TaskSnapshot, ...]:
+    return tuple(cmd.TaskSnapshot(*row) for row in rows)
+
+
+def _etl_failed_at_transform(spec: JobSpec = ETL) -> JobState | None:
+    state, _ = _run(_start(spec), "extract")
+    state, events = _run(state, "transform", ok=False, exit_code=1)
+    assert events[-1] == ev.RunFailed(RUN)
+    return state
+
+
+FAILED_RUN = snap(("extract", "succeeded", 1, 1), ("transform", "failed", 1, 2),
+                  ("load", "upstream_failed", 1, 0))
+
+
+def rerun(task: str, downstream: bool, tasks: tuple[cmd.TaskSnapshot, ...] = FAILED_RUN
+          ) -> cmd.RerunTask:
+    return cmd.RerunTask(RUN, task, downstream, TICK, "schedule", tasks)
+
+
+def test_rerun_of_a_failed_middle_task_with_downstream_reopens_the_run_and_it_succeeds() -> None:
+    state, events = when(_etl_failed_at_transform(), rerun("transform", True), FINISHED,
+                         key="rerun")
+    assert events == [ev.RunReopened(RUN, TICK, ev.RunTrigger.SCHEDULE, FAILED_RUN),
+                      ev.TaskReset(RUN, "transform", 2), ev.TaskReset(RUN, "load", 1),
+                      ev.TaskReady(RUN, "transform", 2, TICK)]
+    state, _ = when(state, claim(task="transform", attempt=2), FINISHED, key="c-t2")
+    state, events = when(state, complete(task="transform", attempt=2, epoch=3), FINISHED,
+                         key="d-t2")
+    assert events[1:] == [ev.TaskReady(RUN, "load", 1, TICK)]
+    _, events = _run(state, "load", n=2)
+    assert events[1:] == [ev.RunSucceeded(RUN)]
+
+
+def test_rerun_without_downstream_leaves_downstream_as_it_ended() -> None:
+    state, events = when(_etl_failed_at_transform(), rerun("transform", False), FINISHED,
+                         key="rerun")
+    assert [type(e) for e in events] == [ev.RunReopened, ev.TaskReset, ev.TaskReady]
+    state, _ = when(state, claim(task="transform", attempt=2), FINISHED, key="c-t2")
+    _, events = when(state, complete(task="transform", attempt=2, epoch=3), FINISHED,
+                     key="d-t2")
+    assert events[1:] == [ev.RunFailed(RUN)]  # load stays upstream_failed
+
+
+def test_a_rerun_series_gets_its_own_max_attempts() -> None:
+    retrying = replace(ETL, task_specs=(
+        ETL.task_specs[0], replace(ETL.task_specs[1], retry_policy=RetryPolicy(
+            max_attempts=2, backoff=FINISHED - FINISHED)), ETL.task_specs[2]))
+    state, _ = when(_etl_failed_at_transform(), cmd.UpdateJob(retrying), FINISHED, key="upd")
+    state, _ = when(state, rerun("transform", True), FINISHED, key="rerun")
+    state, _ = when(state, claim(task="transform", attempt=2), FINISHED, key="c2")
+    state, events = when(state, complete(task="transform", attempt=2, epoch=3, ok=False,
+                                         exit_code=1), FINISHED, key="d2")
+    assert events[1] == ev.RetryScheduled(RUN, "transform", 3, FINISHED)  # 1 of 2 in series
+
+
+def test_rerun_of_a_task_that_has_not_ended_is_refused() -> None:
+    state = _start(ETL)
+    state, _ = when(state, claim(task="extract"), TICK, key="c")  # type: ignore[assignment]
+    command = rerun("extract", True)
+    _, events = when(state, command, TICK, key="rerun")
+    assert events == [rejected(command, RejectReason.ALREADY_IN_STATE,
+                               f"tasks extract of run {RUN} have not ended")]
+
+
+def test_rerun_of_an_ended_run_whose_snapshot_is_not_ended_is_refused() -> None:
+    command = rerun("transform", True, snap(("extract", "succeeded", 1, 1),
+                                            ("transform", "running", 1, 2),
+                                            ("load", "pending", 1, 0)))
+    _, events = when(_etl_failed_at_transform(), command, FINISHED, key="rerun")
+    assert [(type(e), e.reason) for e in events] == [  # type: ignore[attr-defined]
+        (ev.CommandRejected, RejectReason.ALREADY_IN_STATE)]
+
+
+def test_rerun_of_an_unknown_task_is_refused() -> None:
+    command = rerun("nope", False)
+    _, events = when(_etl_failed_at_transform(), command, FINISHED, key="rerun")
+    assert [(type(e), e.reason) for e in events] == [  # type: ignore[attr-defined]
+        (ev.CommandRejected, RejectReason.UNKNOWN_TASK_INSTANCE)]
