@@ -247,6 +247,40 @@ class RerunTask:
     tasks: tuple[TaskSnapshot, ...]
 
 
+class UpstreamOutcome(StrEnum):
+    """How an upstream run ended (UpstreamRunEnded.outcome)."""
+
+    SUCCEEDED = "succeeded"
+    """RunSucceeded."""
+    FAILED = "failed"
+    """RunFailed."""
+    CANCELLED = "cancelled"
+    """RunCancelled (by a user or by the ``cancel_previous`` overlap policy)."""
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamRunEnded:
+    """A run of another job ended; addressed to a job whose schedule is ``after`` that job.
+
+    Appended by the after relay (``topology/after_relay.py``) with idem_key
+    ``after:<job_id>:<upstream_run_id>``. The fold starts a run (trigger ``after``) when the
+    job is active, its schedule is ``after`` ``upstream_job_id`` and ``outcome`` qualifies
+    (docs/schedules.md, "After").
+
+    Attributes:
+        upstream_job_id: the job whose run ended.
+        upstream_run_id: the run that ended.
+        upstream_scheduled_for: that run's ``scheduled_for`` (aware UTC), which the new run
+            takes; None when the relay did not see it (the fold's now is used then).
+        outcome: how it ended.
+    """
+
+    upstream_job_id: str
+    upstream_run_id: str
+    upstream_scheduled_for: datetime | None
+    outcome: UpstreamOutcome
+
+
 Command = (
     RegisterJob
     | UpdateJob
@@ -263,6 +297,7 @@ Command = (
     | ReplayTask
     | ReleaseTask
     | RerunTask
+    | UpstreamRunEnded
 )
 
 

@@ -8,6 +8,7 @@ from typing import assert_never
 
 from cronlog import commands as cmd
 from cronlog import events as ev
+from cronlog.after import upstream_run_ended
 from cronlog.attempts import (
     cancel,
     drop_removed_tasks,
@@ -136,6 +137,8 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
             rerun(d, command, now)
         case cmd.ReplayTask():
             _replay(d, state, command, envelope.idem_key, now)
+        case cmd.UpstreamRunEnded():
+            upstream_run_ended(d, state, command, now)
         case cmd.RegisterJob():
             raise AssertionError("handled above")
         case _:
@@ -147,7 +150,7 @@ def _register(d: Decision, command: cmd.RegisterJob, now: datetime) -> None:
         d.reject(command, RejectReason.JOB_EXISTS, f"job {d.job_id!r} is already registered")
         return
     try:
-        validate_spec(command.spec)
+        validate_spec(command.spec, job_id=d.job_id)
     except InvalidDefinition as exc:
         d.reject(command, RejectReason.INVALID_DEFINITION, str(exc))
         return
@@ -157,7 +160,7 @@ def _register(d: Decision, command: cmd.RegisterJob, now: datetime) -> None:
 
 def _update(d: Decision, state: JobState, command: cmd.UpdateJob, now: datetime) -> None:
     try:
-        validate_spec(command.spec)
+        validate_spec(command.spec, job_id=d.job_id)
     except InvalidDefinition as exc:
         d.reject(command, RejectReason.INVALID_DEFINITION, str(exc))
         return

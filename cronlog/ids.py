@@ -77,6 +77,20 @@ def run_id_for_replay(job_id: str, run_id: str, task: str, idem_key: str) -> Run
     return RunId("r" + _digest("replay", job_id, run_id, task, idem_key))
 
 
+def run_id_for_after(job_id: str, upstream_run_id: str, incarnation: int = 0) -> RunId:
+    """Return the run_id of an ``after`` job's run for one upstream run.
+
+    Args:
+        job_id: the downstream job (whose schedule is ``after``).
+        upstream_run_id: the upstream run whose end starts this run.
+        incarnation: as in ``run_id_for_tick``: a re-registered job gets new ids.
+
+    Determinism: a pure function of its arguments: one upstream run can start at most one
+    active run of each downstream job, however often its UpstreamRunEnded is re-sent.
+    """
+    return RunId("r" + _digest("after", job_id, upstream_run_id, str(incarnation)))
+
+
 def event_id(idem_key: str, job_id: str, index: int) -> EventId:
     """Return the event_id of the ``index``-th event a command produced for a job.
 

@@ -19,6 +19,18 @@ class ScheduleKind(StrEnum):
     EVERY = "every"
     """A fixed interval: ticks at ``anchor_at + k * interval`` for every integer k (default
     anchor: the Unix epoch, so ticks fall on interval boundaries). Temporal's IntervalSpec."""
+    AFTER = "after"
+    """No ticks: a run for each run of the upstream job ``after_job_id`` that ended as
+    ``after_on`` asks (an UpstreamRunEnded command; docs/schedules.md, "After")."""
+
+
+class AfterOn(StrEnum):
+    """Which ends of an upstream run start a run of an ``after`` job."""
+
+    SUCCESS = "success"
+    """The upstream run succeeded (RunSucceeded). The default."""
+    DONE = "done"
+    """The upstream run ended in any way: succeeded, failed or cancelled."""
 
 
 class OverlapPolicy(StrEnum):
@@ -128,6 +140,8 @@ class Schedule:
         exclusions: windows whose ticks are skipped (TickSkipped ``excluded``).
         misfire_grace: a tick folded at most this late is on time and always fires; later ones
             follow ``catchup``. Default 60 s (APScheduler's ``misfire_grace_time``).
+        after_job_id: the upstream job of an ``after`` schedule; None for other kinds.
+        after_on: which upstream run ends start a run (``after`` only). Default ``success``.
     """
 
     kind: ScheduleKind
@@ -145,6 +159,8 @@ class Schedule:
     max_runs: int | None = None
     exclusions: tuple[Exclusion, ...] = ()
     misfire_grace: timedelta = timedelta(seconds=60)
+    after_job_id: str | None = None
+    after_on: AfterOn = AfterOn.SUCCESS
 
 
 class FailureKind(StrEnum):

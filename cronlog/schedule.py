@@ -8,6 +8,7 @@ Time is always an argument; nothing here reads a clock.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -24,6 +25,8 @@ MIN_INTERVAL = timedelta(seconds=1)
 """Shortest ``every`` interval (the ticker's default resolution)."""
 MIN_MISFIRE_GRACE = timedelta(seconds=1)
 """Shortest ``misfire_grace``: below the ticker's interval every tick would count as missed."""
+JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+"""A job_id as the API accepts it: URL-path safe, 1..128 characters."""
 
 
 @functools.lru_cache(maxsize=1024)
@@ -60,12 +63,14 @@ def validate_cron(expression: str, *, hash_id: str | None = None) -> None:
         )
 
 
-def validate_schedule(schedule: Schedule, *, hash_id: str | None = None) -> None:
+def validate_schedule(schedule: Schedule, *, hash_id: str | None = None,
+                      job_id: str | None = None) -> None:
     """Check a schedule as a whole.
 
     Args:
         schedule: the schedule to check.
         hash_id: what Jenkins ``H`` hashes (the job_id); None hashes a fixed seed.
+        job_id: the job it belongs to, when known (an ``after`` schedule must not name it).
 
     Raises:
         InvalidDefinition: naming the offending field.
@@ -81,10 +86,39 @@ def validate_schedule(schedule: Schedule, *, hash_id: str | None = None) -> None
             schedule.interval is None or schedule.interval < MIN_INTERVAL):
         raise InvalidDefinition("schedule.interval_s", "an every schedule needs an interval "
                                 f"of at least {MIN_INTERVAL.total_seconds():g} s")
+    elif schedule.kind is ScheduleKind.AFTER:
+        validate_after(schedule, job_id=job_id)
     if schedule.catchup_window < timedelta(0):
         raise InvalidDefinition("schedule.catchup_window_s", "must not be negative")
     _validate_bounds(schedule)
     validate_exclusions(schedule.exclusions)
+
+
+def validate_after(schedule: Schedule, *, job_id: str | None = None) -> None:
+    """Check an ``after`` schedule: an upstream job_id, not the job itself, no tick bounds.
+
+    ``start_at``, ``end_at`` and exclusions bound ticks, and an after schedule has none, so
+    they are refused rather than silently ignored (``max_runs`` does apply).
+
+    Args:
+        schedule: a schedule of kind ``after``.
+        job_id: the job the schedule belongs to, when known (the fold and the API know it).
+
+    Raises:
+        InvalidDefinition: field ``schedule.job_id``, ``schedule.start_at``,
+            ``schedule.end_at`` or ``schedule.exclusions``.
+    """
+    upstream = schedule.after_job_id
+    if not upstream or not JOB_ID.fullmatch(upstream):
+        raise InvalidDefinition("schedule.job_id", "an after schedule needs the upstream "
+                                "job_id: letters, digits, '.', '_', '-'; 1..128 characters")
+    if job_id is not None and upstream == job_id:
+        raise InvalidDefinition("schedule.job_id", "a job cannot run after itself")
+    for name in ("start_at", "end_at"):
+        if getattr(schedule, name) is not None:
+            raise InvalidDefinition(f"schedule.{name}", "not used by an after schedule")
+    if schedule.exclusions:
+        raise InvalidDefinition("schedule.exclusions", "not used by an after schedule")
 
 
 def _validate_bounds(schedule: Schedule) -> None:

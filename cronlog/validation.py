@@ -36,8 +36,12 @@ _TASK_NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_TASK_NAME - 1}}}")
 _KIND_FIELD = {TaskKind.SHELL: "shell", TaskKind.PYTHON: "callable", TaskKind.HTTP: "http"}
 
 
-def validate_spec(spec: JobSpec) -> None:
+def validate_spec(spec: JobSpec, *, job_id: str | None = None) -> None:
     """Check a job definition.
+
+    Args:
+        spec: the definition.
+        job_id: the job it defines, when known: an ``after`` schedule must not name it.
 
     Raises:
         InvalidDefinition: naming the first offending field (``name``, ``command``,
@@ -49,7 +53,7 @@ def validate_spec(spec: JobSpec) -> None:
         validate_dag(spec)
     else:
         validate_task(spec)
-    validate_schedule(spec.schedule)
+    validate_schedule(spec.schedule, job_id=job_id)
     validate_limits("", spec.timeout, spec.lease_ttl, spec.retry_policy)
     if spec.grace < timedelta(0):
         raise InvalidDefinition("grace_s", "must not be negative")

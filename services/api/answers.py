@@ -32,7 +32,7 @@ class LastRun(BaseModel):
 class ScheduleOut(BaseModel):
     """A job's schedule as stored (see ``schemas.ScheduleIn``; ``run_at`` ISO UTC ``Z``)."""
 
-    type: Literal["cron", "once", "manual", "every"]
+    type: Literal["cron", "once", "manual", "every", "after"]
     expression: str | None
     timezone: str
     run_at: str | None
@@ -45,6 +45,10 @@ class ScheduleOut(BaseModel):
     max_runs: int | None = None
     exclusions: list[dict[str, object]] = []
     misfire_grace_s: Number = 60
+    job_id: str | None = None
+    """The upstream job of an ``after`` schedule."""
+    on: Literal["success", "done"] = "success"
+    """Which upstream run ends start a run (``after`` only)."""
 
 
 class RetryPolicyOut(BaseModel):
@@ -221,6 +225,10 @@ class RunOut(BaseModel):
     """When reruns reopened this run after it had ended (``POST …/tasks/{task}/retry``)."""
     replay_of: str | None = None
     """For a ``replay`` run: the run whose dead-lettered task it runs again."""
+    upstream_job_id: str | None = None
+    """For an ``after`` run: the upstream job whose run ended and started it."""
+    upstream_run_id: str | None = None
+    """For an ``after`` run: the upstream run that started it."""
     cancelled_tasks: list[str] = []
     """Tasks cancelled one by one (``POST /runs/{run_id}/cancel`` with a task)."""
     task_instances: list[TaskInstanceOut] = []

@@ -167,6 +167,8 @@ def _run_scheduled(batch: Batch, record: ev.RunEvent,
             "release_at": _iso(getattr(event, "release_at", None)),
             "runs_remaining": event.runs_remaining, "cancelled_by": None,
             "replay_of": getattr(event, "replay_of", None),
+            "upstream_job_id": getattr(event, "upstream_job_id", None),
+            "upstream_run_id": getattr(event, "upstream_run_id", None),
         })
         stored = batch.get_json(key)
         if isinstance(event, ev.RunBuffered) and stored is not None:

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
 from cronlog.model import (
+    AfterOn,
     BackoffKind,
     CatchupPolicy,
     Exclusion,
@@ -53,7 +54,8 @@ class _Strict(BaseModel):
 
 
 Weekday = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
-Kind = Literal["cron", "once", "manual", "every"]
+Kind = Literal["cron", "once", "manual", "every", "after"]
+AfterOnName = Literal["success", "done"]
 Overlap = Literal["allow", "skip", "buffer_one", "cancel_previous"]
 TaskKindName = Literal["exec", "shell", "python", "http"]
 
@@ -97,6 +99,10 @@ class ScheduleIn(_Strict):
         catchup_window_s: how far back missed ticks may be fired, seconds. Default 86400.
         misfire_grace_s: a tick folded at most this late is on time, seconds (at least 1).
             Default 60.
+        job_id: the upstream job of an ``after`` job: a run starts for each of its runs that
+            ends as ``on`` asks (docs/schedules.md, "After").
+        on: ``success`` (default: the upstream run succeeded) or ``done`` (it ended in any
+            way: succeeded, failed or cancelled); ``after`` only.
     """
 
     type: Kind
@@ -112,6 +118,8 @@ class ScheduleIn(_Strict):
     max_runs: int | None = Field(default=None, ge=1, le=2**62)
     exclusions: list[ExclusionIn] = Field(default_factory=list, max_length=64)
     misfire_grace_s: Seconds = 60.0
+    job_id: str | None = None
+    on: AfterOnName = "success"
 
 
 BackoffName = Literal["constant", "linear", "exponential"]
@@ -287,6 +295,8 @@ class SchedulePatch(_Strict):
     max_runs: int | None = Field(default=None, ge=1, le=2**62)
     exclusions: list[ExclusionIn] | None = Field(default=None, max_length=64)
     misfire_grace_s: Seconds | None = None
+    job_id: str | None = None
+    on: AfterOnName | None = None
 
 
 class RetryPolicyPatch(_Strict):
@@ -422,6 +432,9 @@ def to_spec(body: JobDefinition) -> JobSpec:
             max_runs=s.max_runs,
             exclusions=tuple(_exclusion(x) for x in s.exclusions),
             misfire_grace=timedelta(seconds=s.misfire_grace_s),
+            # only an after schedule keeps them, so a PATCH to another type drops them
+            after_job_id=s.job_id if s.type == "after" else None,
+            after_on=AfterOn(s.on) if s.type == "after" else AfterOn.SUCCESS,
         ),
         command=tuple(body.command),
         timeout=timedelta(seconds=body.timeout_s),
@@ -558,6 +571,9 @@ def spec_to_json(spec: JobSpec) -> dict[str, Any]:
             "max_runs": s.max_runs,
             "exclusions": [_exclusion_json(x) for x in s.exclusions],
             "misfire_grace_s": _secs(s.misfire_grace),
+            # an after schedule's own fields, shown only on it
+            **({"job_id": s.after_job_id, "on": s.after_on.value}
+               if s.kind is ScheduleKind.AFTER else {}),
         },
         "command": list(spec.command),
         "timeout_s": _secs(spec.timeout),

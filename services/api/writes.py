@@ -62,8 +62,8 @@ def _invalid(field: str, reason: str) -> RequestValidationError:
                                     "loc": ("body", *field.split(".")), "msg": reason}])
 
 
-def validated_spec(body: JobDefinition) -> JobSpec:
-    """Return the core spec of ``body`` after the core's own validation.
+def validated_spec(body: JobDefinition, job_id: str | None = None) -> JobSpec:
+    """Return the core spec of ``body`` (of job ``job_id``) after the core's own validation.
 
     Raises:
         RequestValidationError: 422 whose ``loc`` names the field (``schedule.expression``,
@@ -71,7 +71,7 @@ def validated_spec(body: JobDefinition) -> JobSpec:
     """
     spec = to_spec(body)
     try:
-        validate_spec(spec)
+        validate_spec(spec, job_id=job_id)
     except InvalidDefinition as exc:
         raise _invalid(exc.field, exc.reason) from exc
     return spec
@@ -132,7 +132,7 @@ def _accepted(job_id: str, idem_key: str, location: str, run_id: str | None = No
 async def register_job(body: JobIn, request: Request, response: Response,
                        idempotency_key: IdemKey = None) -> Any:
     """Register a job (RegisterJob) → 201 ``{job_id, next_run_at}``; 409 if the id is live."""
-    spec = validated_spec(body)
+    spec = validated_spec(body, body.job_id)
     job_id = body.job_id or f"job-{uuid.uuid4().hex[:12]}"
     idem_key = idempotency_key or str(uuid.uuid4())
     rm, _ = _parts(request)
@@ -157,7 +157,7 @@ def _patched_spec(job: dict[str, Any], patch: dict[str, Any]) -> JobSpec | None:
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_context=False)
         raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in errors]) from exc
-    spec = validated_spec(body)
+    spec = validated_spec(body, job.get("job_id"))
     return spec if spec_to_json(spec) != current else None
 
 

@@ -52,7 +52,8 @@ def jobs_table(jobs: list[dict[str, Any]]) -> Table:
     for job in jobs:
         s = job["schedule"]
         when = {"cron": f"{s.get('expression')} ({s.get('timezone')})",
-                "once": f"once at {s.get('run_at')}"}.get(s["type"], "manual")
+                "once": f"once at {s.get('run_at')}",
+                "after": f"after {s.get('job_id')} ({s.get('on')})"}.get(s["type"], "manual")
         last = job.get("last_run") or {}
         c = job["counts"]
         table.add_row(job["job_id"], job["name"], when, styled(job["status"]),

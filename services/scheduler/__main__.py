@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import shutil
 
@@ -9,6 +10,7 @@ import faust
 
 from services.scheduler.app import create_app
 from services.scheduler.settings import SchedulerSettings
+from topology.after_relay import start_after_relay
 from topology.bootstrap import ensure_topics
 
 
@@ -22,6 +24,10 @@ def main() -> None:
         # State is the changelog, never a local store that may be ahead of it.
         shutil.rmtree(settings.state_path(), ignore_errors=True)
     app = create_app(settings)
+    if settings.after_relay:
+        # job after job: a thread beside the fold; its progress is its committed offsets
+        thread, stop = start_after_relay(settings)
+        atexit.register(lambda: (stop.set(), thread.join(5)))
     worker = faust.Worker(app, loglevel=settings.log_level, redirect_stdouts=False)
     worker.execute_from_commandline()
 

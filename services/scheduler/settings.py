@@ -34,6 +34,8 @@ class SchedulerSettings(KafkaSettings):
             store ahead of the committed offsets (docs/architecture.md).
         rocksdb_block_cache_mb: per-partition RocksDB block cache, MiB.
         rocksdb_write_buffer_mb: per-partition RocksDB write buffer, MiB.
+        after_relay: run the after relay (run-events → UpstreamRunEnded, job after job) in
+            a thread of this process. Default True; any number of processes may run one.
     """
 
     instance_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
@@ -48,6 +50,7 @@ class SchedulerSettings(KafkaSettings):
     keep_local_state: bool = False
     rocksdb_block_cache_mb: int = 8
     rocksdb_write_buffer_mb: int = 4
+    after_relay: bool = True
 
     def state_path(self) -> str:
         """Return the state directory (explicit or derived from instance_id)."""

@@ -175,7 +175,8 @@ def test_unknown_enum_value_names_the_field_and_the_allowed_values() -> None:
                  "retry_policy": {"max_attempts": 1, "backoff_ms": 1,
                                   "backoff_coefficient": 2.0, "max_backoff_ms": 1}}})})
     reason = _reason(decode_command, encode_command(ENV)[:10] + body)
-    assert reason == "invalid value 'hourly' for Schedule.kind (allowed: cron, once, manual, every)"
+    assert reason == ("invalid value 'hourly' for Schedule.kind "
+                      "(allowed: cron, once, manual, every, after)")
 
 
 def test_invalid_utf8_is_a_decode_error() -> None:

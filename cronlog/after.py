@@ -1,0 +1,80 @@
+"""Job after job: what an ``after`` job does when a run of its upstream job ended.
+
+The after relay (``topology/after_relay.py``) turns the upstream's RunSucceeded / RunFailed /
+RunCancelled into an UpstreamRunEnded command for each downstream job; this module decides
+it. Rules and their reasons: docs/schedules.md, "After".
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from cronlog import commands as cmd
+from cronlog import events as ev
+from cronlog.dag import initially_ready
+from cronlog.decision import Decision
+from cronlog.ids import run_id_for_after
+from cronlog.job import JobState, JobStatus
+from cronlog.model import AfterOn, ScheduleKind
+
+QUALIFYING = {
+    AfterOn.SUCCESS: frozenset({cmd.UpstreamOutcome.SUCCEEDED}),
+    AfterOn.DONE: frozenset(cmd.UpstreamOutcome),
+}
+"""The upstream outcomes each ``after_on`` value starts a run for."""
+
+
+def wants(state: JobState, command: cmd.UpstreamRunEnded) -> bool:
+    """Return whether ``state``'s job starts a run for ``command``.
+
+    True when the job is active, its schedule is ``after`` the command's upstream job, and
+    the outcome qualifies under ``after_on``. A paused job lets upstream runs pass (as ticks
+    pass while paused); a job no longer ``after`` that upstream (the relay's index lags a
+    redefinition) ignores them.
+    """
+    sched = state.spec.schedule
+    return (state.status is JobStatus.ACTIVE and sched.kind is ScheduleKind.AFTER
+            and sched.after_job_id == command.upstream_job_id
+            and command.outcome in QUALIFYING[sched.after_on])
+
+
+def upstream_run_ended(d: Decision, state: JobState, command: cmd.UpstreamRunEnded,
+                       now: datetime) -> None:
+    """Start the run an upstream run's end asks for, if any.
+
+    Emits nothing when the job does not want it (``wants``) or when its run is already
+    active (a re-sent command). A fact about another job is not a refusal, so nothing is
+    rejected either. ``max_runs`` spent: TickSkipped ``max_runs``; ``max_active_runs``
+    reached: TickSkipped ``max_active_runs`` (the job record must stay bounded). After runs
+    are outside the overlap policy, like manual triggers: each was asked for by one upstream
+    run.
+
+    The run takes the upstream run's ``scheduled_for`` (its data interval, as Airflow's
+    TriggerDagRunOperator passes the logical date on), or ``now`` when unknown; it is
+    released at once (no jitter: the upstream's tick was jittered already).
+
+    Idempotency: run_id = ``run_id_for_after(job_id, upstream_run_id, incarnation)``; the
+    envelope's idem_key ``after:<job_id>:<upstream_run_id>`` dedupes within the marker window.
+    """
+    if not wants(state, command):
+        return
+    run_id = run_id_for_after(d.job_id, command.upstream_run_id, state.incarnation)
+    if state.run(run_id) is not None:
+        return
+    scheduled_for = command.upstream_scheduled_for or now
+    remaining = state.runs_remaining()
+    reason = None
+    if remaining == 0:
+        reason = ev.SkipReason.MAX_RUNS
+    elif sum(r.trigger not in ev.OFF_SCHEDULE_TRIGGERS
+             for r in state.runs) >= state.spec.max_active_runs:
+        reason = ev.SkipReason.MAX_ACTIVE_RUNS
+    if reason is not None:
+        d.emit(ev.TickSkipped(scheduled_for, reason, state.next_fire_at))
+        return
+    d.emit(ev.RunScheduled(
+        run_id, scheduled_for, ev.RunTrigger.AFTER, state.spec.tasks, state.next_fire_at,
+        None if remaining is None else remaining - 1,
+        upstream_job_id=command.upstream_job_id, upstream_run_id=command.upstream_run_id))
+    for task in initially_ready(state.spec, state.spec.tasks):
+        d.emit(ev.TaskReady(run_id, task, 1, scheduled_for))

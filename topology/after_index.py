@@ -1,0 +1,89 @@
+"""The after relay's index: which jobs run after which, and what an upstream run's end sends.
+
+Pure (no I/O): fed every RunEvent of every partition in log order per partition, it keeps
+upstream job → downstream jobs (from JobRegistered / JobRedefined / JobDeleted) and each
+active run's ``scheduled_for``, and answers the UpstreamRunEnded envelopes a run's end asks
+for. Design: docs/architecture.md, "Job after job: the relay".
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from cronlog import commands as cmd
+from cronlog import events as ev
+from cronlog.model import ScheduleKind
+
+OUTCOMES: dict[type, cmd.UpstreamOutcome] = {
+    ev.RunSucceeded: cmd.UpstreamOutcome.SUCCEEDED,
+    ev.RunFailed: cmd.UpstreamOutcome.FAILED,
+    ev.RunCancelled: cmd.UpstreamOutcome.CANCELLED,
+}
+"""Run-ending events and the outcome each reports."""
+
+
+def after_idem_key(downstream_job_id: str, upstream_run_id: str) -> str:
+    """Return the idem_key of the UpstreamRunEnded for one (downstream job, upstream run).
+
+    Idempotency: every relay, and every re-send after a restart, uses the same key.
+    """
+    return f"after:{downstream_job_id}:{upstream_run_id}"
+
+
+class AfterIndex:
+    """Downstream jobs per upstream job, and the ticks of active runs.
+
+    Memory: one entry per ``after`` job and one per active run (any job's: the relay cannot
+    know which jobs will have downstreams by the time a run ends).
+    """
+
+    def __init__(self) -> None:
+        self._upstream_of: dict[str, str] = {}
+        self._downstream: dict[str, set[str]] = {}
+        self._ticks: dict[str, datetime] = {}
+
+    def downstream(self, upstream_job_id: str) -> frozenset[str]:
+        """Return the jobs currently ``after`` ``upstream_job_id``."""
+        return frozenset(self._downstream.get(upstream_job_id, ()))
+
+    def apply(self, record: ev.RunEvent) -> list[cmd.Envelope]:
+        """Apply one run-event; return the UpstreamRunEnded envelopes it asks for.
+
+        Args:
+            record: a RunEvent read from ``cronlog.run-events``.
+
+        Returns:
+            One envelope per downstream job of the record's job when the event ends a run
+            (RunSucceeded, RunFailed, RunCancelled), whatever the downstream's ``after_on``:
+            the fold decides with the job's current definition. Empty otherwise.
+
+        Idempotency: a re-delivered event asks for the same envelopes (same idem_keys).
+        """
+        event, job_id = record.event, record.job_id
+        match event:
+            case ev.JobRegistered(spec=spec) | ev.JobRedefined(spec=spec):
+                sched = spec.schedule
+                self._unlink(job_id)
+                if sched.kind is ScheduleKind.AFTER and sched.after_job_id:
+                    self._upstream_of[job_id] = sched.after_job_id
+                    self._downstream.setdefault(sched.after_job_id, set()).add(job_id)
+            case ev.JobDeleted():
+                self._unlink(job_id)
+            case ev.RunScheduled(run_id=run_id, scheduled_for=at) | ev.RunBuffered(
+                    run_id=run_id, scheduled_for=at):
+                self._ticks[run_id] = at
+            case ev.RunSucceeded(run_id=run_id) | ev.RunFailed(run_id=run_id) | ev.RunCancelled(
+                    run_id=run_id):
+                tick: datetime | None = self._ticks.pop(run_id, None)
+                ended = cmd.UpstreamRunEnded(job_id, run_id, tick, OUTCOMES[type(event)])
+                return [cmd.Envelope(after_idem_key(down, run_id), down, ended)
+                        for down in sorted(self.downstream(job_id))]
+        return []
+
+    def _unlink(self, job_id: str) -> None:
+        upstream = self._upstream_of.pop(job_id, None)
+        if upstream is not None:
+            downs = self._downstream.get(upstream, set())
+            downs.discard(job_id)
+            if not downs:
+                self._downstream.pop(upstream, None)

@@ -1,0 +1,165 @@
+"""The after relay: run-events in, UpstreamRunEnded commands out (job after job).
+
+Reads every partition of ``cronlog.run-events`` (manual assignment), keeps an ``AfterIndex``,
+and appends an UpstreamRunEnded keyed by each downstream job when an upstream run ends. Its
+progress is a consumer group's committed offsets, committed only after the commands of every
+event below them were delivered; on start it rebuilds the index from the log up to those
+offsets without sending. Design and guarantees: docs/architecture.md, "Job after job".
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+
+from cronlog.commands import Envelope
+from cronlog.errors import CronlogError
+from topology.after_index import AfterIndex
+from topology.codec import Codec, DecodeError
+from topology.config import KafkaSettings
+from topology.log_reader import offset_of, partition_count, read_partition, watermarks
+from topology.topics import Topics
+
+log = logging.getLogger("cronlog.after_relay")
+FLUSH_TIMEOUT_S = 30.0
+"""A batch's commands not delivered within this long fail the session (nothing committed)."""
+RESTART_DELAY_S = 2.0
+"""Pause before a failed session starts over from the committed offsets."""
+
+
+class RelayError(CronlogError):
+    """The relay could not deliver its commands or read its progress; the session restarts."""
+
+
+def relay_group(settings: KafkaSettings) -> str:
+    """Return the consumer group whose committed offsets are the relay's progress."""
+    return f"{settings.topic_prefix}cronlog-after-relay"
+
+
+class AfterRelay:
+    """One relay; ``run`` until ``stop`` is set (every scheduler process runs one).
+
+    Args:
+        settings: the cluster and topic prefix.
+        commit_interval_s: how often delivered progress is committed, seconds: after a crash
+            at most this much of the log (plus one batch) is relayed again, and the fold
+            dedupes that tail by idem_key.
+    """
+
+    def __init__(self, settings: KafkaSettings, *, commit_interval_s: float = 1.0) -> None:
+        self.settings = settings
+        self.topic = Topics.of(settings).run_events
+        self.commands = Topics.of(settings).commands
+        self.commit_interval_s = commit_interval_s
+        self.codec = Codec()
+
+    def run(self, stop: threading.Event) -> None:
+        """Relay until ``stop`` is set; a failed session starts over from committed offsets."""
+        while not stop.is_set():
+            try:
+                self._session(stop)
+            except Exception:  # the relay must outlive broker hiccups; progress is durable
+                log.exception("action=after_relay_failed restarting from committed offsets")
+                stop.wait(RESTART_DELAY_S)
+
+    def _session(self, stop: threading.Event) -> None:
+        consumer = Consumer(self.settings.consumer_config(
+            relay_group(self.settings), **{"enable.partition.eof": False}))
+        producer = Producer(self.settings.producer_config(acks="all"))
+        try:
+            index = AfterIndex()
+            start = self._rebuild(consumer, index)
+            consumer.assign([TopicPartition(self.topic, p, o) for p, o in start.items()])
+            self._relay(consumer, producer, index, dict(start), stop)
+        finally:
+            consumer.close()
+
+    def _rebuild(self, consumer: Consumer, index: AfterIndex) -> dict[int, int]:
+        """Fold the log below the committed offsets into ``index``; return where to go on.
+
+        A partition without a committed offset (the relay's first start) starts at its end:
+        history written before any relay ran is not relayed (downstream jobs registered
+        later would otherwise get runs for old upstream runs).
+        """
+        n = partition_count(consumer, self.topic)
+        if n is None:
+            raise RelayError(f"topic {self.topic!r} does not exist")
+        tps = consumer.committed([TopicPartition(self.topic, p) for p in range(n)], timeout=10)
+        marks = watermarks(consumer, self.topic, n)
+        start = {tp.partition: tp.offset if tp.offset >= 0 else marks[tp.partition][1]
+                 for tp in tps}
+        started = time.monotonic()
+        for p in range(n):
+            for batch in read_partition(consumer, self.topic, p, marks[p][0], start[p]):
+                for m in batch:
+                    self._decode_apply(index, m)
+        fresh = [TopicPartition(self.topic, tp.partition, start[tp.partition])
+                 for tp in tps if tp.offset < 0]
+        if fresh:
+            consumer.commit(offsets=fresh, asynchronous=False)
+        log.info("action=after_relay_started partitions=%d rebuilt_in=%.2fs start=%s", n,
+                 time.monotonic() - started, start)
+        return start
+
+    def _relay(self, consumer: Consumer, producer: Producer, index: AfterIndex,
+               position: dict[int, int], stop: threading.Event) -> None:
+        committed = dict(position)
+        last_commit = time.monotonic()
+        errors: list[KafkaError] = []
+
+        def delivered(err: KafkaError | None, _msg: Message) -> None:
+            if err is not None:
+                errors.append(err)
+
+        while True:
+            stopping = stop.is_set()
+            sent = 0
+            for m in consumer.consume(num_messages=500, timeout=0.5):
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise RelayError(f"{self.topic}: {err}")
+                for env in self._decode_apply(index, m):
+                    producer.produce(self.commands, key=env.job_id.encode(),
+                                     value=self.codec.encode_command(env), on_delivery=delivered)
+                    sent += 1
+                    log.info("action=after_relayed job_id=%s upstream_run_id=%s",
+                             env.job_id, getattr(env.command, "upstream_run_id", ""))
+                position[m.partition() or 0] = offset_of(m) + 1
+            if sent:
+                self._flush(producer, errors)
+            if position != committed and (
+                    stopping or time.monotonic() - last_commit >= self.commit_interval_s):
+                self._flush(producer, errors)  # never commit past an undelivered command
+                consumer.commit(offsets=[TopicPartition(self.topic, p, o)
+                                         for p, o in position.items()], asynchronous=False)
+                committed, last_commit = dict(position), time.monotonic()
+            if stopping:
+                return
+
+    def _flush(self, producer: Producer, errors: list[KafkaError]) -> None:
+        left = producer.flush(FLUSH_TIMEOUT_S)
+        if left or errors:
+            raise RelayError(f"{left} commands undelivered, errors: {errors[:3]}")
+
+    def _decode_apply(self, index: AfterIndex, m: Message) -> list[Envelope]:
+        try:
+            record = self.codec.decode_event(m.value() or b"")
+        except DecodeError as exc:  # not ours to dead-letter: the fold wrote it
+            log.warning("action=after_relay_undecodable partition=%s offset=%s reason=%s",
+                        m.partition(), m.offset(), exc.reason)
+            return []
+        return index.apply(record)
+
+
+def start_after_relay(settings: KafkaSettings) -> tuple[threading.Thread, threading.Event]:
+    """Start a relay in a daemon thread; set the returned event to stop it."""
+    stop = threading.Event()
+    thread = threading.Thread(target=AfterRelay(settings).run, args=(stop,),
+                              name="after-relay", daemon=True)
+    thread.start()
+    return thread, stop
