@@ -13,6 +13,7 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.dag import initially_ready
 from cronlog.decision import Decision
+from cronlog.firing import run_timeout_at
 from cronlog.ids import run_id_for_after
 from cronlog.job import JobState, JobStatus
 from cronlog.model import AfterOn, ScheduleKind
@@ -53,12 +54,15 @@ def upstream_run_ended(d: Decision, state: JobState, command: cmd.UpstreamRunEnd
     TriggerDagRunOperator passes the logical date on), or ``now`` when unknown; it is
     released at once (no jitter: the upstream's tick was jittered already).
 
-    Idempotency: run_id = ``run_id_for_after(job_id, upstream_run_id, incarnation)``; the
-    envelope's idem_key ``after:<job_id>:<upstream_run_id>`` dedupes within the marker window.
+    Idempotency: run_id = ``run_id_for_after(job_id, upstream_run_id, incarnation,
+    upstream_event_id)``; the envelope's idem_key ``after:<job_id>:<upstream_run_id>:<event_id>``
+    dedupes within the marker window. One upstream run reopened by a rerun and ended again is
+    a new end: it may start another run.
     """
     if not wants(state, command):
         return
-    run_id = run_id_for_after(d.job_id, command.upstream_run_id, state.incarnation)
+    run_id = run_id_for_after(d.job_id, command.upstream_run_id, state.incarnation,
+                              command.upstream_event_id)
     if state.run(run_id) is not None:
         return
     scheduled_for = command.upstream_scheduled_for or now
@@ -75,6 +79,7 @@ def upstream_run_ended(d: Decision, state: JobState, command: cmd.UpstreamRunEnd
     d.emit(ev.RunScheduled(
         run_id, scheduled_for, ev.RunTrigger.AFTER, state.spec.tasks, state.next_fire_at,
         None if remaining is None else remaining - 1,
-        upstream_job_id=command.upstream_job_id, upstream_run_id=command.upstream_run_id))
+        upstream_job_id=command.upstream_job_id, upstream_run_id=command.upstream_run_id,
+        timeout_at=run_timeout_at(state.spec, now)))
     for task in initially_ready(state.spec, state.spec.tasks):
         d.emit(ev.TaskReady(run_id, task, 1, scheduled_for))

@@ -263,9 +263,9 @@ class UpstreamRunEnded:
     """A run of another job ended; addressed to a job whose schedule is ``after`` that job.
 
     Appended by the after relay (``topology/after_relay.py``) with idem_key
-    ``after:<job_id>:<upstream_run_id>``. The fold starts a run (trigger ``after``) when the
-    job is active, its schedule is ``after`` ``upstream_job_id`` and ``outcome`` qualifies
-    (docs/schedules.md, "After").
+    ``after:<job_id>:<upstream_run_id>:<upstream_event_id>``. The fold starts a run (trigger
+    ``after``) when the job is active, its schedule is ``after`` ``upstream_job_id`` and
+    ``outcome`` qualifies (docs/schedules.md, "After").
 
     Attributes:
         upstream_job_id: the job whose run ended.
@@ -273,12 +273,15 @@ class UpstreamRunEnded:
         upstream_scheduled_for: that run's ``scheduled_for`` (aware UTC), which the new run
             takes; None when the relay did not see it (the fold's now is used then).
         outcome: how it ended.
+        upstream_event_id: the event_id of the run-event that ended it (a run reopened by a
+            rerun can end more than once; each end is its own). "" when unknown.
     """
 
     upstream_job_id: str
     upstream_run_id: str
     upstream_scheduled_for: datetime | None
     outcome: UpstreamOutcome
+    upstream_event_id: str = ""
 
 
 Command = (

@@ -22,12 +22,14 @@ OUTCOMES: dict[type, cmd.UpstreamOutcome] = {
 """Run-ending events and the outcome each reports."""
 
 
-def after_idem_key(downstream_job_id: str, upstream_run_id: str) -> str:
-    """Return the idem_key of the UpstreamRunEnded for one (downstream job, upstream run).
+def after_idem_key(downstream_job_id: str, upstream_run_id: str, end_event_id: str = "") -> str:
+    """Return the idem_key of the UpstreamRunEnded for one (downstream job, end of an upstream
+    run): ``after:<downstream>:<upstream_run_id>:<event_id of the ending event>``.
 
-    Idempotency: every relay, and every re-send after a restart, uses the same key.
+    Idempotency: every relay, and every re-send after a restart, uses the same key (event ids
+    are deterministic); a run reopened by a rerun and ended again has a new ending event.
     """
-    return f"after:{downstream_job_id}:{upstream_run_id}"
+    return f"after:{downstream_job_id}:{upstream_run_id}:{end_event_id}"
 
 
 class AfterIndex:
@@ -70,13 +72,15 @@ class AfterIndex:
             case ev.JobDeleted():
                 self._unlink(job_id)
             case ev.RunScheduled(run_id=run_id, scheduled_for=at) | ev.RunBuffered(
+                    run_id=run_id, scheduled_for=at) | ev.RunReopened(
                     run_id=run_id, scheduled_for=at):
                 self._ticks[run_id] = at
             case ev.RunSucceeded(run_id=run_id) | ev.RunFailed(run_id=run_id) | ev.RunCancelled(
                     run_id=run_id):
                 tick: datetime | None = self._ticks.pop(run_id, None)
-                ended = cmd.UpstreamRunEnded(job_id, run_id, tick, OUTCOMES[type(event)])
-                return [cmd.Envelope(after_idem_key(down, run_id), down, ended)
+                ended = cmd.UpstreamRunEnded(job_id, run_id, tick, OUTCOMES[type(event)],
+                                             record.event_id)
+                return [cmd.Envelope(after_idem_key(down, run_id, record.event_id), down, ended)
                         for down in sorted(self.downstream(job_id))]
         return []
 

@@ -26,9 +26,9 @@ def test_a_run_end_of_an_upstream_sends_one_command_per_downstream_job() -> None
     assert index.apply(rec("x", ev.RunScheduled("r1", T, ev.RunTrigger.MANUAL, ("main",),
                                                 None))) == []
     sent = index.apply(rec("x", ev.RunFailed("r1")))
-    ended = cmd.UpstreamRunEnded("x", "r1", T, cmd.UpstreamOutcome.FAILED)
-    assert sent == [cmd.Envelope("after:d1:r1", "d1", ended),
-                    cmd.Envelope("after:d2:r1", "d2", ended)]
+    ended = cmd.UpstreamRunEnded("x", "r1", T, cmd.UpstreamOutcome.FAILED, "e")
+    assert sent == [cmd.Envelope("after:d1:r1:e", "d1", ended),
+                    cmd.Envelope("after:d2:r1:e", "d2", ended)]
 
 
 def test_redefined_or_deleted_jobs_leave_the_index_and_unknown_ticks_are_none() -> None:
@@ -40,5 +40,5 @@ def test_redefined_or_deleted_jobs_leave_the_index_and_unknown_ticks_are_none() 
     assert index.downstream("x") == frozenset()
     index.apply(rec("d3", ev.JobRegistered(AFTER_X, None)))
     assert index.apply(rec("x", ev.RunCancelled("r9", ev.CancelReason.USER))) == [
-        cmd.Envelope("after:d3:r9", "d3",
-                     cmd.UpstreamRunEnded("x", "r9", None, cmd.UpstreamOutcome.CANCELLED))]
+        cmd.Envelope("after:d3:r9:e", "d3",
+                     cmd.UpstreamRunEnded("x", "r9", None, cmd.UpstreamOutcome.CANCELLED, "e"))]
