@@ -165,3 +165,41 @@ def test_a_cycle_or_an_unknown_dependency_is_422_naming_it(api: httpx.Client) ->
     assert unknown.status_code == 422, unknown.text
     assert "nope" in str(unknown.json()) and "depends_on" in str(unknown.json())
     assert api.get("/api/v1/jobs/bad-dag").status_code == 404
+
+
+def test_rerun_of_a_failed_middle_task_with_downstream_reruns_it_and_the_run_succeeds(
+        api: httpx.Client, events: EventLog, tmp_path: Path) -> None:
+    out, fixed = tmp_path / "stamps", tmp_path / "fixed"
+    flaky = f"[ -e {fixed} ] || {{ echo broken >&2; exit 5; }}; {stamp(out)}"
+    run = run_job(api, "rerun-etl", [task("extract", stamp(out)),
+                                     task("transform", flaky, "extract"),
+                                     task("load", stamp(out), "transform")])
+    assert run["state"] == "failed"
+    assert {t: ti["state"] for t, ti in instants(run).items()} == {
+        "extract": "succeeded", "transform": "failed", "load": "upstream_failed"}
+
+    fixed.touch()
+    answer = api.post(f"/api/v1/runs/{run['run_id']}/tasks/transform/retry",
+                      json={"downstream": True})
+    assert answer.status_code == 200, answer.text
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        run = api.get(f"/api/v1/runs/{run['run_id']}").json()
+        if run["state"] in TERMINAL:
+            break
+        time.sleep(0.3)
+    assert run["state"] == "succeeded", run
+    assert len(run["reopened_at"]) == 1
+    tis = instants(run)
+    assert {t: (ti["state"], ti["attempt"]) for t, ti in tis.items()} == {
+        "extract": ("succeeded", 1), "transform": ("succeeded", 2), "load": ("succeeded", 1)}
+    assert [t for t, what, _ in lines(out) if what == "end"] == ["extract", "transform", "load"]
+    # the old attempt stays in the history; extract ran once
+    assert [(a["task"], a["attempt"], a["state"]) for a in run["attempts"]
+            if a["task"] == "transform"] == [("transform", 1, "failed"),
+                                             ("transform", 2, "succeeded")]
+    assert [t for t, what, _ in lines(out) if what == "start"].count("extract") == 1
+    assert events.wait_until(lambda log: len(log.of_type(ev.RunSucceeded, "rerun-etl")) == 1, 20)
+    assert len(events.of_type(ev.RunFailed, "rerun-etl")) == 1  # the first end stays on the log
+    again = api.post(f"/api/v1/runs/{run['run_id']}/tasks/nope/retry", json={})
+    assert again.status_code == 404
