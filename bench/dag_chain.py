@@ -14,12 +14,18 @@ times, one run after the other. Per hop, from run-events (all clocks are this ma
 - fold claim: ClaimTask appended → TaskClaimed produced;
 - to start: TaskClaimed produced → started_at: replies topic + dispatch to the process pool.
 
-Measured (2-core box shared with the broker, 1 scheduler + 1 worker, 12 partitions, 5 runs of
-40 tasks, 195 hops): hop median 31 ms / p95 57 ms against the 25 ms budget; run 1.3 to 2.3 s.
-Fold passes dominate: report 1 / fold 11 / to claim 3 / fold claim 13 / to start 3 ms
-(medians). Each hop needs two folds (CompleteTask, then ClaimTask), and each fold batch waits
-``batch_within_s`` (10 ms) to fill, so about 20 ms of a hop is the batch window; the worker's
-own share is about 7 ms.
+Measured (2-core box shared with the broker and other test runs, 1 scheduler + 1 worker, 12
+partitions, 3 runs of 40 tasks, 117 hops), by the scheduler's ``batch_within_s``:
+
+- 10 ms (the old default): hop median 30 ms / p95 40 ms; report 1 / fold 10 / to claim 3 /
+  fold claim 12 / to start 3 ms (medians); run 1.3 to 1.7 s.
+- 2 ms (the default now): hop median 17 ms / p95 28 ms (budget 25 ms); fold 6 / fold claim
+  6 ms; run 0.8 to 1.1 s. bench/fold.py's burst throughput was the same with both.
+
+Each hop needs two fold passes (CompleteTask, then ClaimTask) and each waits up to
+``batch_within_s`` for its batch to fill; the worker's own share is about 7 ms. What is left
+is the claim round trip: having the fold grant the next task to a worker that advertised a free
+slot would save one pass and the ready-topic hop.
 """
 
 from __future__ import annotations
