@@ -134,12 +134,38 @@ def _snapshot(client: ApiClient, services: list[Service], limit: int = 25) -> Gr
 
 def _show_live(client: ApiClient, services: list[Service], duration_s: float | None) -> None:
     end = time.monotonic() + duration_s if duration_s is not None else None
+    if not console.is_terminal:  # CI, nohup, a pipe: a line per run change, not a live table
+        _print_changes(client, services, end)
+        return
     with Live(_snapshot(client, services), console=console, auto_refresh=False) as live:
         while end is None or time.monotonic() < end:
             time.sleep(1.0)
             live.update(_snapshot(client, services), refresh=True)
             _check_alive(services)
     console.line()
+
+
+def _print_changes(client: ApiClient, services: list[Service], end: float | None) -> None:
+    """Print one line each time a run appears or changes state (for output that is not a
+    terminal, where a live table would show nothing until exit)."""
+    seen: dict[str, str] = {}
+    while end is None or time.monotonic() < end:
+        try:
+            for job in client.jobs():
+                for run in reversed(client.runs(job["job_id"], limit=25)):
+                    if seen.get(run["run_id"]) != run["state"]:
+                        seen[run["run_id"]] = run["state"]
+                        lag = run.get("trigger_lag_s")
+                        console.print(
+                            f"{run['scheduled_for']}  {job['job_id']}  {run['run_id']}  "
+                            f"{run['state']}" + (f"  lag {lag:.3f}s" if lag is not None
+                                                 else "") +
+                            (f"  exit {run['exit_code']}" if run.get("exit_code") else ""),
+                            highlight=False, soft_wrap=True)
+        except ApiError as exc:
+            console.print(f"API: {exc.describe()}", highlight=False)
+        _check_alive(services)
+        time.sleep(1.0)
 
 
 def _stop(services: list[Service], grace_s: float) -> None:
