@@ -86,11 +86,14 @@ def runs_table(runs: list[dict[str, Any]], title: str = "runs") -> Table:
     """Return a runs table: job, run, scheduled_for (local / UTC), trigger lag, state, attempt,
     worker, exit code."""
     table = Table(title=title)
-    table.add_column("job", overflow="fold")
+    # On a narrow terminal every column shrinks with an ellipsis (a folded or wrapped column
+    # would be squeezed to nothing); the worker id, long and least useful, is capped.
+    table.add_column("job", no_wrap=True, overflow="ellipsis", min_width=8, max_width=24)
     for col in ("run", "scheduled for", "lag", "state", "try", "worker", "exit"):
-        table.add_column(col, no_wrap=True)
+        table.add_column(col, no_wrap=True, overflow="ellipsis",
+                         max_width=12 if col == "worker" else None)
     for run in runs:
-        manual = " (manual)" if run["trigger"] == "manual" else ""
+        manual = "" if run["trigger"] in ("schedule", "catchup") else f" ({run['trigger']})"
         table.add_row(run.get("job_name") or run["job_id"], run["run_id"][:9],
                       local_and_utc(run["scheduled_for"]) + manual,
                       seconds(run.get("trigger_lag_s")), styled(run["state"]),
