@@ -11,6 +11,7 @@ import logging
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -67,6 +68,16 @@ def _retry(call: Callable[[], T], what: str, attempts: int = 20) -> T:
             log.warning("%s failed (%s); retrying", what, exc)
             time.sleep(min(0.2 * 2 ** attempt, 3.0))
     raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True, slots=True)
+class PendingClaim:
+    """A ClaimTask sent and not yet answered: its ready record, the answer's future, when."""
+
+    job_id: str
+    ready: ev.TaskReady
+    answer: Future[Answer]
+    sent_at: float
 
 
 class Worker:
@@ -220,13 +231,25 @@ class Worker:
                 first = ready.poll(0.2)  # blocks for one; then take what is already buffered
                 if first is None:
                     continue
-                for msg in [first, *ready.consume(num_messages=free - 1, timeout=0)]:
+                msgs = [first, *ready.consume(num_messages=free - 1, timeout=0)]
+                # Claims of a batch go out together and their answers are awaited together:
+                # one round trip per batch, not per task (the fold answers them in one pass).
+                claims: list[tuple[Message, PendingClaim | None]] = []
+                for msg in msgs:
                     if self._stop.is_set():
                         break  # uncommitted: the partition's next owner gets these
                     try:
-                        self._on_ready(msg)
+                        claims.append((msg, self._send_claim(msg, claims)))
+                    except Exception:  # one bad record must not stop pulling
+                        log.exception("handling a ready record failed")
+                        claims.append((msg, None))
+                self.producer.flush(5)
+                for msg, pending in claims:
+                    try:
+                        if pending is not None:
+                            self._await_claim(pending)
                         ready.commit(message=msg, asynchronous=True)
-                    except Exception:  # one bad record or a failed commit must not stop pulling
+                    except Exception:  # a failed start or commit must not stop pulling
                         log.exception("handling a ready record failed")
         finally:
             ready.close()
@@ -264,25 +287,45 @@ class Worker:
                    cmd.ReleaseTask(grant.run_id, grant.task, grant.attempt, grant.epoch,
                                    self.settings.worker_id, reason))
 
-    def _on_ready(self, msg: Message) -> None:
+    def _send_claim(self, msg: Message,
+                    batch: list[tuple[Message, PendingClaim | None]]) -> PendingClaim | None:
+        """Send the ClaimTask a ready record asks for; None when there is nothing to claim.
+
+        Nothing is claimed for a task instance this worker already holds or already claims in
+        this batch (a ready record re-delivered after a rebalance). The idem_key carries a
+        nonce: a claim sent again for the same attempt (that record re-delivered after the
+        attempt ran here) must be answered — refused ``not_ready`` — not swallowed by the
+        fold's dedupe, which would leave this worker waiting ``claim_timeout_s`` for nothing.
+        """
         if msg.error():
             if msg.error().code() != KafkaError._PARTITION_EOF:
                 log.warning("ready topic error: %s", msg.error())
-            return
+            return None
         try:
             record = decode_event(msg.value())
         except DecodeError:
             log.exception("undecodable ready record")
-            return
+            return None
         ready = record.event
         if not isinstance(ready, ev.TaskReady):
-            return
+            return None
+        key = (ready.run_id, ready.task)
+        if key in self._held or any(p is not None and (p.ready.run_id, p.ready.task) == key
+                                    for _, p in batch):
+            return None
         wid = self.settings.worker_id
         fut = self._expect("claim", ready.run_id, ready.task)
-        self._send(record.job_id, f"claim:{ready.run_id}:{ready.task}:{ready.attempt}:{wid}",
+        nonce = uuid.uuid4().hex[:8]
+        self._send(record.job_id,
+                   f"claim:{ready.run_id}:{ready.task}:{ready.attempt}:{wid}:{nonce}",
                    cmd.ClaimTask(ready.run_id, ready.task, ready.attempt, wid))
-        self.producer.flush(5)
-        deadline = time.monotonic() + self.settings.claim_timeout_s
+        return PendingClaim(record.job_id, ready, fut, time.monotonic())
+
+    def _await_claim(self, pending: PendingClaim) -> None:
+        """Wait for the answer to a claim (at most ``claim_timeout_s`` from its send) and
+        start the attempt when it is granted to this worker."""
+        ready, fut, wid = pending.ready, pending.answer, self.settings.worker_id
+        deadline = pending.sent_at + self.settings.claim_timeout_s
         while not fut.done() and time.monotonic() < deadline:
             if self._stop.is_set():  # a grant still gets a short wait: it is released, not lost
                 deadline = min(deadline, time.monotonic() + STOP_CLAIM_WAIT_S)
@@ -294,14 +337,15 @@ class Worker:
             if not fut.done():
                 # Stop waiting; a grant that still arrives is started by _on_answer.
                 self._waiting.pop(("claim", ready.run_id, ready.task), None)
-                log.warning("no answer to claim yet", extra={"run_id": ready.run_id})
+                log.warning("no answer to claim yet",
+                            extra={"run_id": ready.run_id, "task": ready.task})
                 return
         answer = fut.result()
         if isinstance(answer, ev.TaskClaimed) and answer.worker_id == wid:
             if self._stop.is_set():
-                self._release(record.job_id, answer, "worker stopping: granted as it stopped")
+                self._release(pending.job_id, answer, "worker stopping: granted as it stopped")
             else:
-                self._start(record.job_id, answer)
+                self._start(pending.job_id, answer)
 
     def _start(self, job_id: str, grant: ev.TaskClaimed) -> None:
         context = {
