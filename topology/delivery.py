@@ -15,7 +15,6 @@ from cronlog.errors import CronlogError
 from topology.config import KafkaSettings
 from topology.fold import Outgoing
 
-
 Offsets = dict[tuple[str, int], int]
 """(topic, partition) → offset of a message the broker acknowledged."""
 
@@ -41,10 +40,11 @@ class Delivery:
             if err is not None:
                 errors.append(f"{msg.topic()}: {err}")
                 return
-            tp = (msg.topic(), msg.partition())
-            offset = msg.offset()
-            if offset > acked.get(tp, -1):
-                acked[tp] = offset
+            topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+            if topic is not None and partition is not None and offset is not None:
+                tp = (topic, partition)
+                if offset > acked.get(tp, -1):
+                    acked[tp] = offset
 
         for m in messages:
             while True:
