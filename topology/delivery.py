@@ -15,6 +15,9 @@ from cronlog.errors import CronlogError
 from topology.config import KafkaSettings
 from topology.fold import Outgoing
 
+Offsets = dict[tuple[str, int], int]
+"""(topic, partition) → offset of a message the broker acknowledged."""
+
 
 class DeliveryFailed(CronlogError):
     """Some messages of a batch were not acknowledged by the broker."""
@@ -29,18 +32,29 @@ class Delivery:
             "delivery.timeout.ms": int(timeout_s * 1000)}))
         self.timeout_s = timeout_s
 
-    def _produce_all(self, messages: Sequence[Outgoing]) -> list[str]:
+    def _produce_all(self, messages: Sequence[Outgoing]) -> tuple[list[str], Offsets]:
         errors: list[str] = []
+        acked: Offsets = {}
 
         def on_delivery(err: KafkaError | None, msg: Message) -> None:
             if err is not None:
                 errors.append(f"{msg.topic()}: {err}")
+                return
+            topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+            if topic is not None and partition is not None and offset is not None:
+                tp = (topic, partition)
+                if offset > acked.get(tp, -1):
+                    acked[tp] = offset
 
         for m in messages:
             while True:
                 try:
-                    self.producer.produce(m.topic, key=m.key, value=m.value,
-                                          on_delivery=on_delivery)
+                    if m.partition is None:
+                        self.producer.produce(m.topic, key=m.key, value=m.value,
+                                              on_delivery=on_delivery)
+                    else:
+                        self.producer.produce(m.topic, key=m.key, value=m.value,
+                                              partition=m.partition, on_delivery=on_delivery)
                     break
                 except BufferError:
                     self.producer.poll(0.05)  # local queue full: let deliveries drain
@@ -50,18 +64,23 @@ class Delivery:
         remaining = self.producer.flush(self.timeout_s)
         if remaining:
             errors.append(f"{remaining} messages still unacknowledged after {self.timeout_s}s")
-        return errors
+        return errors, acked
 
-    async def deliver(self, messages: Sequence[Outgoing]) -> None:
+    async def deliver(self, messages: Sequence[Outgoing]) -> Offsets:
         """Produce ``messages`` in order and return once the broker acknowledged all of them.
+
+        Returns:
+            (topic, partition) → offset of the last message acknowledged there (only the
+            topic-partitions ``messages`` went to; empty for no messages).
 
         Raises:
             DeliveryFailed: any message failed or timed out.
         """
-        errors = await asyncio.get_running_loop().run_in_executor(None, self._produce_all,
-                                                                  messages)
+        errors, acked = await asyncio.get_running_loop().run_in_executor(
+            None, self._produce_all, messages)
         if errors:
             raise DeliveryFailed("; ".join(errors[:5]))
+        return acked
 
     def close(self) -> None:
         """Flush what is left."""

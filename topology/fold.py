@@ -56,11 +56,16 @@ class Record:
 
 @dataclass(frozen=True, slots=True)
 class Outgoing:
-    """A message to deliver before any state is written."""
+    """A message to deliver before any state is written.
+
+    Attributes:
+        partition: explicit partition, or None for the producer's murmur2 partitioner.
+    """
 
     topic: str
     key: bytes | None
     value: bytes
+    partition: int | None = None
 
 
 @dataclass

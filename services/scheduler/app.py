@@ -1,8 +1,9 @@
 """The scheduler: a faust app folding ``cronlog.commands`` into the job table, plus the ticker.
 
 The fold runs ``at_least_once`` with one agent actor; ``topology.fold.BatchFolder`` decides each
-batch, this module delivers the batch's messages, waits for their acks, then writes the job
-records (under each record's own event context, so a record lands in its partition's changelog).
+batch, this module delivers the batch's events and waits for their acks, then delivers the job
+records to the table's changelog (librdkafka, same producer) and waits for those acks, then puts
+them into the partition's RocksDB (``topology.job_table``); faust commits the batch after that.
 """
 
 from __future__ import annotations
@@ -13,21 +14,20 @@ import logging
 import os
 import time
 import uuid
-import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
 import faust
-from faust.streams import _current_event
 from faust.transport.drivers.aiokafka import Producer as AIOProducer
 
 from cronlog import commands as cmd
 from cronlog.time import to_ms
 from services.scheduler.settings import SchedulerSettings
 from topology.codec import Codec
-from topology.delivery import Delivery, DeliveryFailed
+from topology.delivery import Delivery, DeliveryFailed, Offsets
 from topology.due_index import DueIndex
-from topology.fold import BatchFolder, BatchResult, Record
+from topology.fold import BatchFolder, Outgoing, Record
+from topology.job_table import LocalJobStore, changelog_records
 from topology.partitioning import partition_for
 from topology.state_codec import load_state
 from topology.topics import Topics
@@ -139,11 +139,13 @@ def create_app(settings: SchedulerSettings) -> faust.App:
 
     delivery = Delivery(settings)
 
-    async def deliver(out: BatchResult) -> None:
+    local_jobs = LocalJobStore(jobs.data, topics.job_table_changelog)
+    local_jobs.check()
+
+    async def deliver(sends: list[Outgoing]) -> Offsets:
         for attempt in itertools.count(1):
             try:
-                await delivery.deliver(out.sends)
-                return
+                return await delivery.deliver(sends)
             except DeliveryFailed:
                 if attempt >= DELIVERY_ATTEMPTS:
                     # Never write state whose events were not delivered, never ack the batch:
@@ -153,6 +155,7 @@ def create_app(settings: SchedulerSettings) -> faust.App:
                     os._exit(70)
                 log.warning("event delivery failed; retrying", exc_info=True)
                 await asyncio.sleep(min(2.0 ** attempt, 10.0))
+        raise AssertionError("unreachable")
 
     async def fold_batch(batch: list[Any]) -> None:
         t0 = time.perf_counter()
@@ -162,14 +165,14 @@ def create_app(settings: SchedulerSettings) -> faust.App:
         out = folder.fold(records)
         t1 = time.perf_counter()
         if out.sends:
-            await deliver(out)
+            await deliver(out.sends)
         t2 = time.perf_counter()
-        for job_id, (event, _, value) in out.writes.items():
-            token = _current_event.set(weakref.ref(event))
-            try:
-                jobs[job_id.encode()] = value
-            finally:
-                _current_event.reset(token)
+        if out.writes:
+            # Only after the events' acks (invariant 6): a changelog record acked beside an
+            # event still in flight would, after a kill -9, recover a record whose dedupe
+            # marker suppresses that event for ever. Then RocksDB, then faust's commit.
+            acked = await deliver(changelog_records(topics.job_table_changelog, out.writes))
+            local_jobs.write(out.writes, acked)
         stats.record(len(records), t1 - t0, t2 - t1, time.perf_counter() - t2)
 
     @app.agent(commands, concurrency=1)
