@@ -8,6 +8,7 @@ for. Design: docs/architecture.md, "Job after job: the relay".
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
 from cronlog import commands as cmd
@@ -43,6 +44,29 @@ class AfterIndex:
         self._upstream_of: dict[str, str] = {}
         self._downstream: dict[str, set[str]] = {}
         self._ticks: dict[str, datetime] = {}
+
+    @classmethod
+    def restored(cls, upstream_of: Mapping[str, str], ticks: Mapping[str, datetime]
+                 ) -> AfterIndex:
+        """Return an index in the state ``state()`` returned (a snapshot's, on relay start).
+
+        Args:
+            upstream_of: downstream job → the upstream job it is ``after``.
+            ticks: active run_id → its ``scheduled_for`` (aware UTC).
+        """
+        index = cls()
+        for down, up in upstream_of.items():
+            index._upstream_of[down] = up
+            index._downstream.setdefault(up, set()).add(down)
+        index._ticks.update(ticks)
+        return index
+
+    def state(self) -> tuple[dict[str, str], dict[str, datetime]]:
+        """Return copies of (downstream job → upstream job, active run_id → tick).
+
+        Everything else the index holds derives from these two; ``restored`` inverts it.
+        """
+        return dict(self._upstream_of), dict(self._ticks)
 
     def downstream(self, upstream_job_id: str) -> frozenset[str]:
         """Return the jobs currently ``after`` ``upstream_job_id``."""

@@ -3,8 +3,9 @@
 Reads every partition of ``cronlog.run-events`` (manual assignment), keeps an ``AfterIndex``,
 and appends an UpstreamRunEnded keyed by each downstream job when an upstream run ends. Its
 progress is a consumer group's committed offsets, committed only after the commands of every
-event below them were delivered; on start it rebuilds the index from the log up to those
-offsets without sending. Design and guarantees: docs/architecture.md, "Job after job".
+event below them were delivered; on start it rebuilds the index from its latest snapshot
+(``cronlog.after-relay``, written at committed offsets) and the log from there up to the
+committed offsets, without sending. Design and guarantees: docs/architecture.md, "Job after job".
 """
 
 from __future__ import annotations
@@ -18,6 +19,14 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 from cronlog.commands import Envelope
 from cronlog.errors import CronlogError
 from topology.after_index import AfterIndex
+from topology.after_snapshot import (
+    SNAPSHOT_KEY,
+    SNAPSHOT_MAX_BYTES,
+    AfterSnapshot,
+    SnapshotError,
+    decode_snapshot,
+    encode_snapshot,
+)
 from topology.codec import Codec, DecodeError
 from topology.config import KafkaSettings
 from topology.log_reader import offset_of, partition_count, read_partition, watermarks
@@ -28,6 +37,9 @@ FLUSH_TIMEOUT_S = 30.0
 """A batch's commands not delivered within this long fail the session (nothing committed)."""
 RESTART_DELAY_S = 2.0
 """Pause before a failed session starts over from the committed offsets."""
+SNAPSHOT_SCAN = 16
+"""How many of the last snapshot records a starting relay considers (several relays write
+to the one key; the cleaner may not have compacted them yet)."""
 
 
 class RelayError(CronlogError):
@@ -47,13 +59,20 @@ class AfterRelay:
         commit_interval_s: how often delivered progress is committed, seconds: after a crash
             at most this much of the log (plus one batch) is relayed again, and the fold
             dedupes that tail by idem_key.
+        snapshot_interval_s: how often a snapshot of the index is written at the offsets
+            just committed, seconds (and once after each rebuild and at stop): a start folds
+            at most about this much of the log, plus what was written while it was down.
     """
 
-    def __init__(self, settings: KafkaSettings, *, commit_interval_s: float = 1.0) -> None:
+    def __init__(self, settings: KafkaSettings, *, commit_interval_s: float = 1.0,
+                 snapshot_interval_s: float = 60.0) -> None:
         self.settings = settings
-        self.topic = Topics.of(settings).run_events
-        self.commands = Topics.of(settings).commands
+        topics = Topics.of(settings)
+        self.topic = topics.run_events
+        self.commands = topics.commands
+        self.snapshots = topics.after_relay
         self.commit_interval_s = commit_interval_s
+        self.snapshot_interval_s = snapshot_interval_s
         self.codec = Codec()
 
     def run(self, stop: threading.Event) -> None:
@@ -70,17 +89,22 @@ class AfterRelay:
             relay_group(self.settings), **{"enable.partition.eof": False}))
         producer = Producer(self.settings.producer_config(acks="all"))
         try:
-            index = AfterIndex()
-            start = self._rebuild(consumer, index)
+            index, start, folded = self._rebuild(consumer)
+            snapshots = partition_count(consumer, self.snapshots) is not None
+            if snapshots and folded:  # the next start need not fold that again
+                self._snapshot(producer, index, start)
             consumer.assign([TopicPartition(self.topic, p, o) for p, o in start.items()])
-            self._relay(consumer, producer, index, dict(start), stop)
+            self._relay(consumer, producer, index, dict(start), stop, snapshots=snapshots)
         finally:
             consumer.close()
 
-    def _rebuild(self, consumer: Consumer, index: AfterIndex) -> dict[int, int]:
-        """Fold the log below the committed offsets into ``index``; return where to go on.
+    def _rebuild(self, consumer: Consumer) -> tuple[AfterIndex, dict[int, int], int]:
+        """Return the index of the log below the committed offsets, where to go on, and how
+        many run-events were folded to build it.
 
-        A partition without a committed offset (the relay's first start) starts at its end:
+        Starts from the newest usable snapshot (``AfterSnapshot.usable``) and folds the log
+        from its offsets, or from each partition's first offset when there is none. A
+        partition without a committed offset (the relay's first start) starts at its end:
         history written before any relay ran is not relayed (downstream jobs registered
         later would otherwise get runs for old upstream runs).
         """
@@ -92,22 +116,84 @@ class AfterRelay:
         start = {tp.partition: tp.offset if tp.offset >= 0 else marks[tp.partition][1]
                  for tp in tps}
         started = time.monotonic()
+        snapshot = self._latest_snapshot(consumer, start)
+        if snapshot is None:
+            index, since = AfterIndex(), {p: marks[p][0] for p in range(n)}
+        else:
+            index = AfterIndex.restored(snapshot.upstream_of, snapshot.ticks)
+            since = {p: max(marks[p][0], snapshot.offsets[p]) for p in range(n)}
+        folded = 0
         for p in range(n):
-            for batch in read_partition(consumer, self.topic, p, marks[p][0], start[p]):
+            for batch in read_partition(consumer, self.topic, p, since[p], start[p]):
+                folded += len(batch)
                 for m in batch:
                     self._decode_apply(index, m)
         fresh = [TopicPartition(self.topic, tp.partition, start[tp.partition])
                  for tp in tps if tp.offset < 0]
         if fresh:
             consumer.commit(offsets=fresh, asynchronous=False)
-        log.info("action=after_relay_started partitions=%d rebuilt_in=%.2fs start=%s", n,
+        log.info("action=after_relay_started partitions=%d snapshot=%s folded=%d "
+                 "rebuilt_in=%.2fs start=%s", n, snapshot is not None, folded,
                  time.monotonic() - started, start)
-        return start
+        return index, start, folded
+
+    def _latest_snapshot(self, consumer: Consumer, start: dict[int, int]
+                         ) -> AfterSnapshot | None:
+        """Return the usable snapshot covering the most of the log, or None.
+
+        Reads the last SNAPSHOT_SCAN records of the snapshot topic; undecodable ones and
+        ones past ``start`` (``AfterSnapshot.usable``) are skipped.
+        """
+        if partition_count(consumer, self.snapshots) is None:
+            log.warning("action=after_relay_no_snapshot_topic topic=%s", self.snapshots)
+            return None
+        low, high = watermarks(consumer, self.snapshots, 1)[0]
+        best: AfterSnapshot | None = None
+        for batch in read_partition(consumer, self.snapshots, 0, max(low, high - SNAPSHOT_SCAN),
+                                    high):
+            for m in batch:
+                if m.key() != SNAPSHOT_KEY or m.value() is None:
+                    continue
+                try:
+                    found = decode_snapshot(m.value() or b"")
+                except SnapshotError as exc:
+                    log.warning("action=after_relay_snapshot_skipped offset=%s reason=%s",
+                                m.offset(), exc)
+                    continue
+                if found.usable(start) and (
+                        best is None or sum(found.offsets.values()) >= sum(best.offsets.values())):
+                    best = found
+        return best
+
+    def _snapshot(self, producer: Producer, index: AfterIndex, committed: dict[int, int]
+                  ) -> None:
+        """Write the index at ``committed``: offsets whose commands were all delivered.
+
+        A failure is logged, not raised: a snapshot only shortens the next start, and a
+        missing or older one is still correct (it is folded forward from its own offsets).
+        """
+        upstream_of, ticks = index.state()
+        data = encode_snapshot(AfterSnapshot(dict(committed), upstream_of, ticks))
+        counts = f"bytes={len(data)} after_jobs={len(upstream_of)} active_runs={len(ticks)}"
+        if len(data) > SNAPSHOT_MAX_BYTES:
+            log.warning("action=after_relay_snapshot_too_large %s", counts)
+            return
+        errors: list[KafkaError] = []
+
+        def delivered(err: KafkaError | None, _msg: Message) -> None:
+            if err is not None:
+                errors.append(err)
+
+        producer.produce(self.snapshots, key=SNAPSHOT_KEY, value=data, on_delivery=delivered)
+        if producer.flush(FLUSH_TIMEOUT_S) or errors:
+            log.warning("action=after_relay_snapshot_failed %s errors=%s", counts, errors[:3])
+        else:
+            log.info("action=after_relay_snapshot_written %s", counts)
 
     def _relay(self, consumer: Consumer, producer: Producer, index: AfterIndex,
-               position: dict[int, int], stop: threading.Event) -> None:
+               position: dict[int, int], stop: threading.Event, *, snapshots: bool) -> None:
         committed = dict(position)
-        last_commit = time.monotonic()
+        last_commit = last_snapshot = time.monotonic()
         errors: list[KafkaError] = []
 
         def delivered(err: KafkaError | None, _msg: Message) -> None:
@@ -138,6 +224,10 @@ class AfterRelay:
                 consumer.commit(offsets=[TopicPartition(self.topic, p, o)
                                          for p, o in position.items()], asynchronous=False)
                 committed, last_commit = dict(position), time.monotonic()
+                if snapshots and (stopping or
+                                  last_commit - last_snapshot >= self.snapshot_interval_s):
+                    self._snapshot(producer, index, committed)  # index == the log < committed
+                    last_snapshot = last_commit
             if stopping:
                 return
 

@@ -38,6 +38,7 @@ class Topics:
     logs: str
     scheduler_app: str
     job_table_changelog: str
+    after_relay: str
 
     @classmethod
     def of(cls, settings: KafkaSettings) -> Topics:
@@ -52,6 +53,7 @@ class Topics:
             logs=f"{p}cronlog.logs",
             scheduler_app=f"{p}cronlog-scheduler",
             job_table_changelog=f"{p}cronlog-scheduler-jobs-changelog",
+            after_relay=f"{p}cronlog.after-relay",
         )
 
 
@@ -66,6 +68,9 @@ def topic_specs(settings: KafkaSettings) -> list[TopicSpec]:
     - logs: task output as LogChunks keyed by run_id (``topology/logs.py``); 7 days
       (``LOG_RETENTION``), lz4-compressed by the worker's producer.
     - the scheduler's job-table changelog (faust's naming): compacted, same partitions.
+    - after-relay: snapshots of the after relay's index with the run-events offsets they
+      cover (``topology/after_snapshot.py``); one partition, compacted (one key), 1-hour
+      segments so the cleaner keeps it to about one hour of snapshots.
     """
     t = Topics.of(settings)
     n = settings.partitions
@@ -78,4 +83,6 @@ def topic_specs(settings: KafkaSettings) -> list[TopicSpec]:
         TopicSpec(t.dead_letters, n, dict(forever)),
         TopicSpec(t.logs, n, {"retention.ms": str(LOG_RETENTION_MS), "cleanup.policy": "delete"}),
         TopicSpec(t.job_table_changelog, n, {"cleanup.policy": "compact"}),
+        TopicSpec(t.after_relay, 1, {"cleanup.policy": "compact",
+                                     "segment.ms": str(3600 * 1000)}),
     ]
