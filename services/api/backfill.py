@@ -18,8 +18,9 @@ from cronlog.commands import MAX_BACKFILL_TICKS, Reprocess
 from cronlog.exclusions import is_excluded
 from cronlog.firing import schedule_tick
 from cronlog.model import DstGapPolicy, DstOverlapPolicy, Schedule
+from services.api.mapping import to_spec
 from services.api.projection import run_key, tick_runs_prefix
-from services.api.schemas import JobDefinition, to_spec
+from services.api.schemas import JobDefinition
 from services.api.store import Store
 
 MAX_SCANNED_TICKS = 100_000

@@ -18,7 +18,7 @@ from typing import Any
 from cronlog import events as ev
 from cronlog.time import iso, to_ms
 from services.api import dead_letters, skips, task_instances
-from services.api.schemas import spec_to_json
+from services.api.mapping import spec_to_json
 from services.api.store import Batch
 from services.api.stored import dump_run_event
 

@@ -26,6 +26,7 @@ from cronlog.time import iso
 from cronlog.validation import validate_spec
 from services.api import backfill as bf
 from services.api.answers import JobOut
+from services.api.mapping import merge_patch, spec_to_json, to_spec
 from services.api.read_model import ReadModel
 from services.api.schemas import (
     Accepted,
@@ -36,9 +37,6 @@ from services.api.schemas import (
     JobIn,
     JobPatch,
     RunTriggered,
-    merge_patch,
-    spec_to_json,
-    to_spec,
 )
 from services.api.sender import CommandNotSent, CommandSender
 

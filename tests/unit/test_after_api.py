@@ -9,7 +9,8 @@ from fastapi.testclient import TestClient
 
 from cronlog.model import AfterOn, ScheduleKind
 from services.api.app import create_app
-from services.api.schemas import JobIn, spec_to_json, to_spec
+from services.api.mapping import spec_to_json, to_spec
+from services.api.schemas import JobIn
 from services.api.settings import ApiSettings
 
 

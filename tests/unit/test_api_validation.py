@@ -13,7 +13,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from services.api.app import create_app
-from services.api.schemas import JobIn, merge_patch, spec_to_json, to_spec
+from services.api.mapping import merge_patch, spec_to_json, to_spec
+from services.api.schemas import JobIn
 from services.api.settings import ApiSettings
 
 

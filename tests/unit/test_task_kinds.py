@@ -17,7 +17,8 @@ from cronlog.commands import FailureKind
 from cronlog.errors import InvalidDefinition
 from cronlog.model import HttpHeader, HttpTask, JobSpec, Schedule, ScheduleKind, TaskKind
 from cronlog.validation import validate_spec
-from services.api.schemas import JobDefinition, spec_to_json, to_spec
+from services.api.mapping import spec_to_json, to_spec
+from services.api.schemas import JobDefinition
 from services.worker.kinds import HttpExecution, PythonPool, execution_for
 
 BASE = JobSpec(name="kinds", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
