@@ -7,16 +7,12 @@ surface only as ``DecodeError``. Unit conventions and evolution rules: ``schemas
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
-import operator
-import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from enum import StrEnum
+from datetime import datetime
 from functools import cache, partial
 from pathlib import Path
 from typing import Any, Protocol
@@ -26,14 +22,22 @@ from fastavro.read import SchemaResolutionError
 from fastavro.repository.base import AbstractSchemaRepository, SchemaRepositoryError
 from fastavro.schema import fingerprint, load_schema, to_parsing_canonical_form
 
-from cronlog import time as ctime
 from cronlog.commands import Envelope
 from cronlog.errors import CronlogError
 from cronlog.events import RunEvent
+from topology.avro_mapping import (
+    Datum,
+    Plan,
+    avro_name,
+    check_plan,
+    plan_for,
+    record_names,
+)
+from topology.avro_mapping import DecodeError as DecodeError  # re-exported: part of the API
+from topology.avro_mapping import EncodeError as EncodeError  # re-exported: part of the API
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
 """Where the current ``.avsc`` files live; older versions are under ``history/<version>/``."""
-NAMESPACE = "cronlog"
 SINGLE_OBJECT_MAGIC = b"\xc3\x01"
 """Avro spec, "Single-object encoding": marker ``C3 01``, then the 8-byte little-endian
 CRC-64-AVRO fingerprint of the writer schema's Parsing Canonical Form, then the body."""
@@ -42,20 +46,6 @@ CONFLUENT_MAGIC = 0
 _SO_HEADER = 10
 _CF_HEADER = 5
 
-Datum = Any  # an Avro datum as fastavro reads/writes it (dict, list, str, int, ...)
-Converter = Callable[[Any], Any]
-
-
-class DecodeError(CronlogError):
-    """Bytes that are not a record this codec can read; ``reason`` says what is wrong."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class EncodeError(CronlogError):
-    """A dataclass that cannot be written (naive datetime, int beyond 64 bits, ...): a bug."""
 
 
 class RegistryUnavailable(CronlogError):
@@ -108,204 +98,6 @@ class DeadLetter:
     """The original record's headers, in order."""
 
 
-# -- dataclass <-> Avro dict mapping --------------------------------------------------------------
-
-_RENAMES = {(Envelope, "command"): "body", (RunEvent, "event"): "body"}
-"""Envelope fields whose Avro name differs from the attribute (timedeltas get ``_ms`` apart)."""
-
-
-_NAMES: dict[object, str] = {Envelope: f"{NAMESPACE}.Command"}
-"""Dataclasses whose Avro record is not ``cronlog.<class name>``."""
-
-
-def _avro_name(tp: object) -> str:
-    return _NAMES.get(tp) or f"{NAMESPACE}.{typing.cast(type, tp).__name__}"
-
-
-class _Plan:
-    """How one dataclass maps to one Avro record, precomputed once per class.
-
-    Hot path: attribute reads and dict building run in C (attrgetter, zip, itemgetter); Python
-    code runs only for the fields that need a conversion.
-    """
-
-    __slots__ = ("cls", "decoders", "encoders", "fields", "getter", "names", "picker")
-
-    def __init__(self, cls: type,
-                 fields: tuple[tuple[str, str, Converter | None, Converter | None], ...]) -> None:
-        self.cls = cls
-        self.fields = fields
-        """(attribute, Avro field name, encode or None, decode or None), in dataclass order."""
-        self.names = tuple(name for _, name, _, _ in fields)
-        self.encoders = tuple((attr, name, enc) for attr, name, enc, _ in fields if enc)
-        self.decoders = tuple((i, dec) for i, (_, _, _, dec) in enumerate(fields) if dec)
-        attrs = [attr for attr, _, _, _ in fields]
-        self.getter = operator.attrgetter(*attrs) if len(attrs) > 1 else _one_tuple(attrs)
-        self.picker = operator.itemgetter(*self.names) if len(attrs) > 1 else _one_tuple(attrs,
-                                                                                         item=True)
-
-    def to_avro(self, obj: object) -> dict[str, Datum]:
-        out = dict(zip(self.names, self.getter(obj), strict=True))
-        for attr, name, enc in self.encoders:
-            try:
-                out[name] = enc(out[name])
-            except (TypeError, ValueError, AttributeError) as exc:
-                value = getattr(obj, attr)
-                raise EncodeError(f"{self.cls.__name__}.{attr}={value!r}: {exc}") from exc
-        return out
-
-    def from_avro(self, datum: dict[str, Datum]) -> object:
-        # Never mutate datum: under schema resolution fastavro hands out the reader schema's
-        # own default objects for fields the writer lacked.
-        values = list(self.picker(datum))
-        for i, dec in self.decoders:
-            values[i] = dec(values[i])
-        return self.cls(*values)
-
-
-def _one_tuple(keys: list[str], item: bool = False) -> Callable[[Any], tuple[Any, ...]]:
-    """attrgetter/itemgetter for 0 or 1 keys, returning a tuple like the n-key versions do."""
-    if not keys:
-        return lambda _: ()
-    get = operator.itemgetter(keys[0]) if item else operator.attrgetter(keys[0])
-    return lambda obj: (get(obj),)
-
-
-@cache
-def _plan(cls: type) -> _Plan:
-    hints = typing.get_type_hints(cls)
-    fields = []
-    for f in dataclasses.fields(cls):
-        tp = hints[f.name]
-        where = f"{cls.__name__}.{f.name}"
-        enc, dec = _converters(tp, where)
-        name = _RENAMES.get((cls, f.name), f.name)
-        if _strip_optional(tp) is timedelta:
-            name += "_ms"
-        fields.append((f.name, name, enc, dec))
-    return _Plan(cls, tuple(fields))
-
-
-def _strip_optional(tp: object) -> object:
-    args = typing.get_args(tp)
-    if typing.get_origin(tp) in (types.UnionType, typing.Union) and type(None) in args:
-        rest = tuple(a for a in args if a is not type(None))
-        return rest[0] if len(rest) == 1 else typing.Union[rest]  # noqa: UP007
-    return tp
-
-
-def _converters(tp: object, where: str) -> tuple[Converter | None, Converter | None]:
-    """Return (encode, decode) for one type hint; None means "pass the value through"."""
-    inner = _strip_optional(tp)
-    if inner is not tp:
-        enc, dec = _converters(inner, where)
-        return (None if enc is None else _optional(enc)), (None if dec is None else _optional(dec))
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (types.UnionType, typing.Union):
-        if not all(dataclasses.is_dataclass(a) for a in args):
-            raise TypeError(f"{where}: only unions of dataclasses (or X | None) map to Avro")
-        return _union_converters(args, where)
-    if tp is datetime:
-        return ctime.to_ms, _decode_instant
-    if tp is timedelta:
-        return ctime.duration_ms, ctime.ms_duration
-    if isinstance(tp, type) and issubclass(tp, StrEnum):
-        return None, _enum_decoder(tp, where)  # a StrEnum is a str: fastavro writes it as is
-    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
-        enc, dec = _converters(args[0], where)
-        if enc is None and dec is None:
-            return None, tuple  # fastavro writes any sequence; reads lists
-        return _seq(enc, list), _seq(dec, tuple)
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        plan = _plan(tp)
-        return plan.to_avro, plan.from_avro
-    if tp in (str, int, bool, float, bytes):
-        return None, None
-    raise TypeError(f"{where}: no Avro mapping for {tp!r}")
-
-
-def _optional(fn: Converter) -> Converter:
-    return lambda v: None if v is None else fn(v)
-
-
-def _seq(fn: Converter | None, make: Callable[[Any], Any]) -> Converter:
-    return make if fn is None else (lambda vs: make(fn(v) for v in vs))
-
-
-def _decode_instant(value: datetime | int) -> datetime:
-    # fastavro already applies timestamp-millis (aware UTC); ints come from schemas without it.
-    return value if isinstance(value, datetime) else ctime.from_ms(value)
-
-
-def _enum_decoder(enum: type[StrEnum], where: str) -> Converter:
-    members = {m.value: m for m in enum}
-
-    def decode(value: str) -> StrEnum:
-        try:
-            return members[value]
-        except KeyError:
-            allowed = ", ".join(members)
-            raise DecodeError(f"invalid value {value!r} for {where} (allowed: {allowed})") from None
-
-    return decode
-
-
-def _union_converters(classes: tuple[Any, ...], where: str) -> tuple[Converter, Converter]:
-    plans = {cls: _plan(cls) for cls in classes}
-    by_name = {_avro_name(cls): plan for cls, plan in plans.items()}
-
-    def encode(obj: object) -> tuple[str, dict[str, Datum]]:
-        plan = plans.get(type(obj))
-        if plan is None:
-            raise TypeError(f"{type(obj).__name__} is not one of the types of {where}")
-        return _avro_name(plan.cls), plan.to_avro(obj)  # fastavro's tuple notation picks branch
-
-    def decode(value: tuple[str, dict[str, Datum]]) -> object:
-        name, datum = value
-        plan = by_name.get(name)
-        if plan is None:
-            raise DecodeError(f"unknown body type {name!r} for {where}")
-        return plan.from_avro(datum)
-
-    return encode, decode
-
-
-def _record_names(schema: Datum, out: dict[str, list[str]]) -> dict[str, list[str]]:
-    """Collect {record full name: [field names]} of a parsed schema (named types inlined once)."""
-    if isinstance(schema, list):
-        for branch in schema:
-            _record_names(branch, out)
-    elif isinstance(schema, dict):
-        if schema.get("type") == "record":
-            out[schema["name"]] = [f["name"] for f in schema["fields"]]
-            for f in schema["fields"]:
-                _record_names(f["type"], out)
-        elif schema.get("type") == "array":
-            _record_names(schema["items"], out)
-    return out
-
-
-def _check_plan(plan: _Plan, records: dict[str, list[str]], seen: set[type]) -> None:
-    """Fail fast if a dataclass and its Avro record disagree on field names (schema drift)."""
-    if plan.cls in seen:
-        return
-    seen.add(plan.cls)
-    name = _avro_name(plan.cls)
-    mapped = sorted(f[1] for f in plan.fields)
-    if sorted(records.get(name, ())) != mapped:
-        raise CronlogError(f"schema drift: {name} has fields {records.get(name)}, "
-                           f"{plan.cls.__qualname__} maps to {mapped}")
-    for attr, _, _, _ in plan.fields:
-        for tp in _leaf_dataclasses(typing.get_type_hints(plan.cls)[attr]):
-            _check_plan(_plan(tp), records, seen)
-
-
-def _leaf_dataclasses(tp: object) -> list[type]:
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return [tp]
-    return [dc for arg in typing.get_args(tp) for dc in _leaf_dataclasses(arg)]
-
-
 # -- framing -------------------------------------------------------------------------------------
 
 
@@ -327,7 +119,7 @@ class _Kind:
     """One framed record type: its current schema, header and known writer schemas."""
 
     name: str
-    plan: _Plan
+    plan: Plan
     schema: Datum
     header: bytes
     writers: dict[bytes, Datum | None]
@@ -335,12 +127,12 @@ class _Kind:
 
 
 def _load_kind(schema_dir: Path, cls: type) -> _Kind:
-    name = _avro_name(cls)
+    name = avro_name(cls)
     schema = load_schema(str(schema_dir / f"{name}.avsc"))
-    plan = _plan(cls)
-    records, mapped = _record_names(schema, {}), set[type]()
-    _check_plan(plan, records, mapped)
-    if extra := set(records) - {_avro_name(c) for c in mapped}:
+    plan = plan_for(cls)
+    records, mapped = record_names(schema, {}), set[type]()
+    check_plan(plan, records, mapped)
+    if extra := set(records) - {avro_name(c) for c in mapped}:
         raise CronlogError(f"schema drift: {name} has records no dataclass maps: {sorted(extra)}")
     fp = schema_fingerprint(schema)
     writers: dict[bytes, Datum | None] = {fp: None}
