@@ -22,6 +22,7 @@ from faust.transport.drivers.aiokafka import Producer as AIOProducer
 
 from cronlog import commands as cmd
 from cronlog.time import to_ms
+from services.scheduler.faults import CrashPoints
 from services.scheduler.settings import SchedulerSettings
 from topology.codec import Codec
 from topology.delivery import Delivery, DeliveryFailed, Offsets
@@ -140,6 +141,7 @@ def create_app(settings: SchedulerSettings) -> faust.App:
     delivery = Delivery(settings)
 
     local_jobs = LocalJobStore(jobs.data, topics.job_table_changelog)
+    faults = CrashPoints()  # off unless CRONLOG_FAULT_CRASH_AT is set (tests of invariant 6)
     local_jobs.check()
 
     async def deliver(sends: list[Outgoing]) -> Offsets:
@@ -166,13 +168,16 @@ def create_app(settings: SchedulerSettings) -> faust.App:
         t1 = time.perf_counter()
         if out.sends:
             await deliver(out.sends)
+            faults.reached("after_events")
         t2 = time.perf_counter()
         if out.writes:
             # Only after the events' acks (invariant 6): a changelog record acked beside an
             # event still in flight would, after a kill -9, recover a record whose dedupe
             # marker suppresses that event for ever. Then RocksDB, then faust's commit.
             acked = await deliver(changelog_records(topics.job_table_changelog, out.writes))
+            faults.reached("after_changelog")
             local_jobs.write(out.writes, acked)
+            faults.reached("after_store")
         stats.record(len(records), t1 - t0, t2 - t1, time.perf_counter() - t2)
 
     @app.agent(commands, concurrency=1)
