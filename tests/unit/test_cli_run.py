@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import pytest
 from typer.testing import CliRunner
 
-from services.cli import main
+from services.cli import main, runs_cmd
 from services.cli.client import ApiError
 
 runner = CliRunner()
@@ -55,7 +55,7 @@ class FakeApi:
 @pytest.fixture
 def fake_api(monkeypatch: pytest.MonkeyPatch) -> type[FakeApi]:
     FakeApi.job_missing = False
-    monkeypatch.setattr(main, "ApiClient", FakeApi)
+    monkeypatch.setattr(runs_cmd, "ApiClient", FakeApi)
     return FakeApi
 
 
