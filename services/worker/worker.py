@@ -12,7 +12,6 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TypeVar
@@ -23,7 +22,6 @@ from confluent_kafka import (
     KafkaException,
     Message,
     Producer,
-    TopicPartition,
 )
 
 from cronlog import commands as cmd
@@ -34,9 +32,9 @@ from cronlog.time import iso
 from services.worker.execute import Execution
 from services.worker.kinds import PythonPool, execution_for
 from services.worker.logsink import AttemptRef, LogShipper, LogSink
+from services.worker.replies import read_replies
 from services.worker.settings import WorkerSettings
 from topology.codec import DecodeError, decode_event, encode_command
-from topology.partitioning import partition_for
 from topology.topics import Topics
 
 log = logging.getLogger("cronlog.worker")
@@ -55,19 +53,6 @@ class Held:
     execution: Execution
     log: LogSink
     revoked: bool = False
-
-
-def _retry(call: Callable[[], T], what: str, attempts: int = 20) -> T:
-    """Call ``call`` until it succeeds (right after topic creation leaders may still move)."""
-    for attempt in range(1, attempts + 1):
-        try:
-            return call()
-        except KafkaException as exc:
-            if attempt == attempts:
-                raise CronlogError(f"{what}: {exc}") from exc
-            log.warning("%s failed (%s); retrying", what, exc)
-            time.sleep(min(0.2 * 2 ** attempt, 3.0))
-    raise AssertionError("unreachable")
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,37 +96,14 @@ class Worker:
 
     def _replies_loop(self) -> None:
         try:
-            self._read_replies()
+            read_replies(self.settings, self.topics.replies, self._replies_ready,
+                         lambda: not self._stop.is_set() or bool(self._held), self._on_answer)
         except Exception:
             # Without answers the worker would claim work it can never run: stop it loudly.
             log.critical("replies reader died; stopping the worker", exc_info=True)
             self._replies_failed = True
             self._replies_ready.set()
             self.stop()
-
-    def _read_replies(self) -> None:
-        s = self.settings
-        consumer = Consumer(s.consumer_config(f"{s.ready_group()}-replies-{s.worker_id}"))
-        tp = TopicPartition(self.topics.replies, partition_for(s.worker_id, s.partitions))
-        high = _retry(lambda: consumer.get_watermark_offsets(tp, timeout=10)[1],
-                      "reading the replies partition's end offset")
-        consumer.assign([TopicPartition(tp.topic, tp.partition, high)])
-        self._replies_ready.set()
-        try:
-            while not self._stop.is_set() or self._held:
-                msg = consumer.poll(0.2)
-                if msg is None or msg.error():
-                    continue
-                if msg.key() != s.worker_id.encode():
-                    continue
-                try:
-                    record = decode_event(msg.value())
-                except DecodeError:
-                    log.exception("undecodable reply")
-                    continue
-                self._on_answer(record.job_id, record.event)
-        finally:
-            consumer.close()
 
     def _on_answer(self, job_id: str, event: ev.Event) -> None:
         match event:
@@ -297,12 +259,12 @@ class Worker:
         attempt ran here) must be answered — refused ``not_ready`` — not swallowed by the
         fold's dedupe, which would leave this worker waiting ``claim_timeout_s`` for nothing.
         """
-        if msg.error():
-            if msg.error().code() != KafkaError._PARTITION_EOF:
-                log.warning("ready topic error: %s", msg.error())
+        if (error := msg.error()) is not None:
+            if error.code() != KafkaError._PARTITION_EOF:
+                log.warning("ready topic error: %s", error)
             return None
         try:
-            record = decode_event(msg.value())
+            record = decode_event(msg.value() or b"")
         except DecodeError:
             log.exception("undecodable ready record")
             return None
