@@ -240,7 +240,9 @@ def _run_event(batch: Batch, record: ev.RunEvent, event: RunChange) -> None:
             run.update(state="running", attempt=attempt, epoch=epoch, claimed_by=worker,
                        claimed_at=at, lease_expires_at=iso(event.lease_expires_at))
             if attempt == 1 and run["trigger_lag_s"] is None:
+                # a run's lag is its first task's (a DAG's later tasks wait for upstream)
                 run["trigger_lag_s"] = _lag_s(run["scheduled_for"], record.at)
+                run["lag_task"] = task
             _attempt(run, task, attempt).update(state="running", worker_id=worker, epoch=epoch,
                                                 claimed_at=at)
         case ev.LeaseRenewed(lease_expires_at=until):
@@ -281,10 +283,11 @@ def _task_finished(run: dict[str, Any], record: ev.RunEvent,
     failure = event.failure_kind.value if isinstance(event, ev.TaskFailed) else None
     state = "succeeded" if failure is None else "failed"
     started, finished = _iso(event.started_at), iso(event.finished_at)
+    first = run.get("lag_task") in (None, event.task)  # the run's first task to be claimed
     run.update(exit_code=event.exit_code, failure_kind=failure, output_tail=event.output_tail,
-               started_at=started or run["started_at"], finished_at=finished,
-               lease_expires_at=None)
-    if event.attempt == 1 and event.started_at is not None:
+               started_at=(started or run["started_at"]) if first else run["started_at"],
+               finished_at=finished, lease_expires_at=None)
+    if event.attempt == 1 and event.started_at is not None and first:
         run["trigger_lag_s"] = _lag_s(run["scheduled_for"], event.started_at)
     _attempt(run, event.task, event.attempt).update(
         state=state, worker_id=event.worker_id, epoch=event.epoch, started_at=started,

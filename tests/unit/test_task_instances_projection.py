@@ -176,3 +176,15 @@ def test_a_one_task_run_has_one_instance_named_main(store: Store) -> None:
     assert run is not None
     assert [(ti["task"], ti["state"], ti["trigger_rule"]) for ti in run["task_instances"]] == [
         ("main", "ready", None)]
+
+
+def test_a_dag_runs_trigger_lag_and_start_are_its_first_tasks(store: Store) -> None:
+    start(store)
+    feed(store, *claim("extract", 1, 1, 0.2),
+         *succeeded("extract", 1.0, ev.TaskReady(RUN, "transform", 1, T0)),
+         *claim("transform", 1, 1, 3.0),
+         *succeeded("transform", 5.0))
+    run = views.get_run(store, RUN)
+    assert run is not None  # extract started 0.5 s after the tick; transform's later start
+    # (it waited for extract) is not the run's lag
+    assert (run["trigger_lag_s"], run["started_at"]) == (0.5, "2026-03-01T12:00:00.500Z")
