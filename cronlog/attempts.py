@@ -174,7 +174,7 @@ def cancel(d: Decision, state: JobState, command: cmd.CancelRun, now: datetime) 
                  f"no active run {command.run_id}")
         return
     if command.task is None:
-        d.emit(ev.RunCancelled(run.run_id, ev.CancelReason.USER))
+        d.emit(ev.RunCancelled(run.run_id, ev.CancelReason.USER, scheduled_for=run.scheduled_for))
         release_buffered(d, now)
         return
     ti = run.task(command.task)
@@ -315,7 +315,7 @@ def finish_run_if_done(d: Decision, run_id: str, now: datetime) -> None:
     if not all(s in TERMINAL_TASK_STATES for s in states):
         return
     if all(s in OK_TASK_STATES for s in states):
-        d.emit(ev.RunSucceeded(run_id))
+        d.emit(ev.RunSucceeded(run_id, run.scheduled_for))
     else:
-        d.emit(ev.RunFailed(run_id))  # a cancelled or upstream_failed task counts as failed
+        d.emit(ev.RunFailed(run_id, run.scheduled_for))  # cancelled/upstream_failed: failed
     release_buffered(d, now)

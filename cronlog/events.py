@@ -141,6 +141,8 @@ class RunCancelled:
     reason: CancelReason
     replaced_by: str | None = None
     """The run that displaced it (``cancel_previous``), or None."""
+    scheduled_for: datetime | None = None
+    """The run's tick (so a consumer needs no memory of RunScheduled); None in old records."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,11 +327,15 @@ class RetryScheduled:
 @dataclass(frozen=True, slots=True)
 class RunSucceeded:
     run_id: str
+    scheduled_for: datetime | None = None
+    """The run's tick (so a consumer needs no memory of RunScheduled); None in old records."""
 
 
 @dataclass(frozen=True, slots=True)
 class RunFailed:
     run_id: str
+    scheduled_for: datetime | None = None
+    """The run's tick (so a consumer needs no memory of RunScheduled); None in old records."""
 
 
 @dataclass(frozen=True, slots=True)

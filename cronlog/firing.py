@@ -163,6 +163,7 @@ class _Fold:
         # backfill runs are outside the overlap policy and max_active_runs, both ways
         self.active = [r.run_id for r in state.runs
                        if r.trigger not in ev.OFF_SCHEDULE_TRIGGERS]
+        self.ticks = {r.run_id: r.scheduled_for for r in state.runs}
         self.buffered = state.buffered is not None
         self.fired = state.runs_fired
         self.limit = state.spec.schedule.max_runs
@@ -220,7 +221,8 @@ def fire_due_ticks(state: JobState, now: datetime) -> Iterator[ev.Event]:
                 continue
             elif spec.overlap is OverlapPolicy.CANCEL_PREVIOUS:
                 for old in fold.active:
-                    yield ev.RunCancelled(old, ev.CancelReason.OVERLAP, run_id)
+                    yield ev.RunCancelled(old, ev.CancelReason.OVERLAP, run_id,
+                                          fold.ticks.get(old))
                 fold.active = []
         if reason is None and len(fold.active) >= spec.max_active_runs:
             reason = ev.SkipReason.MAX_ACTIVE_RUNS
@@ -228,6 +230,7 @@ def fire_due_ticks(state: JobState, now: datetime) -> Iterator[ev.Event]:
             yield ev.TickSkipped(tick, reason, cursor)
             continue
         fold.active.append(run_id)
+        fold.ticks[run_id] = tick
         fold.fired += 1
         yield from start_run(state, run_id, tick, trigger, now, next_fire_at=cursor,
                              runs_remaining=fold.remaining())

@@ -34,10 +34,11 @@ def after_idem_key(downstream_job_id: str, upstream_run_id: str, end_event_id: s
 
 
 class AfterIndex:
-    """Downstream jobs per upstream job, and the ticks of active runs.
+    """Downstream jobs per upstream job.
 
-    Memory: one entry per ``after`` job and one per active run (any job's: the relay cannot
-    know which jobs will have downstreams by the time a run ends).
+    Memory: one entry per ``after`` job. A run's end carries its tick (RunSucceeded /
+    RunFailed / RunCancelled ``scheduled_for``), so no run needs remembering; ``ticks`` is
+    kept only for snapshots written before those events carried it (it only shrinks).
     """
 
     def __init__(self) -> None:
@@ -95,13 +96,10 @@ class AfterIndex:
                     self._downstream.setdefault(sched.after_job_id, set()).add(job_id)
             case ev.JobDeleted():
                 self._unlink(job_id)
-            case ev.RunScheduled(run_id=run_id, scheduled_for=at) | ev.RunBuffered(
-                    run_id=run_id, scheduled_for=at) | ev.RunReopened(
-                    run_id=run_id, scheduled_for=at):
-                self._ticks[run_id] = at
             case ev.RunSucceeded(run_id=run_id) | ev.RunFailed(run_id=run_id) | ev.RunCancelled(
                     run_id=run_id):
-                tick: datetime | None = self._ticks.pop(run_id, None)
+                remembered = self._ticks.pop(run_id, None)
+                tick: datetime | None = event.scheduled_for or remembered
                 ended = cmd.UpstreamRunEnded(job_id, run_id, tick, OUTCOMES[type(event)],
                                              record.event_id)
                 return [cmd.Envelope(after_idem_key(down, run_id, record.event_id), down, ended)

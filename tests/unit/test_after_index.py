@@ -25,7 +25,8 @@ def test_a_run_end_of_an_upstream_sends_one_command_per_downstream_job() -> None
         assert index.apply(rec(job, ev.JobRegistered(AFTER_X, None))) == []
     assert index.apply(rec("x", ev.RunScheduled("r1", T, ev.RunTrigger.MANUAL, ("main",),
                                                 None))) == []
-    sent = index.apply(rec("x", ev.RunFailed("r1")))
+    assert index.state()[1] == {}  # no run is remembered: memory is one entry per after job
+    sent = index.apply(rec("x", ev.RunFailed("r1", T)))  # the end carries the run's tick
     ended = cmd.UpstreamRunEnded("x", "r1", T, cmd.UpstreamOutcome.FAILED, "e")
     assert sent == [cmd.Envelope("after:d1:r1:e", "d1", ended),
                     cmd.Envelope("after:d2:r1:e", "d2", ended)]

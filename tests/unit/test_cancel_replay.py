@@ -42,7 +42,7 @@ CLAIMED_DAG = given(registered(DAG), scheduled(spec=DAG), ready(task="extract"),
 
 def test_cancel_of_a_whole_run_emits_run_cancelled_user_and_drops_the_run() -> None:
     state, events = when(CLAIMED, cmd.CancelRun(RUN), TICK)
-    assert events == [ev.RunCancelled(RUN, CancelReason.USER)]
+    assert events == [ev.RunCancelled(RUN, CancelReason.USER, scheduled_for=TICK)]
     assert state is not None and state.runs == ()
 
 
@@ -68,7 +68,7 @@ def test_cancel_of_one_task_is_terminal_for_it_and_revokes_its_lease() -> None:
 
 def test_a_run_whose_only_task_is_cancelled_ends_failed() -> None:
     state, events = when(CLAIMED, cmd.CancelRun(RUN, "main"), TICK)
-    assert events == [ev.TaskCancelled(RUN, "main", 1, "w1"), ev.RunFailed(RUN)]
+    assert events == [ev.TaskCancelled(RUN, "main", 1, "w1"), ev.RunFailed(RUN, TICK)]
     assert state is not None and state.runs == ()
 
 
@@ -76,12 +76,12 @@ def test_a_cancelled_task_counts_as_failed_once_the_other_tasks_end() -> None:
     state, _ = when(CLAIMED_DAG, cmd.CancelRun(RUN, "load"), TICK, key="cancel")
     _, events = when(state, complete(task="extract"), FINISHED, key="done")
     assert events == [ev.TaskSucceeded(RUN, "extract", 1, 1, "w1", 0, "tail", STARTED, FINISHED),
-                      ev.RunFailed(RUN)]
+                      ev.RunFailed(RUN, TICK)]
 
 
 def test_cancel_of_a_ready_task_has_no_holder() -> None:
     _, events = when(READY, cmd.CancelRun(RUN, "main"), TICK)
-    assert events == [ev.TaskCancelled(RUN, "main", 1, None), ev.RunFailed(RUN)]
+    assert events == [ev.TaskCancelled(RUN, "main", 1, None), ev.RunFailed(RUN, TICK)]
 
 
 def test_cancel_of_an_unknown_run_or_task_or_a_terminal_task_is_rejected() -> None:
@@ -113,7 +113,7 @@ def test_the_last_failed_attempt_is_dead_lettered_with_its_exit_code_and_output(
     _, events = when(CLAIMED, complete(ok=False, exit_code=7), FINISHED)
     assert events[1:] == [ev.TaskDeadLettered(RUN, "main", 1, FailureKind.NONZERO_EXIT, 7,
                                               "tail"),
-                          ev.RunFailed(RUN)]
+                          ev.RunFailed(RUN, TICK)]
 
 
 def test_replay_starts_a_new_run_holding_only_that_task_at_attempt_1() -> None:

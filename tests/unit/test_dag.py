@@ -161,7 +161,7 @@ def test_extract_success_readies_transform_then_load_and_the_run_succeeds() -> N
     state, events = _run(state, "transform")
     assert events[1:] == [ev.TaskReady(RUN, "load", 1, TICK)]
     _, events = _run(state, "load")
-    assert events[1:] == [ev.RunSucceeded(RUN)]
+    assert events[1:] == [ev.RunSucceeded(RUN, TICK)]
 
 
 def test_extract_dead_lettered_fails_everything_downstream_without_running_it() -> None:
@@ -170,7 +170,7 @@ def test_extract_dead_lettered_fails_everything_downstream_without_running_it() 
         ev.TaskDeadLettered(RUN, "extract", 1, cmd.FailureKind.NONZERO_EXIT, 1, "tail"),
         ev.TaskUpstreamFailed(RUN, "transform", "all_success"),
         ev.TaskUpstreamFailed(RUN, "load", "all_success"),
-        ev.RunFailed(RUN),
+        ev.RunFailed(RUN, TICK),
     ]
 
 
@@ -186,7 +186,7 @@ def test_diamond_joins_after_both_branches_and_follows_its_rule_when_one_fails()
     state, events = _run(state, "c")
     assert events[1:] == [ev.TaskReady(RUN, "d", 1, TICK)]  # all_done: runs despite b
     _, events = _run(state, "d")
-    assert events[1:] == [ev.RunFailed(RUN)]  # b failed: the run fails
+    assert events[1:] == [ev.RunFailed(RUN, TICK)]  # b failed: the run fails
 
 
 def test_skips_propagate_and_a_run_of_successes_and_skips_succeeds() -> None:
@@ -194,7 +194,7 @@ def test_skips_propagate_and_a_run_of_successes_and_skips_succeeds() -> None:
     _, events = _run(_start(spec), "a")
     assert events[1:] == [ev.TaskSkipped(RUN, "cleanup", "one_failed"),
                           ev.TaskSkipped(RUN, "after", "all_success"),
-                          ev.RunSucceeded(RUN)]
+                          ev.RunSucceeded(RUN, TICK)]
 
 
 def test_max_active_tasks_holds_ready_tasks_back_until_a_slot_frees() -> None:
@@ -225,7 +225,7 @@ def test_cancelling_an_upstream_task_fails_its_downstream() -> None:
     assert events == [ev.TaskCancelled(RUN, "extract", 1, None),
                       ev.TaskUpstreamFailed(RUN, "transform", "all_success"),
                       ev.TaskUpstreamFailed(RUN, "load", "all_success"),
-                      ev.RunFailed(RUN)]
+                      ev.RunFailed(RUN, TICK)]
 
 
 # --- redefinition and delete while a run is active (adversarial findings F1-F5) --------------
@@ -243,14 +243,14 @@ def test_a_redefinition_dropping_a_pending_task_skips_it_and_never_runs_it() -> 
     assert [type(e) for e in events] == [ev.JobRedefined, ev.TaskSkipped]
     assert events[1] == ev.TaskSkipped(RUN, "b", "removed")
     _, events = when(state, complete(task="a"), FINISHED, key="done-a")
-    assert events[1:] == [ev.RunSucceeded(RUN)]
+    assert events[1:] == [ev.RunSucceeded(RUN, TICK)]
 
 
 def test_a_dag_turned_into_a_one_task_job_stops_the_old_tasks() -> None:
     one_task = replace(SPEC, command=("echo", "main"))
     state, events = when(_a_running_b_pending(), cmd.UpdateJob(one_task), TICK, key="upd")
     assert events[1:] == [ev.TaskCancelled(RUN, "a", 1, "w1"), ev.TaskSkipped(RUN, "b", "removed"),
-                          ev.RunFailed(RUN)]
+                          ev.RunFailed(RUN, TICK)]
     assert state is not None and state.runs == ()
 
 
@@ -260,7 +260,7 @@ def test_a_one_task_job_turned_into_a_dag_cancels_main_waiting_for_its_retry() -
     state, _ = _run(state, "main", ok=False, exit_code=3)
     assert _states(state)["main"] is TaskState.RETRY_WAIT
     _, events = when(state, cmd.UpdateJob(dag(t("x"))), TICK, key="upd")
-    assert events[1:] == [ev.TaskCancelled(RUN, "main", 2, None), ev.RunFailed(RUN)]
+    assert events[1:] == [ev.TaskCancelled(RUN, "main", 2, None), ev.RunFailed(RUN, TICK)]
 
 
 def test_a_deleted_jobs_active_dag_run_goes_on_to_its_end_and_can_be_cancelled() -> None:
@@ -270,7 +270,7 @@ def test_a_deleted_jobs_active_dag_run_goes_on_to_its_end_and_can_be_cancelled()
     state, events = when(after_a, claim(task="b"), FINISHED, key="claim-b")
     assert [type(e) for e in events] == [ev.TaskClaimed]
     _, events = when(after_a, cmd.CancelRun(RUN), FINISHED, key="cancel")
-    assert events == [ev.RunCancelled(RUN, ev.CancelReason.USER)]
+    assert events == [ev.RunCancelled(RUN, ev.CancelReason.USER, scheduled_for=TICK)]
 
 
 @pytest.mark.parametrize(("name", "ok"), [("load-2.v1_x", True), ("x\x00y", False),
@@ -299,7 +299,7 @@ def test_a_run_past_its_run_timeout_cancels_what_has_not_ended_and_fails() -> No
     assert state.next_deadline() == FINISHED
     _, events = when(state, cmd.Tick(), FINISHED, key="tick")
     assert events == [ev.RunTimedOut(RUN, FINISHED), ev.TaskCancelled(RUN, "a", 1, "w1"),
-                      ev.TaskCancelled(RUN, "b", 1, None), ev.RunFailed(RUN)]
+                      ev.TaskCancelled(RUN, "b", 1, None), ev.RunFailed(RUN, TICK)]
 
 
 def test_a_scheduled_run_carries_its_timeout_instant() -> None:
@@ -320,7 +320,7 @@ def snap(*rows: tuple[str, str, int, int]) -> tuple[cmd.TaskSnapshot, ...]:
 def _etl_failed_at_transform(spec: JobSpec = ETL) -> JobState | None:
     state, _ = _run(_start(spec), "extract")
     state, events = _run(state, "transform", ok=False, exit_code=1)
-    assert events[-1] == ev.RunFailed(RUN)
+    assert events[-1] == ev.RunFailed(RUN, TICK)
     return state
 
 
@@ -344,7 +344,7 @@ def test_rerun_of_a_failed_middle_task_with_downstream_reopens_the_run_and_it_su
                          key="d-t2")
     assert events[1:] == [ev.TaskReady(RUN, "load", 1, TICK)]
     _, events = _run(state, "load", n=2)
-    assert events[1:] == [ev.RunSucceeded(RUN)]
+    assert events[1:] == [ev.RunSucceeded(RUN, TICK)]
 
 
 def test_rerun_without_downstream_leaves_downstream_as_it_ended() -> None:
@@ -354,7 +354,7 @@ def test_rerun_without_downstream_leaves_downstream_as_it_ended() -> None:
     state, _ = when(state, claim(task="transform", attempt=2), FINISHED, key="c-t2")
     _, events = when(state, complete(task="transform", attempt=2, epoch=3), FINISHED,
                      key="d-t2")
-    assert events[1:] == [ev.RunFailed(RUN)]  # load stays upstream_failed
+    assert events[1:] == [ev.RunFailed(RUN, TICK)]  # load stays upstream_failed
 
 
 def test_a_rerun_series_gets_its_own_max_attempts() -> None:

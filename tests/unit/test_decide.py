@@ -316,7 +316,7 @@ def test_lease_holder_can_still_complete_after_delete() -> None:
     state = given(registered(), scheduled(), ready(), claimed(), ev.JobDeleted(), clock=TICK)
     _, events = when(state, complete(), FINISHED)
     assert events == [ev.TaskSucceeded(RUN, "main", 1, 1, "w1", 0, "tail", STARTED, FINISHED),
-                      ev.RunSucceeded(RUN)]
+                      ev.RunSucceeded(RUN, TICK)]
 
 
 # --- TriggerJob ---------------------------------------------------------------------------------
@@ -681,7 +681,7 @@ def test_renew_by_a_non_holder_is_rejected() -> None:
 def test_complete_success_ends_the_run_succeeded() -> None:
     state, events = when(CLAIMED, complete(exit_code=None), FINISHED)
     assert events == [ev.TaskSucceeded(RUN, "main", 1, 1, "w1", 0, "tail", STARTED, FINISHED),
-                      ev.RunSucceeded(RUN)]
+                      ev.RunSucceeded(RUN, TICK)]
     assert state is not None and state.runs == ()
 
 
@@ -718,7 +718,7 @@ def test_complete_failure_without_retries_ends_the_run_failed(
     assert events == [ev.TaskFailed(RUN, "main", 1, 1, "w1", expected_kind, 2, "tail", STARTED,
                                     FINISHED),
                       ev.TaskDeadLettered(RUN, "main", 1, expected_kind, 2, "tail"),
-                      ev.RunFailed(RUN)]
+                      ev.RunFailed(RUN, TICK)]
     assert state is not None and state.runs == ()
 
 
@@ -745,7 +745,7 @@ def test_dag_run_succeeds_only_when_every_task_succeeded() -> None:
                                        FINISHED)]
     _, events = when(state, complete(task="load", worker="w2"), FINISHED, key="c2")
     assert events == [ev.TaskSucceeded(RUN, "load", 1, 1, "w2", 0, "tail", STARTED, FINISHED),
-                      ev.RunSucceeded(RUN)]
+                      ev.RunSucceeded(RUN, TICK)]
 
 
 def test_dag_run_fails_once_every_task_ended_and_one_failed() -> None:
@@ -759,7 +759,7 @@ def test_dag_run_fails_once_every_task_ended_and_one_failed() -> None:
     assert [type(e) for e in events] == [ev.TaskFailed, ev.TaskDeadLettered]
     _, events = when(state, complete(task="load", worker="w2"), FINISHED, key="c2")
     assert events == [ev.TaskSucceeded(RUN, "load", 1, 1, "w2", 0, "tail", STARTED, FINISHED),
-                      ev.RunFailed(RUN)]
+                      ev.RunFailed(RUN, TICK)]
 
 
 # --- lease expiry and retries ---------------------------------------------------------------
@@ -790,7 +790,7 @@ def test_lease_expiry_on_the_last_attempt_ends_the_run_failed() -> None:
         ev.TaskFailed(RUN, "main", 1, 1, "w1", FailureKind.LEASE_EXPIRED, None, "", None,
                       LEASE_END),
         ev.TaskDeadLettered(RUN, "main", 1, FailureKind.LEASE_EXPIRED, None, ""),
-        ev.RunFailed(RUN),
+        ev.RunFailed(RUN, TICK),
     ]
     assert state is not None and state.runs == ()
 
@@ -842,7 +842,7 @@ def test_zombie_completion_after_reassignment_is_rejected_and_the_new_holder_win
     assert events == [rejected(impostor, RejectReason.NOT_HOLDER, "lease is held by w2")]
     _, events = when(state, complete(epoch=2, worker="w2", attempt=2), retry_at, key="w2-done")
     assert events == [ev.TaskSucceeded(RUN, "main", 2, 2, "w2", 0, "tail", STARTED, FINISHED),
-                      ev.RunSucceeded(RUN)]
+                      ev.RunSucceeded(RUN, TICK)]
 
 
 def test_failure_of_the_last_attempt_ends_the_run_failed() -> None:
@@ -857,7 +857,7 @@ def test_failure_of_the_last_attempt_ends_the_run_failed() -> None:
     assert events == [ev.TaskFailed(RUN, "main", 2, 2, "w2", FailureKind.NONZERO_EXIT, 1,
                                     "tail", STARTED, FINISHED),
                       ev.TaskDeadLettered(RUN, "main", 2, FailureKind.NONZERO_EXIT, 1, "tail"),
-                      ev.RunFailed(RUN)]
+                      ev.RunFailed(RUN, TICK)]
 
 
 def test_failure_with_a_huge_backoff_coefficient_is_capped_at_max_backoff() -> None:

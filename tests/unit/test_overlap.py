@@ -90,7 +90,7 @@ def test_cancel_previous_cancels_the_active_run_and_fences_its_worker() -> None:
     f = long_running(OverlapPolicy.CANCEL_PREVIOUS)
     first, second = run_id_for_tick(JOB, at(minutes=1)), run_id_for_tick(JOB, at(minutes=2))
     events = f.send(cmd.Tick(), at(minutes=2))
-    assert events[0] == ev.RunCancelled(first, CancelReason.OVERLAP, second)
+    assert events[0] == ev.RunCancelled(first, CancelReason.OVERLAP, second, at(minutes=1))
     assert [r.run_id for r in f.live().runs] == [second]
     renewal = f.send(cmd.RenewLease(first, "main", 1, 1, "w1"), at(minutes=2, seconds=10))
     assert [(type(e), e.reason) for e in renewal] == [  # type: ignore[union-attr]

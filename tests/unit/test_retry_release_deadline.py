@@ -86,7 +86,7 @@ def test_only_retryable_failures_are_retried(policy: RetryPolicy, exit_code: int
         assert only_task(after).state is TaskState.RETRY_WAIT  # type: ignore[attr-defined]
     else:  # dead-lettered on the first attempt though attempts remain
         assert events[1:] == [ev.TaskDeadLettered(RUN, "main", 1, kind, exit_code, "tail"),
-                              ev.RunFailed(RUN)]
+                              ev.RunFailed(RUN, TICK)]
 
 
 # --- ReleaseTask ------------------------------------------------------------------------------
