@@ -32,12 +32,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import (NOOP, Gauge, Seen, fold_stats_report, new_cluster,  # noqa: E402
-                          per_second, produce_all, read_run_events, spread)
-from cronlog import commands as cmd  # noqa: E402
-from cronlog import events as ev  # noqa: E402
-from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskKind  # noqa: E402
-from topology.config import KafkaSettings  # noqa: E402
+from bench.common import (
+    NOOP,
+    Gauge,
+    Seen,
+    fold_stats_report,
+    new_cluster,
+    per_second,
+    produce_all,
+    read_run_events,
+    spread,
+    warm_up,
+)
+from cronlog import commands as cmd
+from cronlog import events as ev
+from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskKind
+from topology.config import KafkaSettings
 
 
 def once_noop(run_at: datetime) -> JobSpec:
@@ -65,14 +75,7 @@ def main() -> None:
             cluster.worker(f"w{w + 1}", CRONLOG_SLOTS=str(args.slots))
         # Warm-up: the workers' python pools (spawned lazily, one process per slot) and the
         # scheduler's first assignment, so the burst measures the steady system.
-        warm = args.workers * args.slots * 2
-        now_at = datetime.fromtimestamp(time.time(), UTC)
-        produce_all(cluster, ((f"warm-{i}", cmd.RegisterJob(once_noop(now_at)))
-                              for i in range(warm)), "warm")
-        gauge.wait_for(warm, 120)
-        base = gauge.wait_quiet(quiet_s=3.0, timeout_s=180)
-        print(f"warm-up: {warm} no-op runs, {base} run-events, done after "
-              f"{time.time() - now_at.timestamp():.1f}s")
+        base = warm_up(cluster, gauge, once_noop, args.workers * args.slots * 2)
         due = math.ceil(time.time() + args.jobs / args.register_rate + 25)
         due_at = datetime.fromtimestamp(due, UTC)
         spec = once_noop(due_at)

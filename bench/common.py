@@ -4,14 +4,15 @@ reader does not compete with the system for the box's two cores while it is meas
 
 from __future__ import annotations
 
+import os
 import re
 import statistics
 import sys
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -194,3 +195,31 @@ def per_second(stamps: list[float], origin: float) -> str:
         k = int(s - origin) if s >= origin else -1
         counts[k] = counts.get(k, 0) + 1
     return " ".join(f"+{k}s:{v}" for k, v in sorted(counts.items()))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds used so far by process ``pid`` (its threads included)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mib(pid: int) -> float:
+    """Resident memory of process ``pid`` (VmRSS from /proc/<pid>/status), MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def warm_up(cluster: Cluster, gauge: Gauge, spec_at: Callable[[datetime], object],
+            n: int) -> int:
+    """Run ``n`` no-op once jobs now (starts the workers' lazily spawned python pools and the
+    scheduler's assignment); return the run-event count once quiet."""
+    now_at = datetime.fromtimestamp(time.time(), UTC)
+    spec = spec_at(now_at)
+    produce_all(cluster, ((f"warm-{i}", cmd.RegisterJob(spec)) for i in range(n)), "warm")
+    gauge.wait_for(n, 120)
+    base = gauge.wait_quiet(quiet_s=3.0, timeout_s=180)
+    print(f"warm-up: {n} no-op runs, {base} run-events, quiet after "
+          f"{time.time() - now_at.timestamp():.1f}s")
+    return base
