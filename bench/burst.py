@@ -36,6 +36,7 @@ from bench.common import (
     NOOP,
     Gauge,
     Seen,
+    cpu_seconds,
     fold_stats_report,
     new_cluster,
     per_second,
@@ -90,13 +91,21 @@ def main() -> None:
               f"({args.jobs / (registered - reg_started):,.0f}/s); due second {due_at:%H:%M:%S}Z, "
               f"{due - registered:.1f}s later")
         time.sleep(max(0.0, due - time.time()))
+        pids = {p.env.get("CRONLOG_WORKER_ID", "scheduler").split(".")[-1]: p.popen.pid
+                for p in cluster.procs if p.popen is not None}
+        cpu0 = {k: cpu_seconds(pid) for k, pid in pids.items()}
         total = gauge.wait_quiet(quiet_s=5.0, timeout_s=args.timeout)
         quiet = time.time()
+        cpu = {k: cpu_seconds(pid) - cpu0[k] for k, pid in pids.items()}
         seen = read_run_events(cluster.settings, (ev.RunScheduled, ev.TaskClaimed,
                                                   ev.TaskSucceeded, ev.TaskFailed))
         print(f"{total} run-events; read back in {time.time() - quiet:.1f}s")
         seen = [s for s in seen if s.event.job_id.startswith("job-")]
         report(args, seen, due, sched.log_path)
+        busy = quiet - 5.0 - due
+        print(f"  CPU from the due second to the last run-event ({busy:.1f}s; pool processes "
+              "aside): " + ", ".join(f"{k} {v:.1f}s ({v / max(busy, 1e-9):.2f}/s)"
+                                     for k, v in cpu.items()))
     finally:
         gauge.close()
         cluster.stop_all()
