@@ -120,7 +120,7 @@ def create_app(settings: SchedulerSettings) -> faust.App:
     )
     codec = Codec()
     due = DueIndex()
-    stats = FoldStats()
+    stats = FoldStats(settings.fold_stats_s)
     folder = BatchFolder(topics, n, lambda job_id: jobs.get(job_id.encode()), due, codec)
 
     async def rebuild_due_index() -> None:

@@ -1,0 +1,225 @@
+"""Shared pieces of the budget benchmarks (burst, sustained, scale): an isolated cluster on its
+own topic prefix, bulk registration, and run-events read back *after* a measurement (so the
+reader does not compete with the system for the box's two cores while it is measured)."""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+
+from cronlog import commands as cmd  # noqa: E402
+from cronlog import events as ev  # noqa: E402
+from tests.integration.harness import Cluster  # noqa: E402
+from topology.bootstrap import ensure_topics  # noqa: E402
+from topology.codec import decode_event, encode_command  # noqa: E402
+from topology.config import KafkaSettings  # noqa: E402
+from topology.topics import Topics  # noqa: E402
+
+NOOP = "tests.unit.tasks_for_tests:noop"
+
+
+def new_cluster(bootstrap: str, label: str) -> Cluster:
+    """Topics under a fresh prefix (12 partitions) and a Cluster whose logs go to .cache/bench."""
+    settings = KafkaSettings(bootstrap=bootstrap,
+                             topic_prefix=f"bench{label}{uuid.uuid4().hex[:6]}.", partitions=12)
+    ensure_topics(settings)
+    tmp = ROOT / ".cache" / "bench" / settings.topic_prefix
+    tmp.mkdir(parents=True, exist_ok=True)
+    return Cluster(settings, tmp)
+
+
+def produce_all(cluster: Cluster, items: Iterable[tuple[str, cmd.Command]],
+                prefix: str) -> int:
+    """Append one command per (job_id, command), as fast as librdkafka takes them."""
+    producer = Producer(cluster.settings.producer_config(**{"linger.ms": 20}))
+    topic = cluster.topics.commands
+    n = 0
+    for n, (job_id, command) in enumerate(items, 1):
+        value = encode_command(cmd.Envelope(f"{prefix}-{job_id}", job_id, command))
+        while True:
+            try:
+                producer.produce(topic, key=job_id.encode(), value=value)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if n % 5000 == 0:
+            producer.poll(0)
+    producer.flush(60)
+    return n
+
+
+def run_event_count(settings: KafkaSettings) -> int:
+    """Number of records on run-events (sum of high watermarks): a cheap progress gauge."""
+    topic = Topics.of(settings).run_events
+    consumer = Consumer(settings.consumer_config(f"wm-{uuid.uuid4().hex}"))
+    try:
+        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                   for p in parts)
+    finally:
+        consumer.close()
+
+
+class Gauge:
+    """Repeated run_event_count with one consumer."""
+
+    def __init__(self, settings: KafkaSettings) -> None:
+        self.topic = Topics.of(settings).run_events
+        self.consumer = Consumer(settings.consumer_config(f"wm-{uuid.uuid4().hex}"))
+        parts = self.consumer.list_topics(self.topic, timeout=10).topics[self.topic].partitions
+        self.parts = [TopicPartition(self.topic, p) for p in parts]
+
+    def count(self) -> int:
+        return sum(self.consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1]
+                   for tp in self.parts)
+
+    def wait_for(self, target: int, timeout_s: float, every_s: float = 0.5) -> bool:
+        """Wait until at least ``target`` run-events exist."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.count() >= target:
+                return True
+            time.sleep(every_s)
+        return False
+
+    def wait_quiet(self, quiet_s: float, timeout_s: float) -> int:
+        """Wait until no run-event was added for ``quiet_s`` seconds; return the count."""
+        deadline = time.monotonic() + timeout_s
+        last, since = self.count(), time.monotonic()
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            now = self.count()
+            if now != last:
+                last, since = now, time.monotonic()
+            elif time.monotonic() - since >= quiet_s:
+                break
+        return last
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """One run-event with its record timestamp (producer CreateTime, epoch seconds)."""
+
+    ts: float
+    event: ev.RunEvent
+
+
+def read_run_events(settings: KafkaSettings, kinds: tuple[type, ...]) -> list[Seen]:
+    """Read run-events from offset 0 to the current end; decode and keep only ``kinds``."""
+    topic = Topics.of(settings).run_events
+    consumer = Consumer(settings.consumer_config(f"read-{uuid.uuid4().hex}",
+                                                 **{"fetch.max.bytes": 64 * 1024 * 1024}))
+    parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+    ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in parts}
+    consumer.assign([TopicPartition(topic, p, 0) for p in parts if ends[p] > 0])
+    left = {p for p, end in ends.items() if end > 0}
+    out: list[Seen] = []
+    while left:
+        for msg in consumer.consume(10000, 1.0):
+            if msg.error():
+                continue
+            if msg.offset() + 1 >= ends[msg.partition()]:
+                left.discard(msg.partition())
+            e = decode_event(msg.value())
+            if isinstance(e.event, kinds):
+                out.append(Seen(msg.timestamp()[1] / 1000, e))
+    consumer.close()
+    return out
+
+
+def pct(values: list[float], q: float) -> float:
+    """The ``q`` quantile (0..1) by nearest rank; NaN for no values."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
+
+
+def spread(values: list[float], unit: float = 1.0, suffix: str = "s") -> str:
+    """``p50 … p99 … max`` of ``values`` divided by ``unit``."""
+    if not values:
+        return "n=0"
+    return (f"n={len(values)} p50={statistics.median(values) / unit:.2f}{suffix} "
+            f"p99={pct(values, 0.99) / unit:.2f}{suffix} max={max(values) / unit:.2f}{suffix}")
+
+
+FOLD_STATS = re.compile(r"action=fold_stats records=(\d+) batches=(\d+) rate=(\d+)/s "
+                        r"fold=([\d.]+)s deliver=([\d.]+)s write=([\d.]+)s")
+
+
+def fold_stats_lines(log_path: Path) -> list[tuple[float, tuple[int, int, int, float, float,
+                                                                float]]]:
+    """The scheduler log's fold_stats lines: (epoch seconds of the line, parsed numbers).
+
+    The log's asctime is local time; this box runs in UTC (checked by the callers' output).
+    """
+    out = []
+    for line in log_path.read_text(errors="replace").splitlines():
+        m = FOLD_STATS.search(line)
+        if m:
+            at = datetime.strptime(line.lstrip("[")[:23], "%Y-%m-%d %H:%M:%S,%f").astimezone()
+            r, b, rate, f, d, w = m.groups()
+            out.append((at.timestamp(),
+                        (int(r), int(b), int(rate), float(f), float(d), float(w))))
+    return out
+
+
+def fold_stats_report(log_path: Path, since: float, until: float, origin: float) -> list[str]:
+    """fold_stats lines logged in [since, until], as text relative to ``origin``."""
+    return [f"  +{at - origin:5.1f}s records={r} batches={b} rate={rate}/s fold={f:.2f}s "
+            f"deliver={d:.2f}s write={w:.2f}s (avg batch {r / max(b, 1):.0f})"
+            for at, (r, b, rate, f, d, w) in fold_stats_lines(log_path) if since <= at <= until]
+
+
+def per_second(stamps: list[float], origin: float) -> str:
+    """Counts of ``stamps`` per whole second after ``origin``: ``"+0s:812 +1s:1030 …"``."""
+    counts: dict[int, int] = {}
+    for s in stamps:
+        k = int(s - origin) if s >= origin else -1
+        counts[k] = counts.get(k, 0) + 1
+    return " ".join(f"+{k}s:{v}" for k, v in sorted(counts.items()))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds used so far by process ``pid`` (its threads included)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mib(pid: int) -> float:
+    """Resident memory of process ``pid`` (VmRSS from /proc/<pid>/status), MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def warm_up(cluster: Cluster, gauge: Gauge, spec_at: Callable[[datetime], object],
+            n: int) -> int:
+    """Run ``n`` no-op once jobs now (starts the workers' lazily spawned python pools and the
+    scheduler's assignment); return the run-event count once quiet."""
+    now_at = datetime.fromtimestamp(time.time(), UTC)
+    spec = spec_at(now_at)
+    produce_all(cluster, ((f"warm-{i}", cmd.RegisterJob(spec)) for i in range(n)), "warm")
+    gauge.wait_for(n, 120)
+    base = gauge.wait_quiet(quiet_s=3.0, timeout_s=180)
+    print(f"warm-up: {n} no-op runs, {base} run-events, quiet after "
+          f"{time.time() - now_at.timestamp():.1f}s")
+    return base
