@@ -7,7 +7,7 @@ from datetime import datetime
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.dag import RuleOutcome, Upstream, downstream_of, rule_outcome, upstream_of
+from cronlog.dag import RuleOutcome, Upstream, downstream_of, rule_outcome, wiring
 from cronlog.decision import Decision
 from cronlog.errors import InvariantViolation, RejectReason
 from cronlog.firing import start_run
@@ -282,14 +282,13 @@ def advance_run(d: Decision, run_id: str, now: datetime) -> None:
         if run is None:
             return
         states = {t.task: t.state for t in run.tasks}
-        names = tuple(states)
+        wired = wiring(spec, states)
         active = sum(1 for s in states.values() if s in _ACTIVE)
         for ti in run.tasks:
             if ti.state is not TaskState.PENDING:
                 continue
-            rule = spec.task_spec(ti.task).trigger_rule
-            ups = [_UPSTREAM.get(states[u], Upstream.RUNNING)
-                   for u in upstream_of(spec, ti.task, names)]
+            rule, upstream = wired[ti.task]
+            ups = [_UPSTREAM.get(states[u], Upstream.RUNNING) for u in upstream]
             match rule_outcome(rule, ups):
                 case RuleOutcome.RUN if active < spec.max_active_tasks:
                     d.emit(ev.TaskReady(run_id, ti.task, ti.attempt, run.scheduled_for))

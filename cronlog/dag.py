@@ -115,17 +115,24 @@ def find_cycle(deps: Mapping[str, tuple[str, ...]]) -> list[str] | None:
     return None
 
 
-def upstream_of(spec: JobSpec, task: str, among: Iterable[str]) -> tuple[str, ...]:
-    """Return ``task``'s upstream tasks that are part of ``among`` (a run's tasks).
+def wiring(spec: JobSpec, run_tasks: Iterable[str]
+           ) -> dict[str, tuple[TriggerRule, tuple[str, ...]]]:
+    """Return task → (trigger rule, upstream tasks inside the run) for a run's tasks.
 
     A run started before its job's DAG changed (or a replay run of one task) holds tasks the
-    current definition may not connect: only dependencies inside the run count.
+    current definition may not connect: only dependencies inside the run count, and a task
+    the definition lacks is a root with ``all_success``. Computed once per decision: one dict
+    over the definition instead of a search per task.
     """
-    if not spec.task_specs:
-        return ()
-    names = set(among)
-    t = spec.task_spec(task)
-    return tuple(u for u in t.depends_on if u in names)
+    names = list(run_tasks)
+    inside = set(names)
+    specs = {t.name: t for t in spec.task_specs}
+    out: dict[str, tuple[TriggerRule, tuple[str, ...]]] = {}
+    for name in names:
+        t = specs.get(name)
+        out[name] = ((TriggerRule.ALL_SUCCESS, ()) if t is None else
+                     (t.trigger_rule, tuple(u for u in t.depends_on if u in inside)))
+    return out
 
 
 def initially_ready(spec: JobSpec, run_tasks: tuple[str, ...]) -> tuple[str, ...]:
@@ -134,9 +141,9 @@ def initially_ready(spec: JobSpec, run_tasks: tuple[str, ...]) -> tuple[str, ...
     Those with no upstream inside the run, and those with rule ``always``; at most
     ``spec.max_active_tasks`` of them (the rest wait, pending, for a free slot).
     """
+    wired = wiring(spec, run_tasks)
     ready = [t for t in run_tasks
-             if not upstream_of(spec, t, run_tasks)
-             or spec.task_spec(t).trigger_rule is TriggerRule.ALWAYS]
+             if not wired[t][1] or wired[t][0] is TriggerRule.ALWAYS]
     return tuple(ready[:max(1, spec.max_active_tasks)])
 
 
