@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +10,7 @@ import httpx
 import pytest
 
 from tests.integration.harness import Cluster, EventLog
+from tests.integration.helpers import start_api
 from topology.bootstrap import ensure_topics
 from topology.config import KafkaSettings
 
@@ -48,29 +47,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     setattr(item, "rep_" + rep.when, rep)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def api(cluster: Cluster) -> Iterator[httpx.Client]:
     """A scheduler, a worker and an API on a free port; an HTTP client once /readyz answers."""
     cluster.scheduler()
     cluster.worker()
-    port = _free_port()
-    cluster.api(port)
-    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            if client.get("/readyz").status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        time.sleep(0.5)
-    else:
-        pytest.fail("API never became ready")
+    client = start_api(cluster)
     yield client
     client.close()

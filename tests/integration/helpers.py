@@ -2,9 +2,62 @@
 
 from __future__ import annotations
 
+import socket
+import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import TypeVar
+
+import httpx
 
 from cronlog.model import CatchupPolicy, JobSpec, RetryPolicy, Schedule, ScheduleKind
+from tests.integration.harness import Cluster
+
+T = TypeVar("T")
+
+
+def wait_for(probe: Callable[[], T | None], timeout: float, what: str,
+             every: float = 0.2) -> T:
+    """Poll ``probe`` until it returns something truthy, and return that.
+
+    Raises:
+        AssertionError: nothing truthy within ``timeout`` seconds, naming ``what``.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = probe()
+        if got:
+            return got
+        time.sleep(every)
+    raise AssertionError(f"{what}: not within {timeout}s")
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_api(cluster: Cluster, timeout: float = 90) -> httpx.Client:
+    """Start an API process of ``cluster`` on a free port; return a client once /readyz
+    answers 200.
+
+    Raises:
+        AssertionError: not ready within ``timeout`` seconds.
+    """
+    port = free_port()
+    cluster.api(port)
+    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
+
+    def ready() -> bool:
+        try:
+            return client.get("/readyz").status_code == 200
+        except httpx.TransportError:
+            return False
+
+    wait_for(ready, timeout, "API ready", every=0.5)
+    return client
 
 
 def cron_job(expr: str, command: tuple[str, ...] = ("true",), *, tz: str = "UTC",

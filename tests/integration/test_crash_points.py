@@ -6,7 +6,6 @@ the live system (``cronlog replay --verify``)."""
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +19,7 @@ from cronlog.model import JobSpec, Schedule, ScheduleKind
 from services.cli.replay import ReplayOptions, run_replay
 from services.scheduler.faults import POINTS
 from tests.integration.harness import Cluster, EventLog, TopicReader
+from tests.integration.helpers import wait_for
 from topology.codec import decode_event
 
 pytestmark = pytest.mark.broker
@@ -27,15 +27,6 @@ pytestmark = pytest.mark.broker
 
 def manual(name: str) -> JobSpec:
     return JobSpec(name=name, schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
-
-
-def wait(probe: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if probe():  # type: ignore[operator]
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not within {timeout}s")
 
 
 def committed_everywhere(cluster: Cluster) -> bool:
@@ -57,10 +48,10 @@ def test_a_crash_at_each_point_of_a_batch_loses_no_event_and_applies_nothing_twi
     # Ticks reach every partition each second: wait until the group has committed on all of
     # them. (A crash before a partition's first commit is left out: on restart that partition
     # was seen to resume past commands appended meanwhile — open, see the session note.)
-    wait(lambda: committed_everywhere(cluster), 60, "the scheduler's first commits")
+    wait_for(lambda: committed_everywhere(cluster), 60, "the scheduler's first commits")
     cluster.send("victim", cmd.RegisterJob(manual("victim")), idem_key="register-victim")
     # the batch holding the registration reaches the point: the process dies there
-    wait(lambda: sched.popen is not None and sched.popen.poll() is not None, 90,
+    wait_for(lambda: sched.popen is not None and sched.popen.poll() is not None, 90,
          "the scheduler to crash at the fault point")
     assert sched.popen is not None and sched.popen.returncode == 137, sched.log_tail()
     assert f"crashing at {point}" in sched.log_tail()

@@ -12,17 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.integration.helpers import wait_for
+
 pytestmark = pytest.mark.broker
-
-
-def wait_for(probe: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = probe()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not within {timeout}s")
 
 
 def dead_letters(api: httpx.Client, job_id: str) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from cronlog import commands as cmd
 from tests.chaos.audit import JobPlan, audit_run
 from tests.chaos.harness import owned_partitions, read_all
 from tests.integration.harness import Cluster
-from tests.integration.helpers import cron_job
+from tests.integration.helpers import cron_job, wait_for
 from topology.partitioning import partition_for
 
 SESSION_S = 6
@@ -22,24 +22,16 @@ SESSION_S = 6
 how long the group waits before it gives a dead member's partitions to the survivor."""
 
 
-def _wait(what: str, cond, timeout: float) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
 def test_kill9_of_a_scheduler_loses_and_doubles_no_tick(cluster: Cluster) -> None:
     n = cluster.settings.partitions
     env = {"CRONLOG_SESSION_TIMEOUT_S": str(SESSION_S)}
     s1 = cluster.scheduler("s1", **env)
     s2 = cluster.scheduler("s2", **env)
-    _wait("both schedulers to own half of the partitions", lambda: (
+    wait_for(lambda: (
         set(owned_partitions(s1)) | set(owned_partitions(s2)) == set(range(n))
         and owned_partitions(s1) and owned_partitions(s2)
-        and not set(owned_partitions(s1)) & set(owned_partitions(s2))), 120)
+        and not set(owned_partitions(s1)) & set(owned_partitions(s2))), 120,
+        "both schedulers to own half of the partitions")
     jobs = [f"fo{i:02d}" for i in range(24)]
     spec = cron_job("* * * * * *")  # every second: the gap of a failover is plain to see
     for job in jobs:
@@ -50,8 +42,8 @@ def test_kill9_of_a_scheduler_loses_and_doubles_no_tick(cluster: Cluster) -> Non
     lost = owned_partitions(victim)
     t_kill = time.time()
     victim.kill9()
-    _wait("the survivor to own every partition",
-          lambda: sorted(owned_partitions(survivor)) == list(range(n)), 120)
+    wait_for(lambda: sorted(owned_partitions(survivor)) == list(range(n)), 120,
+             "the survivor to own every partition")
     time.sleep(8)
     survivor.stop()  # SIGTERM: faust commits on the way out
     t_end = datetime.now(UTC)

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -29,6 +28,7 @@ from cronlog import events as ev
 from cronlog.errors import RejectReason
 from cronlog.model import JobSpec, RetryPolicy, Schedule, ScheduleKind
 from tests.integration.harness import Cluster, EventLog, Proc
+from tests.integration.helpers import start_api, wait_for
 
 pytestmark = pytest.mark.broker
 T = TypeVar("T")
@@ -46,16 +46,6 @@ GRACE_S = 1.0
 def retry_policy(max_attempts: int, backoff_s: float) -> dict[str, Any]:
     """The ``retry_policy`` of an API job body (the one place that knows its field names)."""
     return {"max_attempts": max_attempts, "base_s": backoff_s}
-
-
-def wait_for(probe: Callable[[], T | None], timeout: float, what: str) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = probe()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"{what}: not within {timeout}s")
 
 
 def alive(pid: int) -> bool:
@@ -100,29 +90,13 @@ class Fleet:
         return run
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def fleet(cluster: Cluster) -> Iterator[Fleet]:
     """Scheduler, workers w1 and w2 (short ready-consumer session), API ready to answer."""
     cluster.scheduler()
     workers = {f"{cluster.settings.topic_prefix}{name}": cluster.worker(name, **WORKER_ENV)
                for name in ("w1", "w2")}
-    port = _free_port()
-    cluster.api(port)
-    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
-
-    def ready() -> bool:
-        try:
-            return client.get("/readyz").status_code == 200
-        except httpx.TransportError:
-            return False
-
-    wait_for(ready, 90, "API ready")
+    client = start_api(cluster)
     # Both workers in the ready group before the first task, so the test decides who dies.
     wait_for(lambda: all("worker started" in p.log_tail(200) for p in workers.values()), 60,
              "workers started")

@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 from services.cli.main import app as cli
 from services.cli.replay import ReplayOptions, run_replay
 from tests.integration.harness import Cluster, TopicReader
+from tests.integration.helpers import wait_for
 from topology.codec import decode_event
 from topology.partitioning import partition_for
 from topology.state_codec import dump_state, load_state
@@ -57,16 +58,6 @@ def _table_value(state_dir: Path, key: bytes) -> bytes:
         return bytes(db[key])
     finally:
         db.close()
-
-
-def _wait(predicate: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _runs(api: httpx.Client, job_id: str) -> list[dict[str, Any]]:
@@ -135,16 +126,16 @@ def test_replay_verifies_against_the_live_cluster(api: httpx.Client, cluster: Cl
     for body in (every2, flaky):
         assert api.post("/api/v1/jobs", json=body).status_code == 201
     assert api.post("/api/v1/jobs/flaky/trigger").status_code in (200, 201, 202)
-    _wait(lambda: len([r for r in _runs(api, "every2") if r["state"] == "succeeded"]) >= 2,
+    wait_for(lambda: len([r for r in _runs(api, "every2") if r["state"] == "succeeded"]) >= 2,
           60, "two succeeded runs")
     mid = datetime.now(UTC)
     time.sleep(1.0)
-    _wait(lambda: len([r for r in _runs(api, "every2") if r["state"] == "succeeded"]) >= 5,
+    wait_for(lambda: len([r for r in _runs(api, "every2") if r["state"] == "succeeded"]) >= 5,
           60, "five succeeded runs")
-    _wait(lambda: [r["state"] for r in _runs(api, "flaky")] == ["failed"], 60, "flaky failed")
+    wait_for(lambda: [r["state"] for r in _runs(api, "flaky")] == ["failed"], 60, "flaky failed")
     # Quiesce: no new runs, every run ended, then stop the fold so its table stops moving.
     assert api.patch("/api/v1/jobs/every2", json={"paused": True}).status_code == 200
-    _wait(lambda: all(r["state"] in ("succeeded", "failed") for r in _runs(api, "every2")),
+    wait_for(lambda: all(r["state"] in ("succeeded", "failed") for r in _runs(api, "every2")),
           30, "every run ended")
     scheduler = next(p for p in cluster.procs if p.name == "scheduler")
     scheduler.stop()
@@ -160,7 +151,7 @@ def test_replay_verifies_against_the_live_cluster(api: httpx.Client, cluster: Cl
         (1, "failed", 3), (2, "failed", 3)]
     for run in ours["every2"] + ours["flaky"]:
         mine = _as_api_sees_it(run)
-        _wait(lambda run=run, mine=mine: _api_run(api, run.run_id) == mine, 20,
+        wait_for(lambda run=run, mine=mine: _api_run(api, run.run_id) == mine, 20,
               f"the API to agree on {run.run_id}: {mine}")
 
     # (2) --verify: state at the fold's committed offsets and run-events match the replay

@@ -6,14 +6,12 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import httpx
 import pytest
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from tests.integration.conftest import _free_port
 from tests.integration.harness import Cluster, EventLog, Proc
-from tests.integration.helpers import once_job
+from tests.integration.helpers import once_job, start_api
 
 pytestmark = pytest.mark.broker
 
@@ -25,21 +23,6 @@ def _workers(cluster: Cluster) -> dict[str, Proc]:
     procs = [cluster.worker(name, CRONLOG_DRAIN_S=str(DRAIN_S)) for name in ("w1", "w2")]
     return {f"{cluster.settings.topic_prefix}{name}": p
             for name, p in zip(("w1", "w2"), procs, strict=True)}
-
-
-def _api(cluster: Cluster) -> httpx.Client:
-    port = _free_port()
-    cluster.api(port)
-    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            if client.get("/readyz").status_code == 200:
-                return client
-        except httpx.TransportError:
-            pass
-        time.sleep(0.5)
-    raise AssertionError("API never became ready")
 
 
 def _sigterm(proc: Proc) -> float:
@@ -66,7 +49,7 @@ def test_unfinished_task_is_released_and_runs_again_on_the_other_worker(
         cluster: Cluster, events: EventLog, tmp_path: Path) -> None:
     cluster.scheduler()
     workers = _workers(cluster)
-    api = _api(cluster)
+    api = start_api(cluster)
     # Epoch 1 would outlive the drain; the run after the release finishes at once.
     started = tmp_path / "started"
     script = (f'if [ "$CRONLOG_EPOCH" = 1 ]; then echo first; touch {started}; sleep 60; fi; '
