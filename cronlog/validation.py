@@ -91,7 +91,7 @@ def validate_limits(prefix: str, timeout: timedelta | None, lease_ttl: timedelta
         raise InvalidDefinition(f"{where}.max_attempts", "must be at least 1")
     if policy.backoff < timedelta(0) or policy.max_backoff < timedelta(0):
         raise InvalidDefinition(f"{where}.base_s", "base_s and max_s must not be negative")
-    if policy.backoff_coefficient < 1.0:
+    if not policy.backoff_coefficient >= 1.0:  # NaN fails this too
         raise InvalidDefinition(f"{where}.backoff_coefficient", "must be at least 1.0")
     if not 0.0 <= policy.jitter <= 1.0:
         raise InvalidDefinition(f"{where}.jitter", "must be a fraction in 0..1")

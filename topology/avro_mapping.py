@@ -9,13 +9,14 @@ Unit conventions (``x_ms`` timedeltas, timestamp-millis instants, StrEnums as st
 from __future__ import annotations
 
 import dataclasses
+import math
 import operator
 import types
 import typing
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from enum import StrEnum
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 from cronlog import time as ctime
@@ -152,9 +153,17 @@ def _converters(tp: object, where: str) -> tuple[Converter | None, Converter | N
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         plan = plan_for(tp)
         return plan.to_avro, plan.from_avro
-    if tp in (str, int, bool, float, bytes):
+    if tp is float:  # no cronlog number may be NaN or infinite (a flipped bit can make one)
+        return None, partial(_finite, where)
+    if tp in (str, int, bool, bytes):
         return None, None
     raise TypeError(f"{where}: no Avro mapping for {tp!r}")
+
+
+def _finite(where: str, value: float) -> float:
+    if not math.isfinite(value):
+        raise DecodeError(f"non-finite number {value!r} for {where}")
+    return value
 
 
 def _optional(fn: Converter) -> Converter:

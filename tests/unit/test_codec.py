@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import shutil
@@ -532,3 +533,13 @@ def _zero_byte_items(schema: typing.Any, named: dict[str, typing.Any]) -> list[s
 def test_no_array_of_items_that_encode_to_zero_bytes(name: str) -> None:
     full = _current(name)
     assert _zero_byte_items(full, full["__named_schemas"]) == []
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_a_non_finite_number_is_a_decode_error_naming_the_field(bad: float) -> None:
+    # Avro doubles can carry NaN/inf (a flipped bit, a foreign producer); no cronlog number
+    # may be one: a NaN backoff_coefficient would pass `< 1.0` checks and crash the fold.
+    policy = dataclasses.replace(SPEC.retry_policy, jitter=bad)
+    data = encode_command(Envelope("k", "j", RegisterJob(dataclasses.replace(
+        SPEC, retry_policy=policy))))
+    assert _reason(decode_command, data) == f"non-finite number {bad!r} for RetryPolicy.jitter"

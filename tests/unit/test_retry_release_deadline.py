@@ -158,3 +158,11 @@ def test_a_holder_that_renews_past_the_hard_deadline_loses_the_attempt_as_timeou
     failed = events[0]
     assert isinstance(failed, ev.TaskFailed) and failed.failure_kind is FailureKind.TIMEOUT
     assert "hard deadline" in failed.output_tail and JOB not in failed.output_tail
+
+
+def test_a_nan_backoff_coefficient_is_an_invalid_definition() -> None:
+    from cronlog.errors import InvalidDefinition
+    from cronlog.validation import validate_spec
+    with pytest.raises(InvalidDefinition) as info:
+        validate_spec(replace(SPEC, retry_policy=RetryPolicy(backoff_coefficient=float("nan"))))
+    assert info.value.field == "retry_policy.backoff_coefficient"
