@@ -52,14 +52,20 @@ def synthetic(count: int, first: int = 0) -> list[ev.RunEvent]:
         at = T0 + timedelta(seconds=i)
         if i < JOBS:
             up = f"job-{i - 1}"
-            sched = (Schedule(ScheduleKind.AFTER, after_job_id=up, after_on=AfterOn.DONE)
-                     if i % 10 == 1 else Schedule(ScheduleKind.MANUAL))
+            sched = (
+                Schedule(ScheduleKind.AFTER, after_job_id=up, after_on=AfterOn.DONE)
+                if i % 10 == 1
+                else Schedule(ScheduleKind.MANUAL)
+            )
             event: ev.Event = ev.JobRegistered(JobSpec(job, sched, ("true",)), None)
         else:
             n = i // JOBS
             run_id = f"r{i % JOBS}-{(n + 1) // 2}"
-            event = (ev.RunScheduled(run_id, at, ev.RunTrigger.MANUAL, ("main",), None)
-                     if n % 2 else ev.RunSucceeded(run_id))
+            event = (
+                ev.RunScheduled(run_id, at, ev.RunTrigger.MANUAL, ("main",), None)
+                if n % 2
+                else ev.RunSucceeded(run_id)
+            )
         out.append(ev.RunEvent(f"e{i}", job, at, f"k{i}", 0, event))
     return out
 
@@ -80,8 +86,9 @@ def commit_at_end(settings: KafkaSettings) -> None:
     topic = Topics.of(settings).run_events
     consumer = Consumer(settings.consumer_config(relay_group(settings)))
     ends = watermarks(consumer, topic, settings.partitions)
-    consumer.commit(offsets=[TopicPartition(topic, p, hi) for p, (_lo, hi) in ends.items()],
-                    asynchronous=False)
+    consumer.commit(
+        offsets=[TopicPartition(topic, p, hi) for p, (_lo, hi) in ends.items()], asynchronous=False
+    )
     consumer.close()
 
 
@@ -91,12 +98,14 @@ def timed_rebuild(relay: AfterRelay) -> tuple[AfterIndex, dict[int, int], int, s
     CPU time is the figure that matters to the fold sharing the process (same GIL); wall
     time adds about fetch.wait.max.ms (500 ms) per partition whose last batch is partial.
     """
-    consumer = Consumer(relay.settings.consumer_config(
-        relay_group(relay.settings), **{"enable.partition.eof": False}))
+    consumer = Consumer(
+        relay.settings.consumer_config(
+            relay_group(relay.settings), **{"enable.partition.eof": False}
+        )
+    )
     started, cpu = time.perf_counter(), time.process_time()
     index, start, folded = relay._rebuild(consumer)
-    timing = (f"{time.process_time() - cpu:.2f}s CPU, "
-              f"{time.perf_counter() - started:.2f}s wall")
+    timing = f"{time.process_time() - cpu:.2f}s CPU, {time.perf_counter() - started:.2f}s wall"
     consumer.close()
     return index, start, folded, timing
 
@@ -131,8 +140,10 @@ def main() -> None:
         if index.state() != full.state():
             raise SystemExit("the rebuild from the snapshot differs from an in-memory fold")
         upstream_of, ticks = index.state()
-        print(f"rebuild from snapshot ({len(upstream_of)} after jobs, {len(ticks)} active "
-              f"runs) + {args.tail:,}-event tail: {folded:,} events folded in {after}")
+        print(
+            f"rebuild from snapshot ({len(upstream_of)} after jobs, {len(ticks)} active "
+            f"runs) + {args.tail:,}-event tail: {folded:,} events folded in {after}"
+        )
     finally:
         admin = AdminClient({"bootstrap.servers": settings.bootstrap})
         for future in admin.delete_topics([s.name for s in topic_specs(settings)]).values():

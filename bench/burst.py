@@ -56,8 +56,13 @@ EVENTS_PER_RUN = 5
 
 def once_noop(run_at: datetime) -> JobSpec:
     """A one-task once job running the no-op python callable at ``run_at``."""
-    return JobSpec(name="burst", schedule=Schedule(ScheduleKind.ONCE, run_at=run_at),
-                   command=(), kind=TaskKind.PYTHON, callable=NOOP)
+    return JobSpec(
+        name="burst",
+        schedule=Schedule(ScheduleKind.ONCE, run_at=run_at),
+        command=(),
+        kind=TaskKind.PYTHON,
+        callable=NOOP,
+    )
 
 
 def main() -> None:
@@ -65,8 +70,12 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=25_000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--slots", type=int, default=32)
-    parser.add_argument("--register-rate", type=float, default=900.0,
-                        help="commands/s assumed when choosing the due second (default 900)")
+    parser.add_argument(
+        "--register-rate",
+        type=float,
+        default=900.0,
+        help="commands/s assumed when choosing the due second (default 900)",
+    )
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--bootstrap", default=KafkaSettings().bootstrap)
     args = parser.parse_args()
@@ -84,18 +93,24 @@ def main() -> None:
         due_at = datetime.fromtimestamp(due, UTC)
         spec = once_noop(due_at)
         reg_started = time.time()
-        produce_all(cluster, ((f"job-{i}", cmd.RegisterJob(spec)) for i in range(args.jobs)),
-                    "reg")
+        produce_all(cluster, ((f"job-{i}", cmd.RegisterJob(spec)) for i in range(args.jobs)), "reg")
         if not gauge.wait_for(base + args.jobs, max(1.0, due - time.time() - 0.5)):
-            print(f"WARNING: only {gauge.count()} of {args.jobs} JobRegistered before the due "
-                  "second: the burst overlaps the registration (raise --register-rate's margin)")
+            print(
+                f"WARNING: only {gauge.count()} of {args.jobs} JobRegistered before the due "
+                "second: the burst overlaps the registration (raise --register-rate's margin)"
+            )
         registered = time.time()
-        print(f"registered {args.jobs} jobs in {registered - reg_started:.1f}s "
-              f"({args.jobs / (registered - reg_started):,.0f}/s); due second {due_at:%H:%M:%S}Z, "
-              f"{due - registered:.1f}s later")
+        print(
+            f"registered {args.jobs} jobs in {registered - reg_started:.1f}s "
+            f"({args.jobs / (registered - reg_started):,.0f}/s); due second {due_at:%H:%M:%S}Z, "
+            f"{due - registered:.1f}s later"
+        )
         time.sleep(max(0.0, due - time.time()))
-        pids = {p.env.get("CRONLOG_WORKER_ID", "scheduler").split(".")[-1]: p.popen.pid
-                for p in cluster.procs if p.popen is not None}
+        pids = {
+            p.env.get("CRONLOG_WORKER_ID", "scheduler").split(".")[-1]: p.popen.pid
+            for p in cluster.procs
+            if p.popen is not None
+        }
         cpu0 = {k: cpu_seconds(pid) for k, pid in pids.items()}
         # Done when every run's five events are out (RunScheduled, TaskReady, TaskClaimed,
         # TaskSucceeded, RunSucceeded): a quiet spell is no sign, since the fold of one Tick
@@ -107,14 +122,17 @@ def main() -> None:
         cpu_wall = time.time() - due
         total = gauge.wait_quiet(quiet_s=3.0, timeout_s=60)
         quiet = time.time()
-        seen = read_run_events(cluster.settings, (ev.RunScheduled, ev.TaskClaimed,
-                                                  ev.TaskSucceeded, ev.TaskFailed))
+        seen = read_run_events(
+            cluster.settings, (ev.RunScheduled, ev.TaskClaimed, ev.TaskSucceeded, ev.TaskFailed)
+        )
         print(f"{total} run-events; read back in {time.time() - quiet:.1f}s")
         seen = [s for s in seen if s.event.job_id.startswith("job-")]
         report(args, seen, due, sched.log_path)
-        print(f"  CPU from the due second until all run-events were out ({cpu_wall:.1f}s; pool "
-              "processes aside): " + ", ".join(f"{k} {v:.1f}s ({v / cpu_wall:.2f}/s)"
-                                              for k, v in cpu.items()))
+        print(
+            f"  CPU from the due second until all run-events were out ({cpu_wall:.1f}s; pool "
+            "processes aside): "
+            + ", ".join(f"{k} {v:.1f}s ({v / cpu_wall:.2f}/s)" for k, v in cpu.items())
+        )
     finally:
         gauge.close()
         cluster.stop_all()
@@ -126,16 +144,22 @@ def report(args: argparse.Namespace, seen: list[Seen], due: float, log_path: Pat
     failed = [s for s in seen if isinstance(s.event.event, ev.TaskFailed)]
     claims = [s for s in seen if isinstance(s.event.event, ev.TaskClaimed)]
     n = args.jobs
-    print(f"\nburst of {n} once jobs due at the same second; 1 scheduler, {args.workers} "
-          f"workers x {args.slots} slots, 12 partitions, no-op python tasks")
+    print(
+        f"\nburst of {n} once jobs due at the same second; 1 scheduler, {args.workers} "
+        f"workers x {args.slots} slots, 12 partitions, no-op python tasks"
+    )
     if sched:
-        print(f"  all runs on run-events (ledger): {len(sched)}/{n} RunScheduled, last "
-              f"{max(sched) - due:.2f}s after the due second (first {min(sched) - due:.2f}s)"
-              "   budget 2 s")
+        print(
+            f"  all runs on run-events (ledger): {len(sched)}/{n} RunScheduled, last "
+            f"{max(sched) - due:.2f}s after the due second (first {min(sched) - due:.2f}s)"
+            "   budget 2 s"
+        )
     if done:
         ends = [s.ts for s in done]
-        print(f"  all tasks done: {len(done)}/{n} TaskSucceeded ({len(failed)} TaskFailed), "
-              f"last {max(ends) - due:.2f}s after the due second   budget 5 s")
+        print(
+            f"  all tasks done: {len(done)}/{n} TaskSucceeded ({len(failed)} TaskFailed), "
+            f"last {max(ends) - due:.2f}s after the due second   budget 5 s"
+        )
         lags = [s.event.event.started_at.timestamp() - due for s in done]
         print(f"  trigger lag (scheduled_for → task started): {spread(lags)}")
     print(f"  RunScheduled per second: {per_second(sched, due)}")
@@ -143,13 +167,16 @@ def report(args: argparse.Namespace, seen: list[Seen], due: float, log_path: Pat
     for w in workers:
         mine = [s.ts for s in claims if s.event.event.worker_id == w]
         span = max(mine) - min(mine) if len(mine) > 1 else 0.0
-        print(f"  claims granted to {w}: {len(mine)} in {span:.1f}s "
-              f"({len(mine) / max(span, 1e-9):,.0f}/s); per second {per_second(mine, due)}")
+        print(
+            f"  claims granted to {w}: {len(mine)} in {span:.1f}s "
+            f"({len(mine) / max(span, 1e-9):,.0f}/s); per second {per_second(mine, due)}"
+        )
     if claims:
         allc = [s.ts for s in claims]
         span = max(allc) - min(allc)
-        print(f"  claims granted, all workers: {len(allc) / max(span, 1e-9):,.0f}/s over "
-              f"{span:.1f}s")
+        print(
+            f"  claims granted, all workers: {len(allc) / max(span, 1e-9):,.0f}/s over {span:.1f}s"
+        )
     end = max([s.ts for s in seen] or [due]) + 2
     print("  scheduler fold_stats (1 s periods) during the burst:")
     for line in fold_stats_report(log_path, due - 1, end, due):

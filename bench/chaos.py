@@ -31,18 +31,29 @@ def main() -> int:
     p.add_argument("--partitions", type=int, default=6)
     p.add_argument("--broker-restarts", type=int, default=1)
     p.add_argument("--bad-records", type=int, default=3, help="of each bad kind")
-    p.add_argument("--session-timeout", type=float, default=10.0,
-                   help="schedulers' consumer-group session timeout, seconds")
+    p.add_argument(
+        "--session-timeout",
+        type=float,
+        default=10.0,
+        help="schedulers' consumer-group session timeout, seconds",
+    )
     p.add_argument("--settle", type=float, default=30.0)
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--port", type=int, default=None, help="broker port (default: a free one)")
     p.add_argument("--keep", action="store_true", help="keep the broker and the temp dir")
     args = p.parse_args()
-    cfg = ChaosConfig(duration_s=args.duration, jobs=args.jobs, kills=args.kills,
-                      schedulers=args.schedulers, workers=args.workers,
-                      partitions=args.partitions, broker_restarts=args.broker_restarts,
-                      bad_records=args.bad_records, session_timeout_s=args.session_timeout,
-                      settle_s=args.settle)
+    cfg = ChaosConfig(
+        duration_s=args.duration,
+        jobs=args.jobs,
+        kills=args.kills,
+        schedulers=args.schedulers,
+        workers=args.workers,
+        partitions=args.partitions,
+        broker_restarts=args.broker_restarts,
+        bad_records=args.bad_records,
+        session_timeout_s=args.session_timeout,
+        settle_s=args.settle,
+    )
     if args.seed is not None:
         cfg.seed = args.seed
     tmp = Path(tempfile.mkdtemp(prefix="cronlog-chaos-"))

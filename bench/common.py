@@ -33,16 +33,16 @@ NOOP = "tests.unit.tasks_for_tests:noop"
 
 def new_cluster(bootstrap: str, label: str) -> Cluster:
     """Topics under a fresh prefix (12 partitions) and a Cluster whose logs go to .cache/bench."""
-    settings = KafkaSettings(bootstrap=bootstrap,
-                             topic_prefix=f"bench{label}{uuid.uuid4().hex[:6]}.", partitions=12)
+    settings = KafkaSettings(
+        bootstrap=bootstrap, topic_prefix=f"bench{label}{uuid.uuid4().hex[:6]}.", partitions=12
+    )
     ensure_topics(settings)
     tmp = ROOT / ".cache" / "bench" / settings.topic_prefix
     tmp.mkdir(parents=True, exist_ok=True)
     return Cluster(settings, tmp)
 
 
-def produce_all(cluster: Cluster, items: Iterable[tuple[str, cmd.Command]],
-                prefix: str) -> int:
+def produce_all(cluster: Cluster, items: Iterable[tuple[str, cmd.Command]], prefix: str) -> int:
     """Append one command per (job_id, command), as fast as librdkafka takes them."""
     producer = Producer(cluster.settings.producer_config(**{"linger.ms": 20}))
     topic = cluster.topics.commands
@@ -67,8 +67,9 @@ def run_event_count(settings: KafkaSettings) -> int:
     consumer = Consumer(settings.consumer_config(f"wm-{uuid.uuid4().hex}"))
     try:
         parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                   for p in parts)
+        return sum(
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts
+        )
     finally:
         consumer.close()
 
@@ -83,8 +84,10 @@ class Gauge:
         self.parts = [TopicPartition(self.topic, p) for p in parts]
 
     def count(self) -> int:
-        return sum(self.consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1]
-                   for tp in self.parts)
+        return sum(
+            self.consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1]
+            for tp in self.parts
+        )
 
     def wait_for(self, target: int, timeout_s: float, every_s: float = 0.5) -> bool:
         """Wait until at least ``target`` run-events exist."""
@@ -123,11 +126,15 @@ class Seen:
 def read_run_events(settings: KafkaSettings, kinds: tuple[type, ...]) -> list[Seen]:
     """Read run-events from offset 0 to the current end; decode and keep only ``kinds``."""
     topic = Topics.of(settings).run_events
-    consumer = Consumer(settings.consumer_config(f"read-{uuid.uuid4().hex}",
-                                                 **{"fetch.max.bytes": 64 * 1024 * 1024}))
+    consumer = Consumer(
+        settings.consumer_config(
+            f"read-{uuid.uuid4().hex}", **{"fetch.max.bytes": 64 * 1024 * 1024}
+        )
+    )
     parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-    ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in parts}
+    ends = {
+        p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts
+    }
     consumer.assign([TopicPartition(topic, p, 0) for p in parts if ends[p] > 0])
     left = {p for p, end in ends.items() if end > 0}
     out: list[Seen] = []
@@ -156,16 +163,21 @@ def spread(values: list[float], unit: float = 1.0, suffix: str = "s") -> str:
     """``p50 … p99 … max`` of ``values`` divided by ``unit``."""
     if not values:
         return "n=0"
-    return (f"n={len(values)} p50={statistics.median(values) / unit:.2f}{suffix} "
-            f"p99={pct(values, 0.99) / unit:.2f}{suffix} max={max(values) / unit:.2f}{suffix}")
+    return (
+        f"n={len(values)} p50={statistics.median(values) / unit:.2f}{suffix} "
+        f"p99={pct(values, 0.99) / unit:.2f}{suffix} max={max(values) / unit:.2f}{suffix}"
+    )
 
 
-FOLD_STATS = re.compile(r"action=fold_stats records=(\d+) batches=(\d+) rate=(\d+)/s "
-                        r"fold=([\d.]+)s deliver=([\d.]+)s write=([\d.]+)s")
+FOLD_STATS = re.compile(
+    r"action=fold_stats records=(\d+) batches=(\d+) rate=(\d+)/s "
+    r"fold=([\d.]+)s deliver=([\d.]+)s write=([\d.]+)s"
+)
 
 
-def fold_stats_lines(log_path: Path) -> list[tuple[float, tuple[int, int, int, float, float,
-                                                                float]]]:
+def fold_stats_lines(
+    log_path: Path,
+) -> list[tuple[float, tuple[int, int, int, float, float, float]]]:
     """The scheduler log's fold_stats lines: (epoch seconds of the line, parsed numbers).
 
     The log's asctime is local time; this box runs in UTC (checked by the callers' output).
@@ -176,16 +188,18 @@ def fold_stats_lines(log_path: Path) -> list[tuple[float, tuple[int, int, int, f
         if m:
             at = datetime.strptime(line.lstrip("[")[:23], "%Y-%m-%d %H:%M:%S,%f").astimezone()
             r, b, rate, f, d, w = m.groups()
-            out.append((at.timestamp(),
-                        (int(r), int(b), int(rate), float(f), float(d), float(w))))
+            out.append((at.timestamp(), (int(r), int(b), int(rate), float(f), float(d), float(w))))
     return out
 
 
 def fold_stats_report(log_path: Path, since: float, until: float, origin: float) -> list[str]:
     """fold_stats lines logged in [since, until], as text relative to ``origin``."""
-    return [f"  +{at - origin:5.1f}s records={r} batches={b} rate={rate}/s fold={f:.2f}s "
-            f"deliver={d:.2f}s write={w:.2f}s (avg batch {r / max(b, 1):.0f})"
-            for at, (r, b, rate, f, d, w) in fold_stats_lines(log_path) if since <= at <= until]
+    return [
+        f"  +{at - origin:5.1f}s records={r} batches={b} rate={rate}/s fold={f:.2f}s "
+        f"deliver={d:.2f}s write={w:.2f}s (avg batch {r / max(b, 1):.0f})"
+        for at, (r, b, rate, f, d, w) in fold_stats_lines(log_path)
+        if since <= at <= until
+    ]
 
 
 def per_second(stamps: list[float], origin: float) -> str:
@@ -211,8 +225,7 @@ def rss_mib(pid: int) -> float:
     return float("nan")
 
 
-def warm_up(cluster: Cluster, gauge: Gauge, spec_at: Callable[[datetime], object],
-            n: int) -> int:
+def warm_up(cluster: Cluster, gauge: Gauge, spec_at: Callable[[datetime], object], n: int) -> int:
     """Run ``n`` no-op once jobs now (starts the workers' lazily spawned python pools and the
     scheduler's assignment); return the run-event count once quiet."""
     now_at = datetime.fromtimestamp(time.time(), UTC)
@@ -220,6 +233,8 @@ def warm_up(cluster: Cluster, gauge: Gauge, spec_at: Callable[[datetime], object
     produce_all(cluster, ((f"warm-{i}", cmd.RegisterJob(spec)) for i in range(n)), "warm")
     gauge.wait_for(n, 120)
     base = gauge.wait_quiet(quiet_s=3.0, timeout_s=180)
-    print(f"warm-up: {n} no-op runs, {base} run-events, quiet after "
-          f"{time.time() - now_at.timestamp():.1f}s")
+    print(
+        f"warm-up: {n} no-op runs, {base} run-events, quiet after "
+        f"{time.time() - now_at.timestamp():.1f}s"
+    )
     return base

@@ -59,10 +59,19 @@ STAGES = ("report", "fold", "to claim", "fold claim", "to start")
 
 def chain_spec(n: int) -> JobSpec:
     """A manual job of ``n`` no-op python tasks, each depending on the one before."""
-    specs = tuple(TaskSpec(f"t{i}", kind=TaskKind.PYTHON, callable=NOOP,
-                           depends_on=(f"t{i - 1}",) if i else ()) for i in range(n))
-    return JobSpec(name="dag chain bench", schedule=Schedule(ScheduleKind.MANUAL), command=(),
-                   tasks=tuple(s.name for s in specs), task_specs=specs)
+    specs = tuple(
+        TaskSpec(
+            f"t{i}", kind=TaskKind.PYTHON, callable=NOOP, depends_on=(f"t{i - 1}",) if i else ()
+        )
+        for i in range(n)
+    )
+    return JobSpec(
+        name="dag chain bench",
+        schedule=Schedule(ScheduleKind.MANUAL),
+        command=(),
+        tasks=tuple(s.name for s in specs),
+        task_specs=specs,
+    )
 
 
 class RunEvents:
@@ -104,8 +113,16 @@ def hops(seen: list[tuple[float, ev.RunEvent]], run_id: str, n: int) -> list[lis
         claim_ts, claim = by[("TaskClaimed", b)]
         _, nxt = by[("TaskSucceeded", b)]
         finished, started = sec(done.event.finished_at), sec(nxt.event.started_at)
-        out.append([started - finished, sec(done.at) - finished, ready_ts - sec(done.at),
-                    sec(claim.at) - ready_ts, claim_ts - sec(claim.at), started - claim_ts])
+        out.append(
+            [
+                started - finished,
+                sec(done.at) - finished,
+                ready_ts - sec(done.at),
+                sec(claim.at) - ready_ts,
+                claim_ts - sec(claim.at),
+                started - claim_ts,
+            ]
+        )
     return out
 
 
@@ -121,8 +138,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--bootstrap", default=KafkaSettings().bootstrap)
     args = parser.parse_args()
-    settings = KafkaSettings(bootstrap=args.bootstrap,
-                             topic_prefix=f"bench{uuid.uuid4().hex[:6]}.", partitions=12)
+    settings = KafkaSettings(
+        bootstrap=args.bootstrap, topic_prefix=f"bench{uuid.uuid4().hex[:6]}.", partitions=12
+    )
     ensure_topics(settings)
     tmp = ROOT / ".cache" / "bench" / settings.topic_prefix
     tmp.mkdir(parents=True, exist_ok=True)
@@ -139,14 +157,21 @@ def main() -> None:
             log.until(ev.RunSucceeded, r + 1, 300)
             run = [e for _, e in log.seen if isinstance(e.event, ev.RunScheduled)][r].event
             ended = [ts for ts, e in log.seen if isinstance(e.event, ev.RunSucceeded)][r]
-            first = next(ts for ts, e in log.seen if isinstance(e.event, ev.RunScheduled)
-                         and e.event.run_id == run.run_id)
+            first = next(
+                ts
+                for ts, e in log.seen
+                if isinstance(e.event, ev.RunScheduled) and e.event.run_id == run.run_id
+            )
             run_hops = hops(log.seen, run.run_id, args.tasks)
             rows += run_hops
-            print(f"run {r + 1}: {args.tasks} tasks, RunScheduled → RunSucceeded "
-                  f"{ended - first:.2f} s; hop {summary([h[0] for h in run_hops])}")
-        print(f"all {len(rows)} hops (finish of t_i → start of t_i+1): "
-              f"{summary([h[0] for h in rows])}   budget 25 ms")
+            print(
+                f"run {r + 1}: {args.tasks} tasks, RunScheduled → RunSucceeded "
+                f"{ended - first:.2f} s; hop {summary([h[0] for h in run_hops])}"
+            )
+        print(
+            f"all {len(rows)} hops (finish of t_i → start of t_i+1): "
+            f"{summary([h[0] for h in rows])}   budget 25 ms"
+        )
         for k, stage in enumerate(STAGES, 1):
             print(f"  {stage:<10} {summary([h[k] for h in rows])}")
     finally:

@@ -50,26 +50,38 @@ def bench_in_process(n: int, jobs: int) -> float:
     now_ms = int(time.time() * 1000)
 
     def records(cmds: list[tuple[str, cmd.Command]]) -> list[Record]:
-        return [Record(partition_for(j, 12), i, now_ms, j.encode(),
-                       encode_command(cmd.Envelope(uuid.uuid4().hex, j, c)))
-                for i, (j, c) in enumerate(cmds)]
+        return [
+            Record(
+                partition_for(j, 12),
+                i,
+                now_ms,
+                j.encode(),
+                encode_command(cmd.Envelope(uuid.uuid4().hex, j, c)),
+            )
+            for i, (j, c) in enumerate(cmds)
+        ]
 
     def run(recs: list[Record]) -> None:
         for i in range(0, len(recs), 1000):
-            out = folder.fold(recs[i:i + 1000])
+            out = folder.fold(recs[i : i + 1000])
             store.update({j: v for j, (_, _, v) in out.writes.items()})
 
     run(records([(f"job-{i}", cmd.RegisterJob(SPEC)) for i in range(jobs)]))
-    work = records([(f"job-{i % jobs}", cmd.PauseJob() if (i // jobs) % 2 == 0
-                     else cmd.ResumeJob()) for i in range(n)])
+    work = records(
+        [
+            (f"job-{i % jobs}", cmd.PauseJob() if (i // jobs) % 2 == 0 else cmd.ResumeJob())
+            for i in range(n)
+        ]
+    )
     started = time.perf_counter()
     run(work)
     return n / (time.perf_counter() - started)
 
 
 def bench_kafka(bootstrap: str, n: int, jobs: int, lag_jobs: int) -> None:
-    settings = KafkaSettings(bootstrap=bootstrap, topic_prefix=f"bench{uuid.uuid4().hex[:6]}.",
-                             partitions=12)
+    settings = KafkaSettings(
+        bootstrap=bootstrap, topic_prefix=f"bench{uuid.uuid4().hex[:6]}.", partitions=12
+    )
     ensure_topics(settings)
     tmp = ROOT / ".cache" / "bench" / settings.topic_prefix
     tmp.mkdir(parents=True, exist_ok=True)
@@ -80,14 +92,24 @@ def bench_kafka(bootstrap: str, n: int, jobs: int, lag_jobs: int) -> None:
         producer = Producer(settings.producer_config(**{"linger.ms": 20}))
         topic = Topics.of(settings).commands
         for i in range(jobs):
-            producer.produce(topic, key=f"job-{i}".encode(), value=encode_command(
-                cmd.Envelope(f"reg-{i}", f"job-{i}", cmd.RegisterJob(SPEC))))
+            producer.produce(
+                topic,
+                key=f"job-{i}".encode(),
+                value=encode_command(cmd.Envelope(f"reg-{i}", f"job-{i}", cmd.RegisterJob(SPEC))),
+            )
         producer.flush()
         if not log.wait_until(lambda lg: len(lg.records) >= jobs, 120):
             raise SystemExit("scheduler did not register the jobs in 120 s")
-        burst = [encode_command(cmd.Envelope(
-            f"c-{i}", f"job-{i % jobs}",
-            cmd.PauseJob() if (i // jobs) % 2 == 0 else cmd.ResumeJob())) for i in range(n)]
+        burst = [
+            encode_command(
+                cmd.Envelope(
+                    f"c-{i}",
+                    f"job-{i % jobs}",
+                    cmd.PauseJob() if (i // jobs) % 2 == 0 else cmd.ResumeJob(),
+                )
+            )
+            for i in range(n)
+        ]
         base = len(log.records)
         started = time.perf_counter()
         for i, value in enumerate(burst):
@@ -99,19 +121,30 @@ def bench_kafka(bootstrap: str, n: int, jobs: int, lag_jobs: int) -> None:
         if not log.wait_until(lambda lg: len(lg.records) >= base + n, 300):
             raise SystemExit(f"only {len(log.records) - base} of {n} events after 300 s")
         took = time.perf_counter() - started
-        print(f"kafka fold: {n} commands appended in {appended:.2f}s, all events out after "
-              f"{took:.2f}s -> {n / took:,.0f} commands/s (1 scheduler process, 12 partitions)")
+        print(
+            f"kafka fold: {n} commands appended in {appended:.2f}s, all events out after "
+            f"{took:.2f}s -> {n / took:,.0f} commands/s (1 scheduler process, 12 partitions)"
+        )
 
-        lag_spec = JobSpec(name="lag", schedule=Schedule(ScheduleKind.CRON, "* * * * * *"),
-                           command=("true",))
+        lag_spec = JobSpec(
+            name="lag", schedule=Schedule(ScheduleKind.CRON, "* * * * * *"), command=("true",)
+        )
         for i in range(lag_jobs):
-            producer.produce(topic, key=f"lag-{i}".encode(), value=encode_command(
-                cmd.Envelope(f"lag-{i}", f"lag-{i}", cmd.RegisterJob(lag_spec))))
+            producer.produce(
+                topic,
+                key=f"lag-{i}".encode(),
+                value=encode_command(
+                    cmd.Envelope(f"lag-{i}", f"lag-{i}", cmd.RegisterJob(lag_spec))
+                ),
+            )
         producer.flush()
         time.sleep(20)
         for i in range(lag_jobs):
-            producer.produce(topic, key=f"lag-{i}".encode(), value=encode_command(
-                cmd.Envelope(f"lag-del-{i}", f"lag-{i}", cmd.DeleteJob())))
+            producer.produce(
+                topic,
+                key=f"lag-{i}".encode(),
+                value=encode_command(cmd.Envelope(f"lag-del-{i}", f"lag-{i}", cmd.DeleteJob())),
+            )
         producer.flush()
         log.poll(3)
         _print_lag(log, settings, since=datetime.now(UTC) - timedelta(seconds=18))
@@ -150,8 +183,10 @@ def _print_lag(log: EventLog, settings: KafkaSettings, since: datetime) -> None:
     lags.sort()
     p99 = lags[min(len(lags) - 1, int(len(lags) * 0.99))]
     p50 = statistics.median(lags)
-    print(f"tick -> RunScheduled on run-events: n={len(lags)} p50={p50 * 1000:.0f}ms "
-          f"p99={p99*1000:.0f}ms max={lags[-1]*1000:.0f}ms (tick interval 1 s)")
+    print(
+        f"tick -> RunScheduled on run-events: n={len(lags)} p50={p50 * 1000:.0f}ms "
+        f"p99={p99 * 1000:.0f}ms max={lags[-1] * 1000:.0f}ms (tick interval 1 s)"
+    )
 
 
 def main() -> None:

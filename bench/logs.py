@@ -59,9 +59,11 @@ def main() -> None:
         shipper.close()
         model.stop()
     total = per * opts.attempts / 2**20
-    print(f"{total:.0f} MiB in {opts.attempts} logs: shipped in {shipped:.2f} s "
-          f"({total / shipped:.0f} MiB/s); all complete in the API's model after {seen:.2f} s "
-          f"({total / seen:.0f} MiB/s end to end)")
+    print(
+        f"{total:.0f} MiB in {opts.attempts} logs: shipped in {shipped:.2f} s "
+        f"({total / shipped:.0f} MiB/s); all complete in the API's model after {seen:.2f} s "
+        f"({total / seen:.0f} MiB/s end to end)"
+    )
 
 
 if __name__ == "__main__":

@@ -52,36 +52,51 @@ def main() -> None:
         producer = Producer(settings.producer_config(**{"linger.ms": 20}))
         for i in range(args.per_job):
             for j in range(args.jobs):
-                command = (cmd.RegisterJob(SPEC) if i == 0
-                           else cmd.PauseJob() if i % 2 else cmd.ResumeJob())
+                command = (
+                    cmd.RegisterJob(SPEC)
+                    if i == 0
+                    else cmd.PauseJob()
+                    if i % 2
+                    else cmd.ResumeJob()
+                )
                 job = f"job-{j}"
-                producer.produce(topics.commands, key=job.encode(), value=encode_command(
-                    cmd.Envelope(uuid.uuid4().hex, job, command)))
+                producer.produce(
+                    topics.commands,
+                    key=job.encode(),
+                    value=encode_command(cmd.Envelope(uuid.uuid4().hex, job, command)),
+                )
                 producer.poll(0)
         producer.flush(60)
         total = args.jobs * args.per_job
         with tempfile.TemporaryDirectory() as tmp:
-            report = run_replay(settings, ReplayOptions(state_dir=Path(tmp) / "s",
-                                                        batch_size=args.batch))
-        print(f"replay via Kafka + rocksdict: {report.records} records in "
-              f"{report.seconds:.2f}s = {report.rate:,.0f} records/s "
-              f"({sum(p.events for p in report.partitions)} events)")
+            report = run_replay(
+                settings, ReplayOptions(state_dir=Path(tmp) / "s", batch_size=args.batch)
+            )
+        print(
+            f"replay via Kafka + rocksdict: {report.records} records in "
+            f"{report.seconds:.2f}s = {report.rate:,.0f} records/s "
+            f"({sum(p.events for p in report.partitions)} events)"
+        )
         if report.records != total:
             raise SystemExit(f"replayed {report.records} records, appended {total}")
         consumer = reader(settings)
         ends = watermarks(consumer, topics.commands, 12)
-        records = [Record(m.partition(), m.offset(), m.timestamp()[1], m.key(), m.value())
-                   for p in range(12)
-                   for msgs in read_partition(consumer, topics.commands, p, 0, ends[p][1])
-                   for m in msgs]
+        records = [
+            Record(m.partition(), m.offset(), m.timestamp()[1], m.key(), m.value())
+            for p in range(12)
+            for msgs in read_partition(consumer, topics.commands, p, 0, ends[p][1])
+            for m in msgs
+        ]
         consumer.close()
         replayer = Replayer(topics, 12, {})
         started = time.perf_counter()
         for i in range(0, len(records), args.batch):
-            replayer.fold(records[i:i + args.batch])
+            replayer.fold(records[i : i + args.batch])
         seconds = time.perf_counter() - started
-        print(f"fold alone (Replayer, dict store): {len(records)} records in {seconds:.2f}s = "
-              f"{len(records) / seconds:,.0f} records/s")
+        print(
+            f"fold alone (Replayer, dict store): {len(records)} records in {seconds:.2f}s = "
+            f"{len(records) / seconds:,.0f} records/s"
+        )
     finally:
         admin = AdminClient({"bootstrap.servers": settings.bootstrap})
         names = [s.name for s in topic_specs(settings)]

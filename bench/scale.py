@@ -42,8 +42,7 @@ from topology.codec import decode_event
 from topology.config import KafkaSettings
 from topology.partitioning import partition_for
 
-SPEC = JobSpec(name="scale", schedule=Schedule(ScheduleKind.CRON, "0 0 1 1 *"),
-               command=("true",))
+SPEC = JobSpec(name="scale", schedule=Schedule(ScheduleKind.CRON, "0 0 1 1 *"), command=("true",))
 PROBE = "probe"
 REBUILT = re.compile(r"due index rebuilt: (\d+) jobs over partitions \[[^\]]*\] in ([\d.]+)s")
 
@@ -53,8 +52,9 @@ def topic_records(cluster: Cluster, topic: str) -> int:
     consumer = Consumer(cluster.settings.consumer_config(f"wm-{uuid.uuid4().hex}"))
     try:
         parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                   for p in parts)
+        return sum(
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts
+        )
     finally:
         consumer.close()
 
@@ -86,8 +86,9 @@ def cold_start(cluster: Cluster, sched: Proc, timeout_s: float) -> tuple[float, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", default="500000",
-                        help="cumulative totals, comma-separated (default 500000)")
+    parser.add_argument(
+        "--jobs", default="500000", help="cumulative totals, comma-separated (default 500000)"
+    )
     parser.add_argument("--cold-start-timeout", type=float, default=600.0)
     parser.add_argument("--bootstrap", default=KafkaSettings().bootstrap)
     args = parser.parse_args()
@@ -97,8 +98,12 @@ def main() -> None:
     gauge = Gauge(cluster.settings)
     try:
         sched = cluster.scheduler("s1")
-        cluster.send(PROBE, cmd.RegisterJob(JobSpec(
-            name="probe", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))))
+        cluster.send(
+            PROBE,
+            cmd.RegisterJob(
+                JobSpec(name="probe", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
+            ),
+        )
         gauge.wait_for(1, 120)
         base = gauge.count()
         rss0 = rss_mib(sched.popen.pid)  # type: ignore[union-attr]
@@ -106,35 +111,43 @@ def main() -> None:
         have = 0
         for total in steps:
             started = time.monotonic()
-            produce_all(cluster, ((f"job-{i}", cmd.RegisterJob(SPEC))
-                                  for i in range(have, total)), "reg")
+            produce_all(
+                cluster, ((f"job-{i}", cmd.RegisterJob(SPEC)) for i in range(have, total)), "reg"
+            )
             produced = time.monotonic() - started
             if not gauge.wait_for(base + total, max(600.0, total / 200)):
                 raise SystemExit(f"only {gauge.count() - base} of {total} registered")
             took = time.monotonic() - started
-            print(f"\n{total} jobs: registered {total - have} in {took:.1f}s "
-                  f"({(total - have) / took:,.0f}/s; appended in {produced:.1f}s)")
+            print(
+                f"\n{total} jobs: registered {total - have} in {took:.1f}s "
+                f"({(total - have) / took:,.0f}/s; appended in {produced:.1f}s)"
+            )
             have = total
             time.sleep(5)
             rss = rss_mib(sched.popen.pid)  # type: ignore[union-attr]
             changelog = topic_records(cluster, cluster.topics.job_table_changelog)
             per_job = (rss - rss0) * 1024 * 1024 / total
-            print(f"  scheduler RSS after registration: {rss:,.0f} MiB (+{per_job:,.0f} B per job "
-                  f"over the {rss0:.0f} MiB at start; at 500,000: "
-                  f"~{rss0 + per_job * 500_000 / 1024 / 1024:,.0f} MiB)   budget 2 GiB at 500,000; "
-                  f"job-table changelog: {changelog} records")
+            print(
+                f"  scheduler RSS after registration: {rss:,.0f} MiB (+{per_job:,.0f} B per job "
+                f"over the {rss0:.0f} MiB at start; at 500,000: "
+                f"~{rss0 + per_job * 500_000 / 1024 / 1024:,.0f} MiB)   budget 2 GiB at 500,000; "
+                f"job-table changelog: {changelog} records"
+            )
             log_mark = sched.log_path.stat().st_size
             secs, sched = cold_start(cluster, sched, args.cold_start_timeout)
             with sched.log_path.open("rb") as f:
                 f.seek(log_mark)
                 rebuilt = REBUILT.findall(f.read().decode(errors="replace"))
-            print(f"  cold start (kill -9, wiped state dir, new process → probe's RunScheduled): "
-                  f"{secs:.1f}s   budget 60 s at 500,000")
+            print(
+                f"  cold start (kill -9, wiped state dir, new process → probe's RunScheduled): "
+                f"{secs:.1f}s   budget 60 s at 500,000"
+            )
             for jobs, s in rebuilt:
                 print(f"    scheduler log: due index rebuilt: {jobs} jobs in {s}s")
             time.sleep(5)
-            print(f"  scheduler RSS after the cold start (+5 s): "
-                  f"{rss_mib(sched.popen.pid):,.0f} MiB")  # type: ignore[union-attr]
+            print(
+                f"  scheduler RSS after the cold start (+5 s): {rss_mib(sched.popen.pid):,.0f} MiB"
+            )  # type: ignore[union-attr]
     finally:
         gauge.close()
         cluster.stop_all()

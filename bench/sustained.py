@@ -49,14 +49,25 @@ from topology.config import KafkaSettings
 
 def every_second(start: datetime, end: datetime) -> JobSpec:
     """A job firing every whole second in [start, end], one no-op python task."""
-    return JobSpec(name="sustained", schedule=Schedule(
-        ScheduleKind.EVERY, interval=timedelta(seconds=1), start_at=start, end_at=end),
-        command=(), kind=TaskKind.PYTHON, callable=NOOP)
+    return JobSpec(
+        name="sustained",
+        schedule=Schedule(
+            ScheduleKind.EVERY, interval=timedelta(seconds=1), start_at=start, end_at=end
+        ),
+        command=(),
+        kind=TaskKind.PYTHON,
+        callable=NOOP,
+    )
 
 
 def once_noop(run_at: datetime) -> JobSpec:
-    return JobSpec(name="warm", schedule=Schedule(ScheduleKind.ONCE, run_at=run_at),
-                   command=(), kind=TaskKind.PYTHON, callable=NOOP)
+    return JobSpec(
+        name="warm",
+        schedule=Schedule(ScheduleKind.ONCE, run_at=run_at),
+        command=(),
+        kind=TaskKind.PYTHON,
+        callable=NOOP,
+    )
 
 
 def main() -> None:
@@ -73,19 +84,28 @@ def main() -> None:
     gauge = Gauge(cluster.settings)
     try:
         sched = cluster.scheduler("s1", CRONLOG_FOLD_STATS_S="5")
-        workers = [cluster.worker(f"w{w + 1}", CRONLOG_SLOTS=str(args.slots))
-                   for w in range(args.workers)]
+        workers = [
+            cluster.worker(f"w{w + 1}", CRONLOG_SLOTS=str(args.slots)) for w in range(args.workers)
+        ]
         base = warm_up(cluster, gauge, once_noop, args.workers * args.slots * 2)
         t0 = math.ceil(time.time() + args.rate / 500 + 8)
         start = datetime.fromtimestamp(t0, UTC)
         end = start + timedelta(seconds=args.duration - 1)
-        produce_all(cluster, ((f"job-{i}", cmd.RegisterJob(every_second(start, end)))
-                              for i in range(args.rate)), "reg")
+        produce_all(
+            cluster,
+            ((f"job-{i}", cmd.RegisterJob(every_second(start, end))) for i in range(args.rate)),
+            "reg",
+        )
         if time.time() > t0:
             print("WARNING: registration ran past T0")
         time.sleep(max(0.0, t0 - time.time()))
-        procs = {"scheduler": sched.popen.pid, **{w.name + str(i + 1): w.popen.pid  # type: ignore[union-attr]
-                                                  for i, w in enumerate(workers)}}
+        procs = {
+            "scheduler": sched.popen.pid,
+            **{
+                w.name + str(i + 1): w.popen.pid  # type: ignore[union-attr]
+                for i, w in enumerate(workers)
+            },
+        }
         cpu0 = {k: cpu_seconds(p) for k, p in procs.items()}
         time.sleep(max(0.0, t0 + args.duration - time.time()))
         cpu1 = {k: cpu_seconds(p) for k, p in procs.items()}
@@ -93,17 +113,24 @@ def main() -> None:
         # RunSucceeded (a quiet spell alone is no sign of the end under a backlog)
         target = base + args.rate * (1 + 5 * args.duration)
         if not gauge.wait_for(target, args.drain_timeout):
-            print(f"WARNING: {target - gauge.count()} run-events short "
-                  f"{args.drain_timeout:.0f}s after the last tick")
+            print(
+                f"WARNING: {target - gauge.count()} run-events short "
+                f"{args.drain_timeout:.0f}s after the last tick"
+            )
         drained = time.time()
-        seen = read_run_events(cluster.settings, (ev.RunScheduled, ev.TaskSucceeded,
-                                                  ev.TickSkipped))
+        seen = read_run_events(
+            cluster.settings, (ev.RunScheduled, ev.TaskSucceeded, ev.TickSkipped)
+        )
         seen = [s for s in seen if s.event.job_id.startswith("job-")]
-        print(f"read back {len(seen)} run-events in {time.time() - drained:.1f}s; all out "
-              f"{drained - (t0 + args.duration):.1f}s after the last tick (±0.5 s)")
+        print(
+            f"read back {len(seen)} run-events in {time.time() - drained:.1f}s; all out "
+            f"{drained - (t0 + args.duration):.1f}s after the last tick (±0.5 s)"
+        )
         report(args, seen, t0)
-        print(f"  CPU over the {args.duration}s window (s of CPU per s): " + ", ".join(
-            f"{k} {(cpu1[k] - cpu0[k]) / args.duration:.2f}" for k in procs))
+        print(
+            f"  CPU over the {args.duration}s window (s of CPU per s): "
+            + ", ".join(f"{k} {(cpu1[k] - cpu0[k]) / args.duration:.2f}" for k in procs)
+        )
         print("  scheduler fold_stats (5 s periods):")
         for line in fold_stats_report(sched.log_path, t0, t0 + args.duration + 2, t0):
             print(line)
@@ -124,24 +151,30 @@ def report(args: argparse.Namespace, seen: list, t0: float) -> None:  # type: ig
             due = run.event.event.scheduled_for.timestamp()
             rows.append((due, s.event.event.started_at.timestamp() - due))
     lags = [lag for _, lag in rows]
-    print(f"\nsustained {args.rate} triggers/s for {args.duration}s ({expected} ticks), 1 "
-          f"scheduler, {args.workers} workers x {args.slots} slots, 12 partitions, no-op python")
+    print(
+        f"\nsustained {args.rate} triggers/s for {args.duration}s ({expected} ticks), 1 "
+        f"scheduler, {args.workers} workers x {args.slots} slots, 12 partitions, no-op python"
+    )
     skipped: dict[str, int] = {}
     for s in seen:
         if isinstance(s.event.event, ev.TickSkipped):
             reason = str(s.event.event.reason)
             skipped[reason] = skipped.get(reason, 0) + 1
-    print(f"  runs scheduled {len(runs)}/{expected}, tasks succeeded {len(done)}/{expected}, "
-          f"ticks skipped {sum(skipped.values())} {skipped or ''} (job default "
-          "max_active_runs 16: a tick finding 16 runs of its job active is skipped)")
+    print(
+        f"  runs scheduled {len(runs)}/{expected}, tasks succeeded {len(done)}/{expected}, "
+        f"ticks skipped {sum(skipped.values())} {skipped or ''} (job default "
+        "max_active_runs 16: a tick finding 16 runs of its job active is skipped)"
+    )
     print(f"  trigger lag (scheduled_for → task started): {spread(lags)}   budget p99 < 1 s")
     print(f"  fold lag (scheduled_for → RunScheduled on run-events): {spread(fold_lags)}")
     print("  by 10 s window of scheduled_for (n, p50, p99 trigger lag):")
     for w in range(0, args.duration, 10):
         part = [lag for due, lag in rows if t0 + w <= due < t0 + w + 10]
         if part:
-            print(f"    +{w:3d}..{w + 10:3d}s  n={len(part):6d}  p50={pct(part, 0.5):6.2f}s  "
-                  f"p99={pct(part, 0.99):6.2f}s")
+            print(
+                f"    +{w:3d}..{w + 10:3d}s  n={len(part):6d}  p50={pct(part, 0.5):6.2f}s  "
+                f"p99={pct(part, 0.99):6.2f}s"
+            )
     ok = len(done) == expected and bool(lags) and pct(lags, 0.99) < 1.0
     print(f"  kept up at {args.rate}/s: {'yes' if ok else 'no'}")
 

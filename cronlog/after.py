@@ -34,13 +34,17 @@ def wants(state: JobState, command: cmd.UpstreamRunEnded) -> bool:
     redefinition) ignores them.
     """
     sched = state.spec.schedule
-    return (state.status is JobStatus.ACTIVE and sched.kind is ScheduleKind.AFTER
-            and sched.after_job_id == command.upstream_job_id
-            and command.outcome in QUALIFYING[sched.after_on])
+    return (
+        state.status is JobStatus.ACTIVE
+        and sched.kind is ScheduleKind.AFTER
+        and sched.after_job_id == command.upstream_job_id
+        and command.outcome in QUALIFYING[sched.after_on]
+    )
 
 
-def upstream_run_ended(d: Decision, state: JobState, command: cmd.UpstreamRunEnded,
-                       now: datetime) -> None:
+def upstream_run_ended(
+    d: Decision, state: JobState, command: cmd.UpstreamRunEnded, now: datetime
+) -> None:
     """Start the run an upstream run's end asks for, if any.
 
     Emits nothing when the job does not want it (``wants``) or when its run is already
@@ -61,8 +65,9 @@ def upstream_run_ended(d: Decision, state: JobState, command: cmd.UpstreamRunEnd
     """
     if not wants(state, command):
         return
-    run_id = run_id_for_after(d.job_id, command.upstream_run_id, state.incarnation,
-                              command.upstream_event_id)
+    run_id = run_id_for_after(
+        d.job_id, command.upstream_run_id, state.incarnation, command.upstream_event_id
+    )
     if state.run(run_id) is not None:
         return
     scheduled_for = command.upstream_scheduled_for or now
@@ -70,16 +75,26 @@ def upstream_run_ended(d: Decision, state: JobState, command: cmd.UpstreamRunEnd
     reason = None
     if remaining == 0:
         reason = ev.SkipReason.MAX_RUNS
-    elif sum(r.trigger not in ev.OFF_SCHEDULE_TRIGGERS
-             for r in state.runs) >= state.spec.max_active_runs:
+    elif (
+        sum(r.trigger not in ev.OFF_SCHEDULE_TRIGGERS for r in state.runs)
+        >= state.spec.max_active_runs
+    ):
         reason = ev.SkipReason.MAX_ACTIVE_RUNS
     if reason is not None:
         d.emit(ev.TickSkipped(scheduled_for, reason, state.next_fire_at))
         return
-    d.emit(ev.RunScheduled(
-        run_id, scheduled_for, ev.RunTrigger.AFTER, state.spec.tasks, state.next_fire_at,
-        None if remaining is None else remaining - 1,
-        upstream_job_id=command.upstream_job_id, upstream_run_id=command.upstream_run_id,
-        timeout_at=run_timeout_at(state.spec, now)))
+    d.emit(
+        ev.RunScheduled(
+            run_id,
+            scheduled_for,
+            ev.RunTrigger.AFTER,
+            state.spec.tasks,
+            state.next_fire_at,
+            None if remaining is None else remaining - 1,
+            upstream_job_id=command.upstream_job_id,
+            upstream_run_id=command.upstream_run_id,
+            timeout_at=run_timeout_at(state.spec, now),
+        )
+    )
     for task in initially_ready(state.spec, state.spec.tasks):
         d.emit(ev.TaskReady(run_id, task, 1, scheduled_for))

@@ -38,25 +38,59 @@ def tick_attempts(d: Decision, now: datetime) -> None:
             time_out(d, run, now)
             continue
         for ti in run.tasks:
-            if (ti.state is TaskState.CLAIMED and ti.lease_expires_at is not None
-                    and ti.lease_expires_at <= now):
+            if (
+                ti.state is TaskState.CLAIMED
+                and ti.lease_expires_at is not None
+                and ti.lease_expires_at <= now
+            ):
                 holder = ti.worker_id or ""
                 d.emit(ev.LeaseExpired(run.run_id, ti.task, ti.attempt, ti.epoch, holder))
-                fail(d, run.run_id, ti, ev.TaskFailed(
-                    run.run_id, ti.task, ti.attempt, ti.epoch, holder,
-                    cmd.FailureKind.LEASE_EXPIRED, None, "", None, now), now)
-            elif (ti.state is TaskState.CLAIMED and ti.deadline_at is not None
-                  and ti.deadline_at <= now):
+                fail(
+                    d,
+                    run.run_id,
+                    ti,
+                    ev.TaskFailed(
+                        run.run_id,
+                        ti.task,
+                        ti.attempt,
+                        ti.epoch,
+                        holder,
+                        cmd.FailureKind.LEASE_EXPIRED,
+                        None,
+                        "",
+                        None,
+                        now,
+                    ),
+                    now,
+                )
+            elif (
+                ti.state is TaskState.CLAIMED
+                and ti.deadline_at is not None
+                and ti.deadline_at <= now
+            ):
                 # The holder still renews but is past timeout + grace + ttl: its own timeout
                 # enforcement failed (or the task ignores signals). Take the attempt back;
                 # its next renewal is refused and it kills the process group.
-                fail(d, run.run_id, ti, ev.TaskFailed(
-                    run.run_id, ti.task, ti.attempt, ti.epoch, ti.worker_id or "",
-                    cmd.FailureKind.TIMEOUT, None,
-                    f"hard deadline {ti.deadline_at.isoformat()} passed (timeout + grace + "
-                    "lease ttl after the claim); the attempt was taken back", None, now), now)
-            elif (ti.state in WAITING_TASK_STATES and ti.retry_at is not None
-                  and ti.retry_at <= now):
+                fail(
+                    d,
+                    run.run_id,
+                    ti,
+                    ev.TaskFailed(
+                        run.run_id,
+                        ti.task,
+                        ti.attempt,
+                        ti.epoch,
+                        ti.worker_id or "",
+                        cmd.FailureKind.TIMEOUT,
+                        None,
+                        f"hard deadline {ti.deadline_at.isoformat()} passed (timeout + grace + "
+                        "lease ttl after the claim); the attempt was taken back",
+                        None,
+                        now,
+                    ),
+                    now,
+                )
+            elif ti.state in WAITING_TASK_STATES and ti.retry_at is not None and ti.retry_at <= now:
                 d.emit(ev.TaskReady(run.run_id, ti.task, ti.attempt, run.scheduled_for))
 
 
@@ -80,8 +114,9 @@ def drop_removed_tasks(d: Decision, now: datetime) -> None:
     its trigger rules and may end."""
     names = set(d.live().spec.tasks)
     for run in d.live().runs:
-        gone = [ti for ti in run.tasks
-                if ti.task not in names and ti.state not in TERMINAL_TASK_STATES]
+        gone = [
+            ti for ti in run.tasks if ti.task not in names and ti.state not in TERMINAL_TASK_STATES
+        ]
         for ti in gone:
             if ti.epoch == 0 and ti.attempt == 1:  # never claimed: it just will not run
                 d.emit(ev.TaskSkipped(run.run_id, ti.task, REMOVED))
@@ -101,11 +136,13 @@ def rerun(d: Decision, command: cmd.RerunTask, now: datetime) -> None:
     """
     state = d.live()
     run = state.run(command.run_id)
-    names = ([t.task for t in run.tasks] if run is not None
-             else [t.task for t in command.tasks])
+    names = [t.task for t in run.tasks] if run is not None else [t.task for t in command.tasks]
     if command.task not in names or command.task not in state.spec.tasks:
-        d.reject(command, RejectReason.UNKNOWN_TASK_INSTANCE,
-                 f"run {command.run_id} has no task {command.task!r} the job still defines")
+        d.reject(
+            command,
+            RejectReason.UNKNOWN_TASK_INSTANCE,
+            f"run {command.run_id} has no task {command.task!r} the job still defines",
+        )
         return
     targets = [command.task]
     if command.downstream:
@@ -114,20 +151,33 @@ def rerun(d: Decision, command: cmd.RerunTask, now: datetime) -> None:
     if run is None:
         unfinished = [t.task for t in command.tasks if t.state not in TERMINAL_NAMES]
         if unfinished:
-            d.reject(command, RejectReason.ALREADY_IN_STATE,
-                     f"run {command.run_id} is not active here but its tasks "
-                     f"{', '.join(unfinished)} are not ended in the request")
+            d.reject(
+                command,
+                RejectReason.ALREADY_IN_STATE,
+                f"run {command.run_id} is not active here but its tasks "
+                f"{', '.join(unfinished)} are not ended in the request",
+            )
             return
-        trigger = ev.RunTrigger(command.trigger) if command.trigger in set(
-            ev.RunTrigger) else ev.RunTrigger.MANUAL
+        trigger = (
+            ev.RunTrigger(command.trigger)
+            if command.trigger in set(ev.RunTrigger)
+            else ev.RunTrigger.MANUAL
+        )
         d.emit(ev.RunReopened(command.run_id, command.scheduled_for, trigger, command.tasks))
     else:
-        busy = [t for t in targets
-                if (ti := run.task(t)) is not None and ti.state not in TERMINAL_TASK_STATES
-                and (t == command.task or ti.state is not TaskState.PENDING)]
+        busy = [
+            t
+            for t in targets
+            if (ti := run.task(t)) is not None
+            and ti.state not in TERMINAL_TASK_STATES
+            and (t == command.task or ti.state is not TaskState.PENDING)
+        ]
         if busy:
-            d.reject(command, RejectReason.ALREADY_IN_STATE,
-                     f"tasks {', '.join(busy)} of run {command.run_id} have not ended")
+            d.reject(
+                command,
+                RejectReason.ALREADY_IN_STATE,
+                f"tasks {', '.join(busy)} of run {command.run_id} have not ended",
+            )
             return
     live = d.live().run(command.run_id)
     if live is None:
@@ -152,12 +202,21 @@ def release_buffered(d: Decision, now: datetime) -> None:
     """
     state = d.live()
     held = state.buffered
-    if held is None or state.status is JobStatus.DELETED or any(
-            r.trigger not in ev.OFF_SCHEDULE_TRIGGERS for r in state.runs):
+    if (
+        held is None
+        or state.status is JobStatus.DELETED
+        or any(r.trigger not in ev.OFF_SCHEDULE_TRIGGERS for r in state.runs)
+    ):
         return  # backfill runs do not hold the schedule back (docs/schedules.md, "Backfill")
-    for event in start_run(state, held.run_id, held.scheduled_for, held.trigger, now,
-                           next_fire_at=state.next_fire_at,
-                           runs_remaining=state.runs_remaining()):
+    for event in start_run(
+        state,
+        held.run_id,
+        held.scheduled_for,
+        held.trigger,
+        now,
+        next_fire_at=state.next_fire_at,
+        runs_remaining=state.runs_remaining(),
+    ):
         d.emit(event)
 
 
@@ -170,8 +229,7 @@ def cancel(d: Decision, state: JobState, command: cmd.CancelRun, now: datetime) 
     """
     run = state.run(command.run_id)
     if run is None:
-        d.reject(command, RejectReason.UNKNOWN_TASK_INSTANCE,
-                 f"no active run {command.run_id}")
+        d.reject(command, RejectReason.UNKNOWN_TASK_INSTANCE, f"no active run {command.run_id}")
         return
     if command.task is None:
         d.emit(ev.RunCancelled(run.run_id, ev.CancelReason.USER, scheduled_for=run.scheduled_for))
@@ -179,8 +237,11 @@ def cancel(d: Decision, state: JobState, command: cmd.CancelRun, now: datetime) 
         return
     ti = run.task(command.task)
     if ti is None:
-        d.reject(command, RejectReason.UNKNOWN_TASK_INSTANCE,
-                 f"run {run.run_id} has no task {command.task!r}")
+        d.reject(
+            command,
+            RejectReason.UNKNOWN_TASK_INSTANCE,
+            f"run {run.run_id} has no task {command.task!r}",
+        )
         return
     if ti.state in TERMINAL_TASK_STATES:
         d.reject(command, RejectReason.ALREADY_IN_STATE, f"task {ti.task!r} is {ti.state}")
@@ -199,50 +260,102 @@ def lease_command(
     run = state.run(command.run_id)
     ti = run.task(command.task) if run else None
     if run is None or ti is None:
-        d.reject(command, RejectReason.UNKNOWN_TASK_INSTANCE,
-                 f"no active task instance {command.run_id}/{command.task}")
+        d.reject(
+            command,
+            RejectReason.UNKNOWN_TASK_INSTANCE,
+            f"no active task instance {command.run_id}/{command.task}",
+        )
         return
     task = state.spec.task_spec(ti.task)
     lease_ttl = task.lease_ttl or state.spec.lease_ttl
     if isinstance(command, cmd.ClaimTask):
         if ti.state is not TaskState.READY or ti.attempt != command.attempt:
-            d.reject(command, RejectReason.NOT_READY,
-                     f"task instance is {ti.state} at attempt {ti.attempt}")
+            d.reject(
+                command,
+                RejectReason.NOT_READY,
+                f"task instance is {ti.state} at attempt {ti.attempt}",
+            )
             return
         timeout, grace = task.timeout or state.spec.timeout, state.spec.grace
-        d.emit(ev.TaskClaimed(run.run_id, ti.task, ti.attempt, ti.epoch + 1, command.worker_id,
-                              now + lease_ttl, lease_ttl, run.scheduled_for,
-                              task.command, timeout, task.action(), grace,
-                              now + timeout + grace + lease_ttl))
+        d.emit(
+            ev.TaskClaimed(
+                run.run_id,
+                ti.task,
+                ti.attempt,
+                ti.epoch + 1,
+                command.worker_id,
+                now + lease_ttl,
+                lease_ttl,
+                run.scheduled_for,
+                task.command,
+                timeout,
+                task.action(),
+                grace,
+                now + timeout + grace + lease_ttl,
+            )
+        )
         return
     if ti.state is not TaskState.CLAIMED or command.epoch != ti.epoch:
-        d.reject(command, RejectReason.STALE_EPOCH,
-                 f"epoch {command.epoch} is not the current lease (epoch {ti.epoch}, {ti.state})")
+        d.reject(
+            command,
+            RejectReason.STALE_EPOCH,
+            f"epoch {command.epoch} is not the current lease (epoch {ti.epoch}, {ti.state})",
+        )
         return
     if command.worker_id != ti.worker_id:
         d.reject(command, RejectReason.NOT_HOLDER, f"lease is held by {ti.worker_id}")
         return
     if isinstance(command, cmd.RenewLease):
-        d.emit(ev.LeaseRenewed(run.run_id, ti.task, ti.attempt, ti.epoch, command.worker_id,
-                               now + lease_ttl))
+        d.emit(
+            ev.LeaseRenewed(
+                run.run_id, ti.task, ti.attempt, ti.epoch, command.worker_id, now + lease_ttl
+            )
+        )
     elif isinstance(command, cmd.ReleaseTask):
-        d.emit(ev.TaskReleased(run.run_id, ti.task, ti.attempt, ti.epoch, command.worker_id,
-                               command.reason))
+        d.emit(
+            ev.TaskReleased(
+                run.run_id, ti.task, ti.attempt, ti.epoch, command.worker_id, command.reason
+            )
+        )
         d.emit(ev.TaskReady(run.run_id, ti.task, ti.attempt, run.scheduled_for))
     elif command.succeeded:
-        d.emit(ev.TaskSucceeded(run.run_id, ti.task, ti.attempt, ti.epoch, command.worker_id,
-                                command.exit_code or 0, command.output_tail,
-                                command.started_at, command.finished_at))
+        d.emit(
+            ev.TaskSucceeded(
+                run.run_id,
+                ti.task,
+                ti.attempt,
+                ti.epoch,
+                command.worker_id,
+                command.exit_code or 0,
+                command.output_tail,
+                command.started_at,
+                command.finished_at,
+            )
+        )
         advance_run(d, run.run_id, now)
     else:
         kind = command.failure_kind or cmd.FailureKind.NONZERO_EXIT
-        fail(d, run.run_id, ti, ev.TaskFailed(
-            run.run_id, ti.task, ti.attempt, ti.epoch, command.worker_id, kind, command.exit_code,
-            command.output_tail, command.started_at, command.finished_at), now)
+        fail(
+            d,
+            run.run_id,
+            ti,
+            ev.TaskFailed(
+                run.run_id,
+                ti.task,
+                ti.attempt,
+                ti.epoch,
+                command.worker_id,
+                kind,
+                command.exit_code,
+                command.output_tail,
+                command.started_at,
+                command.finished_at,
+            ),
+            now,
+        )
 
 
-def fail(d: Decision, run_id: str, ti: TaskInstance, failed: ev.TaskFailed,
-          now: datetime) -> None:
+def fail(d: Decision, run_id: str, ti: TaskInstance, failed: ev.TaskFailed, now: datetime) -> None:
     spec = d.live().spec
     policy = spec.task_spec(ti.task).retry_policy or spec.retry_policy
     d.emit(failed)
@@ -253,16 +366,27 @@ def fail(d: Decision, run_id: str, ti: TaskInstance, failed: ev.TaskFailed,
     if retry_at is not None:
         d.emit(ev.RetryScheduled(run_id, ti.task, ti.attempt + 1, retry_at))
     else:
-        d.emit(ev.TaskDeadLettered(run_id, ti.task, ti.attempt, failed.failure_kind,
-                                   failed.exit_code, failed.output_tail))
+        d.emit(
+            ev.TaskDeadLettered(
+                run_id,
+                ti.task,
+                ti.attempt,
+                failed.failure_kind,
+                failed.exit_code,
+                failed.output_tail,
+            )
+        )
         advance_run(d, run_id, now)
 
 
-_UPSTREAM = {TaskState.SUCCEEDED: Upstream.SUCCESS, TaskState.SKIPPED: Upstream.SKIPPED,
-             TaskState.FAILED: Upstream.FAILED, TaskState.UPSTREAM_FAILED: Upstream.FAILED,
-             TaskState.CANCELLED: Upstream.FAILED}
-_ACTIVE = frozenset({TaskState.READY, TaskState.CLAIMED, TaskState.RETRY_WAIT,
-                     TaskState.DELAYED})
+_UPSTREAM = {
+    TaskState.SUCCEEDED: Upstream.SUCCESS,
+    TaskState.SKIPPED: Upstream.SKIPPED,
+    TaskState.FAILED: Upstream.FAILED,
+    TaskState.UPSTREAM_FAILED: Upstream.FAILED,
+    TaskState.CANCELLED: Upstream.FAILED,
+}
+_ACTIVE = frozenset({TaskState.READY, TaskState.CLAIMED, TaskState.RETRY_WAIT, TaskState.DELAYED})
 
 
 def advance_run(d: Decision, run_id: str, now: datetime) -> None:

@@ -101,13 +101,19 @@ def _parse(expression: str, hash_id: str | None) -> CronSpec:
     names = ("second", *NAMES_5) if len(fields) == 6 else NAMES_5
     raw = dict(zip(names, fields, strict=True))
     seed = (hash_id if hash_id is not None else HASH_SEED).encode()
-    times = {n: tuple(sorted(plain_values(n, raw[n], raw[n], seed)))
-             for n in ("second", "minute", "hour") if n in raw}
+    times = {
+        n: tuple(sorted(plain_values(n, raw[n], raw[n], seed)))
+        for n in ("second", "minute", "hour")
+        if n in raw
+    }
     dom_text, dom_special = split_specials("day_of_month", raw["day_of_month"])
     dow_text, dow_special = split_specials("day_of_week", raw["day_of_week"])
     days = plain_values("day_of_month", dom_text, raw["day_of_month"], seed) if dom_text else set()
-    weekdays = {(d - 1) % 7 for d in plain_values(
-        "day_of_week", dow_text, raw["day_of_week"], seed)} if dow_text else set()
+    weekdays = (
+        {(d - 1) % 7 for d in plain_values("day_of_week", dow_text, raw["day_of_week"], seed)}
+        if dow_text
+        else set()
+    )
     nth, last_dows = dow_specials(raw["day_of_week"], dow_special, seed)
     day_and = _starred(raw["day_of_month"]) or _starred(raw["day_of_week"])
     dom_all, dow_all = len(days - {0}) == 31, len(weekdays) == 7

@@ -16,10 +16,22 @@ from cronlog.errors import InvalidDefinition
 
 FIELD = "schedule.expression"
 NAMES_5 = ("minute", "hour", "day_of_month", "month", "day_of_week")
-_BOUNDS = {"second": (0, 59), "minute": (0, 59), "hour": (0, 23), "day_of_month": (1, 31),
-           "month": (1, 12), "day_of_week": (0, 7)}
-_CRONITER_INDEX = {"minute": 0, "hour": 1, "day_of_month": 2, "month": 3, "day_of_week": 4,
-                   "second": 5}
+_BOUNDS = {
+    "second": (0, 59),
+    "minute": (0, 59),
+    "hour": (0, 23),
+    "day_of_month": (1, 31),
+    "month": (1, 12),
+    "day_of_week": (0, 7),
+}
+_CRONITER_INDEX = {
+    "minute": 0,
+    "hour": 1,
+    "day_of_month": 2,
+    "month": 3,
+    "day_of_week": 4,
+    "second": 5,
+}
 _RANGE = re.compile(r"^([^-/*]+)-([^-/]+)(?:/(\d+))?$")
 _START_STEP = re.compile(r"^([^-/*]+)/(\d+)$")
 HASH = re.compile(r"^h(?:\((\d+)-(\d+)\))?(?:/(\d+))?$")
@@ -57,8 +69,11 @@ def plain_values(name: str, text: str, raw: str, seed: bytes) -> set[int]:
     values = expanded[_CRONITER_INDEX[name]]
     low, high = _BOUNDS[name]
     if values == ["*"]:
-        return set(range(low, min(high, 6) + 1)) if name == "day_of_week" else set(
-            range(low, high + 1))
+        return (
+            set(range(low, min(high, 6) + 1))
+            if name == "day_of_week"
+            else set(range(low, high + 1))
+        )
     return {0 if v == "l" else int(v) % 7 if name == "day_of_week" else int(v) for v in values}
 
 
@@ -91,8 +106,11 @@ def _normalise_item(name: str, item: str) -> str:
         return item
     first, last = _number(name, ranged.group(1)), _number(name, ranged.group(2))
     step = int(ranged.group(3) or 1)
-    if first is None or last is None or step == 0 or not (
-        low <= first <= _BOUNDS[name][1] and low <= last <= _BOUNDS[name][1]
+    if (
+        first is None
+        or last is None
+        or step == 0
+        or not (low <= first <= _BOUNDS[name][1] and low <= last <= _BOUNDS[name][1])
     ):
         return item  # croniter refuses it
     if name == "day_of_week" and first == 7:
@@ -129,8 +147,12 @@ def split_specials(name: str, raw: str) -> tuple[str, set[str]]:
         else:
             plain.append(item)
     if name == "day_of_week" and "l" in plain:
-        raise bad(name, raw, "L alone is ambiguous (Quartz reads it as Saturday): write 6 "
-                   "or SAT, or 5L for the last Friday")
+        raise bad(
+            name,
+            raw,
+            "L alone is ambiguous (Quartz reads it as Saturday): write 6 "
+            "or SAT, or 5L for the last Friday",
+        )
     return ",".join(plain), special
 
 

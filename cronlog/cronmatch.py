@@ -50,8 +50,9 @@ def day_matches(spec: CronSpec, day: date) -> bool:
         day.day in spec.days
         or (spec.last_day and day.day == length)
         or (spec.last_weekday and day.day == _weekday_near(day.year, day.month, length, length))
-        or any(_weekday_near(day.year, day.month, n, length) == day.day
-               for n in spec.nearest_weekdays)
+        or any(
+            _weekday_near(day.year, day.month, n, length) == day.day for n in spec.nearest_weekdays
+        )
     )
     if dom and not spec.day_and:
         return True

@@ -45,8 +45,11 @@ def rule_outcome(rule: TriggerRule, upstream: Iterable[Upstream]) -> RuleOutcome
     if rule is TriggerRule.ALWAYS or not ups:
         return RuleOutcome.RUN
     n = len(ups)
-    ok, bad, skip = (ups.count(Upstream.SUCCESS), ups.count(Upstream.FAILED),
-                     ups.count(Upstream.SKIPPED))
+    ok, bad, skip = (
+        ups.count(Upstream.SUCCESS),
+        ups.count(Upstream.FAILED),
+        ups.count(Upstream.SKIPPED),
+    )
     done = ok + bad + skip == n
     match rule:
         case TriggerRule.ALL_SUCCESS:
@@ -107,7 +110,7 @@ def find_cycle(deps: Mapping[str, tuple[str, ...]]) -> list[str] | None:
             if nxt not in color:
                 continue
             if color[nxt] == grey:
-                return [*path[path.index(nxt):], nxt]
+                return [*path[path.index(nxt) :], nxt]
             if color[nxt] == white:
                 color[nxt] = grey
                 path.append(nxt)
@@ -115,8 +118,9 @@ def find_cycle(deps: Mapping[str, tuple[str, ...]]) -> list[str] | None:
     return None
 
 
-def wiring(spec: JobSpec, run_tasks: Iterable[str]
-           ) -> dict[str, tuple[TriggerRule, tuple[str, ...]]]:
+def wiring(
+    spec: JobSpec, run_tasks: Iterable[str]
+) -> dict[str, tuple[TriggerRule, tuple[str, ...]]]:
     """Return task → (trigger rule, upstream tasks inside the run) for a run's tasks.
 
     A run started before its job's DAG changed (or a replay run of one task) holds tasks the
@@ -130,8 +134,11 @@ def wiring(spec: JobSpec, run_tasks: Iterable[str]
     out: dict[str, tuple[TriggerRule, tuple[str, ...]]] = {}
     for name in names:
         t = specs.get(name)
-        out[name] = ((TriggerRule.ALL_SUCCESS, ()) if t is None else
-                     (t.trigger_rule, tuple(u for u in t.depends_on if u in inside)))
+        out[name] = (
+            (TriggerRule.ALL_SUCCESS, ())
+            if t is None
+            else (t.trigger_rule, tuple(u for u in t.depends_on if u in inside))
+        )
     return out
 
 
@@ -142,9 +149,8 @@ def initially_ready(spec: JobSpec, run_tasks: tuple[str, ...]) -> tuple[str, ...
     ``spec.max_active_tasks`` of them (the rest wait, pending, for a free slot).
     """
     wired = wiring(spec, run_tasks)
-    ready = [t for t in run_tasks
-             if not wired[t][1] or wired[t][0] is TriggerRule.ALWAYS]
-    return tuple(ready[:max(1, spec.max_active_tasks)])
+    ready = [t for t in run_tasks if not wired[t][1] or wired[t][0] is TriggerRule.ALWAYS]
+    return tuple(ready[: max(1, spec.max_active_tasks)])
 
 
 def downstream_of(specs: tuple[TaskSpec, ...], task: str) -> list[str]:

@@ -91,8 +91,9 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
         d.reject(command, RejectReason.UNKNOWN_JOB, f"job {envelope.job_id!r} is not registered")
         return
     if state.status is JobStatus.DELETED and not isinstance(
-            command, (cmd.Tick, cmd.ClaimTask, cmd.RenewLease, cmd.CompleteTask,
-                      cmd.ReleaseTask, cmd.CancelRun)):
+        command,
+        (cmd.Tick, cmd.ClaimTask, cmd.RenewLease, cmd.CompleteTask, cmd.ReleaseTask, cmd.CancelRun),
+    ):
         # runs started before the delete go on to their end (a DAG's later tasks included)
         # and can still be cancelled; nothing new starts
         d.reject(command, RejectReason.JOB_DELETED, f"job {envelope.job_id!r} was deleted")
@@ -109,8 +110,9 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
             if state.status is JobStatus.ACTIVE:
                 d.reject(command, RejectReason.ALREADY_IN_STATE, "job is not paused")
             else:
-                nxt = resume_tick(state.spec.schedule, state.next_fire_at, now, d.job_id,
-                                  catchup=command.catchup)
+                nxt = resume_tick(
+                    state.spec.schedule, state.next_fire_at, now, d.job_id, catchup=command.catchup
+                )
                 d.emit(ev.JobResumed(next_fire_at=nxt, catchup=command.catchup))
                 if command.catchup:  # the owed ticks are decided now, not on the next Tick
                     _fire(d, now)
@@ -120,9 +122,16 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
             run_id = run_id_for_trigger(envelope.job_id, envelope.idem_key)
             if state.run(run_id) is not None:
                 return  # a re-delivered trigger whose run is still active: nothing new
-            d.emit(ev.RunScheduled(run_id, now, ev.RunTrigger.MANUAL, state.spec.tasks,
-                                   state.next_fire_at,
-                                   timeout_at=run_timeout_at(state.spec, now)))
+            d.emit(
+                ev.RunScheduled(
+                    run_id,
+                    now,
+                    ev.RunTrigger.MANUAL,
+                    state.spec.tasks,
+                    state.next_fire_at,
+                    timeout_at=run_timeout_at(state.spec, now),
+                )
+            )
             for task in initially_ready(state.spec, state.spec.tasks):
                 d.emit(ev.TaskReady(run_id, task, 1, now))
         case cmd.BackfillJob():
@@ -154,8 +163,13 @@ def _register(d: Decision, command: cmd.RegisterJob, now: datetime) -> None:
     except InvalidDefinition as exc:
         d.reject(command, RejectReason.INVALID_DEFINITION, str(exc))
         return
-    d.emit(ev.JobRegistered(command.spec, first_tick(command.spec.schedule, now, d.job_id),
-                            command.spec.schedule.max_runs))
+    d.emit(
+        ev.JobRegistered(
+            command.spec,
+            first_tick(command.spec.schedule, now, d.job_id),
+            command.spec.schedule.max_runs,
+        )
+    )
 
 
 def _update(d: Decision, state: JobState, command: cmd.UpdateJob, now: datetime) -> None:
@@ -164,16 +178,19 @@ def _update(d: Decision, state: JobState, command: cmd.UpdateJob, now: datetime)
     except InvalidDefinition as exc:
         d.reject(command, RejectReason.INVALID_DEFINITION, str(exc))
         return
-    nxt = rescheduled_tick(state.spec.schedule, command.spec.schedule, state.next_fire_at, now,
-                           d.job_id)
+    nxt = rescheduled_tick(
+        state.spec.schedule, command.spec.schedule, state.next_fire_at, now, d.job_id
+    )
     limit = command.spec.schedule.max_runs
-    d.emit(ev.JobRedefined(command.spec, nxt,
-                           None if limit is None else max(0, limit - state.runs_fired)))
+    d.emit(
+        ev.JobRedefined(
+            command.spec, nxt, None if limit is None else max(0, limit - state.runs_fired)
+        )
+    )
     drop_removed_tasks(d, now)
 
 
-def backfill_ticks(state: JobState, ticks: tuple[datetime, ...],
-                   now: datetime) -> list[datetime]:
+def backfill_ticks(state: JobState, ticks: tuple[datetime, ...], now: datetime) -> list[datetime]:
     """Return the ticks of a backfill that are the backfill's to run, ascending, once each.
 
     A tick after ``now`` or at/after the schedule's cursor (``next_fire_at``) is still the
@@ -184,8 +201,9 @@ def backfill_ticks(state: JobState, ticks: tuple[datetime, ...],
     return sorted({t for t in ticks if t <= now and (cursor is None or t < cursor)})
 
 
-def _backfill(d: Decision, state: JobState, command: cmd.BackfillJob, idem_key: str,
-              now: datetime) -> None:
+def _backfill(
+    d: Decision, state: JobState, command: cmd.BackfillJob, idem_key: str, now: datetime
+) -> None:
     """Start a run (trigger ``backfill``) for each of the command's past ticks.
 
     ``reprocess=none``: the run_id is the tick's own, so a tick whose run is active (or held
@@ -196,9 +214,11 @@ def _backfill(d: Decision, state: JobState, command: cmd.BackfillJob, idem_key: 
     of them; the command's ``MAX_BACKFILL_TICKS`` and the record size limit bound them).
     """
     if len(command.ticks) > cmd.MAX_BACKFILL_TICKS:
-        d.reject(command, RejectReason.INVALID_DEFINITION,
-                 f"ticks: at most {cmd.MAX_BACKFILL_TICKS} ticks per backfill, "
-                 f"got {len(command.ticks)}")
+        d.reject(
+            command,
+            RejectReason.INVALID_DEFINITION,
+            f"ticks: at most {cmd.MAX_BACKFILL_TICKS} ticks per backfill, got {len(command.ticks)}",
+        )
         return
     held = state.buffered.run_id if state.buffered is not None else None
     for tick in backfill_ticks(state, command.ticks, now):
@@ -209,9 +229,17 @@ def _backfill(d: Decision, state: JobState, command: cmd.BackfillJob, idem_key: 
         if run_id == held or d.live().run(run_id) is not None:
             continue
         current = d.live()
-        d.emit(ev.RunScheduled(run_id, tick, ev.RunTrigger.BACKFILL, current.spec.tasks,
-                               current.next_fire_at, current.runs_remaining(),
-                               timeout_at=run_timeout_at(current.spec, now)))
+        d.emit(
+            ev.RunScheduled(
+                run_id,
+                tick,
+                ev.RunTrigger.BACKFILL,
+                current.spec.tasks,
+                current.next_fire_at,
+                current.runs_remaining(),
+                timeout_at=run_timeout_at(current.spec, now),
+            )
+        )
         for task in initially_ready(current.spec, current.spec.tasks):
             d.emit(ev.TaskReady(run_id, task, 1, tick))
 
@@ -229,18 +257,30 @@ def _fire(d: Decision, now: datetime) -> None:
             d.emit(event)
 
 
-def _replay(d: Decision, state: JobState, command: cmd.ReplayTask, idem_key: str,
-            now: datetime) -> None:
+def _replay(
+    d: Decision, state: JobState, command: cmd.ReplayTask, idem_key: str, now: datetime
+) -> None:
     """Start a new run (trigger ``replay``) holding only ``command.task``, attempt 1."""
     if command.task not in state.spec.tasks:
-        d.reject(command, RejectReason.UNKNOWN_TASK_INSTANCE,
-                 f"job {d.job_id!r} has no task {command.task!r}")
+        d.reject(
+            command,
+            RejectReason.UNKNOWN_TASK_INSTANCE,
+            f"job {d.job_id!r} has no task {command.task!r}",
+        )
         return
     run_id = run_id_for_replay(d.job_id, command.run_id, command.task, idem_key)
     if state.run(run_id) is not None:
         return
-    d.emit(ev.RunScheduled(run_id, command.scheduled_for, ev.RunTrigger.REPLAY, (command.task,),
-                           state.next_fire_at, state.runs_remaining(),
-                           replay_of=command.run_id,
-                           timeout_at=run_timeout_at(state.spec, now)))
+    d.emit(
+        ev.RunScheduled(
+            run_id,
+            command.scheduled_for,
+            ev.RunTrigger.REPLAY,
+            (command.task,),
+            state.next_fire_at,
+            state.runs_remaining(),
+            replay_of=command.run_id,
+            timeout_at=run_timeout_at(state.spec, now),
+        )
+    )
     d.emit(ev.TaskReady(run_id, command.task, 1, command.scheduled_for))

@@ -33,7 +33,13 @@ class Decision:
 
     def reject(self, command: cmd.Command, reason: RejectReason, detail: str) -> None:
         """Emit a CommandRejected for ``command``."""
-        self.emit(ev.CommandRejected(
-            command=type(command).__name__, reason=reason, detail=detail,
-            run_id=getattr(command, "run_id", None), task=getattr(command, "task", None),
-            worker_id=getattr(command, "worker_id", None)))
+        self.emit(
+            ev.CommandRejected(
+                command=type(command).__name__,
+                reason=reason,
+                detail=detail,
+                run_id=getattr(command, "run_id", None),
+                task=getattr(command, "task", None),
+                worker_id=getattr(command, "worker_id", None),
+            )
+        )

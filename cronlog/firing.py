@@ -65,8 +65,14 @@ def first_tick(schedule: Schedule, now: datetime, job_id: str) -> datetime | Non
     return schedule_tick(schedule, now, job_id)
 
 
-def resume_tick(schedule: Schedule, cursor: datetime | None, now: datetime,
-                job_id: str, *, catchup: bool = False) -> datetime | None:
+def resume_tick(
+    schedule: Schedule,
+    cursor: datetime | None,
+    now: datetime,
+    job_id: str,
+    *,
+    catchup: bool = False,
+) -> datetime | None:
     """Return the cursor of a job resumed at ``now``.
 
     Args:
@@ -84,8 +90,9 @@ def resume_tick(schedule: Schedule, cursor: datetime | None, now: datetime,
     return schedule_tick(schedule, now, job_id)
 
 
-def rescheduled_tick(old: Schedule, new: Schedule, cursor: datetime | None,
-                     now: datetime, job_id: str) -> datetime | None:
+def rescheduled_tick(
+    old: Schedule, new: Schedule, cursor: datetime | None, now: datetime, job_id: str
+) -> datetime | None:
     """Return the cursor after a definition change from ``old`` to ``new`` at ``now``.
 
     An unchanged schedule keeps its cursor, and so does a ``once`` job whose ``run_at`` did not
@@ -119,15 +126,30 @@ def run_timeout_at(spec: JobSpec, now: datetime) -> datetime | None:
     return None if spec.run_timeout is None else now + spec.run_timeout
 
 
-def start_run(state: JobState, run_id: str, tick: datetime, trigger: ev.RunTrigger,
-              now: datetime, *, next_fire_at: datetime | None,
-              runs_remaining: int | None) -> Iterator[ev.Event]:
+def start_run(
+    state: JobState,
+    run_id: str,
+    tick: datetime,
+    trigger: ev.RunTrigger,
+    now: datetime,
+    *,
+    next_fire_at: datetime | None,
+    runs_remaining: int | None,
+) -> Iterator[ev.Event]:
     """Yield RunScheduled, then TaskReady for each task ready at once (the DAG's roots, up to
     ``max_active_tasks``) unless jitter delays the release."""
     spec = state.spec
     release = release_at(spec, state.job_id, tick, now)
-    yield ev.RunScheduled(run_id, tick, trigger, spec.tasks, next_fire_at, runs_remaining,
-                          release, timeout_at=run_timeout_at(spec, now))
+    yield ev.RunScheduled(
+        run_id,
+        tick,
+        trigger,
+        spec.tasks,
+        next_fire_at,
+        runs_remaining,
+        release,
+        timeout_at=run_timeout_at(spec, now),
+    )
     if release is None:
         for task in initially_ready(spec, spec.tasks):
             yield ev.TaskReady(run_id, task, 1, tick)
@@ -142,15 +164,20 @@ def _due(state: JobState, now: datetime) -> tuple[list[datetime], datetime | Non
     return due, cursor
 
 
-def _catchup_reason(sched: Schedule, tick: datetime, now: datetime, late: list[datetime],
-                    any_on_time: bool, complete: bool) -> ev.SkipReason | None:
+def _catchup_reason(
+    sched: Schedule,
+    tick: datetime,
+    now: datetime,
+    late: list[datetime],
+    any_on_time: bool,
+    complete: bool,
+) -> ev.SkipReason | None:
     if sched.kind is ScheduleKind.ONCE:
         return None  # the one and only tick is always the latest: it fires, late
     if now - tick > sched.catchup_window:
         return ev.SkipReason.CATCHUP_WINDOW
     if sched.catchup is CatchupPolicy.NONE or (
-        sched.catchup is CatchupPolicy.LATEST
-        and (any_on_time or not complete or tick != late[-1])
+        sched.catchup is CatchupPolicy.LATEST and (any_on_time or not complete or tick != late[-1])
     ):
         return ev.SkipReason.CATCHUP_POLICY
     return None
@@ -161,8 +188,7 @@ class _Fold:
 
     def __init__(self, state: JobState) -> None:
         # backfill runs are outside the overlap policy and max_active_runs, both ways
-        self.active = [r.run_id for r in state.runs
-                       if r.trigger not in ev.OFF_SCHEDULE_TRIGGERS]
+        self.active = [r.run_id for r in state.runs if r.trigger not in ev.OFF_SCHEDULE_TRIGGERS]
         self.ticks = {r.run_id: r.scheduled_for for r in state.runs}
         self.buffered = state.buffered is not None
         self.fired = state.runs_fired
@@ -207,13 +233,18 @@ def fire_due_ticks(state: JobState, now: datetime) -> Iterator[ev.Event]:
             yield ev.TickSkipped(tick, ev.SkipReason.MAX_RUNS, None)
             return
         trigger = ev.RunTrigger.CATCHUP if tick in late else ev.RunTrigger.SCHEDULE
-        reason = (ev.SkipReason.EXCLUDED if tick in excluded else
-                  _catchup_reason(sched, tick, now, late, any_on_time, complete)
-                  if tick in late else None)
+        reason = (
+            ev.SkipReason.EXCLUDED
+            if tick in excluded
+            else _catchup_reason(sched, tick, now, late, any_on_time, complete)
+            if tick in late
+            else None
+        )
         run_id = run_id_for_tick(state.job_id, tick, state.incarnation)
         if reason is None and fold.active:
             if spec.overlap is OverlapPolicy.SKIP or (
-                    spec.overlap is OverlapPolicy.BUFFER_ONE and fold.buffered):
+                spec.overlap is OverlapPolicy.BUFFER_ONE and fold.buffered
+            ):
                 reason = ev.SkipReason.OVERLAP
             elif spec.overlap is OverlapPolicy.BUFFER_ONE:
                 fold.buffered, fold.fired = True, fold.fired + 1
@@ -221,8 +252,7 @@ def fire_due_ticks(state: JobState, now: datetime) -> Iterator[ev.Event]:
                 continue
             elif spec.overlap is OverlapPolicy.CANCEL_PREVIOUS:
                 for old in fold.active:
-                    yield ev.RunCancelled(old, ev.CancelReason.OVERLAP, run_id,
-                                          fold.ticks.get(old))
+                    yield ev.RunCancelled(old, ev.CancelReason.OVERLAP, run_id, fold.ticks.get(old))
                 fold.active = []
         if reason is None and len(fold.active) >= spec.max_active_runs:
             reason = ev.SkipReason.MAX_ACTIVE_RUNS
@@ -232,5 +262,6 @@ def fire_due_ticks(state: JobState, now: datetime) -> Iterator[ev.Event]:
         fold.active.append(run_id)
         fold.ticks[run_id] = tick
         fold.fired += 1
-        yield from start_run(state, run_id, tick, trigger, now, next_fire_at=cursor,
-                             runs_remaining=fold.remaining())
+        yield from start_run(
+            state, run_id, tick, trigger, now, next_fire_at=cursor, runs_remaining=fold.remaining()
+        )

@@ -77,8 +77,9 @@ def run_id_for_replay(job_id: str, run_id: str, task: str, idem_key: str) -> Run
     return RunId("r" + _digest("replay", job_id, run_id, task, idem_key))
 
 
-def run_id_for_after(job_id: str, upstream_run_id: str, incarnation: int = 0,
-                     upstream_event_id: str = "") -> RunId:
+def run_id_for_after(
+    job_id: str, upstream_run_id: str, incarnation: int = 0, upstream_event_id: str = ""
+) -> RunId:
     """Return the run_id of an ``after`` job's run for one end of an upstream run.
 
     Args:
@@ -91,8 +92,9 @@ def run_id_for_after(job_id: str, upstream_run_id: str, incarnation: int = 0,
     Determinism: a pure function of its arguments: one upstream run can start at most one
     active run of each downstream job, however often its UpstreamRunEnded is re-sent.
     """
-    return RunId("r" + _digest("after", job_id, upstream_run_id, str(incarnation),
-                               upstream_event_id))
+    return RunId(
+        "r" + _digest("after", job_id, upstream_run_id, str(incarnation), upstream_event_id)
+    )
 
 
 def event_id(idem_key: str, job_id: str, index: int) -> EventId:

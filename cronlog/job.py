@@ -59,8 +59,15 @@ class TaskState(StrEnum):
     tasks failed. Counts as failed for the run's outcome."""
 
 
-TERMINAL_TASK_STATES = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED,
-                                  TaskState.SKIPPED, TaskState.UPSTREAM_FAILED})
+TERMINAL_TASK_STATES = frozenset(
+    {
+        TaskState.SUCCEEDED,
+        TaskState.FAILED,
+        TaskState.CANCELLED,
+        TaskState.SKIPPED,
+        TaskState.UPSTREAM_FAILED,
+    }
+)
 OK_TASK_STATES = frozenset({TaskState.SUCCEEDED, TaskState.SKIPPED})
 """Terminal states a run may end ``succeeded`` with."""
 WAITING_TASK_STATES = frozenset({TaskState.RETRY_WAIT, TaskState.DELAYED})
@@ -209,12 +216,20 @@ def _task(state: JobState, run_id: str, task: str) -> TaskInstance:
 
 
 def _run_scheduled(state: JobState, event: ev.RunScheduled) -> JobState:
-    first = (TaskState.READY if event.release_at is None else TaskState.DELAYED)
+    first = TaskState.READY if event.release_at is None else TaskState.DELAYED
     ready = initially_ready(state.spec, event.tasks)
-    run = Run(event.run_id, event.scheduled_for, event.trigger,
-              tuple(TaskInstance(t, first, retry_at=event.release_at) if t in ready
-                    else TaskInstance(t, TaskState.PENDING) for t in event.tasks),
-              event.timeout_at)
+    run = Run(
+        event.run_id,
+        event.scheduled_for,
+        event.trigger,
+        tuple(
+            TaskInstance(t, first, retry_at=event.release_at)
+            if t in ready
+            else TaskInstance(t, TaskState.PENDING)
+            for t in event.tasks
+        ),
+        event.timeout_at,
+    )
     state = replace(state, runs=(*state.runs, run))
     if event.trigger is ev.RunTrigger.MANUAL or event.trigger in ev.OFF_SCHEDULE_TRIGGERS:
         return state  # neither moves the cursor nor counts toward max_runs
@@ -226,10 +241,10 @@ def _run_scheduled(state: JobState, event: ev.RunScheduled) -> JobState:
 def _run_reopened(state: JobState, event: ev.RunReopened) -> JobState:
     if state.run(event.run_id) is not None:
         return state
-    tasks = tuple(TaskInstance(t.task, _terminal(t.state), t.attempt, t.epoch)
-                  for t in event.tasks)
-    return replace(state, runs=(*state.runs, Run(event.run_id, event.scheduled_for,
-                                                 event.trigger, tasks)))
+    tasks = tuple(TaskInstance(t.task, _terminal(t.state), t.attempt, t.epoch) for t in event.tasks)
+    return replace(
+        state, runs=(*state.runs, Run(event.run_id, event.scheduled_for, event.trigger, tasks))
+    )
 
 
 def _terminal(state: str) -> TaskState:
@@ -258,8 +273,15 @@ def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | N
         case ev.JobRegistered(spec=spec, next_fire_at=nxt):
             if state is None:
                 return JobState(job_id, spec, JobStatus.ACTIVE, EPOCH, nxt)
-            return replace(state, spec=spec, status=JobStatus.ACTIVE, next_fire_at=nxt,
-                           runs_fired=0, buffered=None, incarnation=state.incarnation + 1)
+            return replace(
+                state,
+                spec=spec,
+                status=JobStatus.ACTIVE,
+                next_fire_at=nxt,
+                runs_fired=0,
+                buffered=None,
+                incarnation=state.incarnation + 1,
+            )
         case ev.CommandRejected():
             return state
     if state is None:
@@ -276,23 +298,44 @@ def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | N
         case ev.RunScheduled():
             return _run_scheduled(state, event)
         case ev.RunBuffered(run_id=run_id, scheduled_for=at, trigger=trigger):
-            return replace(state, buffered=Buffered(run_id, at, trigger),
-                           runs_fired=state.runs_fired + 1, next_fire_at=event.next_fire_at)
+            return replace(
+                state,
+                buffered=Buffered(run_id, at, trigger),
+                runs_fired=state.runs_fired + 1,
+                next_fire_at=event.next_fire_at,
+            )
         case ev.RunCancelled(run_id=run_id):
             return replace(state, runs=tuple(r for r in state.runs if r.run_id != run_id))
         case ev.TickSkipped(next_fire_at=nxt):
             return replace(state, next_fire_at=nxt)
         case ev.TaskReady(run_id=run_id, task=task, attempt=attempt):
             ti = _task(state, run_id, task)
-            return _with_task(state, run_id, replace(ti, state=TaskState.READY, attempt=attempt,
-                                                     worker_id=None, lease_expires_at=None,
-                                                     retry_at=None))
+            return _with_task(
+                state,
+                run_id,
+                replace(
+                    ti,
+                    state=TaskState.READY,
+                    attempt=attempt,
+                    worker_id=None,
+                    lease_expires_at=None,
+                    retry_at=None,
+                ),
+            )
         case ev.TaskClaimed(run_id=run_id, task=task, epoch=epoch, worker_id=worker):
             ti = _task(state, run_id, task)
-            return _with_task(state, run_id, replace(ti, state=TaskState.CLAIMED, epoch=epoch,
-                                                     worker_id=worker,
-                                                     lease_expires_at=event.lease_expires_at,
-                                                     deadline_at=event.deadline_at))
+            return _with_task(
+                state,
+                run_id,
+                replace(
+                    ti,
+                    state=TaskState.CLAIMED,
+                    epoch=epoch,
+                    worker_id=worker,
+                    lease_expires_at=event.lease_expires_at,
+                    deadline_at=event.deadline_at,
+                ),
+            )
         case ev.LeaseRenewed(run_id=run_id, task=task, lease_expires_at=until):
             ti = _task(state, run_id, task)
             return _with_task(state, run_id, replace(ti, lease_expires_at=until))
@@ -300,26 +343,49 @@ def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | N
             return state  # the TaskFailed that always follows moves the task on
         case ev.TaskSucceeded(run_id=run_id, task=task):
             ti = _task(state, run_id, task)
-            return _with_task(state, run_id, replace(ti, state=TaskState.SUCCEEDED,
-                                                     lease_expires_at=None))
+            return _with_task(
+                state, run_id, replace(ti, state=TaskState.SUCCEEDED, lease_expires_at=None)
+            )
         case ev.TaskFailed(run_id=run_id, task=task):
             ti = _task(state, run_id, task)
-            return _with_task(state, run_id, replace(ti, state=TaskState.FAILED,
-                                                     lease_expires_at=None))
+            return _with_task(
+                state, run_id, replace(ti, state=TaskState.FAILED, lease_expires_at=None)
+            )
         case ev.TaskCancelled(run_id=run_id, task=task):
             ti = _task(state, run_id, task)
-            return _with_task(state, run_id, replace(ti, state=TaskState.CANCELLED, worker_id=None,
-                                                     lease_expires_at=None, retry_at=None))
+            return _with_task(
+                state,
+                run_id,
+                replace(
+                    ti,
+                    state=TaskState.CANCELLED,
+                    worker_id=None,
+                    lease_expires_at=None,
+                    retry_at=None,
+                ),
+            )
         case ev.TaskReleased(run_id=run_id, task=task):
             ti = _task(state, run_id, task)
-            return _with_task(state, run_id, replace(ti, state=TaskState.READY, worker_id=None,
-                                                     lease_expires_at=None, deadline_at=None))
+            return _with_task(
+                state,
+                run_id,
+                replace(
+                    ti,
+                    state=TaskState.READY,
+                    worker_id=None,
+                    lease_expires_at=None,
+                    deadline_at=None,
+                ),
+            )
         case ev.RunReopened():
             return _run_reopened(state, event)
         case ev.TaskReset(run_id=run_id, task=task, attempt=attempt):
             ti = _task(state, run_id, task)
-            return _with_task(state, run_id, TaskInstance(task, TaskState.PENDING, attempt,
-                                                          ti.epoch, first_attempt=attempt))
+            return _with_task(
+                state,
+                run_id,
+                TaskInstance(task, TaskState.PENDING, attempt, ti.epoch, first_attempt=attempt),
+            )
         case ev.RunTimedOut():
             return state  # the TaskCancelled events that follow end the tasks
         case ev.TaskSkipped(run_id=run_id, task=task):
@@ -332,9 +398,13 @@ def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | N
             return state  # the run's end (RunFailed) follows from the TaskFailed before it
         case ev.RetryScheduled(run_id=run_id, task=task, attempt=attempt, retry_at=at):
             ti = _task(state, run_id, task)
-            return _with_task(state, run_id, replace(ti, state=TaskState.RETRY_WAIT,
-                                                     attempt=attempt, retry_at=at,
-                                                     worker_id=None))
+            return _with_task(
+                state,
+                run_id,
+                replace(
+                    ti, state=TaskState.RETRY_WAIT, attempt=attempt, retry_at=at, worker_id=None
+                ),
+            )
         case ev.RunSucceeded(run_id=run_id) | ev.RunFailed(run_id=run_id):
             return replace(state, runs=tuple(r for r in state.runs if r.run_id != run_id))
         case ev.JobRegistered() | ev.CommandRejected():

@@ -223,8 +223,7 @@ class RetryPolicy:
         """Return whether a failure of ``kind`` (with ``exit_code``) may be retried at all."""
         if kind not in self.retry_on:
             return False
-        return not (kind is FailureKind.NONZERO_EXIT
-                    and exit_code in self.non_retryable_exit_codes)
+        return not (kind is FailureKind.NONZERO_EXIT and exit_code in self.non_retryable_exit_codes)
 
 
 class TaskKind(StrEnum):
@@ -411,13 +410,26 @@ class JobSpec:
         found = next((t for t in self.task_specs if t.name == name), None)
         if found is None:
             if self.task_specs:
-                return TaskSpec(name, retry_policy=self.retry_policy, timeout=self.timeout,
-                                lease_ttl=self.lease_ttl)
-            return TaskSpec(name, self.command, self.kind, self.shell, self.callable, self.http,
-                            retry_policy=self.retry_policy, timeout=self.timeout,
-                            lease_ttl=self.lease_ttl)
-        return replace(found,
-                       retry_policy=found.retry_policy or self.retry_policy,
-                       timeout=found.timeout if found.timeout is not None else self.timeout,
-                       lease_ttl=(found.lease_ttl if found.lease_ttl is not None
-                                  else self.lease_ttl))
+                return TaskSpec(
+                    name,
+                    retry_policy=self.retry_policy,
+                    timeout=self.timeout,
+                    lease_ttl=self.lease_ttl,
+                )
+            return TaskSpec(
+                name,
+                self.command,
+                self.kind,
+                self.shell,
+                self.callable,
+                self.http,
+                retry_policy=self.retry_policy,
+                timeout=self.timeout,
+                lease_ttl=self.lease_ttl,
+            )
+        return replace(
+            found,
+            retry_policy=found.retry_policy or self.retry_policy,
+            timeout=found.timeout if found.timeout is not None else self.timeout,
+            lease_ttl=(found.lease_ttl if found.lease_ttl is not None else self.lease_ttl),
+        )

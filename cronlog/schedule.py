@@ -63,8 +63,9 @@ def validate_cron(expression: str, *, hash_id: str | None = None) -> None:
         )
 
 
-def validate_schedule(schedule: Schedule, *, hash_id: str | None = None,
-                      job_id: str | None = None) -> None:
+def validate_schedule(
+    schedule: Schedule, *, hash_id: str | None = None, job_id: str | None = None
+) -> None:
     """Check a schedule as a whole.
 
     Args:
@@ -83,9 +84,12 @@ def validate_schedule(schedule: Schedule, *, hash_id: str | None = None,
     elif schedule.kind is ScheduleKind.ONCE and schedule.run_at is None:
         raise InvalidDefinition("schedule.run_at", "required for a once schedule")
     elif schedule.kind is ScheduleKind.EVERY and (
-            schedule.interval is None or schedule.interval < MIN_INTERVAL):
-        raise InvalidDefinition("schedule.interval_s", "an every schedule needs an interval "
-                                f"of at least {MIN_INTERVAL.total_seconds():g} s")
+        schedule.interval is None or schedule.interval < MIN_INTERVAL
+    ):
+        raise InvalidDefinition(
+            "schedule.interval_s",
+            f"an every schedule needs an interval of at least {MIN_INTERVAL.total_seconds():g} s",
+        )
     elif schedule.kind is ScheduleKind.AFTER:
         validate_after(schedule, job_id=job_id)
     if schedule.catchup_window < timedelta(0):
@@ -110,8 +114,11 @@ def validate_after(schedule: Schedule, *, job_id: str | None = None) -> None:
     """
     upstream = schedule.after_job_id
     if not upstream or not JOB_ID.fullmatch(upstream):
-        raise InvalidDefinition("schedule.job_id", "an after schedule needs the upstream "
-                                "job_id: letters, digits, '.', '_', '-'; 1..128 characters")
+        raise InvalidDefinition(
+            "schedule.job_id",
+            "an after schedule needs the upstream "
+            "job_id: letters, digits, '.', '_', '-'; 1..128 characters",
+        )
     if job_id is not None and upstream == job_id:
         raise InvalidDefinition("schedule.job_id", "a job cannot run after itself")
     for name in ("start_at", "end_at"):
@@ -125,15 +132,21 @@ def _validate_bounds(schedule: Schedule) -> None:
     start, end = schedule.start_at, schedule.end_at
     if start is not None and end is not None and end < start:
         raise InvalidDefinition("schedule.end_at", "must not be before start_at")
-    if schedule.kind is ScheduleKind.ONCE and schedule.run_at is not None and (
+    if (
+        schedule.kind is ScheduleKind.ONCE
+        and schedule.run_at is not None
+        and (
             (start is not None and schedule.run_at < start)
-            or (end is not None and schedule.run_at > end)):
+            or (end is not None and schedule.run_at > end)
+        )
+    ):
         raise InvalidDefinition("schedule.run_at", "lies outside start_at .. end_at")
     if schedule.max_runs is not None and schedule.max_runs < 1:
         raise InvalidDefinition("schedule.max_runs", "must be at least 1")
     if schedule.misfire_grace < MIN_MISFIRE_GRACE:
-        raise InvalidDefinition("schedule.misfire_grace_s", "must be at least "
-                                f"{MIN_MISFIRE_GRACE.total_seconds():g} s")
+        raise InvalidDefinition(
+            "schedule.misfire_grace_s", f"must be at least {MIN_MISFIRE_GRACE.total_seconds():g} s"
+        )
 
 
 def _seconds(instant: datetime) -> tuple[int, int]:
@@ -229,8 +242,9 @@ def prev_ticks(
             yield _instant(tick)
 
 
-def next_tick(schedule: Schedule, after: datetime, *, hash_id: str | None = None
-              ) -> datetime | None:
+def next_tick(
+    schedule: Schedule, after: datetime, *, hash_id: str | None = None
+) -> datetime | None:
     """Return the first tick of ``schedule`` strictly after ``after``, or None if none.
 
     Args:

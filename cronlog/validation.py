@@ -69,12 +69,15 @@ def validate_spec(spec: JobSpec, *, job_id: str | None = None) -> None:
         raise InvalidDefinition("jitter_s", f"must be 0..{MAX_JITTER.total_seconds():g} s")
     if spec.max_active_runs * len(spec.tasks) > MAX_ACTIVE_TASK_INSTANCES:
         raise InvalidDefinition(
-            "max_active_runs", f"max_active_runs x tasks = "
-            f"{spec.max_active_runs * len(spec.tasks)}; at most {MAX_ACTIVE_TASK_INSTANCES}")
+            "max_active_runs",
+            f"max_active_runs x tasks = "
+            f"{spec.max_active_runs * len(spec.tasks)}; at most {MAX_ACTIVE_TASK_INSTANCES}",
+        )
 
 
-def validate_limits(prefix: str, timeout: timedelta | None, lease_ttl: timedelta | None,
-                    policy: RetryPolicy | None) -> None:
+def validate_limits(
+    prefix: str, timeout: timedelta | None, lease_ttl: timedelta | None, policy: RetryPolicy | None
+) -> None:
     """Check a job's or a task's timeout, lease ttl and retry policy (None: inherited).
 
     Raises:
@@ -96,12 +99,15 @@ def validate_limits(prefix: str, timeout: timedelta | None, lease_ttl: timedelta
     if not 0.0 <= policy.jitter <= 1.0:
         raise InvalidDefinition(f"{where}.jitter", "must be a fraction in 0..1")
     if not policy.retry_on and policy.max_attempts > 1:
-        raise InvalidDefinition(f"{where}.retry_on",
-                                "is empty, so max_attempts > 1 could never be used")
+        raise InvalidDefinition(
+            f"{where}.retry_on", "is empty, so max_attempts > 1 could never be used"
+        )
     if len(policy.non_retryable_exit_codes) > 256 or any(
-            not 1 <= c <= 255 for c in policy.non_retryable_exit_codes):
-        raise InvalidDefinition(f"{where}.non_retryable_exit_codes",
-                                "at most 256 exit codes, each 1..255")
+        not 1 <= c <= 255 for c in policy.non_retryable_exit_codes
+    ):
+        raise InvalidDefinition(
+            f"{where}.non_retryable_exit_codes", "at most 256 exit codes, each 1..255"
+        )
 
 
 def validate_dag(spec: JobSpec) -> None:
@@ -115,8 +121,10 @@ def validate_dag(spec: JobSpec) -> None:
     names = [t.name for t in spec.task_specs]
     for field in ("command", "shell", "callable", "http"):
         if getattr(spec, field):
-            raise InvalidDefinition(field, "a job with tasks defines what runs per task; "
-                                           "leave the job-level field unset")
+            raise InvalidDefinition(
+                field,
+                "a job with tasks defines what runs per task; leave the job-level field unset",
+            )
     if spec.kind is not TaskKind.EXEC:
         raise InvalidDefinition("kind", "a job with tasks sets kind per task")
     if len(names) > MAX_TASKS:
@@ -125,9 +133,11 @@ def validate_dag(spec: JobSpec) -> None:
     for i, t in enumerate(spec.task_specs):
         if not _TASK_NAME.fullmatch(t.name):
             raise InvalidDefinition(
-                f"tasks[{i}].name", f"must be 1..{MAX_TASK_NAME} characters of letters, digits, "
+                f"tasks[{i}].name",
+                f"must be 1..{MAX_TASK_NAME} characters of letters, digits, "
                 "'.', '_', '-', starting with a letter or digit (it is a path segment and an "
-                "environment value)")
+                "environment value)",
+            )
         if t.name in seen:
             raise InvalidDefinition(f"tasks[{i}].name", f"duplicate task name {t.name!r}")
         seen.add(t.name)
@@ -139,11 +149,13 @@ def validate_dag(spec: JobSpec) -> None:
         validate_limits(f"tasks[{i}].", t.timeout, t.lease_ttl, t.retry_policy)
         for up in t.depends_on:
             if up == t.name:
-                raise InvalidDefinition(f"tasks[{i}].depends_on",
-                                        f"task {t.name!r} depends on itself")
+                raise InvalidDefinition(
+                    f"tasks[{i}].depends_on", f"task {t.name!r} depends on itself"
+                )
             if up not in seen:
-                raise InvalidDefinition(f"tasks[{i}].depends_on",
-                                        f"unknown task {up!r} (tasks: {', '.join(names)})")
+                raise InvalidDefinition(
+                    f"tasks[{i}].depends_on", f"unknown task {up!r} (tasks: {', '.join(names)})"
+                )
         if len(set(t.depends_on)) != len(t.depends_on):
             raise InvalidDefinition(f"tasks[{i}].depends_on", "lists a task twice")
     cycle = find_cycle({t.name: t.depends_on for t in spec.task_specs})
@@ -217,8 +229,11 @@ def _validate_http(http: HttpTask) -> None:
     for header in http.headers:
         if not _HEADER_NAME.fullmatch(header.name) or any(c in header.value for c in "\r\n\0"):
             raise InvalidDefinition("http.headers", f"invalid header {header.name!r}")
-    size = len(http.url.encode()) + len((http.body or "").encode()) + sum(
-        len(h.name.encode()) + len(h.value.encode()) for h in http.headers)
+    size = (
+        len(http.url.encode())
+        + len((http.body or "").encode())
+        + sum(len(h.name.encode()) + len(h.value.encode()) for h in http.headers)
+    )
     if size > MAX_COMMAND_BYTES:
         raise InvalidDefinition("http", f"request is {size} bytes; at most {MAX_COMMAND_BYTES}")
     if not all(100 <= code <= 599 for code in http.success_codes):

@@ -70,8 +70,13 @@ class RunEventDecoder:
         writer = self.writers.get(data[2:10])
         if writer is None:
             raise UndecodableRecord(f"unknown writer schema fingerprint {data[2:10].hex()}")
-        record = schemaless_reader(io.BytesIO(data[10:]), writer, self.reader,
-                                   return_record_name=True, return_record_name_override=True)
+        record = schemaless_reader(
+            io.BytesIO(data[10:]),
+            writer,
+            self.reader,
+            return_record_name=True,
+            return_record_name_override=True,
+        )
         name, body = record.pop("body")
         return {**record, "type": name.rsplit(".", 1)[-1], "body": body}
 
@@ -132,8 +137,12 @@ class History:
             run = self.runs.get(body["run_id"])
             if run is None:
                 self.runs[body["run_id"]] = Run(
-                    body["run_id"], event["job_id"], body["scheduled_for"], body["trigger"],
-                    "scheduled" if kind == "RunScheduled" else "buffered")
+                    body["run_id"],
+                    event["job_id"],
+                    body["scheduled_for"],
+                    body["trigger"],
+                    "scheduled" if kind == "RunScheduled" else "buffered",
+                )
             elif run.state == "buffered" and kind == "RunScheduled":
                 run.state = "scheduled"
             return
@@ -154,8 +163,7 @@ class History:
         elif kind in ("TaskSucceeded", "TaskFailed"):
             a = run.attempt(body["task"], body["attempt"])
             a.state = "succeeded" if kind == "TaskSucceeded" else "failed"
-            a.worker_id, a.epoch, a.exit_code = body["worker_id"], body["epoch"], \
-                body["exit_code"]
+            a.worker_id, a.epoch, a.exit_code = body["worker_id"], body["epoch"], body["exit_code"]
             a.failure_kind = body.get("failure_kind")
             a.started_at, a.finished_at = body["started_at"], body["finished_at"]
             run.exit_code, run.failure_kind = a.exit_code, a.failure_kind
@@ -167,17 +175,23 @@ class History:
         elif kind == "TaskDeadLettered":
             run.dead_lettered.append(body["task"])
         elif kind in ("RunSucceeded", "RunFailed", "RunCancelled"):
-            run.state = {"RunSucceeded": "succeeded", "RunFailed": "failed",
-                         "RunCancelled": "cancelled"}[kind]
+            run.state = {
+                "RunSucceeded": "succeeded",
+                "RunFailed": "failed",
+                "RunCancelled": "cancelled",
+            }[kind]
 
     def of_job(self, job_id: str) -> list[Run]:
         """Return a job's runs, oldest tick first."""
-        return sorted((r for r in self.runs.values() if r.job_id == job_id),
-                      key=lambda r: (r.scheduled_for, r.run_id))
+        return sorted(
+            (r for r in self.runs.values() if r.job_id == job_id),
+            key=lambda r: (r.scheduled_for, r.run_id),
+        )
 
 
-def read_history(bootstrap: str, topic: str, schema_dir: Path = SCHEMAS,
-                 timeout_s: float = 30.0) -> History:
+def read_history(
+    bootstrap: str, topic: str, schema_dir: Path = SCHEMAS, timeout_s: float = 30.0
+) -> History:
     """Read ``topic`` from its beginning to the end offsets seen at start into a History.
 
     Raises:
@@ -185,12 +199,19 @@ def read_history(bootstrap: str, topic: str, schema_dir: Path = SCHEMAS,
         TimeoutError: the end was not reached within ``timeout_s`` of silence.
     """
     decoder, history = RunEventDecoder(schema_dir), History()
-    consumer = Consumer({"bootstrap.servers": bootstrap, "enable.auto.commit": False,
-                         "group.id": f"history-{uuid.uuid4().hex}"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.auto.commit": False,
+            "group.id": f"history-{uuid.uuid4().hex}",
+        }
+    )
     try:
         meta = consumer.list_topics(topic, timeout=10).topics[topic]
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                for p in meta.partitions}
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in meta.partitions
+        }
         pending = {p for p, end in ends.items() if end > 0}
         left = sum(ends.values())  # records still to read (consume() waits for all it asks)
         consumer.assign([TopicPartition(topic, p, 0) for p in pending])
@@ -207,8 +228,7 @@ def read_history(bootstrap: str, topic: str, schema_dir: Path = SCHEMAS,
                 try:
                     history.apply(decoder.decode(m.value()))
                 except UndecodableRecord as exc:
-                    raise UndecodableRecord(f"{topic}/{m.partition()}@{m.offset()}: {exc}") \
-                        from exc
+                    raise UndecodableRecord(f"{topic}/{m.partition()}@{m.offset()}: {exc}") from exc
                 if m.offset() + 1 >= ends[m.partition()]:
                     pending.discard(m.partition())
     finally:
@@ -225,8 +245,7 @@ def main() -> int:
     args = parser.parse_args()
     history = read_history(args.bootstrap, args.topic)
     jobs = sorted({r.job_id for r in history.runs.values()})
-    out = {job: [asdict(r) for r in history.of_job(job)] for job in jobs
-           if args.job in (None, job)}
+    out = {job: [asdict(r) for r in history.of_job(job)] for job in jobs if args.job in (None, job)}
     json.dump(out, sys.stdout, indent=2, default=str)
     print()
     return 0

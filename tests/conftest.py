@@ -38,6 +38,7 @@ def kafka_bootstrap() -> Iterator[str]:
         with KafkaContainer("apache/kafka:4.1.1").with_kraft() as kafka:
             yield kafka.get_bootstrap_server()
         return
-    out = subprocess.run([str(ROOT / "ops" / "kafka"), "start"], check=True, text=True,
-                         stdout=subprocess.PIPE)
+    out = subprocess.run(
+        [str(ROOT / "ops" / "kafka"), "start"], check=True, text=True, stdout=subprocess.PIPE
+    )
     yield out.stdout.strip().splitlines()[-1]

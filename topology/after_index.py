@@ -47,8 +47,7 @@ class AfterIndex:
         self._ticks: dict[str, datetime] = {}
 
     @classmethod
-    def restored(cls, upstream_of: Mapping[str, str], ticks: Mapping[str, datetime]
-                 ) -> AfterIndex:
+    def restored(cls, upstream_of: Mapping[str, str], ticks: Mapping[str, datetime]) -> AfterIndex:
         """Return an index in the state ``state()`` returned (a snapshot's, on relay start).
 
         Args:
@@ -96,14 +95,20 @@ class AfterIndex:
                     self._downstream.setdefault(sched.after_job_id, set()).add(job_id)
             case ev.JobDeleted():
                 self._unlink(job_id)
-            case ev.RunSucceeded(run_id=run_id) | ev.RunFailed(run_id=run_id) | ev.RunCancelled(
-                    run_id=run_id):
+            case (
+                ev.RunSucceeded(run_id=run_id)
+                | ev.RunFailed(run_id=run_id)
+                | ev.RunCancelled(run_id=run_id)
+            ):
                 remembered = self._ticks.pop(run_id, None)
                 tick: datetime | None = event.scheduled_for or remembered
-                ended = cmd.UpstreamRunEnded(job_id, run_id, tick, OUTCOMES[type(event)],
-                                             record.event_id)
-                return [cmd.Envelope(after_idem_key(down, run_id, record.event_id), down, ended)
-                        for down in sorted(self.downstream(job_id))]
+                ended = cmd.UpstreamRunEnded(
+                    job_id, run_id, tick, OUTCOMES[type(event)], record.event_id
+                )
+                return [
+                    cmd.Envelope(after_idem_key(down, run_id, record.event_id), down, ended)
+                    for down in sorted(self.downstream(job_id))
+                ]
         return []
 
     def _unlink(self, job_id: str) -> None:

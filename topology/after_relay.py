@@ -64,8 +64,13 @@ class AfterRelay:
             at most about this much of the log, plus what was written while it was down.
     """
 
-    def __init__(self, settings: KafkaSettings, *, commit_interval_s: float = 1.0,
-                 snapshot_interval_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        *,
+        commit_interval_s: float = 1.0,
+        snapshot_interval_s: float = 60.0,
+    ) -> None:
         self.settings = settings
         topics = Topics.of(settings)
         self.topic = topics.run_events
@@ -85,8 +90,11 @@ class AfterRelay:
                 stop.wait(RESTART_DELAY_S)
 
     def _session(self, stop: threading.Event) -> None:
-        consumer = Consumer(self.settings.consumer_config(
-            relay_group(self.settings), **{"enable.partition.eof": False}))
+        consumer = Consumer(
+            self.settings.consumer_config(
+                relay_group(self.settings), **{"enable.partition.eof": False}
+            )
+        )
         producer = Producer(self.settings.producer_config(acks="all"))
         try:
             index, start, folded = self._rebuild(consumer)
@@ -113,8 +121,9 @@ class AfterRelay:
             raise RelayError(f"topic {self.topic!r} does not exist")
         tps = consumer.committed([TopicPartition(self.topic, p) for p in range(n)], timeout=10)
         marks = watermarks(consumer, self.topic, n)
-        start = {tp.partition: tp.offset if tp.offset >= 0 else marks[tp.partition][1]
-                 for tp in tps}
+        start = {
+            tp.partition: tp.offset if tp.offset >= 0 else marks[tp.partition][1] for tp in tps
+        }
         started = time.monotonic()
         snapshot = self._latest_snapshot(consumer, start)
         if snapshot is None:
@@ -128,17 +137,25 @@ class AfterRelay:
                 folded += len(batch)
                 for m in batch:
                     self._decode_apply(index, m)
-        fresh = [TopicPartition(self.topic, tp.partition, start[tp.partition])
-                 for tp in tps if tp.offset < 0]
+        fresh = [
+            TopicPartition(self.topic, tp.partition, start[tp.partition])
+            for tp in tps
+            if tp.offset < 0
+        ]
         if fresh:
             consumer.commit(offsets=fresh, asynchronous=False)
-        log.info("action=after_relay_started partitions=%d snapshot=%s folded=%d "
-                 "rebuilt_in=%.2fs start=%s", n, snapshot is not None, folded,
-                 time.monotonic() - started, start)
+        log.info(
+            "action=after_relay_started partitions=%d snapshot=%s folded=%d "
+            "rebuilt_in=%.2fs start=%s",
+            n,
+            snapshot is not None,
+            folded,
+            time.monotonic() - started,
+            start,
+        )
         return index, start, folded
 
-    def _latest_snapshot(self, consumer: Consumer, start: dict[int, int]
-                         ) -> AfterSnapshot | None:
+    def _latest_snapshot(self, consumer: Consumer, start: dict[int, int]) -> AfterSnapshot | None:
         """Return the usable snapshot covering the most of the log, or None.
 
         Reads the last SNAPSHOT_SCAN records of the snapshot topic; undecodable ones and
@@ -149,24 +166,26 @@ class AfterRelay:
             return None
         low, high = watermarks(consumer, self.snapshots, 1)[0]
         best: AfterSnapshot | None = None
-        for batch in read_partition(consumer, self.snapshots, 0, max(low, high - SNAPSHOT_SCAN),
-                                    high):
+        for batch in read_partition(
+            consumer, self.snapshots, 0, max(low, high - SNAPSHOT_SCAN), high
+        ):
             for m in batch:
                 if m.key() != SNAPSHOT_KEY or m.value() is None:
                     continue
                 try:
                     found = decode_snapshot(m.value() or b"")
                 except SnapshotError as exc:
-                    log.warning("action=after_relay_snapshot_skipped offset=%s reason=%s",
-                                m.offset(), exc)
+                    log.warning(
+                        "action=after_relay_snapshot_skipped offset=%s reason=%s", m.offset(), exc
+                    )
                     continue
                 if found.usable(start) and (
-                        best is None or sum(found.offsets.values()) >= sum(best.offsets.values())):
+                    best is None or sum(found.offsets.values()) >= sum(best.offsets.values())
+                ):
                     best = found
         return best
 
-    def _snapshot(self, producer: Producer, index: AfterIndex, committed: dict[int, int]
-                  ) -> None:
+    def _snapshot(self, producer: Producer, index: AfterIndex, committed: dict[int, int]) -> None:
         """Write the index at ``committed``: offsets whose commands were all delivered.
 
         A failure is logged, not raised: a snapshot only shortens the next start, and a
@@ -190,8 +209,16 @@ class AfterRelay:
         else:
             log.info("action=after_relay_snapshot_written %s", counts)
 
-    def _relay(self, consumer: Consumer, producer: Producer, index: AfterIndex,
-               position: dict[int, int], stop: threading.Event, *, snapshots: bool) -> None:
+    def _relay(
+        self,
+        consumer: Consumer,
+        producer: Producer,
+        index: AfterIndex,
+        position: dict[int, int],
+        stop: threading.Event,
+        *,
+        snapshots: bool,
+    ) -> None:
         committed = dict(position)
         last_commit = last_snapshot = time.monotonic()
         errors: list[KafkaError] = []
@@ -210,22 +237,33 @@ class AfterRelay:
                         continue
                     raise RelayError(f"{self.topic}: {err}")
                 for env in self._decode_apply(index, m):
-                    producer.produce(self.commands, key=env.job_id.encode(),
-                                     value=self.codec.encode_command(env), on_delivery=delivered)
+                    producer.produce(
+                        self.commands,
+                        key=env.job_id.encode(),
+                        value=self.codec.encode_command(env),
+                        on_delivery=delivered,
+                    )
                     sent += 1
-                    log.info("action=after_relayed job_id=%s upstream_run_id=%s",
-                             env.job_id, getattr(env.command, "upstream_run_id", ""))
+                    log.info(
+                        "action=after_relayed job_id=%s upstream_run_id=%s",
+                        env.job_id,
+                        getattr(env.command, "upstream_run_id", ""),
+                    )
                 position[m.partition() or 0] = offset_of(m) + 1
             if sent:
                 self._flush(producer, errors)
             if position != committed and (
-                    stopping or time.monotonic() - last_commit >= self.commit_interval_s):
+                stopping or time.monotonic() - last_commit >= self.commit_interval_s
+            ):
                 self._flush(producer, errors)  # never commit past an undelivered command
-                consumer.commit(offsets=[TopicPartition(self.topic, p, o)
-                                         for p, o in position.items()], asynchronous=False)
+                consumer.commit(
+                    offsets=[TopicPartition(self.topic, p, o) for p, o in position.items()],
+                    asynchronous=False,
+                )
                 committed, last_commit = dict(position), time.monotonic()
-                if snapshots and (stopping or
-                                  last_commit - last_snapshot >= self.snapshot_interval_s):
+                if snapshots and (
+                    stopping or last_commit - last_snapshot >= self.snapshot_interval_s
+                ):
                     self._snapshot(producer, index, committed)  # index == the log < committed
                     last_snapshot = last_commit
             if stopping:
@@ -240,8 +278,12 @@ class AfterRelay:
         try:
             record = self.codec.decode_event(m.value() or b"")
         except DecodeError as exc:  # not ours to dead-letter: the fold wrote it
-            log.warning("action=after_relay_undecodable partition=%s offset=%s reason=%s",
-                        m.partition(), m.offset(), exc.reason)
+            log.warning(
+                "action=after_relay_undecodable partition=%s offset=%s reason=%s",
+                m.partition(),
+                m.offset(),
+                exc.reason,
+            )
             return []
         return index.apply(record)
 
@@ -249,7 +291,8 @@ class AfterRelay:
 def start_after_relay(settings: KafkaSettings) -> tuple[threading.Thread, threading.Event]:
     """Start a relay in a daemon thread; set the returned event to stop it."""
     stop = threading.Event()
-    thread = threading.Thread(target=AfterRelay(settings).run, args=(stop,),
-                              name="after-relay", daemon=True)
+    thread = threading.Thread(
+        target=AfterRelay(settings).run, args=(stop,), name="after-relay", daemon=True
+    )
     thread.start()
     return thread, stop

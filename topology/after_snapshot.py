@@ -59,7 +59,8 @@ class AfterSnapshot:
             its index would already hold events that are going to be folded again).
         """
         return set(self.offsets) == set(start) and all(
-            offset <= start[p] for p, offset in self.offsets.items())
+            offset <= start[p] for p, offset in self.offsets.items()
+        )
 
 
 def encode_snapshot(snapshot: AfterSnapshot) -> bytes:
@@ -94,14 +95,18 @@ def decode_snapshot(data: bytes) -> AfterSnapshot:
         parts = {int(p): o for p, o in offsets.items()}
     except ValueError as exc:
         raise SnapshotError(f"a partition that is not a number: {exc}") from exc
-    return AfterSnapshot(parts, _str_map(doc, "upstream_of", str),
-                         {run_id: from_ms(ms) for run_id, ms in ticks.items()})
+    return AfterSnapshot(
+        parts,
+        _str_map(doc, "upstream_of", str),
+        {run_id: from_ms(ms) for run_id, ms in ticks.items()},
+    )
 
 
 def _str_map(doc: dict[str, object], name: str, kind: type[T]) -> dict[str, T]:
     value = doc.get(name)
     if not isinstance(value, dict) or not all(
-            isinstance(k, str) and isinstance(v, kind) and not isinstance(v, bool)
-            for k, v in value.items()):
+        isinstance(k, str) and isinstance(v, kind) and not isinstance(v, bool)
+        for k, v in value.items()
+    ):
         raise SnapshotError(f"{name} must map strings to {kind.__name__} values")
     return dict(value)

@@ -41,7 +41,6 @@ class EncodeError(CronlogError):
     """A dataclass that cannot be written (naive datetime, int beyond 64 bits, ...): a bug."""
 
 
-
 # -- the mapping --------------------------------------------------------------
 
 _RENAMES = {(Envelope, "command"): "body", (RunEvent, "event"): "body"}
@@ -65,8 +64,9 @@ class Plan:
 
     __slots__ = ("cls", "decoders", "encoders", "fields", "getter", "names", "picker")
 
-    def __init__(self, cls: type,
-                 fields: tuple[tuple[str, str, Converter | None, Converter | None], ...]) -> None:
+    def __init__(
+        self, cls: type, fields: tuple[tuple[str, str, Converter | None, Converter | None], ...]
+    ) -> None:
         self.cls = cls
         self.fields = fields
         """(attribute, Avro field name, encode or None, decode or None), in dataclass order."""
@@ -75,8 +75,9 @@ class Plan:
         self.decoders = tuple((i, dec) for i, (_, _, _, dec) in enumerate(fields) if dec)
         attrs = [attr for attr, _, _, _ in fields]
         self.getter = operator.attrgetter(*attrs) if len(attrs) > 1 else _one_tuple(attrs)
-        self.picker = operator.itemgetter(*self.names) if len(attrs) > 1 else _one_tuple(attrs,
-                                                                                         item=True)
+        self.picker = (
+            operator.itemgetter(*self.names) if len(attrs) > 1 else _one_tuple(attrs, item=True)
+        )
 
     def to_avro(self, obj: object) -> dict[str, Datum]:
         out = dict(zip(self.names, self.getter(obj), strict=True))
@@ -235,8 +236,10 @@ def check_plan(plan: Plan, records: dict[str, list[str]], seen: set[type]) -> No
     name = avro_name(plan.cls)
     mapped = sorted(f[1] for f in plan.fields)
     if sorted(records.get(name, ())) != mapped:
-        raise CronlogError(f"schema drift: {name} has fields {records.get(name)}, "
-                           f"{plan.cls.__qualname__} maps to {mapped}")
+        raise CronlogError(
+            f"schema drift: {name} has fields {records.get(name)}, "
+            f"{plan.cls.__qualname__} maps to {mapped}"
+        )
     for attr, _, _, _ in plan.fields:
         for tp in _leaf_dataclasses(typing.get_type_hints(plan.cls)[attr]):
             check_plan(plan_for(tp), records, seen)

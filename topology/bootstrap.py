@@ -86,7 +86,8 @@ def _check_timestamp_type(admin: AdminClient, specs: list[TopicSpec], timeout_s:
         if entry is not None and entry.value != want:
             raise TopologyMismatch(
                 f"topic {spec.name} has message.timestamp.type={entry.value}, the spec says "
-                f"{want}; the fold's clock must be broker-stamped, refusing to run")
+                f"{want}; the fold's clock must be broker-stamped, refusing to run"
+            )
 
 
 def _wait_for_leaders(admin: AdminClient, names: list[str], timeout_s: float) -> None:
@@ -94,9 +95,12 @@ def _wait_for_leaders(admin: AdminClient, names: list[str], timeout_s: float) ->
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         topics = admin.list_topics(timeout=timeout_s).topics
-        if all(name in topics and topics[name].partitions
-               and all(p.leader >= 0 for p in topics[name].partitions.values())
-               for name in names):
+        if all(
+            name in topics
+            and topics[name].partitions
+            and all(p.leader >= 0 for p in topics[name].partitions.values())
+            for name in names
+        ):
             return
         time.sleep(0.2)
     raise CronlogError(f"topics {names} have partitions without a leader after {timeout_s}s")

@@ -47,7 +47,6 @@ _SO_HEADER = 10
 _CF_HEADER = 5
 
 
-
 class RegistryUnavailable(CronlogError):
     """The schema registry could not answer (network, auth); the record itself may be fine."""
 
@@ -155,8 +154,9 @@ class Codec:
         CronlogError: a schema and its dataclass disagree on field names (checked at start).
     """
 
-    def __init__(self, schema_dir: Path = SCHEMA_DIR, *,
-                 registry: SchemaRegistryLike | None = None) -> None:
+    def __init__(
+        self, schema_dir: Path = SCHEMA_DIR, *, registry: SchemaRegistryLike | None = None
+    ) -> None:
         self._kinds = {cls: _load_kind(schema_dir, cls) for cls in (Envelope, RunEvent, DeadLetter)}
         self._owner = {fp: k.name for k in self._kinds.values() for fp in k.writers}
         self._registry = registry
@@ -215,48 +215,59 @@ class Codec:
         buf = io.BytesIO(data)
         buf.seek(start)
         try:
-            datum = schemaless_reader(buf, writer or kind.schema,
-                                      None if writer is None else kind.schema,
-                                      return_record_name=True, return_record_name_override=True)
+            datum = schemaless_reader(
+                buf,
+                writer or kind.schema,
+                None if writer is None else kind.schema,
+                return_record_name=True,
+                return_record_name_override=True,
+            )
         except Exception as exc:  # fastavro raises many types on hostile bytes; all mean "bad"
             raise DecodeError(_reason(kind, exc)) from exc
         if buf.tell() != len(data):
-            raise DecodeError(f"{len(data) - buf.tell()} trailing bytes after the "
-                              f"{kind.name} body")
+            raise DecodeError(f"{len(data) - buf.tell()} trailing bytes after the {kind.name} body")
         try:
             return kind.plan.from_avro(typing.cast(dict[str, Datum], datum))
         except DecodeError:
             raise
         except Exception as exc:
-            raise DecodeError(f"{kind.name} body does not map to "
-                              f"{kind.plan.cls.__name__}: {exc}") from exc
+            raise DecodeError(
+                f"{kind.name} body does not map to {kind.plan.cls.__name__}: {exc}"
+            ) from exc
 
     def _writer_schema(self, kind: _Kind, data: bytes) -> tuple[Datum | None, int]:
         if data[:2] == SINGLE_OBJECT_MAGIC:
             if len(data) < _SO_HEADER:
-                raise DecodeError(f"truncated header: {len(data)} bytes, single-object "
-                                  f"encoding needs {_SO_HEADER} before the body")
+                raise DecodeError(
+                    f"truncated header: {len(data)} bytes, single-object "
+                    f"encoding needs {_SO_HEADER} before the body"
+                )
             fp = data[2:_SO_HEADER]
             if fp in kind.writers:
                 return kind.writers[fp], _SO_HEADER
             owner = self._owner.get(fp)
             if owner is not None:
                 raise DecodeError(f"record is a {owner}, expected a {kind.name}")
-            raise DecodeError(f"unknown fingerprint {fp.hex()} for {kind.name}: "
-                              "not a known version of the schema")
+            raise DecodeError(
+                f"unknown fingerprint {fp.hex()} for {kind.name}: not a known version of the schema"
+            )
         if data[:1] == bytes([CONFLUENT_MAGIC]):
             if len(data) < _CF_HEADER:
                 raise DecodeError(f"truncated Confluent header: {len(data)} bytes")
             schema, fp = self._confluent_schema(int.from_bytes(data[1:_CF_HEADER], "big"))
             # A registered copy of a schema we know needs no resolution (or the snapshot's).
             return kind.writers.get(fp, schema), _CF_HEADER
-        raise DecodeError(f"bad magic {data[:2].hex() or '(empty)'}: expected c301 "
-                          "(Avro single-object) or 00 (Confluent)")
+        raise DecodeError(
+            f"bad magic {data[:2].hex() or '(empty)'}: expected c301 "
+            "(Avro single-object) or 00 (Confluent)"
+        )
 
     def _confluent_schema(self, schema_id: int) -> tuple[Datum, bytes]:
         if self._registry is None:
-            raise DecodeError(f"Confluent-framed record (schema id {schema_id}) but no schema "
-                              "registry is configured")
+            raise DecodeError(
+                f"Confluent-framed record (schema id {schema_id}) but no schema "
+                "registry is configured"
+            )
         if schema_id not in self._registry_schemas:
             repo = _RegistryRepository(self._registry, schema_id)
             try:
@@ -265,8 +276,9 @@ class Codec:
             except (DecodeError, RegistryUnavailable):
                 raise
             except Exception as exc:
-                raise DecodeError(f"registry schema id {schema_id} is not valid Avro: "
-                                  f"{exc}") from exc
+                raise DecodeError(
+                    f"registry schema id {schema_id} is not valid Avro: {exc}"
+                ) from exc
         return self._registry_schemas[schema_id]
 
 
@@ -288,12 +300,15 @@ class _RegistryRepository(AbstractSchemaRepository):
 
     def load(self, name: str) -> Any:
         if name == _ROOT:
-            schema = _ask(partial(self._registry.get_schema, self._schema_id),
-                          f"id {self._schema_id}")
+            schema = _ask(
+                partial(self._registry.get_schema, self._schema_id), f"id {self._schema_id}"
+            )
         elif name in self._refs:
             subject, version = self._refs[name]
-            schema = _ask(partial(_schema_version, self._registry, subject, version),
-                          f"reference {subject} v{version}")
+            schema = _ask(
+                partial(_schema_version, self._registry, subject, version),
+                f"reference {subject} v{version}",
+            )
         else:
             raise SchemaRepositoryError(f"{name} is neither defined nor referenced")
         for ref in schema.references or ():
@@ -324,8 +339,9 @@ def _reason(kind: _Kind, exc: Exception) -> str:
     if isinstance(exc, SchemaResolutionError):
         return f"writer schema cannot be read as the current {kind.name} ({detail})"
     if isinstance(exc, IndexError):
-        return (f"corrupt {kind.name} body: a union branch or length points outside "
-                f"the data ({detail})")
+        return (
+            f"corrupt {kind.name} body: a union branch or length points outside the data ({detail})"
+        )
     if isinstance(exc, OverflowError | ValueError):
         return f"value out of range in the {kind.name} body ({detail})"
     return f"malformed {kind.name} body ({detail})"

@@ -20,8 +20,7 @@ class KafkaSettings(BaseSettings):
             the bootstrap refuses to run against topics with another count.
     """
 
-    model_config = SettingsConfigDict(env_prefix="CRONLOG_", extra="ignore",
-                                      populate_by_name=True)
+    model_config = SettingsConfigDict(env_prefix="CRONLOG_", extra="ignore", populate_by_name=True)
 
     bootstrap: str = Field(
         default_factory=lambda: f"127.0.0.1:{os.environ.get('CRONLOG_KAFKA_PORT', '19092')}",

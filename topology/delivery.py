@@ -27,9 +27,16 @@ class Delivery:
     """An idempotent, murmur2-partitioning producer for the fold's output topics."""
 
     def __init__(self, settings: KafkaSettings, timeout_s: float = 30.0) -> None:
-        self.producer = Producer(settings.producer_config(**{
-            "linger.ms": 1, "acks": "all", "queue.buffering.max.messages": 500_000,
-            "delivery.timeout.ms": int(timeout_s * 1000)}))
+        self.producer = Producer(
+            settings.producer_config(
+                **{
+                    "linger.ms": 1,
+                    "acks": "all",
+                    "queue.buffering.max.messages": 500_000,
+                    "delivery.timeout.ms": int(timeout_s * 1000),
+                }
+            )
+        )
         self.timeout_s = timeout_s
 
     def _produce_all(self, messages: Sequence[Outgoing]) -> tuple[list[str], Offsets]:
@@ -50,11 +57,17 @@ class Delivery:
             while True:
                 try:
                     if m.partition is None:
-                        self.producer.produce(m.topic, key=m.key, value=m.value,
-                                              on_delivery=on_delivery)
+                        self.producer.produce(
+                            m.topic, key=m.key, value=m.value, on_delivery=on_delivery
+                        )
                     else:
-                        self.producer.produce(m.topic, key=m.key, value=m.value,
-                                              partition=m.partition, on_delivery=on_delivery)
+                        self.producer.produce(
+                            m.topic,
+                            key=m.key,
+                            value=m.value,
+                            partition=m.partition,
+                            on_delivery=on_delivery,
+                        )
                     break
                 except BufferError:
                     self.producer.poll(0.05)  # local queue full: let deliveries drain
@@ -77,7 +90,8 @@ class Delivery:
             DeliveryFailed: any message failed or timed out.
         """
         errors, acked = await asyncio.get_running_loop().run_in_executor(
-            None, self._produce_all, messages)
+            None, self._produce_all, messages
+        )
         if errors:
             raise DeliveryFailed("; ".join(errors[:5]))
         return acked

@@ -95,8 +95,14 @@ class BatchFolder:
         codec: the Avro codec.
     """
 
-    def __init__(self, topics: Topics, partitions: int, load: Callable[[str], bytes | None],
-                 due: DueIndex, codec: Codec) -> None:
+    def __init__(
+        self,
+        topics: Topics,
+        partitions: int,
+        load: Callable[[str], bytes | None],
+        due: DueIndex,
+        codec: Codec,
+    ) -> None:
         self.topics = topics
         self.partitions = partitions
         self.load = load
@@ -113,8 +119,9 @@ class BatchFolder:
             except CronlogError as exc:
                 self._dead_letter(rec, type(exc).__name__, str(exc), out)
             except Exception as exc:  # a bug must not stop the fold or lose the record
-                log.exception("fold failed on %s/%s@%s", self.topics.commands, rec.partition,
-                              rec.offset)
+                log.exception(
+                    "fold failed on %s/%s@%s", self.topics.commands, rec.partition, rec.offset
+                )
                 self._dead_letter(rec, type(exc).__name__, f"internal error: {exc!r}", out)
         return out
 
@@ -124,8 +131,7 @@ class BatchFolder:
         raw = self.load(job_id)
         return load_state(raw) if raw is not None else None
 
-    def _fold_one(self, rec: Record, overlay: dict[str, JobState | None],
-                  out: BatchResult) -> None:
+    def _fold_one(self, rec: Record, overlay: dict[str, JobState | None], out: BatchResult) -> None:
         env = self.codec.decode_command(rec.value)
         record_time = from_ms(rec.timestamp_ms)
         out.commands += 1
@@ -139,19 +145,30 @@ class BatchFolder:
         if partition_for(rec.key, self.partitions) != rec.partition:
             raise CronlogError(
                 f"wrong_partition: key {env.job_id!r} maps to partition "
-                f"{partition_for(rec.key, self.partitions)}, record is on {rec.partition}")
+                f"{partition_for(rec.key, self.partitions)}, record is on {rec.partition}"
+            )
         self._apply(rec, env, record_time, overlay, out)
 
-    def _apply(self, rec: Record, env: cmd.Envelope, record_time: datetime,
-               overlay: dict[str, JobState | None], out: BatchResult) -> None:
+    def _apply(
+        self,
+        rec: Record,
+        env: cmd.Envelope,
+        record_time: datetime,
+        overlay: dict[str, JobState | None],
+        out: BatchResult,
+    ) -> None:
         state = self._state(env.job_id, overlay)
         new, events = handle(state, env, record_time)
         stored = dump_state(new) if new is not None else None
         if stored is not None and len(stored) > MAX_RECORD_BYTES:
             new, stored = state, None
-            events = [ev.CommandRejected(
-                type(env.command).__name__, RejectReason.RECORD_TOO_LARGE,
-                f"the job record would grow past {MAX_RECORD_BYTES} bytes")]
+            events = [
+                ev.CommandRejected(
+                    type(env.command).__name__,
+                    RejectReason.RECORD_TOO_LARGE,
+                    f"the job record would grow past {MAX_RECORD_BYTES} bytes",
+                )
+            ]
             if state is not None:
                 stored = dump_state(state)
         overlay[env.job_id] = new
@@ -163,10 +180,12 @@ class BatchFolder:
         for i, event in enumerate(events):
             self._emit(env, at, i, event, out)
 
-    def _emit(self, env: cmd.Envelope, at: datetime, index: int, event: ev.Event,
-              out: BatchResult) -> None:
-        run_event = ev.RunEvent(event_id(env.idem_key, env.job_id, index), env.job_id, at,
-                                env.idem_key, index, event)
+    def _emit(
+        self, env: cmd.Envelope, at: datetime, index: int, event: ev.Event, out: BatchResult
+    ) -> None:
+        run_event = ev.RunEvent(
+            event_id(env.idem_key, env.job_id, index), env.job_id, at, env.idem_key, index, event
+        )
         value = self.codec.encode_event(run_event)
         key = env.job_id.encode()
         out.sends.append(Outgoing(self.topics.run_events, key, value))
@@ -177,15 +196,28 @@ class BatchFolder:
             out.sends.append(Outgoing(self.topics.replies, worker.encode(), value))
 
     def _dead_letter(self, rec: Record, error_type: str, reason: str, out: BatchResult) -> None:
-        log.warning("dead-lettering %s/%s@%s: %s", self.topics.commands, rec.partition,
-                    rec.offset, reason)
+        log.warning(
+            "dead-lettering %s/%s@%s: %s", self.topics.commands, rec.partition, rec.offset, reason
+        )
         at = from_ms(rec.timestamp_ms)  # the record's time, not a clock: replay stays identical
         value = rec.value
         if len(value) > MAX_DEAD_LETTER_VALUE:
-            reason += (f" (value truncated to its first {MAX_DEAD_LETTER_VALUE} of "
-                       f"{len(value)} bytes; the original stays at this offset)")
+            reason += (
+                f" (value truncated to its first {MAX_DEAD_LETTER_VALUE} of "
+                f"{len(value)} bytes; the original stays at this offset)"
+            )
             value = value[:MAX_DEAD_LETTER_VALUE]
-        dl = DeadLetter(self.topics.commands, rec.partition, rec.offset, rec.key, value,
-                        error_type, reason, at, at)
-        out.sends.append(Outgoing(self.topics.dead_letters, rec.key,
-                                  self.codec.encode_dead_letter(dl)))
+        dl = DeadLetter(
+            self.topics.commands,
+            rec.partition,
+            rec.offset,
+            rec.key,
+            value,
+            error_type,
+            reason,
+            at,
+            at,
+        )
+        out.sends.append(
+            Outgoing(self.topics.dead_letters, rec.key, self.codec.encode_dead_letter(dl))
+        )

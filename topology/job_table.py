@@ -21,8 +21,9 @@ from topology.delivery import Offsets
 from topology.fold import Outgoing
 
 
-def changelog_records(topic: str, writes: Mapping[str, tuple[object, int, bytes]]
-                      ) -> list[Outgoing]:
+def changelog_records(
+    topic: str, writes: Mapping[str, tuple[object, int, bytes]]
+) -> list[Outgoing]:
     """Return the changelog messages for a batch's job records.
 
     Args:
@@ -33,8 +34,10 @@ def changelog_records(topic: str, writes: Mapping[str, tuple[object, int, bytes]
         One message per job, keyed by the job_id's bytes, on the command's partition (the
         partition faust's ``Table`` uses: the source event's).
     """
-    return [Outgoing(topic, job_id.encode(), value, partition)
-            for job_id, (_, partition, value) in writes.items()]
+    return [
+        Outgoing(topic, job_id.encode(), value, partition)
+        for job_id, (_, partition, value) in writes.items()
+    ]
 
 
 class LocalJobStore:
@@ -56,15 +59,28 @@ class LocalJobStore:
     def check(self) -> None:
         """Raise ``RuntimeError`` unless the store is faust's rocksdict store in raw mode."""
         store = self.store
-        missing = [a for a in ("_db_for_partition", "_key_index", "offset_key", "_encode_key",
-                               "_encode_value", "use_rocksdict") if not hasattr(store, a)]
+        missing = [
+            a
+            for a in (
+                "_db_for_partition",
+                "_key_index",
+                "offset_key",
+                "_encode_key",
+                "_encode_value",
+                "use_rocksdict",
+            )
+            if not hasattr(store, a)
+        ]
         if missing or not store.use_rocksdict:
-            raise RuntimeError(f"job table store {type(store).__name__} is not faust's "
-                               f"rocksdict store (missing {missing})")
+            raise RuntimeError(
+                f"job table store {type(store).__name__} is not faust's "
+                f"rocksdict store (missing {missing})"
+            )
         table_topic = store.table.changelog_topic.get_topic_name()
         if table_topic != self.changelog_topic:
-            raise RuntimeError(f"job table changelog is {table_topic!r}, expected "
-                               f"{self.changelog_topic!r}")
+            raise RuntimeError(
+                f"job table changelog is {table_topic!r}, expected {self.changelog_topic!r}"
+            )
         probe = b"v1:probe"
         if store._encode_key(probe) != probe or store._encode_value(probe) != probe:
             raise RuntimeError("job table does not store raw key/value bytes")

@@ -27,8 +27,11 @@ class LogReadError(CronlogError):
 
 def reader(settings: KafkaSettings) -> Consumer:
     """Return a consumer for manual assignment: its own throwaway group, never commits."""
-    return Consumer(settings.consumer_config(f"cronlog-reader-{uuid.uuid4().hex}",
-                                             **{"enable.partition.eof": False}))
+    return Consumer(
+        settings.consumer_config(
+            f"cronlog-reader-{uuid.uuid4().hex}", **{"enable.partition.eof": False}
+        )
+    )
 
 
 def partition_count(consumer: Consumer, topic: str) -> int | None:
@@ -57,16 +60,18 @@ def watermarks(consumer: Consumer, topic: str, partitions: int) -> dict[int, tup
     return out
 
 
-def committed(settings: KafkaSettings, group: str, topic: str, partitions: int
-              ) -> dict[int, int | None]:
+def committed(
+    settings: KafkaSettings, group: str, topic: str, partitions: int
+) -> dict[int, int | None]:
     """Return partition → the offset ``group`` committed (next to read), None if it has none.
 
     Reads the group's offsets without joining the group (no subscribe, no rebalance).
     """
     consumer = Consumer(settings.consumer_config(group))
     try:
-        tps = consumer.committed([TopicPartition(topic, p) for p in range(partitions)],
-                                 timeout=TIMEOUT_S)
+        tps = consumer.committed(
+            [TopicPartition(topic, p) for p in range(partitions)], timeout=TIMEOUT_S
+        )
     except KafkaException as exc:
         raise LogReadError(f"cannot read group {group!r}'s offsets: {exc}") from exc
     finally:
@@ -74,8 +79,9 @@ def committed(settings: KafkaSettings, group: str, topic: str, partitions: int
     return {tp.partition: tp.offset if tp.offset >= 0 else None for tp in tps}
 
 
-def offsets_after(consumer: Consumer, topic: str, partitions: int, instant_ms: int
-                  ) -> dict[int, int]:
+def offsets_after(
+    consumer: Consumer, topic: str, partitions: int, instant_ms: int
+) -> dict[int, int]:
     """Return partition → the first offset whose timestamp is after ``instant_ms`` (epoch ms).
 
     The broker's time index answers (earliest offset with timestamp ≥ instant + 1 ms); a
@@ -88,12 +94,12 @@ def offsets_after(consumer: Consumer, topic: str, partitions: int, instant_ms: i
     except KafkaException as exc:
         raise LogReadError(f"cannot look up offsets by time in {topic}: {exc}") from exc
     high = watermarks(consumer, topic, partitions)
-    return {tp.partition: tp.offset if tp.offset >= 0 else high[tp.partition][1]
-            for tp in found}
+    return {tp.partition: tp.offset if tp.offset >= 0 else high[tp.partition][1] for tp in found}
 
 
-def read_partition(consumer: Consumer, topic: str, partition: int, start: int, end: int,
-                   batch: int = 500) -> Iterator[list[Message]]:
+def read_partition(
+    consumer: Consumer, topic: str, partition: int, start: int, end: int, batch: int = 500
+) -> Iterator[list[Message]]:
     """Yield the records of ``topic/partition`` with ``start <= offset < end``, in batches.
 
     Args:
@@ -116,8 +122,10 @@ def read_partition(consumer: Consumer, topic: str, partition: int, start: int, e
         if not msgs:
             idle += 1.0
             if idle >= STALL_S:
-                raise LogReadError(f"{topic}/{partition}: nothing after offset {position} "
-                                   f"for {STALL_S:.0f}s, expected records up to {end}")
+                raise LogReadError(
+                    f"{topic}/{partition}: nothing after offset {position} "
+                    f"for {STALL_S:.0f}s, expected records up to {end}"
+                )
             continue
         idle = 0.0
         for m in msgs:
@@ -138,8 +146,9 @@ def offset_of(m: Message) -> int:
     return offset
 
 
-def ensure_topic(settings: KafkaSettings, name: str, partitions: int,
-                 config: dict[str, str] | None = None) -> bool:
+def ensure_topic(
+    settings: KafkaSettings, name: str, partitions: int, config: dict[str, str] | None = None
+) -> bool:
     """Create ``name`` with ``partitions`` partitions unless it exists; True if created.
 
     Raises:
@@ -149,9 +158,11 @@ def ensure_topic(settings: KafkaSettings, name: str, partitions: int,
     meta = admin.list_topics(name, timeout=TIMEOUT_S).topics.get(name)
     if meta is not None and meta.error is None and meta.partitions:
         if len(meta.partitions) != partitions:
-            raise LogReadError(f"topic {name!r} has {len(meta.partitions)} partitions, "
-                               f"run-events has {partitions}: per-job order and partitioning "
-                               f"would not match")
+            raise LogReadError(
+                f"topic {name!r} has {len(meta.partitions)} partitions, "
+                f"run-events has {partitions}: per-job order and partitioning "
+                f"would not match"
+            )
         return False
     future = admin.create_topics([NewTopic(name, partitions, config=config or {})])[name]
     try:

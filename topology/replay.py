@@ -38,8 +38,13 @@ class Replayer:
     same events whatever the batch boundaries (``tests/property/test_replay_determinism.py``).
     """
 
-    def __init__(self, topics: Topics, partitions: int, store: MutableMapping[bytes, bytes],
-                 codec: Codec | None = None) -> None:
+    def __init__(
+        self,
+        topics: Topics,
+        partitions: int,
+        store: MutableMapping[bytes, bytes],
+        codec: Codec | None = None,
+    ) -> None:
         self.topics = topics
         self.store = store
         self.due = DueIndex()
@@ -129,8 +134,9 @@ def describe_difference(a: object, b: object, path: str = "") -> str:
         return ""
     if type(a) is type(b) and dataclasses.is_dataclass(a) and not isinstance(a, type):
         for f in dataclasses.fields(a):
-            found = describe_difference(getattr(a, f.name), getattr(b, f.name),
-                                        f"{path}.{f.name}" if path else f.name)
+            found = describe_difference(
+                getattr(a, f.name), getattr(b, f.name), f"{path}.{f.name}" if path else f.name
+            )
             if found:
                 return found
     if isinstance(a, tuple | list) and isinstance(b, tuple | list):
@@ -147,8 +153,9 @@ def _short(value: object, limit: int = 120) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def first_state_difference(live: Mapping[bytes, bytes], replayed: Mapping[bytes, bytes]
-                           ) -> str | None:
+def first_state_difference(
+    live: Mapping[bytes, bytes], replayed: Mapping[bytes, bytes]
+) -> str | None:
     """Name the first job (by job_id) whose record differs, and the first differing field.
 
     Args:
@@ -199,8 +206,9 @@ def _label(i: int, e: ev.RunEvent) -> str:
     return f"event #{i} {e.event_id} ({type(e.event).__name__}, job {e.job_id!r})"
 
 
-def compare_events(live: Iterable[ev.RunEvent], replayed: Sequence[ev.RunEvent],
-                   acknowledged: int) -> EventVerdict:
+def compare_events(
+    live: Iterable[ev.RunEvent], replayed: Sequence[ev.RunEvent], acknowledged: int
+) -> EventVerdict:
     """Compare one partition of run-events with what the replay produced for it.
 
     Args:
@@ -225,23 +233,40 @@ def compare_events(live: Iterable[ev.RunEvent], replayed: Sequence[ev.RunEvent],
             continue
         duplicates += 1
         if seen != e:
-            return EventVerdict(False, len(distinct), duplicates, len(replayed), acknowledged,
-                                f"live re-delivery of {e.event_id} differs from its first "
-                                f"delivery: {describe_difference(seen, e)}")
+            return EventVerdict(
+                False,
+                len(distinct),
+                duplicates,
+                len(replayed),
+                acknowledged,
+                f"live re-delivery of {e.event_id} differs from its first "
+                f"delivery: {describe_difference(seen, e)}",
+            )
     counts = (len(distinct), duplicates, len(replayed), acknowledged)
     for i, (a, b) in enumerate(zip(distinct, replayed, strict=False)):
         if a != b:
-            what = (describe_difference(a, b) if a.event_id == b.event_id
-                    else f"live has {_label(i, a)}, replay has {_label(i, b)}")
+            what = (
+                describe_difference(a, b)
+                if a.event_id == b.event_id
+                else f"live has {_label(i, a)}, replay has {_label(i, b)}"
+            )
             return EventVerdict(False, *counts, f"{_label(i, a)}: {what} (live != replay)")
     if len(distinct) > len(replayed):
         extra = distinct[len(replayed)]
-        return EventVerdict(False, *counts, f"live has {len(distinct) - len(replayed)} events "
-                            f"the replay does not produce, from {_label(len(replayed), extra)}")
+        return EventVerdict(
+            False,
+            *counts,
+            f"live has {len(distinct) - len(replayed)} events "
+            f"the replay does not produce, from {_label(len(replayed), extra)}",
+        )
     if len(distinct) < acknowledged:
         gone = replayed[len(distinct)]
-        return EventVerdict(False, *counts, f"live lacks {acknowledged - len(distinct)} events "
-                            f"of acknowledged commands, from {_label(len(distinct), gone)}")
+        return EventVerdict(
+            False,
+            *counts,
+            f"live lacks {acknowledged - len(distinct)} events "
+            f"of acknowledged commands, from {_label(len(distinct), gone)}",
+        )
     tail = len(replayed) - len(distinct)
     note = f"; {tail} more from commands not yet folded live" if tail else ""
     return EventVerdict(True, *counts, f"{len(distinct)} events identical{note}")

@@ -34,6 +34,6 @@ def load_state(data: bytes) -> JobState:
     if not data.startswith(_TAG):
         raise StateDecodeError(f"job record has unknown version tag {data[:8]!r}")
     try:
-        return _ADAPTER.validate_json(data[len(_TAG):])
+        return _ADAPTER.validate_json(data[len(_TAG) :])
     except ValueError as exc:
         raise StateDecodeError(f"corrupt job record: {exc}") from exc

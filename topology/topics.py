@@ -83,6 +83,5 @@ def topic_specs(settings: KafkaSettings) -> list[TopicSpec]:
         TopicSpec(t.dead_letters, n, dict(forever)),
         TopicSpec(t.logs, n, {"retention.ms": str(LOG_RETENTION_MS), "cleanup.policy": "delete"}),
         TopicSpec(t.job_table_changelog, n, {"cleanup.policy": "compact"}),
-        TopicSpec(t.after_relay, 1, {"cleanup.policy": "compact",
-                                     "segment.ms": str(3600 * 1000)}),
+        TopicSpec(t.after_relay, 1, {"cleanup.policy": "compact", "segment.ms": str(3600 * 1000)}),
     ]

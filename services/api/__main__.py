@@ -13,12 +13,12 @@ from topology.bootstrap import ensure_topics
 
 def main() -> None:
     """Run the API until SIGTERM/SIGINT (uvicorn handles both gracefully)."""
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     settings = ApiSettings()
     ensure_topics(settings)  # idempotent; any service may start first
-    uvicorn.run(create_app(settings), host=settings.api_host, port=settings.api_port,
-                log_level="info")
+    uvicorn.run(
+        create_app(settings), host=settings.api_host, port=settings.api_port, log_level="info"
+    )
 
 
 if __name__ == "__main__":

@@ -157,8 +157,17 @@ class TaskInstanceOut(BaseModel):
     """
 
     task: str
-    state: Literal["pending", "ready", "running", "retrying", "succeeded", "failed",
-                   "skipped", "upstream_failed", "cancelled"]
+    state: Literal[
+        "pending",
+        "ready",
+        "running",
+        "retrying",
+        "succeeded",
+        "failed",
+        "skipped",
+        "upstream_failed",
+        "cancelled",
+    ]
     attempt: int
     epoch: int | None
     worker_id: str | None

@@ -40,8 +40,10 @@ def _read_model(request: Request) -> ReadModel:
 
 
 @reads.get("/jobs", response_model=JobList)
-def list_jobs(request: Request, status: Annotated[
-        str | None, Query(pattern="^(active|paused|deleted)$")] = None) -> Any:
+def list_jobs(
+    request: Request,
+    status: Annotated[str | None, Query(pattern="^(active|paused|deleted)$")] = None,
+) -> Any:
     """Every job (deleted ones included, with ``status: deleted``), ordered by job_id."""
     return {"jobs": _read_model(request).jobs(status)}
 
@@ -56,8 +58,9 @@ def get_job(job_id: str, request: Request) -> Any:
 
 
 @reads.get("/jobs/{job_id}/runs", response_model=RunList, responses={404: {}})
-def list_runs(job_id: str, request: Request,
-              limit: Annotated[int, Query(ge=1, le=1000)] = 20) -> Any:
+def list_runs(
+    job_id: str, request: Request, limit: Annotated[int, Query(ge=1, le=1000)] = 20
+) -> Any:
     """A job's runs, newest scheduled_for first, at most ``limit``."""
     rm = _read_model(request)
     if rm.job(job_id) is None:
@@ -66,9 +69,12 @@ def list_runs(job_id: str, request: Request,
 
 
 @reads.get("/jobs/{job_id}/ticks", response_model=TickList, responses={404: {}})
-def list_ticks(job_id: str, request: Request,
-               count: Annotated[int, Query(ge=1, le=1000)] = 10,
-               after: Annotated[AwareDatetime | None, Query()] = None) -> Any:
+def list_ticks(
+    job_id: str,
+    request: Request,
+    count: Annotated[int, Query(ge=1, le=1000)] = 10,
+    after: Annotated[AwareDatetime | None, Query()] = None,
+) -> Any:
     """Preview: the job's next ``count`` ticks strictly after ``after`` (default: now).
 
     Computed from the job's current definition with the scheduler's own functions (``H``
@@ -84,8 +90,9 @@ def list_ticks(job_id: str, request: Request,
 
 
 @reads.get("/jobs/{job_id}/skipped", response_model=SkippedList, responses={404: {}})
-def list_skipped(job_id: str, request: Request,
-                 limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> Any:
+def list_skipped(
+    job_id: str, request: Request, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+) -> Any:
     """A job's skipped ticks (TickSkipped: scheduled_for, reason, at), newest first."""
     rm = _read_model(request)
     if rm.job(job_id) is None:
@@ -125,9 +132,16 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     (a ``NaN`` number): inputs are echoed as strings then.
     """
     errors = exc.errors() if isinstance(exc, RequestValidationError) else []
-    safe = [{**e, "input": _json_safe(e.get("input")),
-             "ctx": {k: str(v) for k, v in e.get("ctx", {}).items()}} if "ctx" in e else
-            {**e, "input": _json_safe(e.get("input"))} for e in errors]
+    safe = [
+        {
+            **e,
+            "input": _json_safe(e.get("input")),
+            "ctx": {k: str(v) for k, v in e.get("ctx", {}).items()},
+        }
+        if "ctx" in e
+        else {**e, "input": _json_safe(e.get("input"))}
+        for e in errors
+    ]
     return JSONResponse(status_code=422, content={"detail": jsonable_encoder(safe)})
 
 
@@ -173,8 +187,9 @@ def create_app(
             app.state.log_model = logs.LogModel(settings, settings.logs_state_path())
             app.state.log_model.start()
         if app.state.sender is None:
-            app.state.sender = CommandSender(Producer(settings.producer_config()),
-                                             Topics.of(settings).commands)
+            app.state.sender = CommandSender(
+                Producer(settings.producer_config()), Topics.of(settings).commands
+            )
         try:
             yield
         finally:
@@ -184,13 +199,18 @@ def create_app(
             if own_logs:
                 app.state.log_model.stop()
 
-    app = FastAPI(title="cronlog", version="0.1.0", lifespan=lifespan,
-                  description="Distributed cron on a Kafka log: jobs, runs, triggers.")
+    app = FastAPI(
+        title="cronlog",
+        version="0.1.0",
+        lifespan=lifespan,
+        description="Distributed cron on a Kafka log: jobs, runs, triggers.",
+    )
     app.state.settings = settings
     app.state.read_model = read_model
     app.state.log_model = log_model
-    app.state.sender = (CommandSender(producer, Topics.of(settings).commands)
-                        if producer is not None else None)
+    app.state.sender = (
+        CommandSender(producer, Topics.of(settings).commands) if producer is not None else None
+    )
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.include_router(writes.router)
     app.include_router(operate.router)

@@ -50,12 +50,16 @@ def job_schedule(doc: dict[str, Any]) -> Schedule:
     """Return the core Schedule of a stored job document (its DST policies included)."""
     schedule = to_spec(JobDefinition.model_validate(doc["definition"])).schedule
     policy = {**doc.get("dst_policy", {}), **doc["definition"]["schedule"]}
-    return replace(schedule, dst_gap=DstGapPolicy(policy.get("dst_gap") or "shift"),
-                   dst_overlap=DstOverlapPolicy(policy.get("dst_overlap") or "first"))
+    return replace(
+        schedule,
+        dst_gap=DstGapPolicy(policy.get("dst_gap") or "shift"),
+        dst_overlap=DstOverlapPolicy(policy.get("dst_overlap") or "first"),
+    )
 
 
-def ticks_between(schedule: Schedule, job_id: str, start: datetime,
-                  end: datetime) -> Iterator[datetime]:
+def ticks_between(
+    schedule: Schedule, job_id: str, start: datetime, end: datetime
+) -> Iterator[datetime]:
     """Yield the schedule's ticks in (start, end], ascending, as the fold would fire them.
 
     Ticks after ``end_at`` and ticks in an exclusion window are left out.
@@ -86,8 +90,15 @@ def wanted(runs: list[dict[str, Any]], reprocess: Reprocess) -> bool:
     return reprocess is Reprocess.FAILED and all(r["state"] in REPROCESSABLE for r in runs)
 
 
-def plan(store: Store, doc: dict[str, Any], start: datetime, end: datetime,
-         reprocess: Reprocess, max_runs: int | None, now: datetime) -> list[Planned]:
+def plan(
+    store: Store,
+    doc: dict[str, Any],
+    start: datetime,
+    end: datetime,
+    reprocess: Reprocess,
+    max_runs: int | None,
+    now: datetime,
+) -> list[Planned]:
     """Return the ticks of (start, end] that get a run, ascending, at most ``max_runs``.
 
     Ticks after ``now`` or at/after the schedule's cursor are the schedule's and left out
@@ -106,15 +117,19 @@ def plan(store: Store, doc: dict[str, Any], start: datetime, end: datetime,
     out: list[Planned] = []
     for n, tick in enumerate(ticks_between(job_schedule(doc), doc["job_id"], start, upper)):
         if n >= MAX_SCANNED_TICKS:
-            raise TooManyTicks("start", f"(start, end] holds more than {MAX_SCANNED_TICKS} "
-                                        "ticks; narrow the range")
+            raise TooManyTicks(
+                "start", f"(start, end] holds more than {MAX_SCANNED_TICKS} ticks; narrow the range"
+            )
         runs = tick_runs(store, doc["job_id"], tick)
         if not wanted(runs, reprocess):
             continue
         if len(out) >= cap:
             if max_runs is not None:
                 break
-            raise TooManyTicks("end", f"more than {MAX_BACKFILL_TICKS} ticks need a run; "
-                                      "narrow the range or set max_runs")
+            raise TooManyTicks(
+                "end",
+                f"more than {MAX_BACKFILL_TICKS} ticks need a run; "
+                "narrow the range or set max_runs",
+            )
         out.append(Planned(tick, tuple(runs)))
     return out

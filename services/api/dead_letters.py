@@ -23,17 +23,26 @@ def dead_letter_key(job_id: str, run_id: str, task: str) -> bytes:
     return PREFIX + job_id.encode() + b"\x00" + run_id.encode() + b"\x00" + task.encode()
 
 
-def record(batch: Batch, record_: ev.RunEvent, event: ev.TaskDeadLettered,
-           run: dict[str, Any] | None) -> None:
+def record(
+    batch: Batch, record_: ev.RunEvent, event: ev.TaskDeadLettered, run: dict[str, Any] | None
+) -> None:
     """Store the dead letter of ``event`` (the run document gives its tick)."""
     key = dead_letter_key(record_.job_id, event.run_id, event.task)
-    batch.put_json(key, {
-        "job_id": record_.job_id, "run_id": event.run_id, "task": event.task,
-        "attempt": event.attempt, "failure_kind": event.failure_kind.value,
-        "exit_code": event.exit_code, "output_tail": event.output_tail,
-        "scheduled_for": run["scheduled_for"] if run else None,
-        "dead_lettered_at": iso(record_.at), "replays": [],
-    })
+    batch.put_json(
+        key,
+        {
+            "job_id": record_.job_id,
+            "run_id": event.run_id,
+            "task": event.task,
+            "attempt": event.attempt,
+            "failure_kind": event.failure_kind.value,
+            "exit_code": event.exit_code,
+            "output_tail": event.output_tail,
+            "scheduled_for": run["scheduled_for"] if run else None,
+            "dead_lettered_at": iso(record_.at),
+            "replays": [],
+        },
+    )
 
 
 def replayed(batch: Batch, job_id: str, event: ev.RunScheduled) -> None:
@@ -47,8 +56,9 @@ def replayed(batch: Batch, job_id: str, event: ev.RunScheduled) -> None:
         batch.put_json(key, doc)
 
 
-def listing(store: Store, job_id: str | None, since: datetime | None,
-            until: datetime | None, limit: int) -> list[dict[str, Any]]:
+def listing(
+    store: Store, job_id: str | None, since: datetime | None, until: datetime | None, limit: int
+) -> list[dict[str, Any]]:
     """Return dead letters, newest ``dead_lettered_at`` first, at most ``limit``.
 
     Args:

@@ -87,14 +87,21 @@ class LogModel(ReadModel):
             try:
                 put_chunk(batch, decode_chunk(msg.value() or b""))
             except Exception as exc:  # a bad record is skipped and said, never wedges the API
-                log.error("unusable log chunk at %s/%d@%d: %s", msg.topic(), partition, offset,
-                          exc, extra={"action": "logs.undecodable"})
+                log.error(
+                    "unusable log chunk at %s/%d@%d: %s",
+                    msg.topic(),
+                    partition,
+                    offset,
+                    exc,
+                    extra={"action": "logs.undecodable"},
+                )
             batch.put(self._offset_key(partition), b"%d" % (offset + 1))
             self._positions[partition] = offset + 1
         batch.commit()
 
-    def attempt_log(self, run_id: str, task: str, attempt: int,
-                    epoch: int | None = None) -> AttemptLog:
+    def attempt_log(
+        self, run_id: str, task: str, attempt: int, epoch: int | None = None
+    ) -> AttemptLog:
         """Return the kept output of ``(run_id, task, attempt)``.
 
         Args:
@@ -106,24 +113,38 @@ class LogModel(ReadModel):
             The log; ``epoch`` None and empty data when none of its output has arrived.
         """
         prefix = b"lm:" + _attempt_prefix(run_id, task, attempt)
-        epochs = [int(key[len(prefix):]) for key, _ in self.store.scan(prefix)]
+        epochs = [int(key[len(prefix) :]) for key, _ in self.store.scan(prefix)]
         if epoch is None:
             epoch = max(epochs, default=None)
-        meta = None if epoch is None else self.store.get_json(
-            b"lm:" + _epoch_part(run_id, task, attempt, epoch))
+        meta = (
+            None
+            if epoch is None
+            else self.store.get_json(b"lm:" + _epoch_part(run_id, task, attempt, epoch))
+        )
         if epoch is None or meta is None:
             return AttemptLog(epoch, epochs, b"", False, False, False, None, 0, None)
         parts, gaps, expected_seq = [], False, 0
-        for key, value in self.store.scan(b"lg:" + _epoch_part(run_id, task, attempt, epoch)
-                                          + b"\x00"):
+        for key, value in self.store.scan(
+            b"lg:" + _epoch_part(run_id, task, attempt, epoch) + b"\x00"
+        ):
             seq = int(key.rsplit(b"\x00", 1)[1])
             gaps = gaps or seq != expected_seq
             expected_seq = seq + 1
             parts.append(value)
-        complete = meta["final_seq"] is not None and not gaps and (
-            expected_seq == meta["final_seq"] + 1)
-        return AttemptLog(epoch, epochs, b"".join(parts), complete, gaps, meta["truncated"],
-                          meta["cap_bytes"], meta["bytes_total"], meta["worker_id"])
+        complete = (
+            meta["final_seq"] is not None and not gaps and (expected_seq == meta["final_seq"] + 1)
+        )
+        return AttemptLog(
+            epoch,
+            epochs,
+            b"".join(parts),
+            complete,
+            gaps,
+            meta["truncated"],
+            meta["cap_bytes"],
+            meta["bytes_total"],
+            meta["worker_id"],
+        )
 
 
 def put_chunk(batch: Batch, chunk: LogChunk) -> None:
@@ -131,10 +152,19 @@ def put_chunk(batch: Batch, chunk: LogChunk) -> None:
     part = _epoch_part(chunk.run_id, chunk.task, chunk.attempt, chunk.epoch)
     batch.put(b"lg:" + part + b"\x00%08d" % chunk.seq, chunk.data)
     meta_key = b"lm:" + part
-    meta = batch.get_json(meta_key) or {"worker_id": chunk.worker_id, "bytes_total": 0,
-                                        "truncated": False, "final_seq": None, "updated_at": None}
-    meta.update(cap_bytes=chunk.cap_bytes, bytes_total=max(meta["bytes_total"], chunk.bytes_total),
-                truncated=meta["truncated"] or chunk.truncated, updated_at=iso(chunk.at))
+    meta = batch.get_json(meta_key) or {
+        "worker_id": chunk.worker_id,
+        "bytes_total": 0,
+        "truncated": False,
+        "final_seq": None,
+        "updated_at": None,
+    }
+    meta.update(
+        cap_bytes=chunk.cap_bytes,
+        bytes_total=max(meta["bytes_total"], chunk.bytes_total),
+        truncated=meta["truncated"] or chunk.truncated,
+        updated_at=iso(chunk.at),
+    )
     if chunk.final:
         meta["final_seq"] = chunk.seq
     batch.put_json(meta_key, meta)
@@ -143,13 +173,18 @@ def put_chunk(batch: Batch, chunk: LogChunk) -> None:
 # -- the endpoint --------------------------------------------------------------------------------
 
 
-@router.get("/runs/{run_id}/tasks/{task}/attempts/{attempt}/log",
-            responses={200: {"content": {"text/plain": {}}}, 404: {}})
-def attempt_log(run_id: str, task: str, request: Request,
-                attempt: Annotated[int, PathParam(ge=1, le=1_000_000)],
-                epoch: Annotated[int | None, Query(ge=0)] = None,
-                format: Annotated[Literal["text", "json"], Query()] = "text",
-                ) -> Any:
+@router.get(
+    "/runs/{run_id}/tasks/{task}/attempts/{attempt}/log",
+    responses={200: {"content": {"text/plain": {}}}, 404: {}},
+)
+def attempt_log(
+    run_id: str,
+    task: str,
+    request: Request,
+    attempt: Annotated[int, PathParam(ge=1, le=1_000_000)],
+    epoch: Annotated[int | None, Query(ge=0)] = None,
+    format: Annotated[Literal["text", "json"], Query()] = "text",
+) -> Any:
     """The full output (stdout and stderr, interleaved as read) of one attempt, up to the cap.
 
     ``text`` (default) answers the bytes as ``text/plain`` with headers ``X-Cronlog-Log-Complete``
@@ -165,8 +200,14 @@ def attempt_log(run_id: str, task: str, request: Request,
     if rm is None or logs is None:
         raise HTTPException(503, "the read model is not running")
     run = rm.run(run_id)
-    entry = next((a for a in (run or {}).get("attempts", [])
-                  if a["task"] == task and a["attempt"] == attempt), None)
+    entry = next(
+        (
+            a
+            for a in (run or {}).get("attempts", [])
+            if a["task"] == task and a["attempt"] == attempt
+        ),
+        None,
+    )
     got = logs.attempt_log(run_id, task, attempt, epoch)
     claimed = (entry or {}).get("epoch")
     if epoch is None and claimed is not None and claimed > (got.epoch or -1):
@@ -180,11 +221,21 @@ def attempt_log(run_id: str, task: str, request: Request,
     if epoch is not None and epoch not in got.epochs and claimed != epoch:
         raise HTTPException(404, f"attempt {attempt} of task {task!r} has no epoch {epoch}")
     state = entry["state"] if entry else None
-    fields = {"run_id": run_id, "task": task, "attempt": attempt, "epoch": got.epoch,
-              "epochs": got.epochs, "state": state, "worker_id": got.worker_id,
-              "complete": got.complete, "gaps": got.gaps, "truncated": got.truncated,
-              "cap_bytes": got.cap_bytes, "bytes_total": got.bytes_total,
-              "bytes": len(got.data)}
+    fields = {
+        "run_id": run_id,
+        "task": task,
+        "attempt": attempt,
+        "epoch": got.epoch,
+        "epochs": got.epochs,
+        "state": state,
+        "worker_id": got.worker_id,
+        "complete": got.complete,
+        "gaps": got.gaps,
+        "truncated": got.truncated,
+        "cap_bytes": got.cap_bytes,
+        "bytes_total": got.bytes_total,
+        "bytes": len(got.data),
+    }
     if format == "json":
         return JSONResponse({**fields, "text": got.data.decode("utf-8", "replace")})
     headers = {

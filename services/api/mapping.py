@@ -79,8 +79,9 @@ def to_spec(body: JobDefinition) -> JobSpec:
         tasks=tuple(t.name for t in tasks) or ("main",),
         task_specs=tasks,
         max_active_tasks=body.max_active_tasks,
-        run_timeout=(timedelta(seconds=body.run_timeout_s) if body.run_timeout_s is not None
-                     else None),
+        run_timeout=(
+            timedelta(seconds=body.run_timeout_s) if body.run_timeout_s is not None else None
+        ),
     )
 
 
@@ -112,8 +113,13 @@ def _retry_json(r: RetryPolicy) -> dict[str, Any]:
 
 def _task_spec(t: TaskIn) -> TaskSpec:
     return TaskSpec(
-        name=t.name, command=tuple(t.command), kind=TaskKind(t.kind), shell=t.shell,
-        callable=t.callable, http=_http(t.http), depends_on=tuple(t.depends_on),
+        name=t.name,
+        command=tuple(t.command),
+        kind=TaskKind(t.kind),
+        shell=t.shell,
+        callable=t.callable,
+        http=_http(t.http),
+        depends_on=tuple(t.depends_on),
         trigger_rule=TriggerRule(t.trigger_rule),
         retry_policy=_retry_policy(t.retry_policy) if t.retry_policy is not None else None,
         timeout=timedelta(seconds=t.timeout_s) if t.timeout_s is not None else None,
@@ -123,8 +129,13 @@ def _task_spec(t: TaskIn) -> TaskSpec:
 
 def _task_json(t: TaskSpec) -> dict[str, Any]:
     return {
-        "name": t.name, "command": list(t.command), "kind": t.kind.value, "shell": t.shell,
-        "callable": t.callable, "http": _http_json(t.http), "depends_on": list(t.depends_on),
+        "name": t.name,
+        "command": list(t.command),
+        "kind": t.kind.value,
+        "shell": t.shell,
+        "callable": t.callable,
+        "http": _http_json(t.http),
+        "depends_on": list(t.depends_on),
         "trigger_rule": t.trigger_rule.value,
         "retry_policy": _retry_json(t.retry_policy) if t.retry_policy is not None else None,
         "timeout_s": _secs(t.timeout) if t.timeout is not None else None,
@@ -135,16 +146,25 @@ def _task_json(t: TaskSpec) -> dict[str, Any]:
 def _http(h: HttpTaskIn | None) -> HttpTask | None:
     if h is None:
         return None
-    return HttpTask(url=h.url, method=h.method,
-                    headers=tuple(HttpHeader(k, v) for k, v in h.headers.items()),
-                    body=h.body, success_codes=tuple(h.success_codes))
+    return HttpTask(
+        url=h.url,
+        method=h.method,
+        headers=tuple(HttpHeader(k, v) for k, v in h.headers.items()),
+        body=h.body,
+        success_codes=tuple(h.success_codes),
+    )
 
 
 def _http_json(h: HttpTask | None) -> dict[str, Any] | None:
     if h is None:
         return None
-    return {"url": h.url, "method": h.method, "headers": {x.name: x.value for x in h.headers},
-            "body": h.body, "success_codes": list(h.success_codes)}
+    return {
+        "url": h.url,
+        "method": h.method,
+        "headers": {x.name: x.value for x in h.headers},
+        "body": h.body,
+        "success_codes": list(h.success_codes),
+    }
 
 
 def _utc(instant: datetime | None) -> datetime | None:
@@ -162,8 +182,13 @@ def _exclusion(x: ExclusionIn) -> Exclusion:
 
 
 def _exclusion_json(x: Exclusion) -> dict[str, Any]:
-    return {"start_date": x.start_date, "end_date": x.end_date, "weekdays": list(x.weekdays),
-            "start_time": x.start_time, "end_time": x.end_time}
+    return {
+        "start_date": x.start_date,
+        "end_date": x.end_date,
+        "weekdays": list(x.weekdays),
+        "start_time": x.start_time,
+        "end_time": x.end_time,
+    }
 
 
 def _secs(duration: timedelta) -> int | float:
@@ -200,8 +225,11 @@ def spec_to_json(spec: JobSpec) -> dict[str, Any]:
             "exclusions": [_exclusion_json(x) for x in s.exclusions],
             "misfire_grace_s": _secs(s.misfire_grace),
             # an after schedule's own fields, shown only on it
-            **({"job_id": s.after_job_id, "on": s.after_on.value}
-               if s.kind is ScheduleKind.AFTER else {}),
+            **(
+                {"job_id": s.after_job_id, "on": s.after_on.value}
+                if s.kind is ScheduleKind.AFTER
+                else {}
+            ),
         },
         "command": list(spec.command),
         "timeout_s": _secs(spec.timeout),

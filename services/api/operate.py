@@ -93,10 +93,10 @@ class ReplayList(BaseModel):
     replays: list[Replayed]
 
 
-@router.post("/runs/{run_id}/cancel", response_model=RunOut,
-             responses={202: {}, 404: {}, 409: {}})
-async def cancel_run(run_id: str, request: Request, body: CancelIn | None = None,
-                     idempotency_key: IdemKey = None) -> Any:
+@router.post("/runs/{run_id}/cancel", response_model=RunOut, responses={202: {}, 404: {}, 409: {}})
+async def cancel_run(
+    run_id: str, request: Request, body: CancelIn | None = None, idempotency_key: IdemKey = None
+) -> Any:
     """Cancel a run (RunCancelled) or one of its tasks (TaskCancelled) → the run.
 
     404: unknown run (or task); 409: the run (or task) already ended. The holding worker
@@ -119,10 +119,18 @@ async def cancel_run(run_id: str, request: Request, body: CancelIn | None = None
     return rm.run(run_id)
 
 
-@router.post("/runs/{run_id}/tasks/{task}/retry", response_model=RunOut,
-             responses={202: {}, 404: {}, 409: {}})
-async def rerun_task(run_id: str, task: str, request: Request, body: RerunIn | None = None,
-                     idempotency_key: IdemKey = None) -> Any:
+@router.post(
+    "/runs/{run_id}/tasks/{task}/retry",
+    response_model=RunOut,
+    responses={202: {}, 404: {}, 409: {}},
+)
+async def rerun_task(
+    run_id: str,
+    task: str,
+    request: Request,
+    body: RerunIn | None = None,
+    idempotency_key: IdemKey = None,
+) -> Any:
     """Run a task of a run again (RerunTask), with ``downstream: true`` everything below it
     too: a new attempt series in the same run, reopened if it had ended → the run.
 
@@ -137,10 +145,16 @@ async def rerun_task(run_id: str, task: str, request: Request, body: RerunIn | N
         raise HTTPException(404, f"run {run_id!r} has no task {task!r}")
     snapshot = tuple(
         cmd.TaskSnapshot(ti["task"], ti["state"], int(ti["attempt"]), int(ti["epoch"] or 0))
-        for ti in run.get("task_instances", []))
-    command = cmd.RerunTask(run_id, task, body.downstream if body is not None else False,
-                            datetime.fromisoformat(run["scheduled_for"]), run["trigger"],
-                            snapshot)
+        for ti in run.get("task_instances", [])
+    )
+    command = cmd.RerunTask(
+        run_id,
+        task,
+        body.downstream if body is not None else False,
+        datetime.fromisoformat(run["scheduled_for"]),
+        run["trigger"],
+        snapshot,
+    )
     idem_key = idempotency_key or str(uuid.uuid4())
     events = await _command(request, run["job_id"], idem_key, command)
     if not events:
@@ -150,10 +164,13 @@ async def rerun_task(run_id: str, task: str, request: Request, body: RerunIn | N
 
 
 @router.get("/dead-letters", response_model=DeadLetterList)
-def list_dead_letters(request: Request, job_id: str | None = None,
-                      since: Annotated[AwareDatetime | None, Query()] = None,
-                      until: Annotated[AwareDatetime | None, Query()] = None,
-                      limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> Any:
+def list_dead_letters(
+    request: Request,
+    job_id: str | None = None,
+    since: Annotated[AwareDatetime | None, Query()] = None,
+    until: Annotated[AwareDatetime | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> Any:
     """Dead letters (filters: job_id, ``since <= dead_lettered_at < until``), newest first."""
     rm = _read_model(request)
     return {"dead_letters": dead_letters.listing(rm.store, job_id, since, until, limit)}
@@ -163,11 +180,13 @@ def _selected(request: Request, body: ReplayIn) -> list[dict[str, Any]]:
     rm = _read_model(request)
     if body.run_id is not None or body.task is not None:
         if body.run_id is None or body.task is None:
-            raise _invalid("task" if body.task is None else "run_id",
-                           "run_id and task go together")
+            raise _invalid("task" if body.task is None else "run_id", "run_id and task go together")
         run = rm.run(body.run_id)
-        doc = rm.store.get_json(dead_letters.dead_letter_key(
-            run["job_id"], body.run_id, body.task)) if run else None
+        doc = (
+            rm.store.get_json(dead_letters.dead_letter_key(run["job_id"], body.run_id, body.task))
+            if run
+            else None
+        )
         if doc is None:
             raise HTTPException(404, f"no dead letter {body.run_id}/{body.task}")
         return [doc]
@@ -176,10 +195,12 @@ def _selected(request: Request, body: ReplayIn) -> list[dict[str, Any]]:
     return dead_letters.listing(rm.store, body.job_id, body.since, body.until, MAX_REPLAYS)
 
 
-@router.post("/dead-letters/replay", response_model=ReplayList,
-             responses={202: {}, 404: {}, 409: {}})
-async def replay_dead_letters(body: ReplayIn, request: Request,
-                              idempotency_key: IdemKey = None) -> Any:
+@router.post(
+    "/dead-letters/replay", response_model=ReplayList, responses={202: {}, 404: {}, 409: {}}
+)
+async def replay_dead_letters(
+    body: ReplayIn, request: Request, idempotency_key: IdemKey = None
+) -> Any:
     """Run dead-lettered task instances again (ReplayTask each): new runs, trigger
     ``replay``, attempt 1; the old attempts stay in their run → ``{replays: [...]}``."""
     base = idempotency_key or str(uuid.uuid4())
@@ -193,6 +214,5 @@ async def replay_dead_letters(body: ReplayIn, request: Request,
         if not events:
             return _accepted(job_id, idem_key, f"/api/v1/runs/{new_run}", new_run)
         _check(events)
-        replays.append({"job_id": job_id, "run_id": run_id, "task": task,
-                        "replay_run_id": new_run})
+        replays.append({"job_id": job_id, "run_id": run_id, "task": task, "replay_run_id": new_run})
     return {"replays": replays}

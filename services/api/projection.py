@@ -107,16 +107,30 @@ def _job_event(batch: Batch, record: ev.RunEvent, event: ev.Event) -> None:
     key, at = job_key(record.job_id), iso(record.at)
     job = batch.get_json(key)
     if isinstance(event, ev.JobRegistered):
-        job = job or {"job_id": record.job_id, "runs": 0, "succeeded": 0, "failed": 0,
-                      "last_run_id": None, "last_scheduled_for": None}
-        job.update(definition=spec_to_json(event.spec), status="active", created_at=at,
-                   deleted_at=None, next_fire_at=_iso(event.next_fire_at),
-                   runs_remaining=event.runs_remaining)
+        job = job or {
+            "job_id": record.job_id,
+            "runs": 0,
+            "succeeded": 0,
+            "failed": 0,
+            "last_run_id": None,
+            "last_scheduled_for": None,
+        }
+        job.update(
+            definition=spec_to_json(event.spec),
+            status="active",
+            created_at=at,
+            deleted_at=None,
+            next_fire_at=_iso(event.next_fire_at),
+            runs_remaining=event.runs_remaining,
+        )
     elif job is None:
         return  # a job event for a job never registered: nothing to show
     elif isinstance(event, ev.JobRedefined):
-        job.update(definition=spec_to_json(event.spec), next_fire_at=_iso(event.next_fire_at),
-                   runs_remaining=event.runs_remaining)
+        job.update(
+            definition=spec_to_json(event.spec),
+            next_fire_at=_iso(event.next_fire_at),
+            runs_remaining=event.runs_remaining,
+        )
     elif isinstance(event, ev.JobPaused):
         job["status"] = "paused"
     elif isinstance(event, ev.JobResumed):
@@ -135,46 +149,69 @@ def _job_event(batch: Batch, record: ev.RunEvent, event: ev.Event) -> None:
     batch.put_json(key, job)
 
 
-def _run_scheduled(batch: Batch, record: ev.RunEvent,
-                   event: ev.RunScheduled | ev.RunBuffered) -> None:
+def _run_scheduled(
+    batch: Batch, record: ev.RunEvent, event: ev.RunScheduled | ev.RunBuffered
+) -> None:
     """A run document for RunScheduled, or RunBuffered (state ``buffered``; the RunScheduled
     that starts it later moves it to ``scheduled`` without counting it twice)."""
     key, at = run_key(event.run_id), iso(record.at)
     scheduled_for = iso(event.scheduled_for)
     job = batch.get_json(job_key(record.job_id))
     existing = batch.get_json(key)
-    if existing is not None and existing["state"] == "buffered" and isinstance(
-            event, ev.RunScheduled):
-        existing.update(state="scheduled", tasks=list(event.tasks),
-                        task_instances=task_instances.initial(
-                            event.tasks, job["definition"] if job else None),
-                        release_at=_iso(event.release_at),
-                        runs_remaining=event.runs_remaining)
+    if (
+        existing is not None
+        and existing["state"] == "buffered"
+        and isinstance(event, ev.RunScheduled)
+    ):
+        existing.update(
+            state="scheduled",
+            tasks=list(event.tasks),
+            task_instances=task_instances.initial(event.tasks, job["definition"] if job else None),
+            release_at=_iso(event.release_at),
+            runs_remaining=event.runs_remaining,
+        )
         batch.put_json(key, existing)
     if existing is None:
-        batch.put_json(key, {
-            "run_id": event.run_id, "job_id": record.job_id,
-            "job_name": job["definition"]["name"] if job else None,
-            "scheduled_for": scheduled_for, "trigger": event.trigger.value,
-            "tasks": list(getattr(event, "tasks", ())), "state": "scheduled", "attempt": 1,
-            "epoch": 0,
-            "claimed_by": None, "lease_expires_at": None, "exit_code": None,
-            "failure_kind": None, "output_tail": "", "created_at": at, "ready_at": None,
-            "claimed_at": None, "started_at": None, "finished_at": None, "retry_at": None,
-            "trigger_lag_s": None, "attempts": [],
-            "task_instances": task_instances.initial(
-                getattr(event, "tasks", ()), job["definition"] if job else None),
-            "release_at": _iso(getattr(event, "release_at", None)),
-            "runs_remaining": event.runs_remaining, "cancelled_by": None,
-            "replay_of": getattr(event, "replay_of", None),
-            "upstream_job_id": getattr(event, "upstream_job_id", None),
-            "upstream_run_id": getattr(event, "upstream_run_id", None),
-        })
+        batch.put_json(
+            key,
+            {
+                "run_id": event.run_id,
+                "job_id": record.job_id,
+                "job_name": job["definition"]["name"] if job else None,
+                "scheduled_for": scheduled_for,
+                "trigger": event.trigger.value,
+                "tasks": list(getattr(event, "tasks", ())),
+                "state": "scheduled",
+                "attempt": 1,
+                "epoch": 0,
+                "claimed_by": None,
+                "lease_expires_at": None,
+                "exit_code": None,
+                "failure_kind": None,
+                "output_tail": "",
+                "created_at": at,
+                "ready_at": None,
+                "claimed_at": None,
+                "started_at": None,
+                "finished_at": None,
+                "retry_at": None,
+                "trigger_lag_s": None,
+                "attempts": [],
+                "task_instances": task_instances.initial(
+                    getattr(event, "tasks", ()), job["definition"] if job else None
+                ),
+                "release_at": _iso(getattr(event, "release_at", None)),
+                "runs_remaining": event.runs_remaining,
+                "cancelled_by": None,
+                "replay_of": getattr(event, "replay_of", None),
+                "upstream_job_id": getattr(event, "upstream_job_id", None),
+                "upstream_run_id": getattr(event, "upstream_run_id", None),
+            },
+        )
         stored = batch.get_json(key)
         if isinstance(event, ev.RunBuffered) and stored is not None:
             batch.put_json(key, {**stored, "state": "buffered"})
-        batch.put(tick_runs_prefix(record.job_id, event.scheduled_for) + event.run_id.encode(),
-                  b"")
+        batch.put(tick_runs_prefix(record.job_id, event.scheduled_for) + event.run_id.encode(), b"")
         if job is not None:
             job["runs"] += 1
     if job is None:
@@ -194,8 +231,12 @@ def _run_cancelled(batch: Batch, record: ev.RunEvent, event: ev.RunCancelled) ->
     run = batch.get_json(key)
     if run is None or run["state"] in TERMINAL_RUN_STATES:
         return
-    run.update(state="cancelled", lease_expires_at=None, cancelled_by=event.replaced_by,
-               finished_at=run["finished_at"] or iso(record.at))
+    run.update(
+        state="cancelled",
+        lease_expires_at=None,
+        cancelled_by=event.replaced_by,
+        finished_at=run["finished_at"] or iso(record.at),
+    )
     task_instances.cancel_unfinished(run, iso(record.at))
     for entry in run["attempts"]:  # the attempts it stopped end with it
         if entry["state"] in ("ready", "running"):
@@ -213,17 +254,38 @@ def _attempt(run: dict[str, Any], task: str, attempt: int) -> dict[str, Any]:
     for entry in run["attempts"]:
         if entry["task"] == task and entry["attempt"] == attempt:
             return entry
-    entry = {"task": task, "attempt": attempt, "state": "ready", "worker_id": None, "epoch": None,
-             "claimed_at": None, "started_at": None, "finished_at": None, "exit_code": None,
-             "failure_kind": None}
+    entry = {
+        "task": task,
+        "attempt": attempt,
+        "state": "ready",
+        "worker_id": None,
+        "epoch": None,
+        "claimed_at": None,
+        "started_at": None,
+        "finished_at": None,
+        "exit_code": None,
+        "failure_kind": None,
+    }
     run["attempts"].append(entry)
     return entry
 
 
-RunChange = (ev.TaskReady | ev.TaskClaimed | ev.LeaseRenewed | ev.TaskSucceeded | ev.TaskFailed
-             | ev.RetryScheduled | ev.RunSucceeded | ev.RunFailed | ev.TaskCancelled
-             | ev.TaskReleased | ev.TaskSkipped | ev.TaskUpstreamFailed | ev.RunTimedOut
-             | ev.TaskReset)
+RunChange = (
+    ev.TaskReady
+    | ev.TaskClaimed
+    | ev.LeaseRenewed
+    | ev.TaskSucceeded
+    | ev.TaskFailed
+    | ev.RetryScheduled
+    | ev.RunSucceeded
+    | ev.RunFailed
+    | ev.TaskCancelled
+    | ev.TaskReleased
+    | ev.TaskSkipped
+    | ev.TaskUpstreamFailed
+    | ev.RunTimedOut
+    | ev.TaskReset
+)
 """The events that change a run document after its RunScheduled."""
 
 
@@ -237,29 +299,43 @@ def _run_event(batch: Batch, record: ev.RunEvent, event: RunChange) -> None:
             run.update(state="ready", attempt=attempt, ready_at=at, retry_at=None, claimed_by=None)
             _attempt(run, task, attempt)
         case ev.TaskClaimed(task=task, attempt=attempt, epoch=epoch, worker_id=worker):
-            run.update(state="running", attempt=attempt, epoch=epoch, claimed_by=worker,
-                       claimed_at=at, lease_expires_at=iso(event.lease_expires_at))
+            run.update(
+                state="running",
+                attempt=attempt,
+                epoch=epoch,
+                claimed_by=worker,
+                claimed_at=at,
+                lease_expires_at=iso(event.lease_expires_at),
+            )
             if attempt == 1 and run["trigger_lag_s"] is None:
                 # a run's lag is its first task's (a DAG's later tasks wait for upstream)
                 run["trigger_lag_s"] = _lag_s(run["scheduled_for"], record.at)
                 run["lag_task"] = task
-            _attempt(run, task, attempt).update(state="running", worker_id=worker, epoch=epoch,
-                                                claimed_at=at)
+            _attempt(run, task, attempt).update(
+                state="running", worker_id=worker, epoch=epoch, claimed_at=at
+            )
         case ev.LeaseRenewed(lease_expires_at=until):
             run["lease_expires_at"] = iso(until)
         case ev.TaskSucceeded() | ev.TaskFailed():
             _task_finished(run, record, event)
         case ev.TaskCancelled(task=task, attempt=attempt):
             _attempt(run, task, attempt).update(state="cancelled", finished_at=at)
-            run.update(lease_expires_at=None, cancelled_tasks=[
-                *run.get("cancelled_tasks", []), task])
+            run.update(
+                lease_expires_at=None, cancelled_tasks=[*run.get("cancelled_tasks", []), task]
+            )
         case ev.TaskReleased(task=task, attempt=attempt):
             # Not a new attempt: the same one runs again under a higher epoch. The release
             # is kept on the attempt's entry so the history shows the hand-over.
             entry = _attempt(run, task, attempt)
-            entry["releases"] = [*entry.get("releases", []), {
-                "worker_id": event.worker_id, "epoch": event.epoch, "at": at,
-                "reason": event.reason}]
+            entry["releases"] = [
+                *entry.get("releases", []),
+                {
+                    "worker_id": event.worker_id,
+                    "epoch": event.epoch,
+                    "at": at,
+                    "reason": event.reason,
+                },
+            ]
             entry.update(state="ready", worker_id=None)
             run.update(state="ready", claimed_by=None, lease_expires_at=None)
         case ev.RetryScheduled(attempt=attempt, retry_at=retry_at):
@@ -278,20 +354,32 @@ def _run_event(batch: Batch, record: ev.RunEvent, event: RunChange) -> None:
     batch.put_json(key, run)
 
 
-def _task_finished(run: dict[str, Any], record: ev.RunEvent,
-                   event: ev.TaskSucceeded | ev.TaskFailed) -> None:
+def _task_finished(
+    run: dict[str, Any], record: ev.RunEvent, event: ev.TaskSucceeded | ev.TaskFailed
+) -> None:
     failure = event.failure_kind.value if isinstance(event, ev.TaskFailed) else None
     state = "succeeded" if failure is None else "failed"
     started, finished = _iso(event.started_at), iso(event.finished_at)
     first = run.get("lag_task") in (None, event.task)  # the run's first task to be claimed
-    run.update(exit_code=event.exit_code, failure_kind=failure, output_tail=event.output_tail,
-               started_at=(started or run["started_at"]) if first else run["started_at"],
-               finished_at=finished, lease_expires_at=None)
+    run.update(
+        exit_code=event.exit_code,
+        failure_kind=failure,
+        output_tail=event.output_tail,
+        started_at=(started or run["started_at"]) if first else run["started_at"],
+        finished_at=finished,
+        lease_expires_at=None,
+    )
     if event.attempt == 1 and event.started_at is not None and first:
         run["trigger_lag_s"] = _lag_s(run["scheduled_for"], event.started_at)
     _attempt(run, event.task, event.attempt).update(
-        state=state, worker_id=event.worker_id, epoch=event.epoch, started_at=started,
-        finished_at=finished, exit_code=event.exit_code, failure_kind=failure)
+        state=state,
+        worker_id=event.worker_id,
+        epoch=event.epoch,
+        started_at=started,
+        finished_at=finished,
+        exit_code=event.exit_code,
+        failure_kind=failure,
+    )
 
 
 def _run_reopened(batch: Batch, record: ev.RunEvent, event: ev.RunReopened) -> None:
@@ -310,8 +398,12 @@ def _run_reopened(batch: Batch, record: ev.RunEvent, event: ev.RunReopened) -> N
             if ended == "cancelled":
                 job["cancelled"] = max(0, job.get("cancelled", 0) - 1)
             batch.put_json(job_key(record.job_id), job)
-    run.update(state="running", finished_at=None, timed_out_at=None,
-               reopened_at=[*run.get("reopened_at", []), iso(record.at)])
+    run.update(
+        state="running",
+        finished_at=None,
+        timed_out_at=None,
+        reopened_at=[*run.get("reopened_at", []), iso(record.at)],
+    )
     batch.put_json(key, run)
 
 

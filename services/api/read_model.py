@@ -158,8 +158,9 @@ class ReadModel:
 
     # -- the consumer thread -----------------------------------------------------------------
     def _run(self) -> None:
-        conf = self.settings.consumer_config(f"cronlog-api-{uuid.uuid4().hex}",
-                                             **{"enable.partition.eof": False})
+        conf = self.settings.consumer_config(
+            f"cronlog-api-{uuid.uuid4().hex}", **{"enable.partition.eof": False}
+        )
         consumer = Consumer(conf)
         try:
             self._assign(consumer)
@@ -186,15 +187,19 @@ class ReadModel:
             wipe = wipe or not low <= offsets[p] <= high  # topic recreated or truncated
             self._positions[p] = offsets[p]
         if wipe or self.store.get(b"meta:topic") not in (None, self.topic.encode()):
-            log.warning("read model does not match the topic; rebuilding from offset 0",
-                        extra={"action": "read_model.rebuild", "topic": self.topic})
+            log.warning(
+                "read model does not match the topic; rebuilding from offset 0",
+                extra={"action": "read_model.rebuild", "topic": self.topic},
+            )
             self.store.wipe()
             offsets = dict.fromkeys(partitions, OFFSET_BEGINNING)
             self._positions = dict.fromkeys(partitions, 0)
         self.store.write({b"meta:topic": self.topic.encode()})
         consumer.assign([TopicPartition(self.topic, p, o) for p, o in offsets.items()])
-        log.info("read model assigned", extra={"action": "read_model.assign", "topic": self.topic,
-                                               "lag": self.lag()})
+        log.info(
+            "read model assigned",
+            extra={"action": "read_model.assign", "topic": self.topic, "lag": self.lag()},
+        )
 
     def _wait_for_topic(self, consumer: Consumer) -> list[int]:
         while not self._stop.is_set():
@@ -223,11 +228,22 @@ class ReadModel:
                 apply(batch, record)
                 touched.add(record.idem_key)
             except DecodeError as exc:  # not ours to dead-letter: the fold wrote it; skip
-                log.error("undecodable run-event at %s/%d@%d: %s", msg.topic(), partition,
-                          offset, exc, extra={"action": "read_model.undecodable"})
+                log.error(
+                    "undecodable run-event at %s/%d@%d: %s",
+                    msg.topic(),
+                    partition,
+                    offset,
+                    exc,
+                    extra={"action": "read_model.undecodable"},
+                )
             except Exception:  # a projection bug must not wedge the API: skip and say so
-                log.exception("cannot apply run-event at %s/%d@%d", msg.topic(), partition,
-                              offset, extra={"action": "read_model.apply_failed"})
+                log.exception(
+                    "cannot apply run-event at %s/%d@%d",
+                    msg.topic(),
+                    partition,
+                    offset,
+                    extra={"action": "read_model.apply_failed"},
+                )
             batch.put(self._offset_key(partition), b"%d" % (offset + 1))
             self._positions[partition] = offset + 1
         batch.commit()

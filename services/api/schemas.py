@@ -105,8 +105,12 @@ class ScheduleIn(_Strict):
 
 BackoffName = Literal["constant", "linear", "exponential"]
 FailureKindName = Literal["nonzero_exit", "timeout", "lease_expired", "spawn_error"]
-ALL_FAILURE_KIND_NAMES: list[FailureKindName] = ["nonzero_exit", "timeout", "lease_expired",
-                                                 "spawn_error"]
+ALL_FAILURE_KIND_NAMES: list[FailureKindName] = [
+    "nonzero_exit",
+    "timeout",
+    "lease_expired",
+    "spawn_error",
+]
 ExitCode = Annotated[int, Field(ge=1, le=255)]
 
 
@@ -135,7 +139,8 @@ class RetryPolicyIn(_Strict):
     max_s: Seconds = 600.0
     jitter: float = Field(default=0.2, ge=0.0, le=1.0, allow_inf_nan=False)
     retry_on: list[FailureKindName] = Field(
-        default_factory=lambda: list(ALL_FAILURE_KIND_NAMES), max_length=4)
+        default_factory=lambda: list(ALL_FAILURE_KIND_NAMES), max_length=4
+    )
     non_retryable_exit_codes: list[ExitCode] = Field(default_factory=list, max_length=255)
 
 
@@ -167,8 +172,16 @@ class HttpTaskPatch(_Strict):
     success_codes: list[int] | None = None
 
 
-TriggerRuleName = Literal["all_success", "all_failed", "all_done", "one_success", "one_failed",
-                          "none_failed", "none_failed_min_one_success", "always"]
+TriggerRuleName = Literal[
+    "all_success",
+    "all_failed",
+    "all_done",
+    "one_success",
+    "one_failed",
+    "none_failed",
+    "none_failed_min_one_success",
+    "always",
+]
 TaskName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
 """Task names are URL-path and environment safe, like job_ids."""
 

@@ -54,8 +54,12 @@ class CommandSender:
             loop.call_soon_threadsafe(_settle, acked, err)
 
         try:
-            self.producer.produce(self.topic, key=envelope.job_id.encode(),
-                                  value=encode_command(envelope), on_delivery=on_delivery)
+            self.producer.produce(
+                self.topic,
+                key=envelope.job_id.encode(),
+                value=encode_command(envelope),
+                on_delivery=on_delivery,
+            )
         except (BufferError, KafkaException) as exc:
             raise CommandNotSent(f"cannot produce to {self.topic}: {exc}") from exc
         try:
@@ -69,8 +73,9 @@ class CommandSender:
         self._thread.join(timeout_s)
         remaining = self.producer.flush(timeout_s)
         if remaining:
-            log.warning("commands not delivered at shutdown: %d", remaining,
-                        extra={"action": "api.flush"})
+            log.warning(
+                "commands not delivered at shutdown: %d", remaining, extra={"action": "api.flush"}
+            )
 
 
 def _settle(fut: asyncio.Future[None], err: KafkaError | None) -> None:

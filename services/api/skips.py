@@ -45,9 +45,15 @@ def record(batch: Batch, job_id: str, event: ev.TickSkipped, at: str) -> None:
     """
     raw = batch.get(_count_key(job_id))
     seq = int(raw) if raw is not None else 0
-    batch.put_json(_slot_key(job_id, seq), {
-        "seq": seq, "scheduled_for": iso(event.scheduled_for), "reason": event.reason.value,
-        "at": at})
+    batch.put_json(
+        _slot_key(job_id, seq),
+        {
+            "seq": seq,
+            "scheduled_for": iso(event.scheduled_for),
+            "reason": event.reason.value,
+            "at": at,
+        },
+    )
     batch.put(_count_key(job_id), b"%d" % (seq + 1))
 
 

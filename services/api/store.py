@@ -55,8 +55,11 @@ class Store:
     def scan(self, prefix: bytes, limit: int | None = None) -> Iterator[tuple[bytes, bytes]]:
         """Yield ``(key, value)`` of keys starting with ``prefix``, in order, at most ``limit``."""
         for n, (key, value) in enumerate(self._db.items(from_key=prefix)):
-            if not isinstance(key, bytes) or not key.startswith(prefix) or (
-                    limit is not None and n >= limit):
+            if (
+                not isinstance(key, bytes)
+                or not key.startswith(prefix)
+                or (limit is not None and n >= limit)
+            ):
                 return
             yield key, value
 

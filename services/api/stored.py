@@ -21,15 +21,18 @@ _ADAPTERS: dict[str, TypeAdapter[Any]] = {name: TypeAdapter(cls) for name, cls i
 def dump_run_event(record: ev.RunEvent) -> bytes:
     """Return the stored form of ``record``: JSON with the event's class name as a tag."""
     name = type(record.event).__name__
-    return json.dumps({
-        "event_id": record.event_id,
-        "job_id": record.job_id,
-        "at_ms": to_ms(record.at),
-        "idem_key": record.idem_key,
-        "index": record.index,
-        "type": name,
-        "event": _ADAPTERS[name].dump_python(record.event, mode="json"),
-    }, separators=(",", ":")).encode()
+    return json.dumps(
+        {
+            "event_id": record.event_id,
+            "job_id": record.job_id,
+            "at_ms": to_ms(record.at),
+            "idem_key": record.idem_key,
+            "index": record.index,
+            "type": name,
+            "event": _ADAPTERS[name].dump_python(record.event, mode="json"),
+        },
+        separators=(",", ":"),
+    ).encode()
 
 
 def load_run_event(data: bytes) -> ev.RunEvent:
@@ -40,5 +43,6 @@ def load_run_event(data: bytes) -> ev.RunEvent:
     """
     doc = json.loads(data)
     event = _ADAPTERS[doc["type"]].validate_python(doc["event"])
-    return ev.RunEvent(doc["event_id"], doc["job_id"], from_ms(doc["at_ms"]), doc["idem_key"],
-                       doc["index"], event)
+    return ev.RunEvent(
+        doc["event_id"], doc["job_id"], from_ms(doc["at_ms"]), doc["idem_key"], doc["index"], event
+    )

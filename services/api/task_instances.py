@@ -11,18 +11,27 @@ from typing import Any
 from cronlog import events as ev
 from cronlog.time import iso
 
-TaskChange = (ev.TaskReady | ev.TaskClaimed | ev.TaskSucceeded | ev.TaskFailed
-              | ev.RetryScheduled | ev.TaskCancelled | ev.TaskReleased | ev.TaskSkipped
-              | ev.TaskUpstreamFailed | ev.TaskReset)
+TaskChange = (
+    ev.TaskReady
+    | ev.TaskClaimed
+    | ev.TaskSucceeded
+    | ev.TaskFailed
+    | ev.RetryScheduled
+    | ev.TaskCancelled
+    | ev.TaskReleased
+    | ev.TaskSkipped
+    | ev.TaskUpstreamFailed
+    | ev.TaskReset
+)
 """The events that change one task instance."""
 
-TERMINAL_TASK_STATES = frozenset({"succeeded", "failed", "skipped", "upstream_failed",
-                                  "cancelled"})
+TERMINAL_TASK_STATES = frozenset({"succeeded", "failed", "skipped", "upstream_failed", "cancelled"})
 """Task instance states after which only a later attempt's events change nothing."""
 
 
-def initial(tasks: tuple[str, ...] | list[str],
-            definition: dict[str, Any] | None) -> list[dict[str, Any]]:
+def initial(
+    tasks: tuple[str, ...] | list[str], definition: dict[str, Any] | None
+) -> list[dict[str, Any]]:
     """Return the ``task_instances`` of a run just scheduled: every task ``pending``.
 
     Args:
@@ -37,10 +46,21 @@ def initial(tasks: tuple[str, ...] | list[str],
 
 
 def _entry(task: str, trigger_rule: str | None = None) -> dict[str, Any]:
-    return {"task": task, "state": "pending", "attempt": 1, "epoch": None, "worker_id": None,
-            "ready_at": None, "claimed_at": None, "started_at": None, "finished_at": None,
-            "exit_code": None, "failure_kind": None, "retry_at": None,
-            "trigger_rule": trigger_rule}
+    return {
+        "task": task,
+        "state": "pending",
+        "attempt": 1,
+        "epoch": None,
+        "worker_id": None,
+        "ready_at": None,
+        "claimed_at": None,
+        "started_at": None,
+        "finished_at": None,
+        "exit_code": None,
+        "failure_kind": None,
+        "retry_at": None,
+        "trigger_rule": trigger_rule,
+    }
 
 
 def instance(run: dict[str, Any], task: str) -> dict[str, Any]:
@@ -70,20 +90,35 @@ def apply(run: dict[str, Any], event: TaskChange, at: str) -> None:
     ti = instance(run, event.task)
     match event:
         case ev.TaskReady(attempt=attempt):
-            ti.update(state="ready", attempt=attempt, ready_at=at, worker_id=None, retry_at=None,
-                      claimed_at=None, started_at=None, finished_at=None, exit_code=None,
-                      failure_kind=None)
+            ti.update(
+                state="ready",
+                attempt=attempt,
+                ready_at=at,
+                worker_id=None,
+                retry_at=None,
+                claimed_at=None,
+                started_at=None,
+                finished_at=None,
+                exit_code=None,
+                failure_kind=None,
+            )
         case ev.TaskClaimed(attempt=attempt, epoch=epoch, worker_id=worker):
-            ti.update(state="running", attempt=attempt, epoch=epoch, worker_id=worker,
-                      claimed_at=at)
+            ti.update(
+                state="running", attempt=attempt, epoch=epoch, worker_id=worker, claimed_at=at
+            )
         case ev.TaskSucceeded() | ev.TaskFailed():
             failure = event.failure_kind.value if isinstance(event, ev.TaskFailed) else None
             started = event.started_at
-            ti.update(state="failed" if failure else "succeeded", attempt=event.attempt,
-                      epoch=event.epoch, worker_id=event.worker_id,
-                      started_at=iso(started) if started else ti["started_at"],
-                      finished_at=iso(event.finished_at), exit_code=event.exit_code,
-                      failure_kind=failure)
+            ti.update(
+                state="failed" if failure else "succeeded",
+                attempt=event.attempt,
+                epoch=event.epoch,
+                worker_id=event.worker_id,
+                started_at=iso(started) if started else ti["started_at"],
+                finished_at=iso(event.finished_at),
+                exit_code=event.exit_code,
+                failure_kind=failure,
+            )
         case ev.RetryScheduled(retry_at=retry_at):
             # The failed attempt's outcome stays visible until the retry becomes ready.
             ti.update(state="retrying", retry_at=iso(retry_at))
@@ -96,9 +131,18 @@ def apply(run: dict[str, Any], event: TaskChange, at: str) -> None:
         case ev.TaskUpstreamFailed(trigger_rule=rule):
             ti.update(state="upstream_failed", trigger_rule=rule, finished_at=at)
         case ev.TaskReset(attempt=attempt):  # a rerun: a new attempt series, pending again
-            ti.update(state="pending", attempt=attempt, worker_id=None, ready_at=None,
-                      claimed_at=None, started_at=None, finished_at=None, exit_code=None,
-                      failure_kind=None, retry_at=None)
+            ti.update(
+                state="pending",
+                attempt=attempt,
+                worker_id=None,
+                ready_at=None,
+                claimed_at=None,
+                started_at=None,
+                finished_at=None,
+                exit_code=None,
+                failure_kind=None,
+                retry_at=None,
+            )
 
 
 def cancel_unfinished(run: dict[str, Any], at: str) -> None:

@@ -39,11 +39,16 @@ def job_view(store: Store, doc: dict[str, Any]) -> dict[str, Any]:
         "created_at": doc["created_at"],
         "updated_at": doc.get("updated_at"),
         "deleted_at": doc.get("deleted_at"),
-        "counts": {"runs": doc["runs"], "active": doc["runs"] - done,
-                   "succeeded": doc["succeeded"], "failed": doc["failed"] - cancelled,
-                   "cancelled": cancelled},
+        "counts": {
+            "runs": doc["runs"],
+            "active": doc["runs"] - done,
+            "succeeded": doc["succeeded"],
+            "failed": doc["failed"] - cancelled,
+            "cancelled": cancelled,
+        },
         "last_run": {k: last[k] for k in ("run_id", "scheduled_for", "state", "exit_code")}
-        if last else None,
+        if last
+        else None,
         "skipped_count": skips.count(store, doc["job_id"]),
         "runs_remaining": doc.get("runs_remaining"),
     }
@@ -92,8 +97,10 @@ def list_skipped(store: Store, job_id: str, limit: int) -> list[dict[str, Any]]:
 
 def tick(instant: datetime, tz: str) -> dict[str, str]:
     """Return a tick as previews show it: ``{utc: ISO Z, local: ISO with the zone's offset}``."""
-    return {"utc": iso(instant),
-            "local": instant.astimezone(zone(tz)).isoformat(timespec="milliseconds")}
+    return {
+        "utc": iso(instant),
+        "local": instant.astimezone(zone(tz)).isoformat(timespec="milliseconds"),
+    }
 
 
 def preview(doc: dict[str, Any], after: datetime, count: int) -> list[dict[str, str]]:
@@ -122,7 +129,12 @@ def preview(doc: dict[str, Any], after: datetime, count: int) -> list[dict[str, 
     if schedule["type"] != ScheduleKind.CRON.value or not schedule.get("expression"):
         return []
     policy = {**doc.get("dst_policy", {}), **schedule}  # the definition wins once it has them
-    ticks = cron_ticks(schedule["expression"], tz, after, hash_id=doc["job_id"],
-                       dst_gap=DstGapPolicy(policy.get("dst_gap") or "shift"),
-                       dst_overlap=DstOverlapPolicy(policy.get("dst_overlap") or "first"))
+    ticks = cron_ticks(
+        schedule["expression"],
+        tz,
+        after,
+        hash_id=doc["job_id"],
+        dst_gap=DstGapPolicy(policy.get("dst_gap") or "shift"),
+        dst_overlap=DstOverlapPolicy(policy.get("dst_overlap") or "first"),
+    )
     return [tick(t, tz) for t in islice(ticks, count)]

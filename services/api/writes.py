@@ -42,13 +42,23 @@ from services.api.sender import CommandNotSent, CommandSender
 
 log = logging.getLogger("cronlog.api")
 router = APIRouter(prefix="/api/v1")
-IdemKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200,
-                                       pattern=r"^[!-~]+$",
-                                       description="the command's idem_key (printable ASCII); "
-                                                   "a retry with the same key changes nothing")]
+IdemKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        max_length=200,
+        pattern=r"^[!-~]+$",
+        description="the command's idem_key (printable ASCII); "
+        "a retry with the same key changes nothing",
+    ),
+]
 _STATUS = {RejectReason.UNKNOWN_JOB: 404, RejectReason.INVALID_DEFINITION: 422}
-_ANSWERS: dict[int | str, dict[str, Any]] = {202: {"model": Accepted}, 404: {}, 409: {},
-                                             503: {"description": "Kafka unreachable"}}
+_ANSWERS: dict[int | str, dict[str, Any]] = {
+    202: {"model": Accepted},
+    404: {},
+    409: {},
+    503: {"description": "Kafka unreachable"},
+}
 
 
 def _iso(instant: datetime | None) -> str | None:
@@ -56,8 +66,9 @@ def _iso(instant: datetime | None) -> str | None:
 
 
 def _invalid(field: str, reason: str) -> RequestValidationError:
-    return RequestValidationError([{"type": "invalid_definition",
-                                    "loc": ("body", *field.split(".")), "msg": reason}])
+    return RequestValidationError(
+        [{"type": "invalid_definition", "loc": ("body", *field.split(".")), "msg": reason}]
+    )
 
 
 def validated_spec(body: JobDefinition, job_id: str | None = None) -> JobSpec:
@@ -91,8 +102,9 @@ def _known_job(rm: ReadModel, job_id: str, *, live: bool = True) -> dict[str, An
     return job
 
 
-async def _command(request: Request, job_id: str, idem_key: str,
-                   command: cmd.Command) -> list[ev.RunEvent]:
+async def _command(
+    request: Request, job_id: str, idem_key: str, command: cmd.Command
+) -> list[ev.RunEvent]:
     """Produce one command (unless its idem_key was applied already) and await its events."""
     rm, sender = _parts(request)
     settings = request.app.state.settings
@@ -104,9 +116,16 @@ async def _command(request: Request, job_id: str, idem_key: str,
     except CommandNotSent as exc:
         raise HTTPException(503, str(exc)) from exc
     events = await rm.wait_for(idem_key, settings.api_write_timeout_s, job_id=job_id)
-    log.info("command answered", extra={"action": "api.command", "job_id": job_id,
-                                        "idem_key": idem_key, "command": type(command).__name__,
-                                        "events": [type(e.event).__name__ for e in events]})
+    log.info(
+        "command answered",
+        extra={
+            "action": "api.command",
+            "job_id": job_id,
+            "idem_key": idem_key,
+            "command": type(command).__name__,
+            "events": [type(e.event).__name__ for e in events],
+        },
+    )
     return events
 
 
@@ -127,8 +146,9 @@ def _accepted(job_id: str, idem_key: str, location: str, run_id: str | None = No
 
 
 @router.post("/jobs", status_code=201, response_model=JobCreated, responses=_ANSWERS)
-async def register_job(body: JobIn, request: Request, response: Response,
-                       idempotency_key: IdemKey = None) -> Any:
+async def register_job(
+    body: JobIn, request: Request, response: Response, idempotency_key: IdemKey = None
+) -> Any:
     """Register a job (RegisterJob) → 201 ``{job_id, next_run_at}``; 409 if the id is live."""
     spec = validated_spec(body, body.job_id)
     job_id = body.job_id or f"job-{uuid.uuid4().hex[:12]}"
@@ -160,8 +180,9 @@ def _patched_spec(job: dict[str, Any], patch: dict[str, Any]) -> JobSpec | None:
 
 
 @router.patch("/jobs/{job_id}", response_model=JobOut, responses=_ANSWERS)
-async def patch_job(job_id: str, body: JobPatch, request: Request,
-                    idempotency_key: IdemKey = None) -> Any:
+async def patch_job(
+    job_id: str, body: JobPatch, request: Request, idempotency_key: IdemKey = None
+) -> Any:
     """Pause/resume (``paused``, with ``catchup`` on resume) and/or change the definition
     (JSON merge-patch) → the job."""
     rm, _ = _parts(request)
@@ -176,8 +197,11 @@ async def patch_job(job_id: str, body: JobPatch, request: Request,
     if spec is not None:
         steps.append(("update", cmd.UpdateJob(spec)))
     if paused is not None:
-        steps.append(("pause", cmd.PauseJob()) if paused
-                     else ("resume", cmd.ResumeJob(catchup=bool(catchup))))
+        steps.append(
+            ("pause", cmd.PauseJob())
+            if paused
+            else ("resume", cmd.ResumeJob(catchup=bool(catchup)))
+        )
     base = idempotency_key or str(uuid.uuid4())
     for suffix, command in steps:
         idem_key = f"{base}:{suffix}"
@@ -203,10 +227,12 @@ async def delete_job(job_id: str, request: Request, idempotency_key: IdemKey = N
     return rm.job(job_id)
 
 
-@router.post("/jobs/{job_id}/trigger", status_code=201, response_model=RunTriggered,
-             responses=_ANSWERS)
-async def trigger_job(job_id: str, request: Request, response: Response,
-                      idempotency_key: IdemKey = None) -> Any:
+@router.post(
+    "/jobs/{job_id}/trigger", status_code=201, response_model=RunTriggered, responses=_ANSWERS
+)
+async def trigger_job(
+    job_id: str, request: Request, response: Response, idempotency_key: IdemKey = None
+) -> Any:
     """Start one manual run now (TriggerJob) → 201 ``{job_id, run_id, scheduled_for}``."""
     rm, _ = _parts(request)
     _known_job(rm, job_id)
@@ -219,19 +245,26 @@ async def trigger_job(job_id: str, request: Request, response: Response,
     _check(events)
     scheduled = next((e.event for e in events if isinstance(e.event, ev.RunScheduled)), None)
     response.headers["Location"] = location
-    return RunTriggered(job_id=job_id, run_id=run_id, scheduled_for=_iso(
-        scheduled.scheduled_for if scheduled else None))
+    return RunTriggered(
+        job_id=job_id,
+        run_id=run_id,
+        scheduled_for=_iso(scheduled.scheduled_for if scheduled else None),
+    )
 
 
 def _backfilled(job_id: str, events: list[ev.RunEvent]) -> dict[str, Any]:
     runs = [e.event for e in events if isinstance(e.event, ev.RunScheduled)]
-    return {"job_id": job_id, "dry_run": False, "runs": [
-        {"scheduled_for": iso(r.scheduled_for), "run_id": r.run_id} for r in runs]}
+    return {
+        "job_id": job_id,
+        "dry_run": False,
+        "runs": [{"scheduled_for": iso(r.scheduled_for), "run_id": r.run_id} for r in runs],
+    }
 
 
 @router.post("/jobs/{job_id}/backfill", response_model=Backfilled, responses=_ANSWERS)
-async def backfill_job(job_id: str, body: BackfillIn, request: Request,
-                       idempotency_key: IdemKey = None) -> Any:
+async def backfill_job(
+    job_id: str, body: BackfillIn, request: Request, idempotency_key: IdemKey = None
+) -> Any:
     """Create runs (trigger ``backfill``) for the job's ticks in (start, end] (BackfillJob).
 
     Idempotent: with ``reprocess: none`` a tick that has a run is left alone, so a second
@@ -256,18 +289,34 @@ async def backfill_job(job_id: str, body: BackfillIn, request: Request,
             return _backfilled(job_id, prior)
     reprocess = cmd.Reprocess(body.reprocess)
     try:
-        planned = bf.plan(rm.store, doc, body.start.astimezone(UTC),
-                          body.end.astimezone(UTC), reprocess, body.max_runs, datetime.now(UTC))
+        planned = bf.plan(
+            rm.store,
+            doc,
+            body.start.astimezone(UTC),
+            body.end.astimezone(UTC),
+            reprocess,
+            body.max_runs,
+            datetime.now(UTC),
+        )
     except bf.TooManyTicks as exc:
         raise _invalid(exc.field, exc.reason) from exc
     if body.dry_run or not planned:
         plain = reprocess is cmd.Reprocess.NONE
-        return {"job_id": job_id, "dry_run": body.dry_run, "runs": [
-            {"scheduled_for": iso(p.tick),
-             "run_id": run_id_for_tick(job_id, p.tick) if plain else None} for p in planned]}
+        return {
+            "job_id": job_id,
+            "dry_run": body.dry_run,
+            "runs": [
+                {
+                    "scheduled_for": iso(p.tick),
+                    "run_id": run_id_for_tick(job_id, p.tick) if plain else None,
+                }
+                for p in planned
+            ],
+        }
     idem_key = idempotency_key or str(uuid.uuid4())
-    events = await _command(request, job_id, idem_key,
-                            cmd.BackfillJob(tuple(p.tick for p in planned), reprocess))
+    events = await _command(
+        request, job_id, idem_key, cmd.BackfillJob(tuple(p.tick for p in planned), reprocess)
+    )
     if not events:
         return _accepted(job_id, idem_key, f"/api/v1/jobs/{job_id}/runs")
     _check(events)

@@ -100,29 +100,37 @@ class ApiClient:
         run: dict[str, Any] = self.request("GET", f"/api/v1/runs/{run_id}")
         return run
 
-    def log(self, run_id: str, task: str, attempt: int,
-            epoch: int | None = None) -> tuple[bytes, dict[str, str]]:
+    def log(
+        self, run_id: str, task: str, attempt: int, epoch: int | None = None
+    ) -> tuple[bytes, dict[str, str]]:
         """Return an attempt's kept output and its ``X-Cronlog-*`` headers, lower-case names
         without the prefix (``log-complete``, ``log-truncated``, ``log-bytes-total``, ...)."""
-        r = self.send("GET", f"/api/v1/runs/{run_id}/tasks/{task}/attempts/{attempt}/log",
-                      params={"epoch": epoch} if epoch is not None else None)
-        info = {k.lower().removeprefix("x-cronlog-"): v for k, v in r.headers.items()
-                if k.lower().startswith("x-cronlog-")}
+        r = self.send(
+            "GET",
+            f"/api/v1/runs/{run_id}/tasks/{task}/attempts/{attempt}/log",
+            params={"epoch": epoch} if epoch is not None else None,
+        )
+        info = {
+            k.lower().removeprefix("x-cronlog-"): v
+            for k, v in r.headers.items()
+            if k.lower().startswith("x-cronlog-")
+        }
         return r.content, info
 
-    def log_json(self, run_id: str, task: str, attempt: int,
-                 epoch: int | None = None) -> dict[str, Any]:
+    def log_json(
+        self, run_id: str, task: str, attempt: int, epoch: int | None = None
+    ) -> dict[str, Any]:
         """Return an attempt's log as the API's JSON variant (``text`` and the totals)."""
         params: dict[str, Any] = {"format": "json"} | ({"epoch": epoch} if epoch else {})
         doc: dict[str, Any] = self.request(
-            "GET", f"/api/v1/runs/{run_id}/tasks/{task}/attempts/{attempt}/log", params=params)
+            "GET", f"/api/v1/runs/{run_id}/tasks/{task}/attempts/{attempt}/log", params=params
+        )
         return doc
 
     def ticks(self, job_id: str, count: int = 10, after: str | None = None) -> dict[str, Any]:
         """Return a job's next ticks ``{job_id, ticks: [{utc, local}]}`` (preview)."""
         params: dict[str, Any] = {"count": count} | ({"after": after} if after else {})
-        answer: dict[str, Any] = self.request("GET", f"/api/v1/jobs/{job_id}/ticks",
-                                              params=params)
+        answer: dict[str, Any] = self.request("GET", f"/api/v1/jobs/{job_id}/ticks", params=params)
         return answer
 
     def skipped(self, job_id: str, limit: int = 100) -> list[dict[str, Any]]:
@@ -149,14 +157,23 @@ class ApiClient:
 
     def rerun(self, run_id: str, task: str, downstream: bool = False) -> Any:
         """Run ``task`` of a run again (and everything downstream with ``downstream``)."""
-        return self.request("POST", f"/api/v1/runs/{run_id}/tasks/{task}/retry",
-                            json={"downstream": downstream})
+        return self.request(
+            "POST", f"/api/v1/runs/{run_id}/tasks/{task}/retry", json={"downstream": downstream}
+        )
 
-    def dead_letters(self, job_id: str | None = None, since: str | None = None,
-                     until: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    def dead_letters(
+        self,
+        job_id: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int = 100,
+    ) -> list[dict[str, Any]]:
         """Return dead letters, newest first (filters: job_id, since, until ISO)."""
-        params = {k: v for k, v in {"job_id": job_id, "since": since, "until": until,
-                                    "limit": limit}.items() if v is not None}
+        params = {
+            k: v
+            for k, v in {"job_id": job_id, "since": since, "until": until, "limit": limit}.items()
+            if v is not None
+        }
         answer = self.request("GET", "/api/v1/dead-letters", params=params)
         letters: list[dict[str, Any]] = answer["dead_letters"]
         return letters

@@ -15,8 +15,20 @@ from rich.table import Table
 from cronlog.errors import CronlogError
 from services.cli.client import DEFAULT_API, ApiError
 
-__all__ = ["DEFAULT_API", "Api", "Fmt", "JobId", "Output", "call", "err", "instant", "out",
-           "said", "show", "usage_error"]
+__all__ = [
+    "DEFAULT_API",
+    "Api",
+    "Fmt",
+    "JobId",
+    "Output",
+    "call",
+    "err",
+    "instant",
+    "out",
+    "said",
+    "show",
+    "usage_error",
+]
 
 out = Console()
 err = Console(stderr=True)
@@ -29,8 +41,9 @@ class Output(StrEnum):
     json = "json"
 
 
-Api = Annotated[str, typer.Option("--api", envvar="CRONLOG_API_URL",
-                                  help="Base URL of the cronlog API.")]
+Api = Annotated[
+    str, typer.Option("--api", envvar="CRONLOG_API_URL", help="Base URL of the cronlog API.")
+]
 Fmt = Annotated[Output, typer.Option("-o", "--output", help="table (default) or json.")]
 JobId = Annotated[str, typer.Argument(help="The job's id.")]
 

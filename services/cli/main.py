@@ -32,25 +32,36 @@ from services.cli.common import (
     usage_error,
 )
 
-app = typer.Typer(no_args_is_help=True, add_completion=False,
-                  help="cronlog: distributed cron on a Kafka log.")
-jobs = typer.Typer(no_args_is_help=True, help="Register, inspect, pause, resume, delete, "
-                                               "trigger jobs.")
+app = typer.Typer(
+    no_args_is_help=True, add_completion=False, help="cronlog: distributed cron on a Kafka log."
+)
+jobs = typer.Typer(
+    no_args_is_help=True, help="Register, inspect, pause, resume, delete, trigger jobs."
+)
 app.add_typer(jobs, name="jobs")
-schedule = typer.Typer(no_args_is_help=True, help="Schedule maths, no broker or API needed: "
-                                                   "preview the ticks of a cron expression.")
+schedule = typer.Typer(
+    no_args_is_help=True,
+    help="Schedule maths, no broker or API needed: preview the ticks of a cron expression.",
+)
 app.add_typer(schedule, name="schedule")
 dead = typer.Typer(no_args_is_help=True, help="List and replay dead-lettered task instances.")
 app.add_typer(dead, name="dead-letters")
+
+
 def _load(path: Path) -> list[dict[str, Any]]:
     return list(load_job_file(path))
 
 
 @jobs.command("apply")
 def jobs_apply(
-    files: Annotated[list[Path], typer.Option("-f", "--file", exists=True, dir_okay=False,
-                                              help="YAML job file (repeatable).")],
-    api: Api = DEFAULT_API, output: Fmt = Output.table,
+    files: Annotated[
+        list[Path],
+        typer.Option(
+            "-f", "--file", exists=True, dir_okay=False, help="YAML job file (repeatable)."
+        ),
+    ],
+    api: Api = DEFAULT_API,
+    output: Fmt = Output.table,
 ) -> None:
     """Create jobs from YAML files, or update the live jobs with the same job_id."""
     client = ApiClient(api)
@@ -65,7 +76,8 @@ def jobs_apply(
 
 @jobs.command("list")
 def jobs_list(
-    api: Api = DEFAULT_API, output: Fmt = Output.table,
+    api: Api = DEFAULT_API,
+    output: Fmt = Output.table,
     status: Annotated[str | None, typer.Option(help="active, paused or deleted")] = None,
 ) -> None:
     """List jobs."""
@@ -87,8 +99,7 @@ def jobs_pause(job_id: JobId, api: Api = DEFAULT_API, output: Fmt = Output.table
 @jobs.command("resume")
 def jobs_resume(job_id: JobId, api: Api = DEFAULT_API, output: Fmt = Output.table) -> None:
     """Resume a paused job from now on (ticks missed while paused are not fired)."""
-    said(job_id, "resumed", call(lambda: ApiClient(api).patch(job_id, {"paused": False})),
-          output)
+    said(job_id, "resumed", call(lambda: ApiClient(api).patch(job_id, {"paused": False})), output)
 
 
 @jobs.command("delete")
@@ -110,10 +121,14 @@ def jobs_trigger(job_id: JobId, api: Api = DEFAULT_API, output: Fmt = Output.tab
 
 @jobs.command("ticks")
 def jobs_ticks(
-    job_id: JobId, api: Api = DEFAULT_API, output: Fmt = Output.table,
+    job_id: JobId,
+    api: Api = DEFAULT_API,
+    output: Fmt = Output.table,
     count: Annotated[int, typer.Option(min=1, max=1000, help="How many ticks.")] = 10,
-    after: Annotated[str | None, typer.Option(
-        help="Ticks strictly after this ISO-8601 instant (with a zone); default now.")] = None,
+    after: Annotated[
+        str | None,
+        typer.Option(help="Ticks strictly after this ISO-8601 instant (with a zone); default now."),
+    ] = None,
 ) -> None:
     """Preview a job's next ticks, as the scheduler will fire them (UTC and local)."""
     answer = call(lambda: ApiClient(api).ticks(job_id, count, after))
@@ -136,19 +151,30 @@ def jobs_backfill(
     job_id: JobId,
     start: Annotated[str, typer.Option(help="Ticks strictly after this ISO-8601 instant.")],
     end: Annotated[str, typer.Option(help="Ticks up to this ISO-8601 instant, inclusive.")],
-    reprocess: Annotated[Reprocess, typer.Option(
-        help="none: only ticks without a run; failed: also ticks whose runs all failed; "
-             "all: every tick.")] = Reprocess.none,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="List the ticks, create nothing.")]
-    = False,
-    max_runs: Annotated[int | None, typer.Option(
-        min=1, max=1000, help="At most this many runs, oldest ticks first.")] = None,
-    api: Api = DEFAULT_API, output: Fmt = Output.table,
+    reprocess: Annotated[
+        Reprocess,
+        typer.Option(
+            help="none: only ticks without a run; failed: also ticks whose runs all failed; "
+            "all: every tick."
+        ),
+    ] = Reprocess.none,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="List the ticks, create nothing.")
+    ] = False,
+    max_runs: Annotated[
+        int | None,
+        typer.Option(min=1, max=1000, help="At most this many runs, oldest ticks first."),
+    ] = None,
+    api: Api = DEFAULT_API,
+    output: Fmt = Output.table,
 ) -> None:
     """Run a job's past ticks in (start, end] (trigger backfill); idempotent."""
-    body: dict[str, Any] = {"start": instant("--start", start).isoformat(),
-                            "end": instant("--end", end).isoformat(),
-                            "reprocess": reprocess.value, "dry_run": dry_run}
+    body: dict[str, Any] = {
+        "start": instant("--start", start).isoformat(),
+        "end": instant("--end", end).isoformat(),
+        "reprocess": reprocess.value,
+        "dry_run": dry_run,
+    }
     if max_runs is not None:
         body["max_runs"] = max_runs
     answer = call(lambda: ApiClient(api).backfill(job_id, body))
@@ -160,7 +186,9 @@ def jobs_backfill(
 
 @jobs.command("skipped")
 def jobs_skipped(
-    job_id: JobId, api: Api = DEFAULT_API, output: Fmt = Output.table,
+    job_id: JobId,
+    api: Api = DEFAULT_API,
+    output: Fmt = Output.table,
     limit: Annotated[int, typer.Option(min=1, max=1000, help="Most shown.")] = 100,
 ) -> None:
     """List a job's skipped ticks (TickSkipped) with their reason, newest first."""
@@ -170,21 +198,35 @@ def jobs_skipped(
 
 @schedule.command("next")
 def schedule_next(
-    cron: Annotated[str, typer.Option("--cron", help="Cron expression: 5 fields, 6 with "
-                                                     "seconds first, or an @macro.")],
+    cron: Annotated[
+        str,
+        typer.Option(
+            "--cron", help="Cron expression: 5 fields, 6 with seconds first, or an @macro."
+        ),
+    ],
     tz: Annotated[str, typer.Option("--tz", help="IANA time zone of the expression.")] = "UTC",
-    after: Annotated[str | None, typer.Option(
-        help="Ticks strictly after this ISO-8601 instant (with a zone); default now.")] = None,
-    before: Annotated[str | None, typer.Option(
-        help="Instead: ticks strictly before this instant, latest first (what catch-up "
-             "looks back at).")] = None,
+    after: Annotated[
+        str | None,
+        typer.Option(help="Ticks strictly after this ISO-8601 instant (with a zone); default now."),
+    ] = None,
+    before: Annotated[
+        str | None,
+        typer.Option(
+            help="Instead: ticks strictly before this instant, latest first (what catch-up "
+            "looks back at)."
+        ),
+    ] = None,
     count: Annotated[int, typer.Option(min=1, help="How many ticks.")] = 10,
-    dst_gap: Annotated[DstGapPolicy, typer.Option(
-        help="Fixed-time ticks inside a spring-forward gap.")] = DstGapPolicy.SHIFT,
-    dst_overlap: Annotated[DstOverlapPolicy, typer.Option(
-        help="Fixed-time ticks whose wall time occurs twice.")] = DstOverlapPolicy.FIRST,
-    job_id: Annotated[str | None, typer.Option(
-        "--job-id", help="The job_id Jenkins H hashes (default: a fixed seed).")] = None,
+    dst_gap: Annotated[
+        DstGapPolicy, typer.Option(help="Fixed-time ticks inside a spring-forward gap.")
+    ] = DstGapPolicy.SHIFT,
+    dst_overlap: Annotated[
+        DstOverlapPolicy, typer.Option(help="Fixed-time ticks whose wall time occurs twice.")
+    ] = DstOverlapPolicy.FIRST,
+    job_id: Annotated[
+        str | None,
+        typer.Option("--job-id", help="The job_id Jenkins H hashes (default: a fixed seed)."),
+    ] = None,
     output: Fmt = Output.table,
 ) -> None:
     """Print the ticks of a cron expression, computed locally by the scheduler's functions.
@@ -227,11 +269,16 @@ app.command("replay")(replay_cmd.replay)
 @app.command("up")
 def up(
     examples: Annotated[bool, typer.Option("--examples", help="Apply examples/*.yaml.")] = False,
-    duration: Annotated[float | None, typer.Option(
-        help="Stop everything after this many seconds (default: run until Ctrl-C).")] = None,
-    api: Annotated[str | None, typer.Option(
-        "--api", help="URL the started API answers on (default from CRONLOG_API_HOST/PORT).")]
-    = None,
+    duration: Annotated[
+        float | None,
+        typer.Option(help="Stop everything after this many seconds (default: run until Ctrl-C)."),
+    ] = None,
+    api: Annotated[
+        str | None,
+        typer.Option(
+            "--api", help="URL the started API answers on (default from CRONLOG_API_HOST/PORT)."
+        ),
+    ] = None,
 ) -> None:
     """Start broker (unless KAFKA_BOOTSTRAP), scheduler, worker and API; show runs live."""
     from services.cli.up import run_up  # heavy imports (Kafka admin) only when needed

@@ -9,11 +9,21 @@ from zoneinfo import ZoneInfo
 from rich.table import Table
 from rich.text import Text
 
-STATE_STYLES = {"succeeded": "green", "failed": "bold red", "running": "yellow",
-                "ready": "cyan", "scheduled": "cyan", "retrying": "magenta",
-                "upstream_failed": "red", "skipped": "dim", "pending": "dim",
-                "cancelled": "red",
-                "active": "green", "paused": "yellow", "deleted": "dim"}
+STATE_STYLES = {
+    "succeeded": "green",
+    "failed": "bold red",
+    "running": "yellow",
+    "ready": "cyan",
+    "scheduled": "cyan",
+    "retrying": "magenta",
+    "upstream_failed": "red",
+    "skipped": "dim",
+    "pending": "dim",
+    "cancelled": "red",
+    "active": "green",
+    "paused": "yellow",
+    "deleted": "dim",
+}
 
 
 def local_and_utc(value: str | None, with_date: bool = False) -> str:
@@ -46,19 +56,38 @@ def _or_dash(value: Any) -> str:
 def jobs_table(jobs: list[dict[str, Any]]) -> Table:
     """Return the table of ``cronlog jobs list``."""
     table = Table(title="jobs")
-    for col in ("job_id", "name", "schedule", "status", "next run", "runs", "ok", "failed",
-                "last run"):
+    for col in (
+        "job_id",
+        "name",
+        "schedule",
+        "status",
+        "next run",
+        "runs",
+        "ok",
+        "failed",
+        "last run",
+    ):
         table.add_column(col)
     for job in jobs:
         s = job["schedule"]
-        when = {"cron": f"{s.get('expression')} ({s.get('timezone')})",
-                "once": f"once at {s.get('run_at')}",
-                "after": f"after {s.get('job_id')} ({s.get('on')})"}.get(s["type"], "manual")
+        when = {
+            "cron": f"{s.get('expression')} ({s.get('timezone')})",
+            "once": f"once at {s.get('run_at')}",
+            "after": f"after {s.get('job_id')} ({s.get('on')})",
+        }.get(s["type"], "manual")
         last = job.get("last_run") or {}
         c = job["counts"]
-        table.add_row(job["job_id"], job["name"], when, styled(job["status"]),
-                      local_and_utc(job.get("next_run_at")), str(c["runs"]), str(c["succeeded"]),
-                      str(c["failed"]), styled(last.get("state")) if last else "-")
+        table.add_row(
+            job["job_id"],
+            job["name"],
+            when,
+            styled(job["status"]),
+            local_and_utc(job.get("next_run_at")),
+            str(c["runs"]),
+            str(c["succeeded"]),
+            str(c["failed"]),
+            styled(last.get("state")) if last else "-",
+        )
     return table
 
 
@@ -68,9 +97,11 @@ def job_table(job: dict[str, Any]) -> Table:
     table.add_column("field", style="bold")
     table.add_column("value")
     rows: list[tuple[str, Any]] = [
-        ("name", job["name"]), ("status", styled(job["status"])),
+        ("name", job["name"]),
+        ("status", styled(job["status"])),
         ("schedule", " ".join(f"{k}={v}" for k, v in job["schedule"].items() if v is not None)),
-        ("command", " ".join(job["command"])), ("timeout", seconds(job["timeout_s"])),
+        ("command", " ".join(job["command"])),
+        ("timeout", seconds(job["timeout_s"])),
         ("lease ttl", seconds(job["lease_ttl_s"])),
         ("retry policy", " ".join(f"{k}={v}" for k, v in job["retry_policy"].items())),
         ("next run", local_and_utc(job.get("next_run_at"), True)),
@@ -90,15 +121,21 @@ def runs_table(runs: list[dict[str, Any]], title: str = "runs") -> Table:
     # would be squeezed to nothing); the worker id, long and least useful, is capped.
     table.add_column("job", no_wrap=True, overflow="ellipsis", min_width=8, max_width=24)
     for col in ("run", "scheduled for", "lag", "state", "try", "worker", "exit"):
-        table.add_column(col, no_wrap=True, overflow="ellipsis",
-                         max_width=12 if col == "worker" else None)
+        table.add_column(
+            col, no_wrap=True, overflow="ellipsis", max_width=12 if col == "worker" else None
+        )
     for run in runs:
         manual = "" if run["trigger"] in ("schedule", "catchup") else f" ({run['trigger']})"
-        table.add_row(run.get("job_name") or run["job_id"], run["run_id"][:9],
-                      local_and_utc(run["scheduled_for"]) + manual,
-                      seconds(run.get("trigger_lag_s")), styled(run["state"]),
-                      str(run["attempt"]), _or_dash(run.get("claimed_by")),
-                      _or_dash(run.get("exit_code")))
+        table.add_row(
+            run.get("job_name") or run["job_id"],
+            run["run_id"][:9],
+            local_and_utc(run["scheduled_for"]) + manual,
+            seconds(run.get("trigger_lag_s")),
+            styled(run["state"]),
+            str(run["attempt"]),
+            _or_dash(run.get("claimed_by")),
+            _or_dash(run.get("exit_code")),
+        )
     return table
 
 
@@ -110,8 +147,15 @@ def run_table(run: dict[str, Any]) -> Table:
     table.add_row("job", f"{run['job_id']} ({run.get('job_name')})")
     table.add_row("state", styled(run["state"]))
     table.add_row("trigger", run["trigger"])
-    for name in ("scheduled_for", "ready_at", "claimed_at", "started_at", "finished_at",
-                 "lease_expires_at", "retry_at"):
+    for name in (
+        "scheduled_for",
+        "ready_at",
+        "claimed_at",
+        "started_at",
+        "finished_at",
+        "lease_expires_at",
+        "retry_at",
+    ):
         table.add_row(name, local_and_utc(run.get(name), True))
     table.add_row("trigger lag", seconds(run.get("trigger_lag_s")))
     for name in ("attempt", "epoch", "claimed_by", "exit_code", "failure_kind"):
@@ -158,9 +202,14 @@ def tasks_table(run: dict[str, Any], job_tasks: list[dict[str, Any]]) -> Table:
         table.add_column(col, no_wrap=True)
     for ti in run.get("task_instances") or []:
         name = ti["task"]
-        table.add_row("  " * depth.get(name, 0) + name, ", ".join(deps.get(name, [])) or "-",
-                      styled(ti["state"]), str(ti["attempt"]), _or_dash(ti.get("worker_id")),
-                      _duration(ti))
+        table.add_row(
+            "  " * depth.get(name, 0) + name,
+            ", ".join(deps.get(name, [])) or "-",
+            styled(ti["state"]),
+            str(ti["attempt"]),
+            _or_dash(ti.get("worker_id")),
+            _duration(ti),
+        )
     return table
 
 
@@ -177,8 +226,10 @@ def tick(instant: datetime, tz: str) -> dict[str, str]:
     """Return a tick as previews show it (the API's shape): ``{utc: ISO Z, local: ISO with the
     offset of zone ``tz``}``, milliseconds."""
     utc = instant.astimezone(ZoneInfo("UTC")).isoformat(timespec="milliseconds")
-    return {"utc": utc.replace("+00:00", "Z"),
-            "local": instant.astimezone(ZoneInfo(tz)).isoformat(timespec="milliseconds")}
+    return {
+        "utc": utc.replace("+00:00", "Z"),
+        "local": instant.astimezone(ZoneInfo(tz)).isoformat(timespec="milliseconds"),
+    }
 
 
 def ticks_table(ticks: list[dict[str, str]], title: str = "ticks") -> Table:
@@ -188,8 +239,9 @@ def ticks_table(ticks: list[dict[str, str]], title: str = "ticks") -> Table:
         table.add_column(col, no_wrap=True)
     for n, t in enumerate(ticks, 1):
         local = datetime.fromisoformat(t["local"])
-        table.add_row(str(n), t["utc"], local.strftime("%Y-%m-%d %H:%M:%S %a"),
-                      local.strftime("%z"))
+        table.add_row(
+            str(n), t["utc"], local.strftime("%Y-%m-%d %H:%M:%S %a"), local.strftime("%z")
+        )
     return table
 
 
@@ -199,8 +251,9 @@ def skipped_table(skipped: list[dict[str, Any]], title: str = "skipped ticks") -
     for col in ("scheduled for", "reason", "skipped at"):
         table.add_column(col, no_wrap=True)
     for s in skipped:
-        table.add_row(local_and_utc(s["scheduled_for"], True), s["reason"],
-                      local_and_utc(s["at"], True))
+        table.add_row(
+            local_and_utc(s["scheduled_for"], True), s["reason"], local_and_utc(s["at"], True)
+        )
     return table
 
 
@@ -218,13 +271,30 @@ def backfill_table(answer: dict[str, Any]) -> Table:
 def dead_letters_table(letters: list[dict[str, Any]]) -> Table:
     """Return the table of ``cronlog dead-letters list``: newest first."""
     table = Table(title="dead letters")
-    for col in ("dead-lettered at", "job", "run", "task", "attempt", "kind", "exit", "replays",
-                "output tail"):
+    for col in (
+        "dead-lettered at",
+        "job",
+        "run",
+        "task",
+        "attempt",
+        "kind",
+        "exit",
+        "replays",
+        "output tail",
+    ):
         table.add_column(col, no_wrap=col != "output tail")
     for d in letters:
-        table.add_row(local_and_utc(d["dead_lettered_at"], True), d["job_id"], d["run_id"],
-                      d["task"], str(d["attempt"]), d["failure_kind"], str(d["exit_code"]),
-                      ", ".join(d["replays"]), d["output_tail"][-80:])
+        table.add_row(
+            local_and_utc(d["dead_lettered_at"], True),
+            d["job_id"],
+            d["run_id"],
+            d["task"],
+            str(d["attempt"]),
+            d["failure_kind"],
+            str(d["exit_code"]),
+            ", ".join(d["replays"]),
+            d["output_tail"][-80:],
+        )
     return table
 
 

@@ -95,8 +95,7 @@ class PartitionResult:
     @property
     def ok(self) -> bool:
         """True unless a verification found a difference."""
-        return self.state_detail is None and (self.events_verdict is None
-                                              or self.events_verdict.ok)
+        return self.state_detail is None and (self.events_verdict is None or self.events_verdict.ok)
 
 
 @dataclass
@@ -133,8 +132,10 @@ def prepare_state_dir(path: Path | None, force: bool) -> Path:
         raise ReplayError(f"--state-dir {path} is not a directory")
     if path.exists() and any(path.iterdir()):
         if not force:
-            raise ReplayError(f"--state-dir {path} is not empty; replay needs a fresh state "
-                              f"(use --force to replace its {TABLE_DIR}/ and {MANIFEST})")
+            raise ReplayError(
+                f"--state-dir {path} is not empty; replay needs a fresh state "
+                f"(use --force to replace its {TABLE_DIR}/ and {MANIFEST})"
+            )
         shutil.rmtree(path / TABLE_DIR, ignore_errors=True)
         (path / MANIFEST).unlink(missing_ok=True)
     path.mkdir(parents=True, exist_ok=True)
@@ -145,8 +146,9 @@ def _record(m: Message) -> Record:
     return Record(m.partition() or 0, offset_of(m), m.timestamp()[1], m.key(), m.value() or b"")
 
 
-def run_replay(settings: KafkaSettings, opts: ReplayOptions,
-               progress: Callable[[int, int], None] | None = None) -> ReplayReport:
+def run_replay(
+    settings: KafkaSettings, opts: ReplayOptions, progress: Callable[[int, int], None] | None = None
+) -> ReplayReport:
     """Replay ``cronlog.commands`` into a fresh state dir.
 
     Args:
@@ -165,8 +167,9 @@ def run_replay(settings: KafkaSettings, opts: ReplayOptions,
     Determinism: the same log gives the same state dir and events, bit for bit.
     """
     if opts.verify and opts.until is not None:
-        raise ReplayError("--verify compares with the live system now; it cannot be combined "
-                          "with --until")
+        raise ReplayError(
+            "--verify compares with the live system now; it cannot be combined with --until"
+        )
     topics = Topics.of(settings)
     if opts.to_topic is not None:
         _check_target(topics, opts.to_topic)
@@ -186,8 +189,9 @@ class _Bounds:
     live: LiveSide | None
 
 
-def _bounds(settings: KafkaSettings, consumer: Consumer, topics: Topics, n: int,
-            opts: ReplayOptions) -> _Bounds:
+def _bounds(
+    settings: KafkaSettings, consumer: Consumer, topics: Topics, n: int, opts: ReplayOptions
+) -> _Bounds:
     # Sampling order matters: the live fold's committed offsets first, then the live topics'
     # ends, then the commands' ends, so everything live we compare was caused by commands the
     # replay reads (docs/architecture.md, "Replay").
@@ -196,26 +200,36 @@ def _bounds(settings: KafkaSettings, consumer: Consumer, topics: Topics, n: int,
     marks = watermarks(consumer, topics.commands, n)
     heads = [p for p, (low, _) in marks.items() if low > 0]
     if heads:
-        raise ReplayError(f"partitions {heads} of {topics.commands} no longer start at offset "
-                          f"0 (retention deleted their head): a replay cannot rebuild the state")
+        raise ReplayError(
+            f"partitions {heads} of {topics.commands} no longer start at offset "
+            f"0 (retention deleted their head): a replay cannot rebuild the state"
+        )
     ends = {p: high for p, (_, high) in marks.items()}
     if opts.until is not None:
         ends = offsets_after(consumer, topics.commands, n, to_ms(opts.until))
     return _Bounds(ends, acked, live)
 
 
-def _run(settings: KafkaSettings, consumer: Consumer, topics: Topics, opts: ReplayOptions,
-         progress: Callable[[int, int], None] | None) -> ReplayReport:
+def _run(
+    settings: KafkaSettings,
+    consumer: Consumer,
+    topics: Topics,
+    opts: ReplayOptions,
+    progress: Callable[[int, int], None] | None,
+) -> ReplayReport:
     n = partition_count(consumer, topics.commands)
     if n is None:
-        raise ReplayError(f"topic {topics.commands!r} does not exist (check "
-                          f"CRONLOG_TOPIC_PREFIX={settings.topic_prefix!r} and KAFKA_BOOTSTRAP)")
+        raise ReplayError(
+            f"topic {topics.commands!r} does not exist (check "
+            f"CRONLOG_TOPIC_PREFIX={settings.topic_prefix!r} and KAFKA_BOOTSTRAP)"
+        )
     state_dir = prepare_state_dir(opts.state_dir, opts.force)
     bounds = _bounds(settings, consumer, topics, n, opts)
     report = ReplayReport(state_dir)
     if opts.verify and all(a is None for a in bounds.acked.values()):
-        report.notes.append("the scheduler's group has no committed offsets: compared at the "
-                            "high-water marks")
+        report.notes.append(
+            "the scheduler's group has no committed offsets: compared at the high-water marks"
+        )
     total = sum(bounds.ends.values())
     started = time.perf_counter()
     codec = Codec()
@@ -227,13 +241,14 @@ def _run(settings: KafkaSettings, consumer: Consumer, topics: Topics, opts: Repl
         for p in range(n):
             ack = bounds.acked.get(p)
             at = _Partition(p, bounds.ends[p], ack if ack is not None else bounds.ends[p])
-            result = _replay_partition(consumer, replayer, topics, at, opts, sink, report,
-                                       progress, total)
+            result = _replay_partition(
+                consumer, replayer, topics, at, opts, sink, report, progress, total
+            )
             if bounds.live is not None:
                 result.acknowledged = at.ack_at
                 result.state_detail, result.events_verdict = verify_partition(
-                    consumer, topics, bounds.live, p, at.snapshot, at.kept, at.acked_events,
-                    codec)
+                    consumer, topics, bounds.live, p, at.snapshot, at.kept, at.acked_events, codec
+                )
             report.partitions.append(result)
         if sink is not None:
             sink.close()
@@ -246,11 +261,19 @@ def _run(settings: KafkaSettings, consumer: Consumer, topics: Topics, opts: Repl
 
 
 def _check_target(topics: Topics, target: str) -> None:
-    own = {topics.commands, topics.run_events, topics.ready, topics.replies,
-           topics.dead_letters, topics.job_table_changelog}
+    own = {
+        topics.commands,
+        topics.run_events,
+        topics.ready,
+        topics.replies,
+        topics.dead_letters,
+        topics.job_table_changelog,
+    }
     if target in own:
-        raise ReplayError(f"--to-topic {target!r} is one of cronlog's live topics; re-emitting "
-                          f"there would duplicate history for every consumer")
+        raise ReplayError(
+            f"--to-topic {target!r} is one of cronlog's live topics; re-emitting "
+            f"there would duplicate history for every consumer"
+        )
     if not target or len(target) > 249:
         raise ReplayError(f"--to-topic {target!r} is not a valid topic name")
 
@@ -267,10 +290,17 @@ class _Partition:
     acked_events: int = 0
 
 
-def _replay_partition(consumer: Consumer, replayer: Replayer, topics: Topics, at: _Partition,
-                      opts: ReplayOptions, sink: EventSink | None, report: ReplayReport,
-                      progress: Callable[[int, int], None] | None,
-                      total: int) -> PartitionResult:
+def _replay_partition(
+    consumer: Consumer,
+    replayer: Replayer,
+    topics: Topics,
+    at: _Partition,
+    opts: ReplayOptions,
+    sink: EventSink | None,
+    report: ReplayReport,
+    progress: Callable[[int, int], None] | None,
+    total: int,
+) -> PartitionResult:
     result = PartitionResult(at.p, at.end)
     snapped = False
 
@@ -285,7 +315,7 @@ def _replay_partition(consumer: Consumer, replayer: Replayer, topics: Topics, at
     for msgs in read_partition(consumer, topics.commands, at.p, 0, at.end, opts.batch_size):
         _note_timestamps(msgs, topics, report)
         head = [m for m in msgs if offset_of(m) < at.ack_at]
-        tail = msgs[len(head):]
+        tail = msgs[len(head) :]
         if head:
             fold(head)
         if tail and not snapped:  # the state exactly at the live fold's committed offset
@@ -303,10 +333,13 @@ def _replay_partition(consumer: Consumer, replayer: Replayer, topics: Topics, at
 
 
 def _note_timestamps(msgs: list[Message], topics: Topics, report: ReplayReport) -> None:
-    note = (f"{topics.commands} has records not stamped LogAppendTime: the fold used their "
-            f"client timestamps, as the scheduler did")
+    note = (
+        f"{topics.commands} has records not stamped LogAppendTime: the fold used their "
+        f"client timestamps, as the scheduler did"
+    )
     if note not in report.notes and any(
-            m.timestamp()[0] != TIMESTAMP_LOG_APPEND_TIME for m in msgs):
+        m.timestamp()[0] != TIMESTAMP_LOG_APPEND_TIME for m in msgs
+    ):
         report.notes.append(note)
 
 
@@ -317,8 +350,14 @@ def _write_manifest(report: ReplayReport, topics: Topics, opts: ReplayOptions) -
         "records": report.records,
         "dead_letters": report.dead_letters,
         "replayed_at": iso(datetime.now(UTC)),
-        "partitions": {str(r.partition): {"end_offset": r.end, "jobs": r.jobs,
-                                          "events": r.events, "state_sha256": r.digest}
-                       for r in report.partitions},
+        "partitions": {
+            str(r.partition): {
+                "end_offset": r.end,
+                "jobs": r.jobs,
+                "events": r.events,
+                "state_sha256": r.digest,
+            }
+            for r in report.partitions
+        },
     }
     (report.state_dir / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")

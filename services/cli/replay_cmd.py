@@ -33,63 +33,98 @@ def parse_until(value: str) -> datetime:
     try:
         instant = datetime.fromisoformat(value)
     except ValueError as exc:
-        err.print(f"[red]error[/red] --until: {value!r} is not an ISO-8601 instant",
-                  highlight=False)
+        err.print(
+            f"[red]error[/red] --until: {value!r} is not an ISO-8601 instant", highlight=False
+        )
         raise typer.Exit(2) from exc
     if instant.tzinfo is None:
-        err.print(f"[red]error[/red] --until: {value!r} has no zone; add Z or an offset",
-                  highlight=False)
+        err.print(
+            f"[red]error[/red] --until: {value!r} has no zone; add Z or an offset", highlight=False
+        )
         raise typer.Exit(2)
     return instant.astimezone(UTC)
 
 
 def _line(r: PartitionResult) -> str:
-    text = f"partition {r.partition}: {r.end} records, {r.jobs} jobs, {r.events} events, " \
-           f"state sha256 {r.digest[:12]}"
+    text = (
+        f"partition {r.partition}: {r.end} records, {r.jobs} jobs, {r.events} events, "
+        f"state sha256 {r.digest[:12]}"
+    )
     if r.events_verdict is None:
         return text
     state = "state ok" if r.state_detail is None else f"STATE DIFFERS: {r.state_detail}"
-    events = ("events ok: " if r.events_verdict.ok else "EVENTS DIFFER: ") \
-        + r.events_verdict.detail
+    events = ("events ok: " if r.events_verdict.ok else "EVENTS DIFFER: ") + r.events_verdict.detail
     return f"{text}\n  at committed offset {r.acknowledged}: {state}; {events}"
 
 
 def _as_json(report: ReplayReport) -> dict[str, object]:
     return {
-        "ok": report.ok, "state_dir": str(report.state_dir), "records": report.records,
-        "dead_letters": report.dead_letters, "seconds": round(report.seconds, 3),
-        "records_per_s": round(report.rate), "notes": report.notes,
-        "partitions": [{
-            "partition": r.partition, "end_offset": r.end, "jobs": r.jobs, "events": r.events,
-            "state_sha256": r.digest, "committed_offset": r.acknowledged,
-            "state_ok": r.state_detail is None, "state_difference": r.state_detail,
-            "events_ok": r.events_verdict.ok if r.events_verdict else None,
-            "events_detail": r.events_verdict.detail if r.events_verdict else None,
-        } for r in report.partitions],
+        "ok": report.ok,
+        "state_dir": str(report.state_dir),
+        "records": report.records,
+        "dead_letters": report.dead_letters,
+        "seconds": round(report.seconds, 3),
+        "records_per_s": round(report.rate),
+        "notes": report.notes,
+        "partitions": [
+            {
+                "partition": r.partition,
+                "end_offset": r.end,
+                "jobs": r.jobs,
+                "events": r.events,
+                "state_sha256": r.digest,
+                "committed_offset": r.acknowledged,
+                "state_ok": r.state_detail is None,
+                "state_difference": r.state_detail,
+                "events_ok": r.events_verdict.ok if r.events_verdict else None,
+                "events_detail": r.events_verdict.detail if r.events_verdict else None,
+            }
+            for r in report.partitions
+        ],
     }
 
 
 def replay(
-    verify: Annotated[bool, typer.Option(
-        "--verify", help="Compare the replayed state with the live table (its changelog) and "
-                         "the replayed events with run-events; exit 1 on a difference.")]
-    = False,
-    to_topic: Annotated[str | None, typer.Option(
-        "--to-topic", help="Re-emit every replayed run-event to this topic (created if "
-                           "missing; same keys, encoding and partition count).")] = None,
-    until: Annotated[str | None, typer.Option(
-        help="Rebuild the state as of this ISO-8601 instant: fold only records appended at "
-             "or before it (LogAppendTime).")] = None,
-    state_dir: Annotated[Path | None, typer.Option(
-        "--state-dir", help="Where the rebuilt table goes (default: a new temp dir).")] = None,
-    force: Annotated[bool, typer.Option(
-        "--force", help="Reuse a non-empty --state-dir (its previous replay is removed).")]
-    = False,
-    batch_size: Annotated[int, typer.Option(
-        min=1, max=100_000, help="Records per fold batch (does not change the outcome).")]
-    = 500,
-    json_output: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")]
-    = False,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="Compare the replayed state with the live table (its changelog) and "
+            "the replayed events with run-events; exit 1 on a difference.",
+        ),
+    ] = False,
+    to_topic: Annotated[
+        str | None,
+        typer.Option(
+            "--to-topic",
+            help="Re-emit every replayed run-event to this topic (created if "
+            "missing; same keys, encoding and partition count).",
+        ),
+    ] = None,
+    until: Annotated[
+        str | None,
+        typer.Option(
+            help="Rebuild the state as of this ISO-8601 instant: fold only records appended at "
+            "or before it (LogAppendTime)."
+        ),
+    ] = None,
+    state_dir: Annotated[
+        Path | None,
+        typer.Option("--state-dir", help="Where the rebuilt table goes (default: a new temp dir)."),
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Reuse a non-empty --state-dir (its previous replay is removed)."
+        ),
+    ] = False,
+    batch_size: Annotated[
+        int,
+        typer.Option(
+            min=1, max=100_000, help="Records per fold batch (does not change the outcome)."
+        ),
+    ] = 500,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Rebuild the job table from cronlog.commands with the scheduler's own fold.
 
@@ -102,17 +137,29 @@ def replay(
     from services.cli.replay import ReplayOptions, run_replay
     from topology.config import KafkaSettings
 
-    opts = ReplayOptions(state_dir=state_dir, force=force, verify=verify, to_topic=to_topic,
-                         until=parse_until(until) if until is not None else None,
-                         batch_size=batch_size)
-    columns = (TextColumn("replay"), BarColumn(), MofNCompleteColumn(), TextColumn("records"),
-               TimeRemainingColumn())
+    opts = ReplayOptions(
+        state_dir=state_dir,
+        force=force,
+        verify=verify,
+        to_topic=to_topic,
+        until=parse_until(until) if until is not None else None,
+        batch_size=batch_size,
+    )
+    columns = (
+        TextColumn("replay"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("records"),
+        TimeRemainingColumn(),
+    )
     try:
         with Progress(*columns, console=err, transient=True) as bar:
             task = bar.add_task("replay", total=None)
-            report = run_replay(KafkaSettings(), opts,
-                                lambda done, total: bar.update(task, completed=done,
-                                                               total=total))
+            report = run_replay(
+                KafkaSettings(),
+                opts,
+                lambda done, total: bar.update(task, completed=done, total=total),
+            )
     except CronlogError as exc:
         err.print(f"[red]error[/red] {exc}", highlight=False)
         raise typer.Exit(2) from exc
@@ -123,15 +170,16 @@ def replay(
             out.print(_line(r), highlight=False)
         for note in report.notes:
             out.print(f"note: {note}", highlight=False)
-        out.print(f"replayed {report.records} records ({report.dead_letters} dead-lettered) in "
-                  f"{report.seconds:.2f}s, {report.rate:.0f} records/s; state in "
-                  f"{report.state_dir}", highlight=False)
+        out.print(
+            f"replayed {report.records} records ({report.dead_letters} dead-lettered) in "
+            f"{report.seconds:.2f}s, {report.rate:.0f} records/s; state in "
+            f"{report.state_dir}",
+            highlight=False,
+        )
     if not report.ok:
         first = next(r for r in report.partitions if not r.ok)
-        what = first.state_detail or (first.events_verdict.detail if first.events_verdict
-                                      else "")
-        err.print(f"[red]verify failed[/red] partition {first.partition}: {what}",
-                  highlight=False)
+        what = first.state_detail or (first.events_verdict.detail if first.events_verdict else "")
+        err.print(f"[red]verify failed[/red] partition {first.partition}: {what}", highlight=False)
         raise typer.Exit(1)
     if verify:
         out.print("verify: every partition matches the live system", highlight=False)

@@ -52,21 +52,34 @@ class LiveSide:
                 ends[topic] = {p: (0, 0) for p in range(partitions)}
                 continue
             if count != partitions:
-                raise LogReadError(f"cannot verify: {topic} has {count} partitions, "
-                                   f"{topics.commands} has {partitions}")
+                raise LogReadError(
+                    f"cannot verify: {topic} has {count} partitions, "
+                    f"{topics.commands} has {partitions}"
+                )
             ends[topic] = watermarks(consumer, topic, partitions)
         return cls(ends[topics.job_table_changelog], ends[topics.run_events])
 
 
-def _pairs(consumer: Consumer, topic: str, p: int, low: int, high: int
-           ) -> list[tuple[int, bytes | None, bytes | None]]:
-    return [(m.offset() or 0, m.key(), m.value())
-            for msgs in read_partition(consumer, topic, p, low, high, READ_BATCH) for m in msgs]
+def _pairs(
+    consumer: Consumer, topic: str, p: int, low: int, high: int
+) -> list[tuple[int, bytes | None, bytes | None]]:
+    return [
+        (m.offset() or 0, m.key(), m.value())
+        for msgs in read_partition(consumer, topic, p, low, high, READ_BATCH)
+        for m in msgs
+    ]
 
 
-def verify_partition(consumer: Consumer, topics: Topics, live: LiveSide, p: int,
-                     snapshot: dict[bytes, bytes], replayed: Sequence[bytes],
-                     acknowledged: int, codec: Codec) -> tuple[str | None, EventVerdict]:
+def verify_partition(
+    consumer: Consumer,
+    topics: Topics,
+    live: LiveSide,
+    p: int,
+    snapshot: dict[bytes, bytes],
+    replayed: Sequence[bytes],
+    acknowledged: int,
+    codec: Codec,
+) -> tuple[str | None, EventVerdict]:
     """Compare partition ``p`` of the live system with the replay.
 
     Args:
@@ -82,22 +95,34 @@ def verify_partition(consumer: Consumer, topics: Topics, live: LiveSide, p: int,
         (None or the first state difference, the run-events verdict).
     """
     low, high = live.changelog[p]
-    table = latest_values((k, v) for _, k, v in
-                          _pairs(consumer, topics.job_table_changelog, p, low, high))
+    table = latest_values(
+        (k, v) for _, k, v in _pairs(consumer, topics.job_table_changelog, p, low, high)
+    )
     state_detail = first_state_difference(table, snapshot) if table != snapshot else None
     low, high = live.run_events[p]
     if low > 0:
-        return state_detail, EventVerdict(False, 0, 0, len(replayed), acknowledged,
-                                          f"{topics.run_events}/{p} starts at offset {low} "
-                                          f"(its head was deleted): events cannot be verified")
+        return state_detail, EventVerdict(
+            False,
+            0,
+            0,
+            len(replayed),
+            acknowledged,
+            f"{topics.run_events}/{p} starts at offset {low} "
+            f"(its head was deleted): events cannot be verified",
+        )
     live_events: list[ev.RunEvent] = []
     for offset, _, value in _pairs(consumer, topics.run_events, p, low, high):
         try:
             live_events.append(codec.decode_event(value or b""))
         except CronlogError as exc:
             return state_detail, EventVerdict(
-                False, len(live_events), 0, len(replayed), acknowledged,
-                f"{topics.run_events}/{p}@{offset} cannot be decoded: {exc}")
+                False,
+                len(live_events),
+                0,
+                len(replayed),
+                acknowledged,
+                f"{topics.run_events}/{p}@{offset} cannot be decoded: {exc}",
+            )
     ours = [codec.decode_event(v) for v in replayed]
     return state_detail, compare_events(live_events, ours, acknowledged)
 
@@ -116,10 +141,12 @@ class EventSink:
 
     def __init__(self, settings: KafkaSettings, topic: str, partitions: int) -> None:
         self.topic = topic
-        self.created = ensure_topic(settings, topic, partitions,
-                                    {"retention.ms": "-1", "cleanup.policy": "delete"})
-        self.producer = Producer(settings.producer_config(**{
-            "acks": "all", "queue.buffering.max.messages": 500_000}))
+        self.created = ensure_topic(
+            settings, topic, partitions, {"retention.ms": "-1", "cleanup.policy": "delete"}
+        )
+        self.producer = Producer(
+            settings.producer_config(**{"acks": "all", "queue.buffering.max.messages": 500_000})
+        )
         self.errors: list[str] = []
         self.sent = 0
 
@@ -132,8 +159,9 @@ class EventSink:
         for m in messages:
             while True:
                 try:
-                    self.producer.produce(self.topic, key=m.key, value=m.value,
-                                          on_delivery=self._on_delivery)
+                    self.producer.produce(
+                        self.topic, key=m.key, value=m.value, on_delivery=self._on_delivery
+                    )
                     break
                 except BufferError:
                     self.producer.poll(0.05)  # local queue full: let deliveries drain
@@ -150,6 +178,6 @@ class EventSink:
         if remaining:
             self.errors.append(f"{remaining} messages unacknowledged after {timeout_s:.0f}s")
         if self.errors:
-            raise LogReadError(f"re-emitting to {self.topic!r} failed: "
-                               + "; ".join(self.errors[:5]))
-
+            raise LogReadError(
+                f"re-emitting to {self.topic!r} failed: " + "; ".join(self.errors[:5])
+            )

@@ -28,7 +28,9 @@ from services.cli.common import (
 
 
 def runs(
-    job_id: JobId, api: Api = DEFAULT_API, output: Fmt = Output.table,
+    job_id: JobId,
+    api: Api = DEFAULT_API,
+    output: Fmt = Output.table,
     limit: Annotated[int, typer.Option(min=1, max=1000, help="Most runs shown.")] = 20,
 ) -> None:
     """List a job's runs, newest first."""
@@ -36,8 +38,11 @@ def runs(
     show(answer, output, lambda rs: render.runs_table(rs, f"runs of {job_id}"))
 
 
-def run(run_id: Annotated[str, typer.Argument(help="The run's id.")],
-        api: Api = DEFAULT_API, output: Fmt = Output.table) -> None:
+def run(
+    run_id: Annotated[str, typer.Argument(help="The run's id.")],
+    api: Api = DEFAULT_API,
+    output: Fmt = Output.table,
+) -> None:
     """Show one run: state, timings, and each task with its dependencies, state, attempt,
     worker and duration (``-o json``: the API's run document)."""
     client = ApiClient(api)
@@ -55,13 +60,19 @@ def run(run_id: Annotated[str, typer.Argument(help="The run's id.")],
 
 def logs(
     run_id: Annotated[str, typer.Argument(help="The run's id.")],
-    task: Annotated[str | None, typer.Option(help="The task; default: the run's only task "
-                                              "(a DAG run needs it).")] = None,
-    attempt: Annotated[int | None, typer.Option(min=1, help="Attempt number; default: the "
-                                                "task's latest.")] = None,
-    epoch: Annotated[int | None, typer.Option(min=0, help="One execution of a released "
-                                              "attempt; default: the latest.")] = None,
-    api: Api = DEFAULT_API, output: Fmt = Output.table,
+    task: Annotated[
+        str | None,
+        typer.Option(help="The task; default: the run's only task (a DAG run needs it)."),
+    ] = None,
+    attempt: Annotated[
+        int | None, typer.Option(min=1, help="Attempt number; default: the task's latest.")
+    ] = None,
+    epoch: Annotated[
+        int | None,
+        typer.Option(min=0, help="One execution of a released attempt; default: the latest."),
+    ] = None,
+    api: Api = DEFAULT_API,
+    output: Fmt = Output.table,
 ) -> None:
     """Print an attempt's full output (stdout and stderr, up to the worker's cap).
 
@@ -74,15 +85,20 @@ def logs(
     if task is None:
         names = list(run_doc.get("tasks") or ["main"])
         if len(names) != 1:
-            err.print(f"[red]error[/red] run {run_id} has tasks {', '.join(names)}: "
-                      "say which with --task", highlight=False)
+            err.print(
+                f"[red]error[/red] run {run_id} has tasks {', '.join(names)}: "
+                "say which with --task",
+                highlight=False,
+            )
             raise typer.Exit(2)
         task = names[0]
     if attempt is None:
         tried = [a["attempt"] for a in run_doc.get("attempts", []) if a["task"] == task]
         if not tried:
-            err.print(f"[red]error[/red] task {task!r} of run {run_id} has no attempt yet",
-                      highlight=False)
+            err.print(
+                f"[red]error[/red] task {task!r} of run {run_id} has no attempt yet",
+                highlight=False,
+            )
             raise typer.Exit(1)
         attempt = max(tried)
     n, name = attempt, task
@@ -93,16 +109,25 @@ def logs(
     sys.stdout.buffer.write(data)
     sys.stdout.buffer.flush()
     if info.get("log-truncated") == "true":
-        err.print(f"-- truncated: kept {info.get('log-bytes')} of {info.get('log-bytes-total')} "
-                  f"bytes (cap {info.get('log-cap-bytes')})", highlight=False)
+        err.print(
+            f"-- truncated: kept {info.get('log-bytes')} of {info.get('log-bytes-total')} "
+            f"bytes (cap {info.get('log-cap-bytes')})",
+            highlight=False,
+        )
     if info.get("log-complete") != "true":
-        err.print(f"-- incomplete: attempt {n} is {info.get('attempt-state') or 'unknown'}, "
-                  "more output may follow", highlight=False)
+        err.print(
+            f"-- incomplete: attempt {n} is {info.get('attempt-state') or 'unknown'}, "
+            "more output may follow",
+            highlight=False,
+        )
 
 
-def cancel(run_id: Annotated[str, typer.Argument(help="The run's id.")],
-           task: Annotated[str | None, typer.Option(help="Cancel only this task.")] = None,
-           api: Api = DEFAULT_API, output: Fmt = Output.table) -> None:
+def cancel(
+    run_id: Annotated[str, typer.Argument(help="The run's id.")],
+    task: Annotated[str | None, typer.Option(help="Cancel only this task.")] = None,
+    api: Api = DEFAULT_API,
+    output: Fmt = Output.table,
+) -> None:
     """Cancel a run (or one task of it); its worker stops the task at its next renewal."""
     answer = call(lambda: ApiClient(api).cancel(run_id, task))
     if isinstance(answer, dict) and answer.get("status") == "accepted":
@@ -111,11 +136,15 @@ def cancel(run_id: Annotated[str, typer.Argument(help="The run's id.")],
         show(answer, output, render.run_table)
 
 
-def rerun(run_id: Annotated[str, typer.Argument(help="The run's id.")],
-          task: Annotated[str, typer.Argument(help="The task to run again.")],
-          downstream: Annotated[bool, typer.Option(
-              help="Also run everything downstream of it again.")] = False,
-          api: Api = DEFAULT_API, output: Fmt = Output.table) -> None:
+def rerun(
+    run_id: Annotated[str, typer.Argument(help="The run's id.")],
+    task: Annotated[str, typer.Argument(help="The task to run again.")],
+    downstream: Annotated[
+        bool, typer.Option(help="Also run everything downstream of it again.")
+    ] = False,
+    api: Api = DEFAULT_API,
+    output: Fmt = Output.table,
+) -> None:
     """Run a task of a run again (a new attempt series; the run reopens if it had ended)."""
     answer = call(lambda: ApiClient(api).rerun(run_id, task, downstream))
     if isinstance(answer, dict) and answer.get("status") == "accepted":
@@ -129,7 +158,8 @@ def dead_letters_list(
     since: Annotated[str | None, typer.Option(help="Dead-lettered at or after (ISO).")] = None,
     until: Annotated[str | None, typer.Option(help="Dead-lettered before (ISO).")] = None,
     limit: Annotated[int, typer.Option(min=1, max=1000, help="Most shown.")] = 100,
-    api: Api = DEFAULT_API, output: Fmt = Output.table,
+    api: Api = DEFAULT_API,
+    output: Fmt = Output.table,
 ) -> None:
     """List dead letters (task instances whose last attempt failed), newest first."""
     lo = instant("--since", since).isoformat() if since else None
@@ -144,12 +174,17 @@ def dead_letters_replay(
     job_id: Annotated[str | None, typer.Option("--job-id", help="A job's dead letters.")] = None,
     since: Annotated[str | None, typer.Option(help="Dead-lettered at or after (ISO).")] = None,
     until: Annotated[str | None, typer.Option(help="Dead-lettered before (ISO).")] = None,
-    api: Api = DEFAULT_API, output: Fmt = Output.table,
+    api: Api = DEFAULT_API,
+    output: Fmt = Output.table,
 ) -> None:
     """Run dead letters again: each becomes a new run (trigger replay), attempt 1."""
-    body: dict[str, Any] = {"run_id": run_id, "task": task, "job_id": job_id,
-                            "since": instant("--since", since).isoformat() if since else None,
-                            "until": instant("--until", until).isoformat() if until else None}
+    body: dict[str, Any] = {
+        "run_id": run_id,
+        "task": task,
+        "job_id": job_id,
+        "since": instant("--since", since).isoformat() if since else None,
+        "until": instant("--until", until).isoformat() if until else None,
+    }
     answer = call(lambda: ApiClient(api).replay({k: v for k, v in body.items() if v}))
     if isinstance(answer, dict) and answer.get("status") == "accepted":
         said(job_id or run_id or "dead letters", "replay", answer, output)

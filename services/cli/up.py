@@ -56,8 +56,12 @@ def _sigterm_as_interrupt(_sig: int, _frame: FrameType | None) -> None:
 
 def _ops_kafka(action: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     # argv is fixed: the project's own script and a literal action.
-    return subprocess.run([str(ROOT / "ops" / "kafka"), action], text=True,  # noqa: S603
-                          check=False, **kwargs)
+    return subprocess.run(  # noqa: S603
+        [str(ROOT / "ops" / "kafka"), action],
+        text=True,
+        check=False,
+        **kwargs,
+    )
 
 
 def _start_broker() -> tuple[str, bool]:
@@ -65,8 +69,9 @@ def _start_broker() -> tuple[str, bool]:
     status = _ops_kafka("status", capture_output=True)
     if status.returncode == 0 and status.stdout.strip():
         return status.stdout.strip().splitlines()[-1], False
-    console.print("starting the local Kafka broker (ops/kafka start; the first start "
-                  "downloads the jars) …")
+    console.print(
+        "starting the local Kafka broker (ops/kafka start; the first start downloads the jars) …"
+    )
     started = _ops_kafka("start", stdout=subprocess.PIPE)
     lines = started.stdout.strip().splitlines()
     if started.returncode != 0 or not lines:
@@ -79,8 +84,13 @@ def _spawn(name: str, env: dict[str, str], logs: Path) -> Service:
     log_file = log_path.open("wb")
     # argv is fixed (this interpreter, a module of ours); own session: Ctrl-C reaches only us.
     proc = subprocess.Popen(  # noqa: S603
-        [sys.executable, "-m", f"services.{name}"], cwd=ROOT, env=env, stdout=log_file,
-        stderr=subprocess.STDOUT, start_new_session=True)
+        [sys.executable, "-m", f"services.{name}"],
+        cwd=ROOT,
+        env=env,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     return Service(name, proc, log_path, log_file)
 
 
@@ -94,8 +104,10 @@ def _tail(path: Path, lines: int = 20) -> str:
 def _check_alive(services: list[Service]) -> None:
     for s in services:
         if s.proc.poll() is not None:
-            raise CronlogError(f"{s.name} exited with {s.proc.returncode}; last lines of "
-                               f"{s.log_path}:\n{_tail(s.log_path)}")
+            raise CronlogError(
+                f"{s.name} exited with {s.proc.returncode}; last lines of "
+                f"{s.log_path}:\n{_tail(s.log_path)}"
+            )
 
 
 def _wait_ready(client: ApiClient, services: list[Service], timeout_s: float) -> None:
@@ -125,8 +137,9 @@ def _snapshot(client: ApiClient, services: list[Service], limit: int = 25) -> Gr
         for job in client.jobs():
             runs.extend(client.runs(job["job_id"], limit=limit))
         runs.sort(key=lambda r: r["scheduled_for"], reverse=True)
-        body: Any = render.runs_table(runs[:limit], f"runs (api {client.base_url}, "
-                                                    "Ctrl-C stops everything)")
+        body: Any = render.runs_table(
+            runs[:limit], f"runs (api {client.base_url}, Ctrl-C stops everything)"
+        )
     except ApiError as exc:
         body = Text(f"API: {exc.describe()}", "red")
     return Group(body, caption)
@@ -158,10 +171,12 @@ def _print_changes(client: ApiClient, services: list[Service], end: float | None
                         lag = run.get("trigger_lag_s")
                         console.print(
                             f"{run['scheduled_for']}  {job['job_id']}  {run['run_id']}  "
-                            f"{run['state']}" + (f"  lag {lag:.3f}s" if lag is not None
-                                                 else "") +
-                            (f"  exit {run['exit_code']}" if run.get("exit_code") else ""),
-                            highlight=False, soft_wrap=True)
+                            f"{run['state']}"
+                            + (f"  lag {lag:.3f}s" if lag is not None else "")
+                            + (f"  exit {run['exit_code']}" if run.get("exit_code") else ""),
+                            highlight=False,
+                            soft_wrap=True,
+                        )
         except ApiError as exc:
             console.print(f"API: {exc.describe()}", highlight=False)
         _check_alive(services)
@@ -214,8 +229,9 @@ def run_up(examples: bool, duration_s: float | None, api_url: str | None) -> int
         env.setdefault("CRONLOG_INSTANCE_ID", "local-scheduler")
         for name in SERVICES:
             services.append(_spawn(name, env, logs))
-        console.print(f"started {', '.join(f'{s.name} (pid {s.proc.pid})' for s in services)}; "
-                      f"logs in {logs}")
+        console.print(
+            f"started {', '.join(f'{s.name} (pid {s.proc.pid})' for s in services)}; logs in {logs}"
+        )
         settings = ApiSettings()
         host = "127.0.0.1" if settings.api_host in ("0.0.0.0", "::") else settings.api_host  # noqa: S104
         client = ApiClient(api_url or f"http://{host}:{settings.api_port}")

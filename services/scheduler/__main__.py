@@ -17,8 +17,7 @@ from topology.bootstrap import ensure_topics
 def main() -> None:
     """Start one scheduler process with settings from the environment (``CRONLOG_*``)."""
     settings = SchedulerSettings()
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     ensure_topics(settings)
     if not settings.keep_local_state:
         # State is the changelog, never a local store that may be ahead of it.

@@ -74,10 +74,16 @@ class FoldStats:
         self.write_s += write_s
         now = time.monotonic()
         if now - self.since >= self.every_s:
-            log.info("action=fold_stats records=%d batches=%d rate=%.0f/s fold=%.2fs "
-                     "deliver=%.2fs write=%.2fs", self.records, self.batches,
-                     self.records / (now - self.since), self.fold_s, self.deliver_s,
-                     self.write_s)
+            log.info(
+                "action=fold_stats records=%d batches=%d rate=%.0f/s fold=%.2fs "
+                "deliver=%.2fs write=%.2fs",
+                self.records,
+                self.batches,
+                self.records / (now - self.since),
+                self.fold_s,
+                self.deliver_s,
+                self.write_s,
+            )
             self._reset(now)
 
 
@@ -109,14 +115,25 @@ def create_app(settings: SchedulerSettings) -> faust.App:
         web_port=settings.web_port or 6066,
         web_bind="127.0.0.1",
     )
-    commands = app.topic(topics.commands, key_type=bytes, value_type=bytes, partitions=n,
-                         key_serializer="raw", value_serializer="raw")
+    commands = app.topic(
+        topics.commands,
+        key_type=bytes,
+        value_type=bytes,
+        partitions=n,
+        key_serializer="raw",
+        value_serializer="raw",
+    )
     mb = 1024 * 1024
     jobs = app.Table(
-        "jobs", key_type=bytes, value_type=bytes, partitions=n,
-        options={"block_cache_size": settings.rocksdb_block_cache_mb * mb,
-                 "write_buffer_size": settings.rocksdb_write_buffer_mb * mb,
-                 "max_write_buffer_number": 2},
+        "jobs",
+        key_type=bytes,
+        value_type=bytes,
+        partitions=n,
+        options={
+            "block_cache_size": settings.rocksdb_block_cache_mb * mb,
+            "write_buffer_size": settings.rocksdb_write_buffer_mb * mb,
+            "max_write_buffer_number": 2,
+        },
     )
     codec = Codec()
     due = DueIndex()
@@ -124,8 +141,9 @@ def create_app(settings: SchedulerSettings) -> faust.App:
     folder = BatchFolder(topics, n, lambda job_id: jobs.get(job_id.encode()), due, codec)
 
     async def rebuild_due_index() -> None:
-        owned = {tp.partition for tp in app.assignor.assigned_actives()
-                 if tp.topic == topics.commands}
+        owned = {
+            tp.partition for tp in app.assignor.assigned_actives() if tp.topic == topics.commands
+        }
         due.reset(owned)
         started = time.monotonic()
         for key, value in jobs.items():
@@ -133,8 +151,12 @@ def create_app(settings: SchedulerSettings) -> faust.App:
             if p in owned:
                 deadline = load_state(value).next_deadline()
                 due.set(p, key.decode(), to_ms(deadline) if deadline else None)
-        log.info("due index rebuilt: %d jobs over partitions %s in %.2fs", len(due),
-                 sorted(owned), time.monotonic() - started)
+        log.info(
+            "due index rebuilt: %d jobs over partitions %s in %.2fs",
+            len(due),
+            sorted(owned),
+            time.monotonic() - started,
+        )
 
     jobs.on_recover(rebuild_due_index)
 
@@ -152,18 +174,25 @@ def create_app(settings: SchedulerSettings) -> faust.App:
                 if attempt >= DELIVERY_ATTEMPTS:
                     # Never write state whose events were not delivered, never ack the batch:
                     # die so the commands are re-delivered to the next owner.
-                    log.critical("event delivery failed %d times; exiting", attempt,
-                                 exc_info=True)
+                    log.critical("event delivery failed %d times; exiting", attempt, exc_info=True)
                     os._exit(70)
                 log.warning("event delivery failed; retrying", exc_info=True)
-                await asyncio.sleep(min(2.0 ** attempt, 10.0))
+                await asyncio.sleep(min(2.0**attempt, 10.0))
         raise AssertionError("unreachable")
 
     async def fold_batch(batch: list[Any]) -> None:
         t0 = time.perf_counter()
-        records = [Record(e.message.partition, e.message.offset,
-                          round(e.message.timestamp * 1000), e.message.key,
-                          e.message.value or b"", e) for e in batch]
+        records = [
+            Record(
+                e.message.partition,
+                e.message.offset,
+                round(e.message.timestamp * 1000),
+                e.message.key,
+                e.message.value or b"",
+                e,
+            )
+            for e in batch
+        ]
         out = folder.fold(records)
         t1 = time.perf_counter()
         if out.sends:
@@ -182,16 +211,14 @@ def create_app(settings: SchedulerSettings) -> faust.App:
 
     @app.agent(commands, concurrency=1)
     async def fold(stream: faust.StreamT) -> AsyncIterator[None]:
-        async for batch in stream.take_events(settings.batch_size,
-                                              within=settings.batch_within_s):
+        async for batch in stream.take_events(settings.batch_size, within=settings.batch_within_s):
             try:
                 await fold_batch(batch)
             except Exception:  # not CancelledError: that is a normal stop
                 # faust acks a batch even when the agent raises: an exception here would lose
                 # its commands and leave delivered events without state. Die instead; the
                 # next owner re-folds the batch from the last committed offset.
-                log.critical("fold failed on a batch; exiting so it is re-delivered",
-                             exc_info=True)
+                log.critical("fold failed on a batch; exiting so it is re-delivered", exc_info=True)
                 os._exit(70)
             yield None
 
@@ -214,8 +241,9 @@ def create_app(settings: SchedulerSettings) -> faust.App:
             now = time.time()
             await asyncio.sleep(interval - (now % interval) + TICK_OFFSET_S)
             for p in range(n):
-                value = codec.encode_command(cmd.Envelope(f"tick:{ticker_id}:{p}:{seq}", "",
-                                                          cmd.Tick()))
+                value = codec.encode_command(
+                    cmd.Envelope(f"tick:{ticker_id}:{p}:{seq}", "", cmd.Tick())
+                )
                 await commands.send(key=None, value=value, partition=p)
 
     return app

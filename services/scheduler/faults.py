@@ -35,12 +35,14 @@ class CrashPoints:
     def __init__(self, env: Mapping[str, str] = os.environ) -> None:
         self.point = env.get("CRONLOG_FAULT_CRASH_AT") or None
         if self.point is not None and self.point not in POINTS:
-            raise CronlogError(f"CRONLOG_FAULT_CRASH_AT must be one of {', '.join(POINTS)}, "
-                               f"got {self.point!r}")
+            raise CronlogError(
+                f"CRONLOG_FAULT_CRASH_AT must be one of {', '.join(POINTS)}, got {self.point!r}"
+            )
         raw = env.get("CRONLOG_FAULT_AFTER_BATCHES", "1")
         if not raw.isdigit() or int(raw) < 1:
-            raise CronlogError(f"CRONLOG_FAULT_AFTER_BATCHES must be a positive integer, "
-                               f"got {raw!r}")
+            raise CronlogError(
+                f"CRONLOG_FAULT_AFTER_BATCHES must be a positive integer, got {raw!r}"
+            )
         self.after = int(raw)
         self.seen = 0
 

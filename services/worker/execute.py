@@ -132,8 +132,14 @@ def _die_with_worker() -> Callable[[], None] | None:
 class ProcessExecution:
     """One running command (kinds exec and shell): argv in its own process group."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], timeout_s: float,
-                 grace_s: float = 10.0, output: Output = DISCARD) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        timeout_s: float,
+        grace_s: float = 10.0,
+        output: Output = DISCARD,
+    ) -> None:
         self.output = output
         self.argv = argv
         self.env = env
@@ -161,16 +167,21 @@ class ProcessExecution:
         try:
             # argv comes from the job definition: running it is the point (no shell).
             self._proc = subprocess.Popen(  # noqa: S603
-                self.argv, env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, start_new_session=True,  # own process group
+                self.argv,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # own process group
                 preexec_fn=_die_with_worker(),  # threads and preexec_fn: see its docstring
             )
         except OSError as exc:
             why = f"cannot start {self.argv[0]!r}: {exc}"
             self.output.write(why.encode())
             return Outcome(None, FailureKind.SPAWN_ERROR, why, started, datetime.now(UTC))
-        reader = threading.Thread(target=_read_tail, args=(self._proc, tail, self.output),
-                                  daemon=True)
+        reader = threading.Thread(
+            target=_read_tail, args=(self._proc, tail, self.output), daemon=True
+        )
         reader.start()
         timed_out = False
         try:
@@ -192,8 +203,9 @@ class ProcessExecution:
             return Outcome(None, FailureKind.TIMEOUT, output, started, finished)
         if code == 0:
             return Outcome(0, None, output, started, finished)
-        return Outcome(code if code >= 0 else None, FailureKind.NONZERO_EXIT, output, started,
-                       finished)
+        return Outcome(
+            code if code >= 0 else None, FailureKind.NONZERO_EXIT, output, started, finished
+        )
 
 
 def _read_tail(proc: subprocess.Popen[bytes], tail: deque[bytes], output: Output) -> None:
@@ -209,4 +221,3 @@ def _read_tail(proc: subprocess.Popen[bytes], tail: deque[bytes], output: Output
         size += len(chunk)
         while size - len(tail[0]) >= TAIL_BYTES and len(tail) > 1:
             size -= len(tail.popleft())
-

@@ -54,12 +54,13 @@ class _Capture(io.TextIOBase):
     def write(self, text: str) -> int:
         data = text.encode("utf-8", "replace")
         self.total += len(data)
-        self.kept += data[:max(self.cap - len(self.kept), 0)]
+        self.kept += data[: max(self.cap - len(self.kept), 0)]
         return len(text)
 
 
-def _call(token: str, ref: str, context: dict[str, Any],
-          cap: int = 0) -> tuple[bool, str, bytes, int]:
+def _call(
+    token: str, ref: str, context: dict[str, Any], cap: int = 0
+) -> tuple[bool, str, bytes, int]:
     """In a pool process: call ``ref`` with ``context``, never raising.
 
     Returns:
@@ -94,16 +95,22 @@ class PythonPool:
         self._pids: dict[str, int] = {}
         self._doomed: set[str] = set()
         self._executor = self._new()
-        self._reader = threading.Thread(target=self._read_reports, daemon=True,
-                                        name="python-pool-pids")
+        self._reader = threading.Thread(
+            target=self._read_reports, daemon=True, name="python-pool-pids"
+        )
         self._reader.start()
 
     def _new(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(self._workers, mp_context=self._ctx,
-                                   initializer=_init_pool_process, initargs=(self._reports,))
+        return ProcessPoolExecutor(
+            self._workers,
+            mp_context=self._ctx,
+            initializer=_init_pool_process,
+            initargs=(self._reports,),
+        )
 
-    def submit(self, ref: str, context: dict[str, Any], cap: int = 0
-               ) -> tuple[str, Future[tuple[bool, str, bytes, int]]]:
+    def submit(
+        self, ref: str, context: dict[str, Any], cap: int = 0
+    ) -> tuple[str, Future[tuple[bool, str, bytes, int]]]:
         """Start ``ref(context)`` in a pool process, capturing up to ``cap`` bytes of its
         stdout/stderr; returns (token, future of ``_call``'s answer)."""
         token = uuid.uuid4().hex
@@ -154,8 +161,15 @@ class PythonPool:
 class PythonExecution:
     """A python task: ``ref(context)`` in the pool; a return is success, an exception failure."""
 
-    def __init__(self, pool: PythonPool, ref: str, context: dict[str, Any],
-                 timeout_s: float, output: Output = DISCARD, capture_bytes: int = 0) -> None:
+    def __init__(
+        self,
+        pool: PythonPool,
+        ref: str,
+        context: dict[str, Any],
+        timeout_s: float,
+        output: Output = DISCARD,
+        capture_bytes: int = 0,
+    ) -> None:
         self.pool, self.ref, self.context, self.timeout_s = pool, ref, context, timeout_s
         self.output, self.capture_bytes = output, capture_bytes
         self._token: str | None = None
@@ -177,25 +191,31 @@ class PythonExecution:
             ok, output, captured, captured_total = future.result(timeout=self.timeout_s)
         except FutureTimeout:
             self.pool.kill(self._token)
-            return self._failed(None, FailureKind.TIMEOUT, f"{self.ref} timed out after "
-                                f"{self.timeout_s:g} s; its pool process was killed", started)
+            return self._failed(
+                None,
+                FailureKind.TIMEOUT,
+                f"{self.ref} timed out after {self.timeout_s:g} s; its pool process was killed",
+                started,
+            )
         except BrokenProcessPool:
-            return self._failed(None, FailureKind.NONZERO_EXIT, "the pool process running "
-                                f"{self.ref} died", started)
+            return self._failed(
+                None, FailureKind.NONZERO_EXIT, f"the pool process running {self.ref} died", started
+            )
         finally:
             self.pool.forget(self._token)
         # The log: what the call printed, then its result (or traceback) on a line of its own.
         self.output.write(captured)
         self.output.count(captured_total - len(captured))
         if output:
-            self.output.write((b"\n" if captured and not captured.endswith(b"\n") else b"")
-                              + output.encode("utf-8", "replace"))
+            self.output.write(
+                (b"\n" if captured and not captured.endswith(b"\n") else b"")
+                + output.encode("utf-8", "replace")
+            )
         if ok:
             return Outcome(0, None, tail(output), started, datetime.now(UTC))
         return Outcome(1, FailureKind.NONZERO_EXIT, tail(output), started, datetime.now(UTC))
 
-    def _failed(self, code: int | None, kind: FailureKind, why: str,
-                started: datetime) -> Outcome:
+    def _failed(self, code: int | None, kind: FailureKind, why: str, started: datetime) -> Outcome:
         """An outcome without the call's answer (its printed output died with it)."""
         self.output.write(why.encode())
         return Outcome(code, kind, why, started, datetime.now(UTC))
@@ -204,8 +224,13 @@ class PythonExecution:
 class HttpExecution:
     """An http task: one request; success when the status is in the task's success set."""
 
-    def __init__(self, task: HttpTask, context_headers: dict[str, str], timeout_s: float,
-                 output: Output = DISCARD) -> None:
+    def __init__(
+        self,
+        task: HttpTask,
+        context_headers: dict[str, str],
+        timeout_s: float,
+        output: Output = DISCARD,
+    ) -> None:
         self.task, self.context_headers, self.timeout_s = task, context_headers, timeout_s
         self.output = output
         self._lock = threading.Lock()
@@ -226,8 +251,9 @@ class HttpExecution:
         try:
             response = asyncio.run(self._send())
         except TimeoutError:
-            return self._failed(FailureKind.TIMEOUT, f"no response within {self.timeout_s:g} s",
-                                started)
+            return self._failed(
+                FailureKind.TIMEOUT, f"no response within {self.timeout_s:g} s", started
+            )
         except asyncio.CancelledError:
             return self._failed(FailureKind.NONZERO_EXIT, "request cancelled", started)
         except httpx.HTTPError as exc:
@@ -235,12 +261,18 @@ class HttpExecution:
         codes = self.task.success_codes
         ok = response.status_code in codes if codes else 200 <= response.status_code < 300
         # The log: the status line, then the body's bytes (the sink keeps its head, up to the cap).
-        self.output.write(f"{response.http_version} {response.status_code} "
-                          f"{response.reason_phrase}\n".encode())
+        self.output.write(
+            f"{response.http_version} {response.status_code} {response.reason_phrase}\n".encode()
+        )
         self.output.write(response.content)
         output = tail(f"HTTP {response.status_code}\n{response.text}")
-        return Outcome(0 if ok else response.status_code, None if ok else FailureKind.NONZERO_EXIT,
-                       output, started, datetime.now(UTC))
+        return Outcome(
+            0 if ok else response.status_code,
+            None if ok else FailureKind.NONZERO_EXIT,
+            output,
+            started,
+            datetime.now(UTC),
+        )
 
     def _failed(self, kind: FailureKind, why: str, started: datetime) -> Outcome:
         self.output.write(why.encode())
@@ -250,9 +282,14 @@ class HttpExecution:
         headers = [(h.name, h.value) for h in self.task.headers]
         headers += list(self.context_headers.items())
         async with httpx.AsyncClient(follow_redirects=False) as client:
-            request = asyncio.ensure_future(client.request(
-                self.task.method, self.task.url, headers=headers,
-                content=None if self.task.body is None else self.task.body.encode()))
+            request = asyncio.ensure_future(
+                client.request(
+                    self.task.method,
+                    self.task.url,
+                    headers=headers,
+                    content=None if self.task.body is None else self.task.body.encode(),
+                )
+            )
             with self._lock:
                 self._loop, self._request = asyncio.get_running_loop(), request
                 if self._killed:
@@ -260,10 +297,18 @@ class HttpExecution:
             return await asyncio.wait_for(request, self.timeout_s)
 
 
-def execution_for(action: TaskAction | None, command: tuple[str, ...], context: dict[str, str],
-                  *, env: dict[str, str], timeout_s: float, grace_s: float,
-                  pool: PythonPool, output: Output = DISCARD,
-                  capture_bytes: int = 0) -> Execution:
+def execution_for(
+    action: TaskAction | None,
+    command: tuple[str, ...],
+    context: dict[str, str],
+    *,
+    env: dict[str, str],
+    timeout_s: float,
+    grace_s: float,
+    pool: PythonPool,
+    output: Output = DISCARD,
+    capture_bytes: int = 0,
+) -> Execution:
     """Return the Execution of a grant's task kind.
 
     Args:
@@ -292,8 +337,10 @@ def execution_for(action: TaskAction | None, command: tuple[str, ...], context: 
                 ctx[number] = int(ctx[number])
         return PythonExecution(pool, action.callable, ctx, timeout_s, output, capture_bytes)
     if action.kind is TaskKind.HTTP and action.http is not None:
-        headers = {"X-Cronlog-" + "-".join(p.capitalize() for p in
-                                           k.removeprefix("CRONLOG_").split("_")): v
-                   for k, v in context.items()}
+        headers = {
+            "X-Cronlog-"
+            + "-".join(p.capitalize() for p in k.removeprefix("CRONLOG_").split("_")): v
+            for k, v in context.items()
+        }
         return HttpExecution(action.http, headers, timeout_s, output)
     return ProcessExecution(list(command), env, timeout_s, grace_s, output)

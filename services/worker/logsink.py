@@ -49,8 +49,13 @@ class LogSink:
     Thread-safe; ``close`` is idempotent, and ``write`` after ``close`` is ignored.
     """
 
-    def __init__(self, ref: AttemptRef, cap_bytes: int, send: Send,
-                 on_close: Callable[[LogSink], None] | None = None) -> None:
+    def __init__(
+        self,
+        ref: AttemptRef,
+        cap_bytes: int,
+        send: Send,
+        on_close: Callable[[LogSink], None] | None = None,
+    ) -> None:
         if cap_bytes < 0:
             raise ValueError(f"cap_bytes must be >= 0, got {cap_bytes}")
         self.ref, self.cap_bytes = ref, cap_bytes
@@ -77,7 +82,7 @@ class LogSink:
             if self._closed or not data:
                 return
             self.bytes_total += len(data)
-            keep = data[:max(self.cap_bytes - self._kept, 0)]
+            keep = data[: max(self.cap_bytes - self._kept, 0)]
             self._kept += len(keep)
             self._pending += keep
             while len(self._pending) >= CHUNK_BYTES:
@@ -110,9 +115,22 @@ class LogSink:
 
     def _emit(self, data: bytes, *, final: bool) -> None:
         r = self.ref
-        chunk = LogChunk(r.job_id, r.run_id, r.task, r.attempt, r.epoch, r.worker_id, self._seq,
-                         self._sent, data, final, self.bytes_total, self.truncated,
-                         self.cap_bytes, datetime.now(UTC))
+        chunk = LogChunk(
+            r.job_id,
+            r.run_id,
+            r.task,
+            r.attempt,
+            r.epoch,
+            r.worker_id,
+            self._seq,
+            self._sent,
+            data,
+            final,
+            self.bytes_total,
+            self.truncated,
+            self.cap_bytes,
+            datetime.now(UTC),
+        )
         self._seq += 1
         self._sent += len(data)
         self._send(r.run_id, encode_chunk(chunk))
@@ -130,12 +148,20 @@ class LogShipper:
         topic: the logs topic.
     """
 
-    def __init__(self, settings: KafkaSettings, topic: str, *, cap_bytes: int,
-                 flush_s: float, queue_wait_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        topic: str,
+        *,
+        cap_bytes: int,
+        flush_s: float,
+        queue_wait_s: float = 10.0,
+    ) -> None:
         self.topic, self.cap_bytes, self.flush_s = topic, cap_bytes, flush_s
         self.queue_wait_s = queue_wait_s
-        self.producer = Producer(settings.producer_config(**{
-            "compression.type": "lz4", "linger.ms": 20}))
+        self.producer = Producer(
+            settings.producer_config(**{"compression.type": "lz4", "linger.ms": 20})
+        )
         self._lock = threading.Lock()
         self._sinks: set[LogSink] = set()
         self._stop = threading.Event()
@@ -159,8 +185,11 @@ class LogShipper:
         self._thread.join(timeout_s)
         left = self.producer.flush(timeout_s)
         if left:
-            log.error("%d log chunks not delivered at shutdown", left,
-                      extra={"action": "logs.undelivered"})
+            log.error(
+                "%d log chunks not delivered at shutdown",
+                left,
+                extra={"action": "logs.undelivered"},
+            )
 
     def _forget(self, sink: LogSink) -> None:
         with self._lock:
@@ -179,8 +208,11 @@ class LogShipper:
             except KafkaException as exc:
                 log.error("cannot send a log chunk: %s", exc, extra={"run_id": run_id})
                 return
-        log.error("log chunk dropped: producer queue full for %.0f s", self.queue_wait_s,
-                  extra={"action": "logs.dropped", "run_id": run_id})
+        log.error(
+            "log chunk dropped: producer queue full for %.0f s",
+            self.queue_wait_s,
+            extra={"action": "logs.dropped", "run_id": run_id},
+        )
 
     def _flush_loop(self) -> None:
         while not self._stop.wait(self.flush_s):

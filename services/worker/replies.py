@@ -30,24 +30,31 @@ def retry(call: Callable[[], T], what: str, attempts: int = 20) -> T:
             if attempt == attempts:
                 raise CronlogError(f"{what}: {exc}") from exc
             log.warning("%s failed (%s); retrying", what, exc)
-            time.sleep(min(0.2 * 2 ** attempt, 3.0))
+            time.sleep(min(0.2 * 2**attempt, 3.0))
     raise AssertionError("unreachable")
 
 
-def read_replies(settings: WorkerSettings, topic: str, ready: threading.Event,
-                 keep_going: Callable[[], bool],
-                 on_answer: Callable[[str, ev.Event], None]) -> None:
+def read_replies(
+    settings: WorkerSettings,
+    topic: str,
+    ready: threading.Event,
+    keep_going: Callable[[], bool],
+    on_answer: Callable[[str, ev.Event], None],
+) -> None:
     """Read this worker's replies until ``keep_going()`` is false, calling
     ``on_answer(job_id, event)`` for each; ``ready`` is set once reading from the end.
 
     Raises:
         CronlogError: the partition's end offset could not be read (after retries).
     """
-    consumer = Consumer(settings.consumer_config(
-        f"{settings.ready_group()}-replies-{settings.worker_id}"))
+    consumer = Consumer(
+        settings.consumer_config(f"{settings.ready_group()}-replies-{settings.worker_id}")
+    )
     tp = TopicPartition(topic, partition_for(settings.worker_id, settings.partitions))
-    high = retry(lambda: consumer.get_watermark_offsets(tp, timeout=10)[1],
-                 "reading the replies partition's end offset")
+    high = retry(
+        lambda: consumer.get_watermark_offsets(tp, timeout=10)[1],
+        "reading the replies partition's end offset",
+    )
     consumer.assign([TopicPartition(tp.topic, tp.partition, high)])
     ready.set()
     me = settings.worker_id.encode()

@@ -55,10 +55,13 @@ class WorkerSettings(KafkaSettings):
     def ready_consumer_config(self) -> dict[str, object]:
         """Return the ready consumer's settings: its group, a short session, small fetches."""
         session_ms = round(self.ready_session_timeout_s * 1000)
-        return self.consumer_config(self.ready_group(), **{
-            "session.timeout.ms": session_ms,
-            "heartbeat.interval.ms": max(session_ms // 3, 100),  # Kafka's advice: <= 1/3
-            "max.poll.interval.ms": 600_000,
-            "queued.max.messages.kbytes": 1024,
-            "fetch.max.bytes": 1_048_576,
-        })
+        return self.consumer_config(
+            self.ready_group(),
+            **{
+                "session.timeout.ms": session_ms,
+                "heartbeat.interval.ms": max(session_ms // 3, 100),  # Kafka's advice: <= 1/3
+                "max.poll.interval.ms": 600_000,
+                "queued.max.messages.kbytes": 1024,
+                "fetch.max.bytes": 1_048_576,
+            },
+        )

@@ -80,8 +80,12 @@ class Worker:
         self._replies_ready = threading.Event()
         self._replies_failed = False
         self.python_pool = PythonPool(settings.slots)
-        self.logs = LogShipper(settings, self.topics.logs, cap_bytes=settings.log_cap_bytes,
-                               flush_s=settings.log_flush_s)
+        self.logs = LogShipper(
+            settings,
+            self.topics.logs,
+            cap_bytes=settings.log_cap_bytes,
+            flush_s=settings.log_flush_s,
+        )
 
     def stop(self) -> None:
         """Ask the worker to stop pulling and drain (thread-safe)."""
@@ -96,8 +100,13 @@ class Worker:
 
     def _replies_loop(self) -> None:
         try:
-            read_replies(self.settings, self.topics.replies, self._replies_ready,
-                         lambda: not self._stop.is_set() or bool(self._held), self._on_answer)
+            read_replies(
+                self.settings,
+                self.topics.replies,
+                self._replies_ready,
+                lambda: not self._stop.is_set() or bool(self._held),
+                self._on_answer,
+            )
         except Exception:
             # Without answers the worker would claim work it can never run: stop it loudly.
             log.critical("replies reader died; stopping the worker", exc_info=True)
@@ -122,8 +131,11 @@ class Worker:
             if fut is not None and not fut.done():
                 fut.set_result(event)
                 return
-        if (isinstance(event, ev.TaskClaimed) and event.worker_id == self.settings.worker_id
-                and (event.run_id, event.task) not in self._held):
+        if (
+            isinstance(event, ev.TaskClaimed)
+            and event.worker_id == self.settings.worker_id
+            and (event.run_id, event.task) not in self._held
+        ):
             # A grant that arrives after the claim wait gave up (a scheduler restart or
             # failover took longer): the lease is ours, so run it rather than let it expire
             # and fail an attempt that never ran (even if that oversubscribes a slot); when
@@ -232,8 +244,11 @@ class Worker:
         unfinished = list(self._held.values())
         for held in unfinished:
             held.revoked = True  # no completion and no renewal from here on
-            self._release(held.job_id, held.grant,
-                          f"worker draining: not finished within {self.settings.drain_s:g} s")
+            self._release(
+                held.job_id,
+                held.grant,
+                f"worker draining: not finished within {self.settings.drain_s:g} s",
+            )
             held.execution.kill()
         if unfinished:
             self.producer.flush(10)
@@ -243,14 +258,31 @@ class Worker:
 
     def _release(self, job_id: str, grant: ev.TaskClaimed, reason: str) -> None:
         """Give ``grant``'s lease back (ReleaseTask); idem_key ``release:run:task:epoch``."""
-        log.warning("releasing", extra={"run_id": grant.run_id, "task": grant.task,
-                                        "attempt": grant.attempt, "epoch": grant.epoch})
-        self._send(job_id, f"release:{grant.run_id}:{grant.task}:{grant.epoch}",
-                   cmd.ReleaseTask(grant.run_id, grant.task, grant.attempt, grant.epoch,
-                                   self.settings.worker_id, reason))
+        log.warning(
+            "releasing",
+            extra={
+                "run_id": grant.run_id,
+                "task": grant.task,
+                "attempt": grant.attempt,
+                "epoch": grant.epoch,
+            },
+        )
+        self._send(
+            job_id,
+            f"release:{grant.run_id}:{grant.task}:{grant.epoch}",
+            cmd.ReleaseTask(
+                grant.run_id,
+                grant.task,
+                grant.attempt,
+                grant.epoch,
+                self.settings.worker_id,
+                reason,
+            ),
+        )
 
-    def _send_claim(self, msg: Message,
-                    batch: list[tuple[Message, PendingClaim | None]]) -> PendingClaim | None:
+    def _send_claim(
+        self, msg: Message, batch: list[tuple[Message, PendingClaim | None]]
+    ) -> PendingClaim | None:
         """Send the ClaimTask a ready record asks for; None when there is nothing to claim.
 
         Nothing is claimed for a task instance this worker already holds or already claims in
@@ -272,15 +304,18 @@ class Worker:
         if not isinstance(ready, ev.TaskReady):
             return None
         key = (ready.run_id, ready.task)
-        if key in self._held or any(p is not None and (p.ready.run_id, p.ready.task) == key
-                                    for _, p in batch):
+        if key in self._held or any(
+            p is not None and (p.ready.run_id, p.ready.task) == key for _, p in batch
+        ):
             return None
         wid = self.settings.worker_id
         fut = self._expect("claim", ready.run_id, ready.task)
         nonce = uuid.uuid4().hex[:8]
-        self._send(record.job_id,
-                   f"claim:{ready.run_id}:{ready.task}:{ready.attempt}:{wid}:{nonce}",
-                   cmd.ClaimTask(ready.run_id, ready.task, ready.attempt, wid))
+        self._send(
+            record.job_id,
+            f"claim:{ready.run_id}:{ready.task}:{ready.attempt}:{wid}:{nonce}",
+            cmd.ClaimTask(ready.run_id, ready.task, ready.attempt, wid),
+        )
         return PendingClaim(record.job_id, ready, fut, time.monotonic())
 
     def _await_claim(self, pending: PendingClaim) -> None:
@@ -299,8 +334,9 @@ class Worker:
             if not fut.done():
                 # Stop waiting; a grant that still arrives is started by _on_answer.
                 self._waiting.pop(("claim", ready.run_id, ready.task), None)
-                log.warning("no answer to claim yet",
-                            extra={"run_id": ready.run_id, "task": ready.task})
+                log.warning(
+                    "no answer to claim yet", extra={"run_id": ready.run_id, "task": ready.task}
+                )
                 return
         answer = fut.result()
         if isinstance(answer, ev.TaskClaimed) and answer.worker_id == wid:
@@ -320,17 +356,32 @@ class Worker:
             "CRONLOG_EPOCH": str(grant.epoch),
             "CRONLOG_WORKER_ID": self.settings.worker_id,
         }
-        sink = self.logs.open(AttemptRef(job_id, grant.run_id, grant.task, grant.attempt,
-                                         grant.epoch, self.settings.worker_id))
-        execution = execution_for(grant.action, grant.command, context,
-                                  env={**os.environ, **context},
-                                  timeout_s=grant.timeout.total_seconds(),
-                                  grace_s=grant.grace.total_seconds(), pool=self.python_pool,
-                                  output=sink, capture_bytes=self.settings.log_cap_bytes)
+        sink = self.logs.open(
+            AttemptRef(
+                job_id,
+                grant.run_id,
+                grant.task,
+                grant.attempt,
+                grant.epoch,
+                self.settings.worker_id,
+            )
+        )
+        execution = execution_for(
+            grant.action,
+            grant.command,
+            context,
+            env={**os.environ, **context},
+            timeout_s=grant.timeout.total_seconds(),
+            grace_s=grant.grace.total_seconds(),
+            pool=self.python_pool,
+            output=sink,
+            capture_bytes=self.settings.log_cap_bytes,
+        )
         held = Held(grant, job_id, execution, sink)
         self._held[(grant.run_id, grant.task)] = held
-        threading.Thread(target=self._attempt, args=(held,), daemon=True,
-                         name=f"attempt-{grant.run_id}").start()
+        threading.Thread(
+            target=self._attempt, args=(held,), daemon=True, name=f"attempt-{grant.run_id}"
+        ).start()
 
     def _attempt(self, held: Held) -> None:
         try:
@@ -347,8 +398,9 @@ class Worker:
         grant, wid = held.grant, self.settings.worker_id
         renew_every = max(grant.lease_ttl.total_seconds() / 6, 0.2)
         done = threading.Event()
-        renewer = threading.Thread(target=self._renew_loop, args=(held, renew_every, done),
-                                   daemon=True)
+        renewer = threading.Thread(
+            target=self._renew_loop, args=(held, renew_every, done), daemon=True
+        )
         renewer.start()
         try:
             outcome = held.execution.run()
@@ -357,19 +409,37 @@ class Worker:
         held.log.close()  # the final chunk goes before the completion
         if held.revoked:
             return
-        self._send(held.job_id, f"complete:{grant.run_id}:{grant.task}:{grant.epoch}",
-                   cmd.CompleteTask(grant.run_id, grant.task, grant.attempt, grant.epoch, wid,
-                                    outcome.failure_kind is None, outcome.exit_code,
-                                    outcome.failure_kind, outcome.output_tail,
-                                    outcome.started_at, outcome.finished_at))
+        self._send(
+            held.job_id,
+            f"complete:{grant.run_id}:{grant.task}:{grant.epoch}",
+            cmd.CompleteTask(
+                grant.run_id,
+                grant.task,
+                grant.attempt,
+                grant.epoch,
+                wid,
+                outcome.failure_kind is None,
+                outcome.exit_code,
+                outcome.failure_kind,
+                outcome.output_tail,
+                outcome.started_at,
+                outcome.finished_at,
+            ),
+        )
         self.producer.flush(10)
-        log.info("attempt finished", extra={"run_id": grant.run_id, "task": grant.task,
-                                            "exit_code": outcome.exit_code})
+        log.info(
+            "attempt finished",
+            extra={"run_id": grant.run_id, "task": grant.task, "exit_code": outcome.exit_code},
+        )
 
     def _renew_loop(self, held: Held, every_s: float, done: threading.Event) -> None:
         grant, n = held.grant, 0
         while not done.wait(every_s) and not held.revoked:
             n += 1
-            self._send(held.job_id, f"renew:{grant.run_id}:{grant.task}:{grant.epoch}:{n}",
-                       cmd.RenewLease(grant.run_id, grant.task, grant.attempt, grant.epoch,
-                                      self.settings.worker_id))
+            self._send(
+                held.job_id,
+                f"renew:{grant.run_id}:{grant.task}:{grant.epoch}:{n}",
+                cmd.RenewLease(
+                    grant.run_id, grant.task, grant.attempt, grant.epoch, self.settings.worker_id
+                ),
+            )

@@ -14,9 +14,15 @@ from datetime import datetime
 from cronlog import events as ev
 from topology.codec import Codec
 
-LEGITIMATE_SKIPS = frozenset({ev.SkipReason.MAX_ACTIVE_RUNS, ev.SkipReason.OVERLAP,
-                              ev.SkipReason.EXCLUDED, ev.SkipReason.END_AT,
-                              ev.SkipReason.MAX_RUNS})
+LEGITIMATE_SKIPS = frozenset(
+    {
+        ev.SkipReason.MAX_ACTIVE_RUNS,
+        ev.SkipReason.OVERLAP,
+        ev.SkipReason.EXCLUDED,
+        ev.SkipReason.END_AT,
+        ev.SkipReason.MAX_RUNS,
+    }
+)
 """Skip reasons that account for a tick. ``catchup_*`` are not among them: a tick is only
 "missed" after the fold was down past the job's misfire grace (60 s), and no outage of the
 chaos run (a kill, a broker restart of seconds) may last that long."""
@@ -106,10 +112,21 @@ class Audit:
 
     def failures(self) -> dict[str, int]:
         """The counts that must be zero."""
-        return {k: getattr(self, k) for k in (
-            "lost_ticks", "double_ticks", "double_success", "stuck_attempts",
-            "leased_attempts", "event_id_conflicts", "not_dead_lettered", "stale_accepted",
-            "duplicates_applied_twice", "undecodable_events")}
+        return {
+            k: getattr(self, k)
+            for k in (
+                "lost_ticks",
+                "double_ticks",
+                "double_success",
+                "stuck_attempts",
+                "leased_attempts",
+                "event_id_conflicts",
+                "not_dead_lettered",
+                "stale_accepted",
+                "duplicates_applied_twice",
+                "undecodable_events",
+            )
+        }
 
     def note(self, what: str, example: str) -> None:
         """Keep up to 5 examples of a failure for the report."""
@@ -118,9 +135,15 @@ class Audit:
             bucket.append(example)
 
 
-def audit_run(events: Iterable[Rec], dead_letters: Iterable[tuple[int, int]],
-              jobs: list[JobPlan], window: tuple[datetime, datetime], end: datetime,
-              injected: list[Injected], codec: Codec | None = None) -> Audit:
+def audit_run(
+    events: Iterable[Rec],
+    dead_letters: Iterable[tuple[int, int]],
+    jobs: list[JobPlan],
+    window: tuple[datetime, datetime],
+    end: datetime,
+    injected: list[Injected],
+    codec: Codec | None = None,
+) -> Audit:
     """Check a run's invariants from its run-events.
 
     Args:
@@ -163,8 +186,9 @@ def audit_run(events: Iterable[Rec], dead_letters: Iterable[tuple[int, int]],
     return a
 
 
-def _ticks(a: Audit, events: list[ev.RunEvent], jobs: list[JobPlan],
-           window: tuple[datetime, datetime]) -> None:
+def _ticks(
+    a: Audit, events: list[ev.RunEvent], jobs: list[JobPlan], window: tuple[datetime, datetime]
+) -> None:
     runs: dict[tuple[str, int], set[str]] = collections.defaultdict(set)
     skips: dict[tuple[str, int], list[ev.SkipReason]] = collections.defaultdict(list)
     skipped: collections.Counter[str] = collections.Counter()
@@ -207,8 +231,7 @@ def _attempts(a: Audit, events: list[ev.RunEvent], end: datetime) -> None:
         body = e.event
         match body:
             case ev.TaskClaimed():
-                claims[(body.run_id, body.task, body.attempt)] = (body.epoch,
-                                                                  body.lease_expires_at)
+                claims[(body.run_id, body.task, body.attempt)] = (body.epoch, body.lease_expires_at)
             case ev.LeaseRenewed():
                 key = (body.run_id, body.task, body.attempt)
                 if key in claims and claims[key][0] == body.epoch:
@@ -252,8 +275,13 @@ def _attempts(a: Audit, events: list[ev.RunEvent], end: datetime) -> None:
             a.note("stuck_attempts", f"{key} epoch {epoch} lease lapsed {expires.isoformat()}")
 
 
-def _injected(a: Audit, events: list[ev.RunEvent], dead: set[tuple[int, int]],
-              injected: list[Injected], raw_by_eid: dict[str, set[bytes]]) -> None:
+def _injected(
+    a: Audit,
+    events: list[ev.RunEvent],
+    dead: set[tuple[int, int]],
+    injected: list[Injected],
+    raw_by_eid: dict[str, set[bytes]],
+) -> None:
     by_idem: dict[str, list[ev.RunEvent]] = collections.defaultdict(list)
     for e in events:
         by_idem[e.idem_key].append(e)
@@ -267,12 +295,16 @@ def _injected(a: Audit, events: list[ev.RunEvent], dead: set[tuple[int, int]],
                 a.note("not_dead_lettered", f"{bad.kind} p{bad.partition}@{bad.offset}")
         elif bad.expect == "rejected":
             caused = by_idem.get(bad.idem_key or "", [])
-            outcome = [e for e in caused if isinstance(
-                e.event, ev.TaskSucceeded | ev.TaskFailed | ev.LeaseRenewed)]
+            outcome = [
+                e
+                for e in caused
+                if isinstance(e.event, ev.TaskSucceeded | ev.TaskFailed | ev.LeaseRenewed)
+            ]
             if outcome or not any(isinstance(e.event, ev.CommandRejected) for e in caused):
                 a.stale_accepted += 1
-                a.note("stale_accepted", f"{bad.idem_key}: "
-                       f"{[type(e.event).__name__ for e in caused]}")
+                a.note(
+                    "stale_accepted", f"{bad.idem_key}: {[type(e.event).__name__ for e in caused]}"
+                )
         elif bad.expect == "once" and bad.idem_key and bad.idem_key not in checked_dups:
             checked_dups.add(bad.idem_key)
             caused = by_idem.get(bad.idem_key, [])

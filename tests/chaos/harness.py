@@ -60,19 +60,27 @@ class PrivateBroker:
         self.home = home
         if port is None:
             rng = random.Random()
-            port = next(p for p in (rng.randrange(30000, 39000, 2) for _ in range(200))
-                        if _port_free(p) and _port_free(p + 1))
+            port = next(
+                p
+                for p in (rng.randrange(30000, 39000, 2) for _ in range(200))
+                if _port_free(p) and _port_free(p + 1)
+            )
         self.port = port
-        self.env = {**os.environ, "CRONLOG_KAFKA_PORT": str(port),
-                    "CRONLOG_KAFKA_HOME": str(home)}
+        self.env = {**os.environ, "CRONLOG_KAFKA_PORT": str(port), "CRONLOG_KAFKA_HOME": str(home)}
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
     def _ops(self, action: str) -> str:
-        out = subprocess.run([str(ROOT / "ops" / "kafka"), action], env=self.env, text=True,
-                             capture_output=True, timeout=300, check=False)
+        out = subprocess.run(
+            [str(ROOT / "ops" / "kafka"), action],
+            env=self.env,
+            text=True,
+            capture_output=True,
+            timeout=300,
+            check=False,
+        )
         if out.returncode != 0:
             raise RuntimeError(f"ops/kafka {action} failed: {out.stderr[-2000:]}")
         return out.stdout.strip()
@@ -97,8 +105,11 @@ def owned_partitions(proc: Proc) -> list[int]:
     """The command partitions a scheduler last said it owns (its due-index rebuild line)."""
     if not proc.log_path.exists():
         return []
-    lines = [ln for ln in proc.log_path.read_text(errors="replace").splitlines()
-             if "due index rebuilt" in ln]
+    lines = [
+        ln
+        for ln in proc.log_path.read_text(errors="replace").splitlines()
+        if "due index rebuilt" in ln
+    ]
     if not lines:
         return []
     found = re.search(r"partitions \[([0-9, ]*)\]", lines[-1])
@@ -110,8 +121,10 @@ def read_all(settings: KafkaSettings, topic: str, timeout: float = 300.0) -> lis
     consumer = Consumer(settings.consumer_config(f"chaos-audit-{uuid.uuid4().hex}"))
     try:
         parts = list(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
-                for p in parts}
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+            for p in parts
+        }
         todo = {p for p in parts if ends[p] > 0}
         consumer.assign([TopicPartition(topic, p, 0) for p in parts])
         out: list[Rec] = []
@@ -204,12 +217,14 @@ class ChaosReport:
             f"runs not ended after the drain: {self.unfinished_runs}",
             f"rejected: {a.rejected}",
             f"injected: {a.injected}",
-            "counts (all must be 0): " + ", ".join(f"{k}={v}" for k, v in
-                                                   a.failures().items()),
+            "counts (all must be 0): " + ", ".join(f"{k}={v}" for k, v in a.failures().items()),
             *(f"  e.g. {k}: {v}" for k, v in a.examples.items()),
             f"replay --verify: rc={self.replay_rc}",
-            *(["processes that exited by themselves: " + ", ".join(self.crashed)]
-              if self.crashed else []),
+            *(
+                ["processes that exited by themselves: " + ", ".join(self.crashed)]
+                if self.crashed
+                else []
+            ),
         ]
 
 
@@ -222,52 +237,81 @@ class _Injector:
         self.codec = Codec()
         self.manual_job = manual_job
         self.n = cluster.settings.partitions
-        self.producer = Producer(cluster.settings.producer_config(
-            **{"message.max.bytes": 1_000_000, "message.timeout.ms": 240_000}, **QUIET))
+        self.producer = Producer(
+            cluster.settings.producer_config(
+                **{"message.max.bytes": 1_000_000, "message.timeout.ms": 240_000}, **QUIET
+            )
+        )
         self.injected: list[Injected] = []
         self.failed: list[str] = []
         self.claims: list[ev.TaskClaimed] = []
         self.run_job: dict[str, str] = {}
         self._lock = threading.Lock()
 
-    def _produce(self, kind: str, key: bytes | None, value: bytes, expect: str,
-                 idem_key: str | None = None, partition: int | None = None) -> None:
+    def _produce(
+        self,
+        kind: str,
+        key: bytes | None,
+        value: bytes,
+        expect: str,
+        idem_key: str | None = None,
+        partition: int | None = None,
+    ) -> None:
         def report(err: object, msg: object) -> None:
             if err is not None:
                 self.failed.append(f"{kind}: {err}")
                 return
             with self._lock:
-                self.injected.append(Injected(kind, msg.partition(), msg.offset(),  # type: ignore[attr-defined]
-                                              idem_key, expect))
+                self.injected.append(
+                    Injected(
+                        kind,
+                        msg.partition(),
+                        msg.offset(),  # type: ignore[attr-defined]
+                        idem_key,
+                        expect,
+                    )
+                )
 
         kw = {} if partition is None else {"partition": partition}
-        self.producer.produce(self.cluster.topics.commands, key=key, value=value,
-                              on_delivery=report, **kw)
+        self.producer.produce(
+            self.cluster.topics.commands, key=key, value=value, on_delivery=report, **kw
+        )
         self.producer.poll(0)
 
     def _valid(self, job_id: str, command: cmd.Command, idem: str | None = None) -> bytes:
-        return self.codec.encode_command(cmd.Envelope(idem or uuid.uuid4().hex, job_id,
-                                                      command))
+        return self.codec.encode_command(cmd.Envelope(idem or uuid.uuid4().hex, job_id, command))
 
     def inject(self, kind: str) -> None:
         """Append one bad record of ``kind`` (see ``KINDS``)."""
         r = self.rng
         key = f"bad-{kind}-{uuid.uuid4().hex[:6]}".encode()
         if kind == "malformed":
-            value = r.choice([os.urandom(r.randrange(1, 400)), b"",
-                              b"\xc3\x01" + os.urandom(40),
-                              self._valid(key.decode(), cmd.PauseJob())[:-3]])
+            value = r.choice(
+                [
+                    os.urandom(r.randrange(1, 400)),
+                    b"",
+                    b"\xc3\x01" + os.urandom(40),
+                    self._valid(key.decode(), cmd.PauseJob())[:-3],
+                ]
+            )
             self._produce(kind, key, value, "dead_letter")
         elif kind == "wrong_partition":
             right = partition_for(key, self.n)
-            self._produce(kind, key, self._valid(key.decode(), cmd.TriggerJob()),
-                          "dead_letter", partition=(right + 1 + r.randrange(self.n - 1))
-                          % self.n)
+            self._produce(
+                kind,
+                key,
+                self._valid(key.decode(), cmd.TriggerJob()),
+                "dead_letter",
+                partition=(right + 1 + r.randrange(self.n - 1)) % self.n,
+            )
         elif kind == "unknown_type":
             env = self._valid(key.decode(), cmd.PauseJob())
             header = env[:10]
-            body = (_avro_str(uuid.uuid4().hex) + _avro_str(key.decode())
-                    + _zigzag(r.randrange(40, 200)))
+            body = (
+                _avro_str(uuid.uuid4().hex)
+                + _avro_str(key.decode())
+                + _zigzag(r.randrange(40, 200))
+            )
             self._produce(kind, key, header + body, "dead_letter")
         elif kind == "oversized":
             self._produce(kind, key, b"\xc3\x01" + os.urandom(900_000), "dead_letter")
@@ -280,11 +324,26 @@ class _Injector:
             epoch = max(0, claim.epoch - 1)
             worker = claim.worker_id if epoch != claim.epoch else "chaos-zombie"
             job_id = self.run_job[claim.run_id]
-            complete = cmd.CompleteTask(claim.run_id, claim.task, claim.attempt, epoch, worker,
-                                        True, 0, None, "zombie", datetime.now(UTC),
-                                        datetime.now(UTC))
-            self._produce(kind, job_id.encode(), self._valid(job_id, complete, idem),
-                          "rejected", idem_key=idem)
+            complete = cmd.CompleteTask(
+                claim.run_id,
+                claim.task,
+                claim.attempt,
+                epoch,
+                worker,
+                True,
+                0,
+                None,
+                "zombie",
+                datetime.now(UTC),
+                datetime.now(UTC),
+            )
+            self._produce(
+                kind,
+                job_id.encode(),
+                self._valid(job_id, complete, idem),
+                "rejected",
+                idem_key=idem,
+            )
         elif kind == "duplicate":
             idem = f"chaos-dup-{uuid.uuid4().hex}"
             value = self._valid(self.manual_job, cmd.TriggerJob(), idem)
@@ -299,8 +358,14 @@ class _Injector:
             self.failed.append(f"{remaining} bad records never delivered")
 
 
-KINDS = ("malformed", "wrong_partition", "unknown_type", "oversized", "stale_completion",
-         "duplicate")
+KINDS = (
+    "malformed",
+    "wrong_partition",
+    "unknown_type",
+    "oversized",
+    "stale_completion",
+    "duplicate",
+)
 
 
 def _zigzag(n: int) -> bytes:
@@ -333,8 +398,9 @@ class _Watcher(threading.Thread):
 
     def run(self) -> None:
         topic = f"{self.settings.topic_prefix}cronlog.run-events"
-        consumer = Consumer(self.settings.consumer_config(f"chaos-watch-{uuid.uuid4().hex}",
-                                                          **QUIET))
+        consumer = Consumer(
+            self.settings.consumer_config(f"chaos-watch-{uuid.uuid4().hex}", **QUIET)
+        )
         parts = consumer.list_topics(topic, timeout=30).topics[topic].partitions
         consumer.assign([TopicPartition(topic, p, 0) for p in parts])
         try:
@@ -372,13 +438,21 @@ def job_plans(n: int) -> list[tuple[JobPlan, JobSpec]]:
             schedule = Schedule(ScheduleKind.CRON, f"*/{period} * * * * *")
         else:
             schedule = Schedule(ScheduleKind.EVERY, interval=timedelta(seconds=period))
-        kind = dict(command=("true",)) if i % 10 == 9 else dict(
-            command=(), kind=TaskKind.PYTHON, callable=NOOP)
-        spec = JobSpec(name=f"chaos {i}", schedule=schedule, timeout=timedelta(seconds=30),
-                       grace=timedelta(seconds=2), lease_ttl=timedelta(seconds=6),
-                       retry_policy=RetryPolicy(max_attempts=3,
-                                                backoff=timedelta(seconds=1), jitter=0.0),
-                       max_active_runs=MAX_ACTIVE_RUNS, **kind)  # type: ignore[arg-type]
+        kind = (
+            dict(command=("true",))
+            if i % 10 == 9
+            else dict(command=(), kind=TaskKind.PYTHON, callable=NOOP)
+        )
+        spec = JobSpec(
+            name=f"chaos {i}",
+            schedule=schedule,
+            timeout=timedelta(seconds=30),
+            grace=timedelta(seconds=2),
+            lease_ttl=timedelta(seconds=6),
+            retry_policy=RetryPolicy(max_attempts=3, backoff=timedelta(seconds=1), jitter=0.0),
+            max_active_runs=MAX_ACTIVE_RUNS,
+            **kind,
+        )  # type: ignore[arg-type]
         out.append((JobPlan(f"c{i:04d}", period), spec))
     return out
 
@@ -392,20 +466,26 @@ def _wait(what: str, cond: Callable[[], bool], timeout: float) -> None:
     raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
-def run_chaos(cfg: ChaosConfig, broker: PrivateBroker, tmp: Path,
-              say: Callable[[str], None] = print) -> ChaosReport:
+def run_chaos(
+    cfg: ChaosConfig, broker: PrivateBroker, tmp: Path, say: Callable[[str], None] = print
+) -> ChaosReport:
     """Run one chaos experiment against ``broker`` (started and stopped here, not destroyed)."""
     t_begin = time.monotonic()
     rng = random.Random(cfg.seed)
     broker.start()
-    settings = KafkaSettings(bootstrap=broker.bootstrap,
-                             topic_prefix=f"chaos{uuid.uuid4().hex[:6]}.",
-                             partitions=cfg.partitions)
+    settings = KafkaSettings(
+        bootstrap=broker.bootstrap,
+        topic_prefix=f"chaos{uuid.uuid4().hex[:6]}.",
+        partitions=cfg.partitions,
+    )
     ensure_topics(settings)
     cluster = Cluster(settings, tmp)
     sched_env = {"CRONLOG_SESSION_TIMEOUT_S": str(cfg.session_timeout_s)}
-    worker_env = {"CRONLOG_SLOTS": "8", "CRONLOG_DRAIN_S": "3",
-                  "CRONLOG_READY_SESSION_TIMEOUT_S": "6"}
+    worker_env = {
+        "CRONLOG_SLOTS": "8",
+        "CRONLOG_DRAIN_S": "3",
+        "CRONLOG_READY_SESSION_TIMEOUT_S": "6",
+    }
     schedulers = [cluster.scheduler(f"s{i + 1}", **sched_env) for i in range(cfg.schedulers)]
     workers = [cluster.worker(f"w{i + 1}", **worker_env) for i in range(cfg.workers)]
     manual_job = "chaos-manual"
@@ -418,21 +498,35 @@ def run_chaos(cfg: ChaosConfig, broker: PrivateBroker, tmp: Path,
         producer = Producer(settings.producer_config(**QUIET))
         codec = Codec()
         for plan, spec in plans:
-            producer.produce(settings.topic_prefix + "cronlog.commands",
-                             key=plan.job_id.encode(),
-                             value=codec.encode_command(cmd.Envelope(
-                                 f"register:{plan.job_id}", plan.job_id, cmd.RegisterJob(spec))))
+            producer.produce(
+                settings.topic_prefix + "cronlog.commands",
+                key=plan.job_id.encode(),
+                value=codec.encode_command(
+                    cmd.Envelope(f"register:{plan.job_id}", plan.job_id, cmd.RegisterJob(spec))
+                ),
+            )
             producer.poll(0)
-        manual = JobSpec(name="manual", schedule=Schedule(ScheduleKind.MANUAL),
-                         command=(), kind=TaskKind.PYTHON, callable=NOOP)
-        producer.produce(settings.topic_prefix + "cronlog.commands", key=manual_job.encode(),
-                         value=codec.encode_command(cmd.Envelope(
-                             "register:manual", manual_job, cmd.RegisterJob(manual))))
+        manual = JobSpec(
+            name="manual",
+            schedule=Schedule(ScheduleKind.MANUAL),
+            command=(),
+            kind=TaskKind.PYTHON,
+            callable=NOOP,
+        )
+        producer.produce(
+            settings.topic_prefix + "cronlog.commands",
+            key=manual_job.encode(),
+            value=codec.encode_command(
+                cmd.Envelope("register:manual", manual_job, cmd.RegisterJob(manual))
+            ),
+        )
         producer.flush(30)
         _wait("every job registered", lambda: len(watcher.registered) >= cfg.jobs + 1, 180)
         t_registered = datetime.now(UTC)
-        say(f"{cfg.jobs} jobs registered after {time.monotonic() - t_begin:.0f} s; "
-            f"chaos for {cfg.duration_s:.0f} s (seed {cfg.seed})")
+        say(
+            f"{cfg.jobs} jobs registered after {time.monotonic() - t_begin:.0f} s; "
+            f"chaos for {cfg.duration_s:.0f} s (seed {cfg.seed})"
+        )
         kill_log: list[tuple[float, str, list[int]]] = []
         t_chaos = time.monotonic()
         _chaos(cfg, rng, broker, schedulers, workers, injector, kill_log, report, say)
@@ -445,15 +539,19 @@ def run_chaos(cfg: ChaosConfig, broker: PrivateBroker, tmp: Path,
         say(f"chaos over; settling {cfg.settle_s:.0f} s")
         time.sleep(cfg.settle_s)
         for plan, _spec in plans:
-            producer.produce(settings.topic_prefix + "cronlog.commands",
-                             key=plan.job_id.encode(),
-                             value=codec.encode_command(cmd.Envelope(
-                                 f"pause:{plan.job_id}", plan.job_id, cmd.PauseJob())))
+            producer.produce(
+                settings.topic_prefix + "cronlog.commands",
+                key=plan.job_id.encode(),
+                value=codec.encode_command(
+                    cmd.Envelope(f"pause:{plan.job_id}", plan.job_id, cmd.PauseJob())
+                ),
+            )
             producer.poll(0)
         producer.flush(30)
         try:
-            _wait("every run to end after the pause", lambda: not watcher.active,
-                  cfg.drain_timeout_s)
+            _wait(
+                "every run to end after the pause", lambda: not watcher.active, cfg.drain_timeout_s
+            )
         except TimeoutError:
             say(f"  {len(watcher.active)} runs still active after {cfg.drain_timeout_s:.0f} s")
         report.unfinished_runs = len(watcher.active)
@@ -463,23 +561,44 @@ def run_chaos(cfg: ChaosConfig, broker: PrivateBroker, tmp: Path,
         for proc in schedulers:
             proc.stop(30)
         t_end = datetime.now(UTC)
-        report.crashed = [f"{p.log_path.stem} rc={p.popen.returncode}"
-                          for p in schedulers + workers
-                          if p.popen is not None and p.popen.returncode not in (0, -15, None)]
+        report.crashed = [
+            f"{p.log_path.stem} rc={p.popen.returncode}"
+            for p in schedulers + workers
+            if p.popen is not None and p.popen.returncode not in (0, -15, None)
+        ]
         records = read_all(settings, cluster.topics.run_events)
-        dead = [(d.partition, d.offset) for d in (
-            decode_dead_letter(r.value) for r in read_all(settings, cluster.topics.dead_letters))]
+        dead = [
+            (d.partition, d.offset)
+            for d in (
+                decode_dead_letter(r.value) for r in read_all(settings, cluster.topics.dead_letters)
+            )
+        ]
         margin = timedelta(seconds=10)
-        report.audit = audit_run(records, dead, [p for p, _ in plans],
-                                 (t_registered + margin, t_chaos_end - timedelta(seconds=3)),
-                                 t_end, injector.injected)
+        report.audit = audit_run(
+            records,
+            dead,
+            [p for p, _ in plans],
+            (t_registered + margin, t_chaos_end - timedelta(seconds=3)),
+            t_end,
+            injector.injected,
+        )
         if injector.failed:
             report.audit.note("injection_failed", "; ".join(injector.failed[:5]))
         report.failovers_s = _failovers(records, kill_log)
         replay = subprocess.run(
-            [str(ROOT / ".venv" / "bin" / "cronlog"), "replay", "--verify", "--state-dir",
-             str(tmp / "replay")], env=cluster.env(), capture_output=True, text=True,
-            timeout=900, check=False)
+            [
+                str(ROOT / ".venv" / "bin" / "cronlog"),
+                "replay",
+                "--verify",
+                "--state-dir",
+                str(tmp / "replay"),
+            ],
+            env=cluster.env(),
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
         report.replay_rc = replay.returncode
         report.replay_output = (replay.stdout + replay.stderr)[-4000:]
         report.total_s = time.monotonic() - t_begin
@@ -489,19 +608,27 @@ def run_chaos(cfg: ChaosConfig, broker: PrivateBroker, tmp: Path,
         cluster.stop_all()
 
 
-def _chaos(cfg: ChaosConfig, rng: random.Random, broker: PrivateBroker,
-           schedulers: list[Proc], workers: list[Proc], injector: _Injector,
-           kill_log: list[tuple[float, str, list[int]]], report: ChaosReport,
-           say: Callable[[str], None]) -> None:
+def _chaos(
+    cfg: ChaosConfig,
+    rng: random.Random,
+    broker: PrivateBroker,
+    schedulers: list[Proc],
+    workers: list[Proc],
+    injector: _Injector,
+    kill_log: list[tuple[float, str, list[int]]],
+    report: ChaosReport,
+    say: Callable[[str], None],
+) -> None:
     """Kill, restart, inject and restart the broker at random moments for cfg.duration_s."""
     start = time.monotonic()
     span = max(cfg.duration_s - 10, 1)
     plan: list[tuple[float, str, str]] = []
     plan += [(5 + rng.random() * span, "kill", "") for _ in range(cfg.kills)]
-    plan += [(5 + rng.random() * span, "inject", k) for k in KINDS for _ in
-             range(cfg.bad_records)]
-    plan += [(cfg.duration_s * (i + 1) / (cfg.broker_restarts + 1), "broker", "")
-             for i in range(cfg.broker_restarts)]
+    plan += [(5 + rng.random() * span, "inject", k) for k in KINDS for _ in range(cfg.bad_records)]
+    plan += [
+        (cfg.duration_s * (i + 1) / (cfg.broker_restarts + 1), "broker", "")
+        for i in range(cfg.broker_restarts)
+    ]
     plan.sort()
     restarts: list[tuple[float, Proc]] = []
     broker_thread: threading.Thread | None = None
@@ -522,8 +649,11 @@ def _chaos(cfg: ChaosConfig, rng: random.Random, broker: PrivateBroker,
         if plan and plan[0][0] <= now:
             _, action, arg = plan.pop(0)
             if action == "kill":
-                alive = [p for p in schedulers + workers
-                         if p.popen is not None and p.popen.poll() is None]
+                alive = [
+                    p
+                    for p in schedulers + workers
+                    if p.popen is not None and p.popen.poll() is None
+                ]
                 if alive:
                     victim = rng.choice(alive)
                     owned = owned_partitions(victim) if victim in schedulers else []
@@ -531,10 +661,13 @@ def _chaos(cfg: ChaosConfig, rng: random.Random, broker: PrivateBroker,
                     kill_log.append((time.time(), victim.log_path.stem, owned))
                     name = victim.log_path.stem
                     report.kills.append(name)
-                    restarts.append((now + 0.5 + rng.random() * (cfg.max_restart_delay_s - 0.5),
-                                     victim))
-                    say(f"  t={now:5.1f}s kill -9 {name}" + (f" (partitions {owned})"
-                                                              if owned else ""))
+                    restarts.append(
+                        (now + 0.5 + rng.random() * (cfg.max_restart_delay_s - 0.5), victim)
+                    )
+                    say(
+                        f"  t={now:5.1f}s kill -9 {name}"
+                        + (f" (partitions {owned})" if owned else "")
+                    )
             elif action == "inject":
                 injector.inject(arg)
             elif action == "broker":
@@ -544,10 +677,14 @@ def _chaos(cfg: ChaosConfig, rng: random.Random, broker: PrivateBroker,
         for proc in schedulers + workers:
             # a process that died by itself (not one of our kills) is a finding: restart it,
             # and report it
-            if proc.popen is not None and proc.popen.poll() not in (None, -9) and \
-                    all(r[1] is not proc for r in restarts):
-                report.crashed.append(f"{proc.log_path.stem} exited rc={proc.popen.returncode}"
-                                      f" at t={now:.0f}s")
+            if (
+                proc.popen is not None
+                and proc.popen.poll() not in (None, -9)
+                and all(r[1] is not proc for r in restarts)
+            ):
+                report.crashed.append(
+                    f"{proc.log_path.stem} exited rc={proc.popen.returncode} at t={now:.0f}s"
+                )
                 say(f"  {proc.log_path.stem} exited by itself rc={proc.popen.returncode}")
                 proc.start()
         time.sleep(0.1)
@@ -578,4 +715,3 @@ def _failovers(records: list[Rec], kill_log: list[tuple[float, str, list[int]]])
         if len(firsts) == len(owned):
             out.append((max(firsts) - kill_ms) / 1000)
     return out
-

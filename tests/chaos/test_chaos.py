@@ -29,15 +29,18 @@ def private_broker(tmp_path: Path) -> Iterator[PrivateBroker]:
 
 @pytest.mark.timeout(480)
 def test_no_tick_lost_or_doubled_under_kills_broker_restart_and_bad_input(
-        private_broker: PrivateBroker, tmp_path: Path) -> None:
-    cfg = ChaosConfig(duration_s=90, jobs=500, kills=6, bad_records=1, settle_s=20,
-                      drain_timeout_s=60)
+    private_broker: PrivateBroker, tmp_path: Path
+) -> None:
+    cfg = ChaosConfig(
+        duration_s=90, jobs=500, kills=6, bad_records=1, settle_s=20, drain_timeout_s=60
+    )
     if os.environ.get("CRONLOG_CHAOS_SEED"):
         cfg.seed = int(os.environ["CRONLOG_CHAOS_SEED"])
     report = run_chaos(cfg, private_broker, tmp_path)
     print("\n".join(report.lines()))
-    assert report.audit.failures() == dict.fromkeys(report.audit.failures(), 0), \
+    assert report.audit.failures() == dict.fromkeys(report.audit.failures(), 0), (
         report.audit.examples
+    )
     assert report.replay_rc == 0, report.replay_output
     assert not report.crashed
     assert len(report.kills) == cfg.kills
@@ -46,5 +49,10 @@ def test_no_tick_lost_or_doubled_under_kills_broker_restart_and_bad_input(
     # 2-core box against ~160 due/s, so most ticks are TickSkipped max_active_runs (each
     # still accounted for exactly once); a fifth or so run.
     assert report.audit.ticks_run > 0.05 * report.audit.ticks_expected
-    assert set(report.audit.injected) >= {"malformed", "wrong_partition", "unknown_type",
-                                          "oversized", "duplicate"}
+    assert set(report.audit.injected) >= {
+        "malformed",
+        "wrong_partition",
+        "unknown_type",
+        "oversized",
+        "duplicate",
+    }

@@ -18,11 +18,13 @@ pytestmark = pytest.mark.broker
 
 
 @pytest.fixture
-def cluster(kafka_bootstrap: str, tmp_path: Path, request: pytest.FixtureRequest
-            ) -> Iterator[Cluster]:
+def cluster(
+    kafka_bootstrap: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Cluster]:
     """An isolated cronlog (own topics) on the session's broker; processes stopped at the end."""
-    settings = KafkaSettings(bootstrap=kafka_bootstrap,
-                             topic_prefix=f"t{uuid.uuid4().hex[:8]}.", partitions=4)
+    settings = KafkaSettings(
+        bootstrap=kafka_bootstrap, topic_prefix=f"t{uuid.uuid4().hex[:8]}.", partitions=4
+    )
     ensure_topics(settings)
     c = Cluster(settings, tmp_path)
     yield c

@@ -36,8 +36,13 @@ class Proc:
         """Start (or restart) the process; its output is appended to ``log_path``."""
         log = self.log_path.open("ab")
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", f"services.{self.name}"], cwd=ROOT, env=self.env,
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            [sys.executable, "-m", f"services.{self.name}"],
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         return self
 
     def kill9(self) -> None:
@@ -77,36 +82,50 @@ class Cluster:
     def env(self, **extra: str) -> dict[str, str]:
         """Environment for a service subprocess of this cluster."""
         env = dict(os.environ)
-        env.update({
-            "KAFKA_BOOTSTRAP": self.settings.bootstrap,
-            "CRONLOG_TOPIC_PREFIX": self.settings.topic_prefix,
-            "CRONLOG_PARTITIONS": str(self.settings.partitions),
-            "PYTHONUNBUFFERED": "1",
-        })
+        env.update(
+            {
+                "KAFKA_BOOTSTRAP": self.settings.bootstrap,
+                "CRONLOG_TOPIC_PREFIX": self.settings.topic_prefix,
+                "CRONLOG_PARTITIONS": str(self.settings.partitions),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         env.update(extra)
         return env
 
     def scheduler(self, name: str = "s1", **extra: str) -> Proc:
         """Start a scheduler process with a persistent state dir under the test's tmp dir."""
-        proc = Proc("scheduler", self.env(
-            CRONLOG_INSTANCE_ID=f"{self.settings.topic_prefix}{name}",
-            CRONLOG_STATE_DIR=str(self.tmp / f"state-{name}"), **extra),
-            self.tmp / f"{name}.log")
+        proc = Proc(
+            "scheduler",
+            self.env(
+                CRONLOG_INSTANCE_ID=f"{self.settings.topic_prefix}{name}",
+                CRONLOG_STATE_DIR=str(self.tmp / f"state-{name}"),
+                **extra,
+            ),
+            self.tmp / f"{name}.log",
+        )
         self.procs.append(proc)
         return proc.start()
 
     def worker(self, name: str = "w1", **extra: str) -> Proc:
         """Start a worker process."""
-        proc = Proc("worker", self.env(CRONLOG_WORKER_ID=f"{self.settings.topic_prefix}{name}",
-                                       **extra), self.tmp / f"{name}.log")
+        proc = Proc(
+            "worker",
+            self.env(CRONLOG_WORKER_ID=f"{self.settings.topic_prefix}{name}", **extra),
+            self.tmp / f"{name}.log",
+        )
         self.procs.append(proc)
         return proc.start()
 
     def api(self, port: int, name: str = "api") -> Proc:
         """Start an API process on ``port`` with its read model under the test's tmp dir."""
-        proc = Proc("api", self.env(CRONLOG_API_PORT=str(port),
-                                    CRONLOG_API_STATE_DIR=str(self.tmp / f"state-{name}")),
-                    self.tmp / f"{name}.log")
+        proc = Proc(
+            "api",
+            self.env(
+                CRONLOG_API_PORT=str(port), CRONLOG_API_STATE_DIR=str(self.tmp / f"state-{name}")
+            ),
+            self.tmp / f"{name}.log",
+        )
         self.procs.append(proc)
         return proc.start()
 

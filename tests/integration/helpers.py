@@ -16,8 +16,7 @@ from tests.integration.harness import Cluster
 T = TypeVar("T")
 
 
-def wait_for(probe: Callable[[], T | None], timeout: float, what: str,
-             every: float = 0.2) -> T:
+def wait_for(probe: Callable[[], T | None], timeout: float, what: str, every: float = 0.2) -> T:
     """Poll ``probe`` until it returns something truthy, and return that.
 
     Raises:
@@ -60,21 +59,30 @@ def start_api(cluster: Cluster, timeout: float = 90) -> httpx.Client:
     return client
 
 
-def cron_job(expr: str, command: tuple[str, ...] = ("true",), *, tz: str = "UTC",
-             catchup: CatchupPolicy = CatchupPolicy.LATEST, max_attempts: int = 1,
-             max_active_runs: int = 256) -> JobSpec:
+def cron_job(
+    expr: str,
+    command: tuple[str, ...] = ("true",),
+    *,
+    tz: str = "UTC",
+    catchup: CatchupPolicy = CatchupPolicy.LATEST,
+    max_attempts: int = 1,
+    max_active_runs: int = 256,
+) -> JobSpec:
     """A cron job spec. Fold-only tests run no worker, so runs stay active: the cap is high."""
-    return JobSpec(name=f"cron {expr}", schedule=Schedule(ScheduleKind.CRON, expr, tz,
-                                                          catchup=catchup),
-                   command=command, retry_policy=RetryPolicy(max_attempts=max_attempts,
-                                                             backoff=timedelta(seconds=1)),
-                   max_active_runs=max_active_runs)
+    return JobSpec(
+        name=f"cron {expr}",
+        schedule=Schedule(ScheduleKind.CRON, expr, tz, catchup=catchup),
+        command=command,
+        retry_policy=RetryPolicy(max_attempts=max_attempts, backoff=timedelta(seconds=1)),
+        max_active_runs=max_active_runs,
+    )
 
 
 def once_job(run_at: datetime, command: tuple[str, ...] = ("true",)) -> JobSpec:
     """A one-off job spec."""
-    return JobSpec(name="once", schedule=Schedule(ScheduleKind.ONCE, run_at=run_at),
-                   command=command)
+    return JobSpec(
+        name="once", schedule=Schedule(ScheduleKind.ONCE, run_at=run_at), command=command
+    )
 
 
 def whole_seconds(start: datetime, end: datetime, step: int = 1) -> list[datetime]:

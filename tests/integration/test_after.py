@@ -30,8 +30,11 @@ def trigger(api: httpx.Client, job_id: str, key: str) -> str:
 
 
 def ended(events: EventLog, job_id: str) -> dict[str, type]:
-    return {e.event.run_id: type(e.event) for e in events.events(job_id)
-            if isinstance(e.event, ev.RunSucceeded | ev.RunFailed)}
+    return {
+        e.event.run_id: type(e.event)
+        for e in events.events(job_id)
+        if isinstance(e.event, ev.RunSucceeded | ev.RunFailed)
+    }
 
 
 def after_runs(events: EventLog, job_id: str) -> list[ev.RunScheduled]:
@@ -39,16 +42,33 @@ def after_runs(events: EventLog, job_id: str) -> list[ev.RunScheduled]:
 
 
 def test_after_jobs_run_once_per_qualifying_upstream_run_across_a_scheduler_kill(
-        api: httpx.Client, cluster: Cluster, events: EventLog, tmp_path: Path) -> None:
+    api: httpx.Client, cluster: Cluster, events: EventLog, tmp_path: Path
+) -> None:
     # x fails when its trigger key says so (CRONLOG_IDEM_KEY holds the run id, not the key;
     # the flag file decides: present = fail).
     flag = tmp_path / "fail"
-    register(api, {"job_id": "x", "name": "x", "schedule": {"type": "manual"}, "kind": "shell",
-                   "command": [], "shell": f"test ! -e {flag}"})
-    register(api, {"job_id": "on-success", "name": "s",
-                   "schedule": {"type": "after", "job_id": "x"}})
-    register(api, {"job_id": "on-done", "name": "d",
-                   "schedule": {"type": "after", "job_id": "x", "on": "done"}})
+    register(
+        api,
+        {
+            "job_id": "x",
+            "name": "x",
+            "schedule": {"type": "manual"},
+            "kind": "shell",
+            "command": [],
+            "shell": f"test ! -e {flag}",
+        },
+    )
+    register(
+        api, {"job_id": "on-success", "name": "s", "schedule": {"type": "after", "job_id": "x"}}
+    )
+    register(
+        api,
+        {
+            "job_id": "on-done",
+            "name": "d",
+            "schedule": {"type": "after", "job_id": "x", "on": "done"},
+        },
+    )
     got = api.get("/api/v1/jobs/on-done").json()["schedule"]
     assert (got["type"], got["job_id"], got["on"]) == ("after", "x", "done")
 
@@ -77,17 +97,27 @@ def test_after_jobs_run_once_per_qualifying_upstream_run_across_a_scheduler_kill
 
     x_ends = ended(events, "x")
     assert [x_ends[r] for r in (ok1, bad1, ok2, ok3, bad2, ok4)] == [
-        ev.RunSucceeded, ev.RunFailed, ev.RunSucceeded, ev.RunSucceeded, ev.RunFailed,
-        ev.RunSucceeded]
+        ev.RunSucceeded,
+        ev.RunFailed,
+        ev.RunSucceeded,
+        ev.RunSucceeded,
+        ev.RunFailed,
+        ev.RunSucceeded,
+    ]
     want = {"on-success": {ok1, ok2, ok3, ok4}, "on-done": {ok1, bad1, ok2, ok3, bad2, ok4}}
     for job_id, upstream in want.items():
         assert events.wait_until(
-            lambda log, j=job_id, u=upstream: {r.upstream_run_id for r in after_runs(log, j)}
-            >= u and len(ended(log, j)) >= len(u), 60), (job_id, after_runs(events, job_id))
+            lambda log, j=job_id, u=upstream: (
+                {r.upstream_run_id for r in after_runs(log, j)} >= u
+                and len(ended(log, j)) >= len(u)
+            ),
+            60,
+        ), (job_id, after_runs(events, job_id))
     time.sleep(3)  # a late duplicate would show up here
     events.poll(1)
-    scheduled_up = {e.event.run_id: e.event.scheduled_for
-                    for e in events.of_type(ev.RunScheduled, "x")}
+    scheduled_up = {
+        e.event.run_id: e.event.scheduled_for for e in events.of_type(ev.RunScheduled, "x")
+    }
     for job_id, upstream in want.items():
         runs = after_runs(events, job_id)
         distinct = {r.run_id: r for r in runs}  # at-least-once may re-deliver an event

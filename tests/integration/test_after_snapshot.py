@@ -23,8 +23,9 @@ pytestmark = pytest.mark.broker
 
 @pytest.fixture
 def relay(kafka_bootstrap: str) -> Iterator[AfterRelay]:
-    settings = KafkaSettings(bootstrap=kafka_bootstrap,
-                             topic_prefix=f"t{uuid.uuid4().hex[:8]}.", partitions=4)
+    settings = KafkaSettings(
+        bootstrap=kafka_bootstrap, topic_prefix=f"t{uuid.uuid4().hex[:8]}.", partitions=4
+    )
     ensure_topics(settings)
     yield AfterRelay(settings)
     admin = AdminClient({"bootstrap.servers": settings.bootstrap})
@@ -33,8 +34,11 @@ def relay(kafka_bootstrap: str) -> Iterator[AfterRelay]:
 
 
 def rebuild(relay: AfterRelay) -> tuple[AfterIndex, dict[int, int], int]:
-    consumer = Consumer(relay.settings.consumer_config(
-        relay_group(relay.settings), **{"enable.partition.eof": False}))
+    consumer = Consumer(
+        relay.settings.consumer_config(
+            relay_group(relay.settings), **{"enable.partition.eof": False}
+        )
+    )
     try:
         return relay._rebuild(consumer)
     finally:
@@ -42,7 +46,8 @@ def rebuild(relay: AfterRelay) -> tuple[AfterIndex, dict[int, int], int]:
 
 
 def test_a_start_folds_only_the_log_after_the_snapshot_and_reaches_the_full_index(
-        relay: AfterRelay) -> None:
+    relay: AfterRelay,
+) -> None:
     history, tail = synthetic(3000), synthetic(400, 3000)
     full = AfterIndex()
     for r in history + tail:
@@ -68,8 +73,11 @@ def test_a_snapshot_past_the_committed_offsets_is_ignored(relay: AfterRelay) -> 
     commit_at_end(relay.settings)
     _, start, _ = rebuild(relay)
     ahead = AfterSnapshot({p: o + 1 for p, o in start.items()}, {"bogus": "x"}, {})
-    relay._snapshot(Producer(relay.settings.producer_config(acks="all")),
-                    AfterIndex.restored(ahead.upstream_of, ahead.ticks), ahead.offsets)
+    relay._snapshot(
+        Producer(relay.settings.producer_config(acks="all")),
+        AfterIndex.restored(ahead.upstream_of, ahead.ticks),
+        ahead.offsets,
+    )
     index, _, folded = rebuild(relay)
     assert folded == len(history)
     assert index.state() == full.state()

@@ -12,8 +12,9 @@ import pytest
 pytestmark = pytest.mark.broker
 
 
-def wait_runs(api: httpx.Client, job_id: str, n: int, timeout: float = 60,
-              **where: object) -> list[dict]:
+def wait_runs(
+    api: httpx.Client, job_id: str, n: int, timeout: float = 60, **where: object
+) -> list[dict]:
     deadline = time.monotonic() + timeout
     runs: list[dict] = []
     while time.monotonic() < deadline:
@@ -26,9 +27,13 @@ def wait_runs(api: httpx.Client, job_id: str, n: int, timeout: float = 60,
 
 
 def test_job_lifecycle_through_the_api(api: httpx.Client) -> None:
-    body = {"job_id": "api-every-2s", "name": "every 2 s",
-            "schedule": {"type": "cron", "expression": "*/2 * * * * *", "timezone": "UTC"},
-            "command": ["sh", "-c", "echo hello"], "timeout_s": 10}
+    body = {
+        "job_id": "api-every-2s",
+        "name": "every 2 s",
+        "schedule": {"type": "cron", "expression": "*/2 * * * * *", "timezone": "UTC"},
+        "command": ["sh", "-c", "echo hello"],
+        "timeout_s": 10,
+    }
     created = api.post("/api/v1/jobs", json=body)
     assert created.status_code == 201, created.text
     assert created.json()["job_id"] == "api-every-2s"
@@ -58,15 +63,22 @@ def test_job_lifecycle_through_the_api(api: httpx.Client) -> None:
     after = api.get("/api/v1/jobs/api-every-2s/runs", params={"limit": 100}).json()["runs"]
     assert len(after) >= 2  # history kept
     assert api.get("/api/v1/jobs/api-every-2s").json()["status"] == "deleted"
-    late = [r for r in after
-            if datetime.fromisoformat(r["scheduled_for"].replace("Z", "+00:00"))
-            > deleted_at + timedelta(seconds=1)]
+    late = [
+        r
+        for r in after
+        if datetime.fromisoformat(r["scheduled_for"].replace("Z", "+00:00"))
+        > deleted_at + timedelta(seconds=1)
+    ]
     assert late == []
 
 
 def test_manual_trigger_and_failing_job(api: httpx.Client) -> None:
-    body = {"job_id": "api-manual", "name": "manual", "schedule": {"type": "manual"},
-            "command": ["sh", "-c", "echo failing; exit 3"]}
+    body = {
+        "job_id": "api-manual",
+        "name": "manual",
+        "schedule": {"type": "manual"},
+        "command": ["sh", "-c", "echo failing; exit 3"],
+    }
     assert api.post("/api/v1/jobs", json=body).status_code == 201
     trig = api.post("/api/v1/jobs/api-manual/trigger")
     assert trig.status_code in (200, 201, 202), trig.text
@@ -79,14 +91,24 @@ def test_manual_trigger_and_failing_job(api: httpx.Client) -> None:
 
 
 def test_bad_requests_name_the_field(api: httpx.Client) -> None:
-    bad_cron = api.post("/api/v1/jobs", json={
-        "name": "x", "schedule": {"type": "cron", "expression": "61 * * * *"},
-        "command": ["true"]})
+    bad_cron = api.post(
+        "/api/v1/jobs",
+        json={
+            "name": "x",
+            "schedule": {"type": "cron", "expression": "61 * * * *"},
+            "command": ["true"],
+        },
+    )
     assert bad_cron.status_code == 422
     assert "schedule" in str(bad_cron.json()) and "expression" in str(bad_cron.json())
-    bad_tz = api.post("/api/v1/jobs", json={
-        "name": "x", "schedule": {"type": "cron", "expression": "* * * * *",
-                                  "timezone": "Mars/Olympus"}, "command": ["true"]})
+    bad_tz = api.post(
+        "/api/v1/jobs",
+        json={
+            "name": "x",
+            "schedule": {"type": "cron", "expression": "* * * * *", "timezone": "Mars/Olympus"},
+            "command": ["true"],
+        },
+    )
     assert bad_tz.status_code == 422
     assert "timezone" in str(bad_tz.json())
     assert api.get("/api/v1/jobs/nope").status_code == 404

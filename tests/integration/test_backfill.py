@@ -33,8 +33,9 @@ def hours() -> Iterator[list[datetime]]:
 
 
 def backfill(api: httpx.Client, start: datetime, end: datetime, **body: object) -> dict:
-    answer = api.post(f"/api/v1/jobs/{JOB}/backfill",
-                      json={"start": iso(start), "end": iso(end), **body})
+    answer = api.post(
+        f"/api/v1/jobs/{JOB}/backfill", json={"start": iso(start), "end": iso(end), **body}
+    )
     assert answer.status_code == 200, answer.text
     return answer.json()
 
@@ -56,21 +57,49 @@ def settled(api: httpx.Client, n: int, timeout: float = 60) -> list[dict]:
 
 
 def test_backfill_dry_run_idempotence_and_reprocess_failed(
-        api: httpx.Client, cluster: Cluster, hours: list[datetime]) -> None:
-    body = {"job_id": JOB, "name": "hourly", "command": ["sh", "-c", "exit 1"],
-            "schedule": {"type": "cron", "expression": "0 * * * *"}, "timeout_s": 10}
+    api: httpx.Client, cluster: Cluster, hours: list[datetime]
+) -> None:
+    body = {
+        "job_id": JOB,
+        "name": "hourly",
+        "command": ["sh", "-c", "exit 1"],
+        "schedule": {"type": "cron", "expression": "0 * * * *"},
+        "timeout_s": 10,
+    }
     assert api.post("/api/v1/jobs", json=body).status_code == 201
     h = hours
 
     # a dry run lists the four ticks of (h0, h4] and creates nothing (also via the CLI)
     dry = backfill(api, h[0], h[4], dry_run=True)
     assert dry["dry_run"] is True
-    assert dry["runs"] == [{"scheduled_for": iso(t), "run_id": run_id_for_tick(JOB, t)}
-                           for t in h[1:]]
+    assert dry["runs"] == [
+        {"scheduled_for": iso(t), "run_id": run_id_for_tick(JOB, t)} for t in h[1:]
+    ]
     cli = subprocess.run(
-        [sys.executable, "-m", "services.cli", "jobs", "backfill", JOB, "--start", iso(h[0]),
-         "--end", iso(h[4]), "--dry-run", "-o", "json", "--api", str(api.base_url)],
-        capture_output=True, text=True, cwd=ROOT, env=os.environ, timeout=60, check=False)
+        [
+            sys.executable,
+            "-m",
+            "services.cli",
+            "jobs",
+            "backfill",
+            JOB,
+            "--start",
+            iso(h[0]),
+            "--end",
+            iso(h[4]),
+            "--dry-run",
+            "-o",
+            "json",
+            "--api",
+            str(api.base_url),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=os.environ,
+        timeout=60,
+        check=False,
+    )
     assert cli.returncode == 0, cli.stderr
     assert json.loads(cli.stdout)["runs"] == dry["runs"]
     time.sleep(3)
@@ -91,9 +120,11 @@ def test_backfill_dry_run_idempotence_and_reprocess_failed(
     second = backfill(api, h[0], h[4], max_runs=10)
     assert [r["scheduled_for"] for r in second["runs"]] == [iso(h[3]), iso(h[4])]
     assert backfill(api, h[0], h[4])["runs"] == []
-    retried = api.post(f"/api/v1/jobs/{JOB}/backfill",
-                       json={"start": iso(h[0]), "end": iso(h[4])},
-                       headers={"Idempotency-Key": "bf-retry"})
+    retried = api.post(
+        f"/api/v1/jobs/{JOB}/backfill",
+        json={"start": iso(h[0]), "end": iso(h[4])},
+        headers={"Idempotency-Key": "bf-retry"},
+    )
     assert retried.status_code == 200 and retried.json()["runs"] == []
     runs = settled(api, 4)
     assert sorted(r["scheduled_for"] for r in runs) == [iso(t) for t in h[1:]]
@@ -111,6 +142,8 @@ def test_backfill_dry_run_idempotence_and_reprocess_failed(
 
     # a deleted job refuses backfill
     assert api.delete(f"/api/v1/jobs/{JOB}").status_code == 200
-    gone = api.post(f"/api/v1/jobs/{JOB}/backfill",
-                    json={"start": iso(h[0]), "end": iso(h[4]), "reprocess": "all"})
+    gone = api.post(
+        f"/api/v1/jobs/{JOB}/backfill",
+        json={"start": iso(h[0]), "end": iso(h[4]), "reprocess": "all"},
+    )
     assert gone.status_code == 409

@@ -34,8 +34,13 @@ def committed_everywhere(cluster: Cluster) -> bool:
     group = f"{cluster.settings.topic_prefix}cronlog-scheduler"
     consumer = Consumer(cluster.settings.consumer_config(group))
     try:
-        tps = consumer.committed([TopicPartition(cluster.topics.commands, p)
-                                  for p in range(cluster.settings.partitions)], timeout=10)
+        tps = consumer.committed(
+            [
+                TopicPartition(cluster.topics.commands, p)
+                for p in range(cluster.settings.partitions)
+            ],
+            timeout=10,
+        )
     finally:
         consumer.close()
     return all(tp.offset >= 0 for tp in tps)
@@ -43,7 +48,8 @@ def committed_everywhere(cluster: Cluster) -> bool:
 
 @pytest.mark.parametrize("point", POINTS)
 def test_a_crash_at_each_point_of_a_batch_loses_no_event_and_applies_nothing_twice(
-        point: str, cluster: Cluster, events: EventLog, tmp_path: Path) -> None:
+    point: str, cluster: Cluster, events: EventLog, tmp_path: Path
+) -> None:
     sched = cluster.scheduler(CRONLOG_FAULT_CRASH_AT=point)
     # Ticks reach every partition each second: wait until the group has committed on all of
     # them. (A crash before a partition's first commit is left out: on restart that partition
@@ -51,16 +57,20 @@ def test_a_crash_at_each_point_of_a_batch_loses_no_event_and_applies_nothing_twi
     wait_for(lambda: committed_everywhere(cluster), 60, "the scheduler's first commits")
     cluster.send("victim", cmd.RegisterJob(manual("victim")), idem_key="register-victim")
     # the batch holding the registration reaches the point: the process dies there
-    wait_for(lambda: sched.popen is not None and sched.popen.poll() is not None, 90,
-         "the scheduler to crash at the fault point")
+    wait_for(
+        lambda: sched.popen is not None and sched.popen.poll() is not None,
+        90,
+        "the scheduler to crash at the fault point",
+    )
     assert sched.popen is not None and sched.popen.returncode == 137, sched.log_tail()
     assert f"crashing at {point}" in sched.log_tail()
 
     restarted = cluster.scheduler()  # same instance id, no fault
     # the registration is re-delivered (its offset was never committed) and a trigger after it
     cluster.send("victim", cmd.TriggerJob(), idem_key="trigger-victim")
-    assert events.wait_until(lambda log: log.of_type(ev.RunScheduled, "victim"), 90), \
+    assert events.wait_until(lambda log: log.of_type(ev.RunScheduled, "victim"), 90), (
         restarted.log_tail()
+    )
     events.poll(2)
 
     mine = events.events("victim")
@@ -79,9 +89,10 @@ def test_a_crash_at_each_point_of_a_batch_loses_no_event_and_applies_nothing_twi
     assert len({e.event.run_id for e in mine if isinstance(e.event, ev.RunScheduled)}) == 1
 
     restarted.stop()
-    report = run_replay(cluster.settings, ReplayOptions(state_dir=tmp_path / "replay",
-                                                        verify=True))
+    report = run_replay(cluster.settings, ReplayOptions(state_dir=tmp_path / "replay", verify=True))
     assert report.ok, report
-    print(f"\n{point}: crash then restart; {len(mine)} events for the job, "
-          f"{sum(len(c) for c in by_id.values())} distinct records, replay --verify ok "
-          f"({datetime.now(UTC):%H:%M:%S})")
+    print(
+        f"\n{point}: crash then restart; {len(mine)} events for the job, "
+        f"{sum(len(c) for c in by_id.values())} distinct records, replay --verify ok "
+        f"({datetime.now(UTC):%H:%M:%S})"
+    )

@@ -25,9 +25,13 @@ def dead_letters(api: httpx.Client, job_id: str) -> list[dict[str, Any]]:
 
 
 def test_always_failing_task_is_dead_lettered_listed_and_replayed(api: httpx.Client) -> None:
-    body = {"job_id": "dl-fails", "name": "always fails", "schedule": {"type": "manual"},
-            "command": ["sh", "-c", "echo attempt-output; exit 4"],
-            "retry_policy": {"max_attempts": 3, "base_s": 1}}
+    body = {
+        "job_id": "dl-fails",
+        "name": "always fails",
+        "schedule": {"type": "manual"},
+        "command": ["sh", "-c", "echo attempt-output; exit 4"],
+        "retry_policy": {"max_attempts": 3, "base_s": 1},
+    }
     assert api.post("/api/v1/jobs", json=body).status_code == 201
     run_id = api.post("/api/v1/jobs/dl-fails/trigger").json()["run_id"]
 
@@ -43,15 +47,21 @@ def test_always_failing_task_is_dead_lettered_listed_and_replayed(api: httpx.Cli
     [replay] = answer.json()["replays"]
     new_run = replay["replay_run_id"]
     assert new_run != run_id
-    replayed = wait_for(lambda: (r := api.get(f"/api/v1/runs/{new_run}").json()).get(
-        "state") == "failed" and r, 60, "replay run failed again")
+    replayed = wait_for(
+        lambda: (r := api.get(f"/api/v1/runs/{new_run}").json()).get("state") == "failed" and r,
+        60,
+        "replay run failed again",
+    )
     assert (replayed["trigger"], replayed["replay_of"]) == ("replay", run_id)
     assert [a["attempt"] for a in replayed["attempts"]] == [1, 2, 3]
     assert all(a["epoch"] is not None and a["exit_code"] == 4 for a in replayed["attempts"])
     old = api.get(f"/api/v1/runs/{run_id}").json()
     assert len(old["attempts"]) == 3  # the old attempts are still there
-    letters = wait_for(lambda: len(ls := dead_letters(api, "dl-fails")) == 2 and ls, 10,
-                       "the replay's own dead letter")
+    letters = wait_for(
+        lambda: len(ls := dead_letters(api, "dl-fails")) == 2 and ls,
+        10,
+        "the replay's own dead letter",
+    )
     assert {d["run_id"] for d in letters} == {run_id, new_run}
     assert next(d for d in letters if d["run_id"] == run_id)["replays"] == [new_run]
 
@@ -65,11 +75,16 @@ def _alive(pid: int) -> bool:
 
 
 def test_cancel_stops_a_running_task_within_one_renewal_interval(
-        api: httpx.Client, tmp_path: Path) -> None:
+    api: httpx.Client, tmp_path: Path
+) -> None:
     pid_file = tmp_path / "pid"
-    body = {"job_id": "cancel-me", "name": "sleeps", "schedule": {"type": "manual"},
-            "command": ["sh", "-c", f"echo $$ > {pid_file}; exec sleep 30"],
-            "lease_ttl_s": 6}  # renewal every ttl/6 = 1 s
+    body = {
+        "job_id": "cancel-me",
+        "name": "sleeps",
+        "schedule": {"type": "manual"},
+        "command": ["sh", "-c", f"echo $$ > {pid_file}; exec sleep 30"],
+        "lease_ttl_s": 6,
+    }  # renewal every ttl/6 = 1 s
     assert api.post("/api/v1/jobs", json=body).status_code == 201
     run_id = api.post("/api/v1/jobs/cancel-me/trigger").json()["run_id"]
     wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), 30, "task started")

@@ -27,11 +27,16 @@ def test_kill9_of_a_scheduler_loses_and_doubles_no_tick(cluster: Cluster) -> Non
     env = {"CRONLOG_SESSION_TIMEOUT_S": str(SESSION_S)}
     s1 = cluster.scheduler("s1", **env)
     s2 = cluster.scheduler("s2", **env)
-    wait_for(lambda: (
-        set(owned_partitions(s1)) | set(owned_partitions(s2)) == set(range(n))
-        and owned_partitions(s1) and owned_partitions(s2)
-        and not set(owned_partitions(s1)) & set(owned_partitions(s2))), 120,
-        "both schedulers to own half of the partitions")
+    wait_for(
+        lambda: (
+            set(owned_partitions(s1)) | set(owned_partitions(s2)) == set(range(n))
+            and owned_partitions(s1)
+            and owned_partitions(s2)
+            and not set(owned_partitions(s1)) & set(owned_partitions(s2))
+        ),
+        120,
+        "both schedulers to own half of the partitions",
+    )
     jobs = [f"fo{i:02d}" for i in range(24)]
     spec = cron_job("* * * * * *")  # every second: the gap of a failover is plain to see
     for job in jobs:
@@ -42,24 +47,42 @@ def test_kill9_of_a_scheduler_loses_and_doubles_no_tick(cluster: Cluster) -> Non
     lost = owned_partitions(victim)
     t_kill = time.time()
     victim.kill9()
-    wait_for(lambda: sorted(owned_partitions(survivor)) == list(range(n)), 120,
-             "the survivor to own every partition")
+    wait_for(
+        lambda: sorted(owned_partitions(survivor)) == list(range(n)),
+        120,
+        "the survivor to own every partition",
+    )
     time.sleep(8)
     survivor.stop()  # SIGTERM: faust commits on the way out
     t_end = datetime.now(UTC)
 
     records = read_all(cluster.settings, cluster.topics.run_events)
-    firsts = [min((r.timestamp_ms for r in records
-                   if r.partition == p and r.timestamp_ms > t_kill * 1000), default=None)
-              for p in lost]
+    firsts = [
+        min(
+            (
+                r.timestamp_ms
+                for r in records
+                if r.partition == p and r.timestamp_ms > t_kill * 1000
+            ),
+            default=None,
+        )
+        for p in lost
+    ]
     assert None not in firsts, f"no run-event on a lost partition after the kill: {firsts}"
     failover_s = (max(f for f in firsts if f is not None) - t_kill * 1000) / 1000
-    print(f"failover: kill -9 of {victim.log_path.stem} (partitions {lost}) → first "
-          f"run-event on every one of them after {failover_s:.1f} s "
-          f"(session timeout {SESSION_S} s)")
+    print(
+        f"failover: kill -9 of {victim.log_path.stem} (partitions {lost}) → first "
+        f"run-event on every one of them after {failover_s:.1f} s "
+        f"(session timeout {SESSION_S} s)"
+    )
     assert {partition_for(j.encode(), n) for j in jobs} >= set(lost)
-    audit = audit_run(records, [], [JobPlan(j, 1) for j in jobs],
-                      (t_registered + timedelta(seconds=5), t_end - timedelta(seconds=3)),
-                      t_end, [])
+    audit = audit_run(
+        records,
+        [],
+        [JobPlan(j, 1) for j in jobs],
+        (t_registered + timedelta(seconds=5), t_end - timedelta(seconds=3)),
+        t_end,
+        [],
+    )
     assert audit.ticks_expected > 24 * 15
     assert audit.failures() == dict.fromkeys(audit.failures(), 0), audit.examples

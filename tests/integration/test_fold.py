@@ -36,8 +36,9 @@ def register(cluster: Cluster, events: EventLog, job_id: str, spec) -> ev.RunEve
     return first
 
 
-def test_six_field_cron_fires_each_tick_once_despite_duplicate_ticks(cluster: Cluster,
-                                                                      events: EventLog) -> None:
+def test_six_field_cron_fires_each_tick_once_despite_duplicate_ticks(
+    cluster: Cluster, events: EventLog
+) -> None:
     cluster.scheduler()
     job = "every-2s"
     register(cluster, events, job, cron_job("*/2 * * * * *"))
@@ -74,7 +75,8 @@ def test_one_off_job_fires_exactly_once(cluster: Cluster, events: EventLog) -> N
 
 
 def test_pause_stops_runs_and_resume_does_not_fire_paused_over_ticks(
-        cluster: Cluster, events: EventLog) -> None:
+    cluster: Cluster, events: EventLog
+) -> None:
     cluster.scheduler()
     job = "pausable"
     register(cluster, events, job, cron_job("* * * * * *"))
@@ -86,8 +88,7 @@ def test_pause_stops_runs_and_resume_does_not_fire_paused_over_ticks(
     cluster.send(job, cmd.ResumeJob())
     assert events.wait_until(lambda log: log.of_type(ev.JobResumed, job), 20)
     resumed_at = events.of_type(ev.JobResumed, job)[0].at
-    assert events.wait_until(
-        lambda log: sum(t > resumed_at for t in scheduled(log, job)) >= 2, 20)
+    assert events.wait_until(lambda log: sum(t > resumed_at for t in scheduled(log, job)) >= 2, 20)
     fired = scheduled(events, job)
     assert resumed_at - paused_at >= timedelta(seconds=3)
     assert [t for t in fired if paused_at < t <= resumed_at] == []
@@ -114,8 +115,7 @@ def test_delete_stops_runs_and_keeps_history(cluster: Cluster, events: EventLog)
     assert answer.reason is RejectReason.JOB_DELETED
 
 
-def test_command_with_repeated_idem_key_changes_nothing(cluster: Cluster,
-                                                        events: EventLog) -> None:
+def test_command_with_repeated_idem_key_changes_nothing(cluster: Cluster, events: EventLog) -> None:
     cluster.scheduler()
     job = "dedupe"
     spec = cron_job("0 0 1 1 *")
@@ -124,8 +124,9 @@ def test_command_with_repeated_idem_key_changes_nothing(cluster: Cluster,
     cluster.send(job, cmd.PauseJob(), idem_key="pause-once")
     cluster.send(job, cmd.PauseJob(), idem_key="pause-once")
     marker = cluster.send(job, cmd.TriggerJob())
-    assert events.wait_until(lambda log: any(e.idem_key == marker for e in log.events(job)),
-                             START_TIMEOUT)
+    assert events.wait_until(
+        lambda log: any(e.idem_key == marker for e in log.events(job)), START_TIMEOUT
+    )
     names = [type(e.event).__name__ for e in events.events(job)]
     assert names[:2] == ["JobRegistered", "JobPaused"]
     assert names.count("JobRegistered") == 1
@@ -133,8 +134,9 @@ def test_command_with_repeated_idem_key_changes_nothing(cluster: Cluster,
     assert "CommandRejected" not in names
 
 
-def test_malformed_record_is_dead_lettered_and_fold_goes_on(cluster: Cluster,
-                                                            events: EventLog) -> None:
+def test_malformed_record_is_dead_lettered_and_fold_goes_on(
+    cluster: Cluster, events: EventLog
+) -> None:
     cluster.scheduler()
     cluster.send_raw(b"junk", b"\x00\x01this is not avro")
     cluster.send_raw(b"junk", b"\xc3\x01" + b"\x00" * 8 + b"garbage")
@@ -149,15 +151,18 @@ def test_malformed_record_is_dead_lettered_and_fold_goes_on(cluster: Cluster,
     finally:
         letters.close()
     assert len(dead) == 2
-    assert {d.value for d in dead} == {b"\x00\x01this is not avro",
-                                      b"\xc3\x01" + b"\x00" * 8 + b"garbage"}
+    assert {d.value for d in dead} == {
+        b"\x00\x01this is not avro",
+        b"\xc3\x01" + b"\x00" * 8 + b"garbage",
+    }
     assert all(d.key == b"junk" and d.source_topic == cluster.topics.commands for d in dead)
     assert all(d.error_type == "DecodeError" and d.reason for d in dead)
     assert sorted(d.offset for d in dead) == [0, 1] or len({d.offset for d in dead}) == 2
 
 
 def test_kill9_then_restart_fires_every_tick_that_came_due_while_down_once(
-        cluster: Cluster, events: EventLog) -> None:
+    cluster: Cluster, events: EventLog
+) -> None:
     sched = cluster.scheduler()
     job = "survivor"
     register(cluster, events, job, cron_job("* * * * * *"))
@@ -168,7 +173,8 @@ def test_kill9_then_restart_fires_every_tick_that_came_due_while_down_once(
     sched.start()
     assert events.wait_until(
         lambda log: sum(t > killed_at + timedelta(seconds=12) for t in scheduled(log, job)) >= 2,
-        START_TIMEOUT)
+        START_TIMEOUT,
+    )
     events.poll(1)
     fired = scheduled(events, job)
     assert [t for t, n in Counter(fired).items() if n > 1] == []
@@ -182,17 +188,21 @@ def test_schedule_edits_never_fire_a_tick_twice(cluster: Cluster, events: EventL
     job = "edited"
     register(cluster, events, job, cron_job("*/2 * * * * *"))
     assert events.wait_until(lambda log: len(scheduled(log, job)) >= 2, 30)
-    edits = [cron_job("* * * * * *"), cron_job("*/2 * * * * *"),
-             cron_job("*/2 * * * * *", command=("echo", "new command")),  # schedule unchanged
-             cron_job("* * * * * *", tz="Europe/Berlin"), cron_job("*/3 * * * * *")]
+    edits = [
+        cron_job("* * * * * *"),
+        cron_job("*/2 * * * * *"),
+        cron_job("*/2 * * * * *", command=("echo", "new command")),  # schedule unchanged
+        cron_job("* * * * * *", tz="Europe/Berlin"),
+        cron_job("*/3 * * * * *"),
+    ]
     for spec in edits:
         idem = cluster.send(job, cmd.UpdateJob(spec))
-        assert events.wait_until(lambda log, k=idem: any(e.idem_key == k
-                                                         for e in log.events(job)), 20)
+        assert events.wait_until(
+            lambda log, k=idem: any(e.idem_key == k for e in log.events(job)), 20
+        )
         time.sleep(1.3)
     edited_at = events.of_type(ev.JobRedefined, job)[-1].at
-    assert events.wait_until(
-        lambda log: sum(t > edited_at for t in scheduled(log, job)) >= 2, 20)
+    assert events.wait_until(lambda log: sum(t > edited_at for t in scheduled(log, job)) >= 2, 20)
     fired = scheduled(events, job)
     assert len(events.of_type(ev.JobRedefined, job)) == len(edits)
     assert [t for t, n in Counter(fired).items() if n > 1] == []

@@ -94,12 +94,17 @@ class Fleet:
 def fleet(cluster: Cluster) -> Iterator[Fleet]:
     """Scheduler, workers w1 and w2 (short ready-consumer session), API ready to answer."""
     cluster.scheduler()
-    workers = {f"{cluster.settings.topic_prefix}{name}": cluster.worker(name, **WORKER_ENV)
-               for name in ("w1", "w2")}
+    workers = {
+        f"{cluster.settings.topic_prefix}{name}": cluster.worker(name, **WORKER_ENV)
+        for name in ("w1", "w2")
+    }
     client = start_api(cluster)
     # Both workers in the ready group before the first task, so the test decides who dies.
-    wait_for(lambda: all("worker started" in p.log_tail(200) for p in workers.values()), 60,
-             "workers started")
+    wait_for(
+        lambda: all("worker started" in p.log_tail(200) for p in workers.values()),
+        60,
+        "workers started",
+    )
     time.sleep(2)  # the group's first rebalance settles (initial delay 0 on ops/kafka)
     yield Fleet(cluster, client, workers)
     for proc in workers.values():  # a stopped worker would ignore the teardown's SIGTERM
@@ -114,12 +119,24 @@ def claims(events: EventLog, job_id: str) -> dict[int, ev.RunEvent]:
 
 
 def test_kill9_of_a_worker_mid_task_is_recovered_by_the_other_worker(
-        fleet: Fleet, events: EventLog, tmp_path: Path) -> None:
+    fleet: Fleet, events: EventLog, tmp_path: Path
+) -> None:
     ttl_s, backoff_s, task_s = 4.0, 1.0, 3.0
-    run_id = fleet.register({
-        "job_id": "kill9", "name": "sleeps then succeeds", "schedule": {"type": "manual"},
-        "command": ["sh", "-c", f"echo $$ > {tmp_path}/pid.$CRONLOG_ATTEMPT; exec sleep {task_s}"],
-        "lease_ttl_s": ttl_s, "timeout_s": 60, "retry_policy": retry_policy(3, backoff_s)})
+    run_id = fleet.register(
+        {
+            "job_id": "kill9",
+            "name": "sleeps then succeeds",
+            "schedule": {"type": "manual"},
+            "command": [
+                "sh",
+                "-c",
+                f"echo $$ > {tmp_path}/pid.$CRONLOG_ATTEMPT; exec sleep {task_s}",
+            ],
+            "lease_ttl_s": ttl_s,
+            "timeout_s": 60,
+            "retry_policy": retry_policy(3, backoff_s),
+        }
+    )
     task_pid = read_pid(tmp_path / "pid.1")
     assert events.wait_until(lambda log: 1 in claims(log, "kill9"), 10)
     holder_id = claims(events, "kill9")[1].event.worker_id
@@ -137,14 +154,16 @@ def test_kill9_of_a_worker_mid_task_is_recovered_by_the_other_worker(
     events.poll(1)
     expired = [e for e in events.of_type(ev.LeaseExpired, "kill9")]
     assert [(e.event.attempt, e.event.epoch, e.event.worker_id) for e in expired] == [
-        (1, 1, holder_id)]
+        (1, 1, holder_id)
+    ]
     second = claims(events, "kill9")[2]
     assert (second.event.worker_id, second.event.epoch) == (other_id, 2)
     [succeeded] = events.of_type(ev.TaskSucceeded, "kill9")
     assert (succeeded.event.attempt, succeeded.event.worker_id) == (2, other_id)
 
-    run = wait_for(lambda: (r := fleet.run(run_id))["state"] == "succeeded" and r, 10,
-                   "run view succeeded")
+    run = wait_for(
+        lambda: (r := fleet.run(run_id))["state"] == "succeeded" and r, 10, "run view succeeded"
+    )
     by_attempt = {a["attempt"]: a for a in run["attempts"]}
     assert by_attempt[1]["failure_kind"] == "lease_expired"
     assert by_attempt[1]["worker_id"] == holder_id
@@ -153,10 +172,12 @@ def test_kill9_of_a_worker_mid_task_is_recovered_by_the_other_worker(
     expired_s = since(killed_at, expired[0].at)
     claimed_s = since(killed_at, second.at)
     success_s = since(killed_at, succeeded.at)
-    print(f"\nkill -9 → task process gone {task_gone_s:.2f} s, lease expired {expired_s:.2f} s, "
-          f"attempt 2 claimed {claimed_s:.2f} s, succeeded {success_s:.2f} s "
-          f"(ttl {ttl_s:g} s, tick {TICK_S:g} s, backoff {backoff_s:g} s, "
-          f"ready session {SESSION_TIMEOUT_S:g} s, task {task_s:g} s)")
+    print(
+        f"\nkill -9 → task process gone {task_gone_s:.2f} s, lease expired {expired_s:.2f} s, "
+        f"attempt 2 claimed {claimed_s:.2f} s, succeeded {success_s:.2f} s "
+        f"(ttl {ttl_s:g} s, tick {TICK_S:g} s, backoff {backoff_s:g} s, "
+        f"ready session {SESSION_TIMEOUT_S:g} s, task {task_s:g} s)"
+    )
     # The lease ends at most ttl after the kill and is expired by the next tick; the retry is
     # released after the backoff by a tick; the dead worker's ready partitions move when its
     # session times out, which runs in parallel from the kill.
@@ -168,15 +189,25 @@ def test_kill9_of_a_worker_mid_task_is_recovered_by_the_other_worker(
 
 
 def test_a_resumed_zombie_is_refused_by_epoch_and_its_task_killed(
-        fleet: Fleet, events: EventLog, tmp_path: Path) -> None:
+    fleet: Fleet, events: EventLog, tmp_path: Path
+) -> None:
     ttl_s = 4.0
     # Attempt 1 would run a minute; attempt 2 long enough to still hold its lease at SIGCONT.
-    script = (f"echo $$ > {tmp_path}/pid.$CRONLOG_ATTEMPT; "
-              "if [ \"$CRONLOG_ATTEMPT\" = 1 ]; then exec sleep 60; else exec sleep 5; fi")
-    run_id = fleet.register({
-        "job_id": "zombie", "name": "zombie", "schedule": {"type": "manual"},
-        "command": ["sh", "-c", script], "lease_ttl_s": ttl_s, "timeout_s": 120,
-        "retry_policy": retry_policy(2, 1)})
+    script = (
+        f"echo $$ > {tmp_path}/pid.$CRONLOG_ATTEMPT; "
+        'if [ "$CRONLOG_ATTEMPT" = 1 ]; then exec sleep 60; else exec sleep 5; fi'
+    )
+    run_id = fleet.register(
+        {
+            "job_id": "zombie",
+            "name": "zombie",
+            "schedule": {"type": "manual"},
+            "command": ["sh", "-c", script],
+            "lease_ttl_s": ttl_s,
+            "timeout_s": 120,
+            "retry_policy": retry_policy(2, 1),
+        }
+    )
     first_pid = read_pid(tmp_path / "pid.1")
     assert events.wait_until(lambda log: 1 in claims(log, "zombie"), 10)
     zombie_id = claims(events, "zombie")[1].event.worker_id
@@ -197,38 +228,57 @@ def test_a_resumed_zombie_is_refused_by_epoch_and_its_task_killed(
 
     assert events.wait_until(lambda log: log.of_type(ev.RunSucceeded, "zombie"), 30)
     events.poll(2)  # anything the zombie still sends lands now
-    refused = [e.event for e in events.of_type(ev.CommandRejected, "zombie")
-               if e.event.worker_id == zombie_id and e.event.command in (
-                   "RenewLease", "CompleteTask")]
+    refused = [
+        e.event
+        for e in events.of_type(ev.CommandRejected, "zombie")
+        if e.event.worker_id == zombie_id and e.event.command in ("RenewLease", "CompleteTask")
+    ]
     assert refused, "the zombie's renewal or completion was not refused"
     assert all(r.reason in (RejectReason.STALE_EPOCH, RejectReason.NOT_HOLDER) for r in refused), [
-        (r.command, r.reason) for r in refused]
+        (r.command, r.reason) for r in refused
+    ]
     assert all(r.run_id == run_id for r in refused)
     [expired] = events.of_type(ev.LeaseExpired, "zombie")
     assert (expired.event.attempt, expired.event.worker_id) == (1, zombie_id)
     [succeeded] = events.of_type(ev.TaskSucceeded, "zombie")
     assert (succeeded.event.attempt, succeeded.event.epoch, succeeded.event.worker_id) == (
-        2, 2, other_id)
+        2,
+        2,
+        other_id,
+    )
     assert fleet.run(run_id)["state"] == "succeeded"
-    print(f"\nzombie: attempt 2 claimed {since(stopped_at, claims(events, 'zombie')[2].at):.2f} s "
-          f"after SIGSTOP; after SIGCONT its task was killed in {zombie_task_killed_s:.2f} s; "
-          f"refused: {[(r.command, r.reason.value) for r in refused]}")
+    print(
+        f"\nzombie: attempt 2 claimed {since(stopped_at, claims(events, 'zombie')[2].at):.2f} s "
+        f"after SIGSTOP; after SIGCONT its task was killed in {zombie_task_killed_s:.2f} s; "
+        f"refused: {[(r.command, r.reason.value) for r in refused]}"
+    )
 
 
 def test_timeout_kills_the_task_and_its_child_process(
-        fleet: Fleet, events: EventLog, tmp_path: Path) -> None:
+    fleet: Fleet, events: EventLog, tmp_path: Path
+) -> None:
     # One task that leaves on SIGTERM, one that ignores it (and so does its child): the
     # worker's SIGKILL after grace_s (1 s here) must end that one.
     timeout_s, grace_s = 2.0, GRACE_S
     for job_id, trap in (("timeout-term", ""), ("timeout-kill", "trap '' TERM; ")):
         d = tmp_path / job_id
         d.mkdir()
-        fleet.register({
-            "job_id": job_id, "name": job_id, "schedule": {"type": "manual"},
-            "command": ["sh", "-c", f"{trap}sleep 300 & echo $! > {d}/child.pid; "
-                        f"echo $$ > {d}/pid; wait"],
-            "timeout_s": timeout_s, "grace_s": grace_s, "lease_ttl_s": 30,
-            "retry_policy": retry_policy(1, 1)})
+        fleet.register(
+            {
+                "job_id": job_id,
+                "name": job_id,
+                "schedule": {"type": "manual"},
+                "command": [
+                    "sh",
+                    "-c",
+                    f"{trap}sleep 300 & echo $! > {d}/child.pid; echo $$ > {d}/pid; wait",
+                ],
+                "timeout_s": timeout_s,
+                "grace_s": grace_s,
+                "lease_ttl_s": 30,
+                "retry_policy": retry_policy(1, 1),
+            }
+        )
     for job_id in ("timeout-term", "timeout-kill"):
         d = tmp_path / job_id
         shell, child = read_pid(d / "pid"), read_pid(d / "child.pid")
@@ -241,8 +291,10 @@ def test_timeout_kills_the_task_and_its_child_process(
         assert not alive(child), f"{job_id}: the child {child} survived its timeout"
         assert failed.started_at is not None
         ran_s = (failed.finished_at - failed.started_at).total_seconds()
-        print(f"\n{job_id}: ran {ran_s:.2f} s before failing as timeout "
-              f"(timeout {timeout_s:g} s, grace {grace_s:g} s); shell and child gone")
+        print(
+            f"\n{job_id}: ran {ran_s:.2f} s before failing as timeout "
+            f"(timeout {timeout_s:g} s, grace {grace_s:g} s); shell and child gone"
+        )
         if job_id == "timeout-term":  # SIGTERM was enough: no wait for the grace period
             assert timeout_s <= ran_s < timeout_s + grace_s, ran_s
         else:  # SIGTERM ignored: only the SIGKILL after the grace period ended it
@@ -250,14 +302,19 @@ def test_timeout_kills_the_task_and_its_child_process(
 
 
 def test_a_completion_for_an_expired_lease_is_refused_and_one_success_stands(
-        cluster: Cluster, events: EventLog) -> None:
+    cluster: Cluster, events: EventLog
+) -> None:
     """No worker process: the test plays a zombie and a live worker with raw commands."""
     cluster.scheduler()
-    spec = JobSpec(name="fenced", schedule=Schedule(ScheduleKind.MANUAL), command=("true",),
-                   # long enough that the live lease (never renewed here) outlasts the few
-                   # steps to its completion on a loaded box; 2 s flaked once in CI-like runs
-                   lease_ttl=timedelta(seconds=6),
-                   retry_policy=RetryPolicy(max_attempts=2, backoff=timedelta(seconds=1)))
+    spec = JobSpec(
+        name="fenced",
+        schedule=Schedule(ScheduleKind.MANUAL),
+        command=("true",),
+        # long enough that the live lease (never renewed here) outlasts the few
+        # steps to its completion on a loaded box; 2 s flaked once in CI-like runs
+        lease_ttl=timedelta(seconds=6),
+        retry_policy=RetryPolicy(max_attempts=2, backoff=timedelta(seconds=1)),
+    )
     job = "fenced"
     cluster.send(job, cmd.RegisterJob(spec))
     cluster.send(job, cmd.TriggerJob())
@@ -269,8 +326,9 @@ def test_a_completion_for_an_expired_lease_is_refused_and_one_success_stands(
     assert events.wait_until(lambda log: 1 in claims(log, job), 20)
     assert claims(events, job)[1].event.epoch == 1
     # No renewal: the lease expires on a tick and attempt 2 becomes ready.
-    assert events.wait_until(lambda log: any(
-        e.event.attempt == 2 for e in log.of_type(ev.TaskReady, job)), 30)
+    assert events.wait_until(
+        lambda log: any(e.event.attempt == 2 for e in log.of_type(ev.TaskReady, job)), 30
+    )
     cluster.send(job, cmd.ClaimTask(run_id, task, 2, "live"))
     assert events.wait_until(lambda log: 2 in claims(log, job), 20)
     assert claims(events, job)[2].event.epoch == 2
@@ -278,8 +336,9 @@ def test_a_completion_for_an_expired_lease_is_refused_and_one_success_stands(
     now = datetime.now(UTC)
 
     def complete(attempt: int, epoch: int, worker_id: str) -> cmd.CompleteTask:
-        return cmd.CompleteTask(run_id, task, attempt, epoch, worker_id, True, 0, None, "",
-                                now, now)
+        return cmd.CompleteTask(
+            run_id, task, attempt, epoch, worker_id, True, 0, None, "", now, now
+        )
 
     cluster.send(job, complete(1, 1, "zombie"))  # the expired lease's epoch
     cluster.send(job, complete(2, 2, "zombie"))  # the current epoch, not its holder
@@ -289,8 +348,10 @@ def test_a_completion_for_an_expired_lease_is_refused_and_one_success_stands(
     assert events.wait_until(lambda log: len(log.of_type(ev.CommandRejected, job)) >= 3, 20)
     events.poll(1)
 
-    refused = [(r.event.command, r.event.reason, r.event.worker_id)
-               for r in events.of_type(ev.CommandRejected, job)]
+    refused = [
+        (r.event.command, r.event.reason, r.event.worker_id)
+        for r in events.of_type(ev.CommandRejected, job)
+    ]
     assert refused == [
         ("CompleteTask", RejectReason.STALE_EPOCH, "zombie"),
         ("CompleteTask", RejectReason.NOT_HOLDER, "zombie"),
@@ -300,4 +361,7 @@ def test_a_completion_for_an_expired_lease_is_refused_and_one_success_stands(
     assert (expired.event.attempt, expired.event.epoch) == (1, 1)
     [succeeded] = events.of_type(ev.TaskSucceeded, job)
     assert (succeeded.event.attempt, succeeded.event.epoch, succeeded.event.worker_id) == (
-        2, 2, "live")
+        2,
+        2,
+        "live",
+    )

@@ -17,39 +17,53 @@ pytestmark = pytest.mark.broker
 
 
 def test_preview_of_a_registered_job(api: httpx.Client) -> None:
-    body = {"job_id": "preview-berlin", "name": "nightly in Berlin",
-            "schedule": {"type": "cron", "expression": "30 2 * * *",
-                         "timezone": "Europe/Berlin"},
-            "command": ["true"]}
+    body = {
+        "job_id": "preview-berlin",
+        "name": "nightly in Berlin",
+        "schedule": {"type": "cron", "expression": "30 2 * * *", "timezone": "Europe/Berlin"},
+        "command": ["true"],
+    }
     assert api.post("/api/v1/jobs", json=body).status_code == 201
-    r = api.get("/api/v1/jobs/preview-berlin/ticks",
-                params={"count": 3, "after": "2024-03-29T12:00:00Z"})
+    r = api.get(
+        "/api/v1/jobs/preview-berlin/ticks", params={"count": 3, "after": "2024-03-29T12:00:00Z"}
+    )
     assert r.status_code == 200, r.text
-    assert r.json() == {"job_id": "preview-berlin", "ticks": [
-        {"utc": "2024-03-30T01:30:00.000Z", "local": "2024-03-30T02:30:00.000+01:00"},
-        {"utc": "2024-03-31T01:00:00.000Z", "local": "2024-03-31T03:00:00.000+02:00"},
-        {"utc": "2024-04-01T00:30:00.000Z", "local": "2024-04-01T02:30:00.000+02:00"},
-    ]}
+    assert r.json() == {
+        "job_id": "preview-berlin",
+        "ticks": [
+            {"utc": "2024-03-30T01:30:00.000Z", "local": "2024-03-30T02:30:00.000+01:00"},
+            {"utc": "2024-03-31T01:00:00.000Z", "local": "2024-03-31T03:00:00.000+02:00"},
+            {"utc": "2024-04-01T00:30:00.000Z", "local": "2024-04-01T02:30:00.000+02:00"},
+        ],
+    }
     assert len(api.get("/api/v1/jobs/preview-berlin/ticks").json()["ticks"]) == 10
     assert api.get("/api/v1/jobs/nope/ticks").status_code == 404
 
     # H is hashed on the job_id by the preview exactly as by the fold's first tick
-    hashed = {"job_id": "preview-hashed", "name": "hashed",
-              "schedule": {"type": "cron", "expression": "H H * * *",
-                           "timezone": "Asia/Kolkata"}, "command": ["true"]}
+    hashed = {
+        "job_id": "preview-hashed",
+        "name": "hashed",
+        "schedule": {"type": "cron", "expression": "H H * * *", "timezone": "Asia/Kolkata"},
+        "command": ["true"],
+    }
     assert api.post("/api/v1/jobs", json=hashed).status_code == 201
     job = api.get("/api/v1/jobs/preview-hashed").json()
-    ticks = api.get("/api/v1/jobs/preview-hashed/ticks",
-                    params={"count": 1, "after": job["created_at"]}).json()["ticks"]
+    ticks = api.get(
+        "/api/v1/jobs/preview-hashed/ticks", params={"count": 1, "after": job["created_at"]}
+    ).json()["ticks"]
     assert ticks[0]["utc"] == job["next_run_at"]
     assert ticks[0]["local"].endswith("+05:30")
 
 
-def test_ticks_skipped_for_max_active_runs_are_served(api: httpx.Client,
-                                                      events: EventLog) -> None:
-    body = {"job_id": "preview-busy", "name": "long runs every second",
-            "schedule": {"type": "cron", "expression": "*/1 * * * * *"},
-            "command": ["sleep", "10"], "timeout_s": 30, "max_active_runs": 1}
+def test_ticks_skipped_for_max_active_runs_are_served(api: httpx.Client, events: EventLog) -> None:
+    body = {
+        "job_id": "preview-busy",
+        "name": "long runs every second",
+        "schedule": {"type": "cron", "expression": "*/1 * * * * *"},
+        "command": ["sleep", "10"],
+        "timeout_s": 30,
+        "max_active_runs": 1,
+    }
     assert api.post("/api/v1/jobs", json=body).status_code == 201
     deadline = time.monotonic() + 60
     skipped: list[dict] = []
@@ -65,12 +79,21 @@ def test_ticks_skipped_for_max_active_runs_are_served(api: httpx.Client,
     assert len(set(instants)) == len(instants)
     assert all(t.microsecond == 0 for t in instants)
     assert api.get("/api/v1/jobs/preview-busy").json()["skipped_count"] >= len(skipped)
-    assert api.get("/api/v1/jobs/preview-busy/skipped",
-                   params={"limit": 2}).json()["skipped"] == skipped[:2]
+    assert (
+        api.get("/api/v1/jobs/preview-busy/skipped", params={"limit": 2}).json()["skipped"]
+        == skipped[:2]
+    )
     # what the API lists is what the fold published
     wanted = {s["scheduled_for"] for s in skipped}
-    assert events.wait_until(lambda log: wanted <= {
-        r.event.scheduled_for.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        for r in log.of_type(ev.TickSkipped, "preview-busy")
-        if r.event.reason is ev.SkipReason.MAX_ACTIVE_RUNS}, timeout=30)
+    assert events.wait_until(
+        lambda log: (
+            wanted
+            <= {
+                r.event.scheduled_for.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+                for r in log.of_type(ev.TickSkipped, "preview-busy")
+                if r.event.reason is ev.SkipReason.MAX_ACTIVE_RUNS
+            }
+        ),
+        timeout=30,
+    )
     assert api.delete("/api/v1/jobs/preview-busy").status_code in (200, 204)

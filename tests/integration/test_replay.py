@@ -44,10 +44,17 @@ def _history_module() -> ModuleType:
 
 def test_the_history_consumer_imports_nothing_of_cronlog() -> None:
     tree = ast.parse(CONSUMER.read_text())
-    roots = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
-             for alias in node.names}
-    roots |= {(node.module or "").split(".")[0] for node in ast.walk(tree)
-              if isinstance(node, ast.ImportFrom) and node.level == 0}
+    roots = {
+        alias.name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    roots |= {
+        (node.module or "").split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level == 0
+    }
     assert roots & {"cronlog", "topology", "services", "tests"} == set()
     assert {"fastavro", "confluent_kafka"} <= roots
 
@@ -72,19 +79,40 @@ def _instant(value: Any) -> datetime:
 
 def _as_api_sees_it(run: Any) -> dict[str, Any]:
     """The schema-only consumer's run, in the API's vocabulary."""
-    return {"state": run.state, "trigger": run.trigger, "scheduled_for": run.scheduled_for,
-            "exit_code": run.exit_code, "failure_kind": run.failure_kind,
-            "attempts": [(a.task, a.attempt, a.state, a.worker_id, a.epoch, a.exit_code,
-                          a.failure_kind) for a in run.attempts]}
+    return {
+        "state": run.state,
+        "trigger": run.trigger,
+        "scheduled_for": run.scheduled_for,
+        "exit_code": run.exit_code,
+        "failure_kind": run.failure_kind,
+        "attempts": [
+            (a.task, a.attempt, a.state, a.worker_id, a.epoch, a.exit_code, a.failure_kind)
+            for a in run.attempts
+        ],
+    }
 
 
 def _api_run(api: httpx.Client, run_id: str) -> dict[str, Any]:
     doc = api.get(f"/api/v1/runs/{run_id}").json()
-    return {"state": doc["state"], "trigger": doc["trigger"],
-            "scheduled_for": _instant(doc["scheduled_for"]), "exit_code": doc["exit_code"],
-            "failure_kind": doc["failure_kind"],
-            "attempts": [(a["task"], a["attempt"], a["state"], a["worker_id"], a["epoch"],
-                          a["exit_code"], a["failure_kind"]) for a in doc["attempts"]]}
+    return {
+        "state": doc["state"],
+        "trigger": doc["trigger"],
+        "scheduled_for": _instant(doc["scheduled_for"]),
+        "exit_code": doc["exit_code"],
+        "failure_kind": doc["failure_kind"],
+        "attempts": [
+            (
+                a["task"],
+                a["attempt"],
+                a["state"],
+                a["worker_id"],
+                a["epoch"],
+                a["exit_code"],
+                a["failure_kind"],
+            )
+            for a in doc["attempts"]
+        ],
+    }
 
 
 def _events_by_partition(cluster: Cluster, topic: str) -> dict[int, list[Any]]:
@@ -114,61 +142,83 @@ def _distinct(events: list[Any]) -> list[Any]:
     return [e for e in events if not (e.event_id in seen or seen.add(e.event_id))]
 
 
-def test_replay_verifies_against_the_live_cluster(api: httpx.Client, cluster: Cluster,
-                                                   tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    every2 = {"job_id": "every2", "name": "every 2 s",
-              "schedule": {"type": "cron", "expression": "*/2 * * * * *", "timezone": "UTC"},
-              "command": ["sh", "-c", "echo hello"], "timeout_s": 10}
-    flaky = {"job_id": "flaky", "name": "fails twice", "schedule": {"type": "manual"},
-             "command": ["sh", "-c", "echo failing; exit 3"],
-             "retry_policy": {"max_attempts": 2, "base_s": 1}}
+def test_replay_verifies_against_the_live_cluster(
+    api: httpx.Client, cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    every2 = {
+        "job_id": "every2",
+        "name": "every 2 s",
+        "schedule": {"type": "cron", "expression": "*/2 * * * * *", "timezone": "UTC"},
+        "command": ["sh", "-c", "echo hello"],
+        "timeout_s": 10,
+    }
+    flaky = {
+        "job_id": "flaky",
+        "name": "fails twice",
+        "schedule": {"type": "manual"},
+        "command": ["sh", "-c", "echo failing; exit 3"],
+        "retry_policy": {"max_attempts": 2, "base_s": 1},
+    }
     for body in (every2, flaky):
         assert api.post("/api/v1/jobs", json=body).status_code == 201
     assert api.post("/api/v1/jobs/flaky/trigger").status_code in (200, 201, 202)
-    wait_for(lambda: len([r for r in _runs(api, "every2") if r["state"] == "succeeded"]) >= 2,
-          60, "two succeeded runs")
+    wait_for(
+        lambda: len([r for r in _runs(api, "every2") if r["state"] == "succeeded"]) >= 2,
+        60,
+        "two succeeded runs",
+    )
     mid = datetime.now(UTC)
     time.sleep(1.0)
-    wait_for(lambda: len([r for r in _runs(api, "every2") if r["state"] == "succeeded"]) >= 5,
-          60, "five succeeded runs")
+    wait_for(
+        lambda: len([r for r in _runs(api, "every2") if r["state"] == "succeeded"]) >= 5,
+        60,
+        "five succeeded runs",
+    )
     wait_for(lambda: [r["state"] for r in _runs(api, "flaky")] == ["failed"], 60, "flaky failed")
     # Quiesce: no new runs, every run ended, then stop the fold so its table stops moving.
     assert api.patch("/api/v1/jobs/every2", json={"paused": True}).status_code == 200
-    wait_for(lambda: all(r["state"] in ("succeeded", "failed") for r in _runs(api, "every2")),
-          30, "every run ended")
+    wait_for(
+        lambda: all(r["state"] in ("succeeded", "failed") for r in _runs(api, "every2")),
+        30,
+        "every run ended",
+    )
     scheduler = next(p for p in cluster.procs if p.name == "scheduler")
     scheduler.stop()
 
     # (1) the schema-only consumer's history is the API's, run by run
-    history = _history_module().read_history(cluster.settings.bootstrap,
-                                             cluster.topics.run_events)
+    history = _history_module().read_history(cluster.settings.bootstrap, cluster.topics.run_events)
     ours = {job: history.of_job(job) for job in ("every2", "flaky")}
     assert len(ours["every2"]) >= 5
     [flaky_run] = ours["flaky"]
     assert flaky_run.state == "failed" and flaky_run.dead_lettered == ["main"]
     assert [(a.attempt, a.state, a.exit_code) for a in flaky_run.attempts] == [
-        (1, "failed", 3), (2, "failed", 3)]
+        (1, "failed", 3),
+        (2, "failed", 3),
+    ]
     for run in ours["every2"] + ours["flaky"]:
         mine = _as_api_sees_it(run)
-        wait_for(lambda run=run, mine=mine: _api_run(api, run.run_id) == mine, 20,
-              f"the API to agree on {run.run_id}: {mine}")
+        wait_for(
+            lambda run=run, mine=mine: _api_run(api, run.run_id) == mine,
+            20,
+            f"the API to agree on {run.run_id}: {mine}",
+        )
 
     # (2) --verify: state at the fold's committed offsets and run-events match the replay
-    for key, value in {"KAFKA_BOOTSTRAP": cluster.settings.bootstrap,
-                       "CRONLOG_TOPIC_PREFIX": cluster.settings.topic_prefix,
-                       "CRONLOG_PARTITIONS": str(cluster.settings.partitions)}.items():
+    for key, value in {
+        "KAFKA_BOOTSTRAP": cluster.settings.bootstrap,
+        "CRONLOG_TOPIC_PREFIX": cluster.settings.topic_prefix,
+        "CRONLOG_PARTITIONS": str(cluster.settings.partitions),
+    }.items():
         monkeypatch.setenv(key, value)
-    result = CliRunner().invoke(cli, ["replay", "--verify", "--state-dir",
-                                      str(tmp_path / "r1")])
+    result = CliRunner().invoke(cli, ["replay", "--verify", "--state-dir", str(tmp_path / "r1")])
     assert result.exit_code == 0, result.output
     assert "verify: every partition matches the live system" in result.output
-    report = run_replay(cluster.settings, ReplayOptions(state_dir=tmp_path / "r2",
-                                                        verify=True))
+    report = run_replay(cluster.settings, ReplayOptions(state_dir=tmp_path / "r2", verify=True))
     assert report.ok
     assert sum(p.jobs for p in report.partitions) == 2
-    assert all(p.acknowledged is not None and p.events_verdict is not None
-               for p in report.partitions)
+    assert all(
+        p.acknowledged is not None and p.events_verdict is not None for p in report.partitions
+    )
     events_live = sum(p.events_verdict.live for p in report.partitions if p.events_verdict)
     assert events_live >= 30  # registrations, runs, claims, completions, retries
 
@@ -193,14 +243,16 @@ def test_replay_verifies_against_the_live_cluster(api: httpx.Client, cluster: Cl
     # and --verify can fail: a tampered table record is named
     state = load_state(_table_value(tmp_path / "r2", b"every2"))
     producer = Producer(cluster.settings.producer_config())
-    producer.produce(cluster.topics.job_table_changelog, key=b"every2",
-                     value=dump_state(replace(state, runs_fired=999)),
-                     partition=partition_for(b"every2", cluster.settings.partitions))
+    producer.produce(
+        cluster.topics.job_table_changelog,
+        key=b"every2",
+        value=dump_state(replace(state, runs_fired=999)),
+        partition=partition_for(b"every2", cluster.settings.partitions),
+    )
     producer.flush(10)
-    broken = run_replay(cluster.settings, ReplayOptions(state_dir=tmp_path / "r5",
-                                                        verify=True))
+    broken = run_replay(cluster.settings, ReplayOptions(state_dir=tmp_path / "r5", verify=True))
     assert not broken.ok
     [bad] = [p for p in broken.partitions if not p.ok]
-    assert bad.state_detail == "job 'every2': runs_fired: 999 != " \
-        f"{state.runs_fired} (live != replay)"
-
+    assert (
+        bad.state_detail == f"job 'every2': runs_fired: 999 != {state.runs_fired} (live != replay)"
+    )

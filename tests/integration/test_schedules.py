@@ -21,10 +21,12 @@ START_TIMEOUT = 90.0
 
 
 def every_job(seconds: int, command: tuple[str, ...] = ("true",), **schedule: object) -> JobSpec:
-    return JobSpec(name=f"every {seconds}s",
-                   schedule=Schedule(ScheduleKind.EVERY, interval=timedelta(seconds=seconds),
-                                     **schedule),  # type: ignore[arg-type]
-                   command=command, max_active_runs=256)
+    return JobSpec(
+        name=f"every {seconds}s",
+        schedule=Schedule(ScheduleKind.EVERY, interval=timedelta(seconds=seconds), **schedule),  # type: ignore[arg-type]
+        command=command,
+        max_active_runs=256,
+    )
 
 
 def register(cluster: Cluster, events: EventLog, job_id: str, spec: JobSpec) -> None:
@@ -42,10 +44,12 @@ def of(events: EventLog, job_id: str, kind: type) -> list:
 
 def decided(events: EventLog, job_id: str) -> list[datetime]:
     """Every tick decided (a run started or buffered, or a skip), in order of decision."""
-    return [e.event.scheduled_for for e in events.events(job_id)
-            if isinstance(e.event, ev.RunScheduled | ev.RunBuffered | ev.TickSkipped)
-            and not (isinstance(e.event, ev.RunScheduled)
-                     and e.event.trigger is ev.RunTrigger.MANUAL)]
+    return [
+        e.event.scheduled_for
+        for e in events.events(job_id)
+        if isinstance(e.event, ev.RunScheduled | ev.RunBuffered | ev.TickSkipped)
+        and not (isinstance(e.event, ev.RunScheduled) and e.event.trigger is ev.RunTrigger.MANUAL)
+    ]
 
 
 def assert_each_tick_decided_once(events: EventLog, job_id: str, step: int) -> None:
@@ -55,8 +59,7 @@ def assert_each_tick_decided_once(events: EventLog, job_id: str, step: int) -> N
     once = [t for t in ticks if t not in buffered] + sorted(buffered)
     assert [t for t, n in Counter(once).items() if n > 1] == [], "a tick was decided twice"
     ordered = sorted(set(ticks))
-    gaps = [(a, b) for a, b in itertools.pairwise(ordered)
-            if b - a != timedelta(seconds=step)]
+    gaps = [(a, b) for a, b in itertools.pairwise(ordered) if b - a != timedelta(seconds=step)]
     assert gaps == [], f"ticks lost between {gaps}"
 
 
@@ -64,13 +67,19 @@ def assert_each_tick_decided_once(events: EventLog, job_id: str, step: int) -> N
 
 
 @pytest.mark.parametrize("policy", list(OverlapPolicy))
-def test_overlap_policy_with_a_long_running_task(cluster: Cluster, events: EventLog,
-                                                 policy: OverlapPolicy) -> None:
+def test_overlap_policy_with_a_long_running_task(
+    cluster: Cluster, events: EventLog, policy: OverlapPolicy
+) -> None:
     cluster.scheduler()
     cluster.worker(CRONLOG_SLOTS="8")
     job = f"overlap-{policy.value}"
-    spec = JobSpec(name=job, schedule=Schedule(ScheduleKind.EVERY, interval=timedelta(seconds=2)),
-                   command=("sleep", "5"), overlap=policy, lease_ttl=timedelta(seconds=6))
+    spec = JobSpec(
+        name=job,
+        schedule=Schedule(ScheduleKind.EVERY, interval=timedelta(seconds=2)),
+        command=("sleep", "5"),
+        overlap=policy,
+        lease_ttl=timedelta(seconds=6),
+    )
     register(cluster, events, job, spec)
     assert events.wait_until(lambda log: len(decided(log, job)) >= 8, 60)
     cluster.send(job, cmd.PauseJob())
@@ -98,8 +107,11 @@ def test_overlap_policy_with_a_long_running_task(cluster: Cluster, events: Event
         assert cancelled and skipped == Counter()
         succeeded = {s.run_id for s in of(events, job, ev.TaskSucceeded)}
         assert succeeded.isdisjoint({c.run_id for c in cancelled}), "a cancelled run finished"
-        fenced = [r for r in of(events, job, ev.CommandRejected)
-                  if r.run_id in {c.run_id for c in cancelled}]
+        fenced = [
+            r
+            for r in of(events, job, ev.CommandRejected)
+            if r.run_id in {c.run_id for c in cancelled}
+        ]
         assert fenced, "the worker of a cancelled run was never refused"
     if policy is not OverlapPolicy.ALLOW:
         assert len(claims) >= 2
@@ -115,8 +127,11 @@ def max_concurrent(events: EventLog, job_id: str) -> int:
             case ev.RunScheduled(run_id=run_id):
                 active.add(run_id)
                 most = max(most, len(active))
-            case ev.RunSucceeded(run_id=run_id) | ev.RunFailed(run_id=run_id) | ev.RunCancelled(
-                    run_id=run_id):
+            case (
+                ev.RunSucceeded(run_id=run_id)
+                | ev.RunFailed(run_id=run_id)
+                | ev.RunCancelled(run_id=run_id)
+            ):
                 active.discard(run_id)
     return most
 
@@ -125,20 +140,30 @@ def max_concurrent(events: EventLog, job_id: str) -> int:
 
 
 @pytest.mark.parametrize("policy", list(CatchupPolicy))
-def test_catchup_policy_after_the_scheduler_was_down(cluster: Cluster, events: EventLog,
-                                                     policy: CatchupPolicy) -> None:
+def test_catchup_policy_after_the_scheduler_was_down(
+    cluster: Cluster, events: EventLog, policy: CatchupPolicy
+) -> None:
     proc = cluster.scheduler()
     job = f"catchup-{policy.value}"
-    register(cluster, events, job, every_job(1, catchup=policy,
-                                             misfire_grace=timedelta(seconds=2),
-                                             catchup_window=timedelta(minutes=10)))
+    register(
+        cluster,
+        events,
+        job,
+        every_job(
+            1,
+            catchup=policy,
+            misfire_grace=timedelta(seconds=2),
+            catchup_window=timedelta(minutes=10),
+        ),
+    )
     assert events.wait_until(lambda log: len(of(log, job, ev.RunScheduled)) >= 2, 40)
     proc.kill9()
     down_at = datetime.now(UTC)
     time.sleep(8)
     cluster.scheduler()
     assert events.wait_until(
-        lambda log: any(t > down_at + timedelta(seconds=20) for t in decided(log, job)), 120)
+        lambda log: any(t > down_at + timedelta(seconds=20) for t in decided(log, job)), 120
+    )
     runs = of(events, job, ev.RunScheduled)
     caught_up = [r for r in runs if r.trigger is ev.RunTrigger.CATCHUP]
     skipped = Counter(s.reason for s in of(events, job, ev.TickSkipped))
@@ -157,12 +182,17 @@ def test_catchup_policy_after_the_scheduler_was_down(cluster: Cluster, events: E
 
 
 @pytest.mark.parametrize("catchup", [False, True])
-def test_resume_fires_paused_over_ticks_only_with_catchup(cluster: Cluster, events: EventLog,
-                                                          catchup: bool) -> None:
+def test_resume_fires_paused_over_ticks_only_with_catchup(
+    cluster: Cluster, events: EventLog, catchup: bool
+) -> None:
     cluster.scheduler()
     job = f"resume-{catchup}"
-    register(cluster, events, job, every_job(1, catchup=CatchupPolicy.ALL,
-                                             misfire_grace=timedelta(seconds=1)))
+    register(
+        cluster,
+        events,
+        job,
+        every_job(1, catchup=CatchupPolicy.ALL, misfire_grace=timedelta(seconds=1)),
+    )
     assert events.wait_until(lambda log: len(of(log, job, ev.RunScheduled)) >= 2, 40)
     cluster.send(job, cmd.PauseJob())
     assert events.wait_until(lambda log: log.of_type(ev.JobPaused, job), 20)
@@ -172,14 +202,12 @@ def test_resume_fires_paused_over_ticks_only_with_catchup(cluster: Cluster, even
     assert events.wait_until(lambda log: log.of_type(ev.JobResumed, job), 20)
     resumed = events.of_type(ev.JobResumed, job)[0]
     assert resumed.event.catchup is catchup
-    assert events.wait_until(
-        lambda log: sum(t > resumed.at for t in decided(log, job)) >= 2, 20)
+    assert events.wait_until(lambda log: sum(t > resumed.at for t in decided(log, job)) >= 2, 20)
     paused_over = [t for t in decided(events, job) if paused_at < t <= resumed.at]
     if catchup:
         assert len(paused_over) >= 4
         assert_each_tick_decided_once(events, job, 1)
-        late = [r for r in of(events, job, ev.RunScheduled)
-                if r.trigger is ev.RunTrigger.CATCHUP]
+        late = [r for r in of(events, job, ev.RunScheduled) if r.trigger is ev.RunTrigger.CATCHUP]
         assert len(late) >= 3  # catch-up all: fired late, marked as catch-up
     else:
         assert paused_over == []
@@ -188,26 +216,32 @@ def test_resume_fires_paused_over_ticks_only_with_catchup(cluster: Cluster, even
 # --- bounds and exclusions: TickSkipped reasons on the topic -----------------------------
 
 
-def test_max_runs_end_at_and_exclusions_skip_with_their_reasons(cluster: Cluster,
-                                                                events: EventLog) -> None:
+def test_max_runs_end_at_and_exclusions_skip_with_their_reasons(
+    cluster: Cluster, events: EventLog
+) -> None:
     cluster.scheduler()
     now = datetime.now(UTC).replace(microsecond=0)
-    window = Exclusion(start_time=(now + timedelta(seconds=12)).time().isoformat(),
-                       end_time=(now + timedelta(seconds=15)).time().isoformat())
+    window = Exclusion(
+        start_time=(now + timedelta(seconds=12)).time().isoformat(),
+        end_time=(now + timedelta(seconds=15)).time().isoformat(),
+    )
     register(cluster, events, "limited", every_job(1, max_runs=3))
     register(cluster, events, "ending", every_job(1, end_at=now + timedelta(seconds=14)))
     register(cluster, events, "holiday", every_job(1, exclusions=(window,)))
-    assert events.wait_until(lambda log: any(
-        t > now + timedelta(seconds=18) for t in decided(log, "holiday")), 90)
+    assert events.wait_until(
+        lambda log: any(t > now + timedelta(seconds=18) for t in decided(log, "holiday")), 90
+    )
     events.poll(2)
     limited = of(events, "limited", ev.RunScheduled)
     assert [r.runs_remaining for r in limited] == [2, 1, 0]
     assert [s.reason for s in of(events, "limited", ev.TickSkipped)] == [ev.SkipReason.MAX_RUNS]
     ending = of(events, "ending", ev.TickSkipped)
     assert [(s.scheduled_for, s.reason, s.next_fire_at) for s in ending] == [
-        (now + timedelta(seconds=15), ev.SkipReason.END_AT, None)]
+        (now + timedelta(seconds=15), ev.SkipReason.END_AT, None)
+    ]
     assert max(r.scheduled_for for r in of(events, "ending", ev.RunScheduled)) == (
-        now + timedelta(seconds=14))
+        now + timedelta(seconds=14)
+    )
     excluded = [s.scheduled_for for s in of(events, "holiday", ev.TickSkipped)]
     assert excluded == [now + timedelta(seconds=s) for s in (12, 13, 14)]
     assert {s.reason for s in of(events, "holiday", ev.TickSkipped)} == {ev.SkipReason.EXCLUDED}

@@ -28,17 +28,20 @@ def _job(**changes: object) -> JobSpec:
 
 
 def _finished(events: EventLog, *job_ids: str) -> bool:
-    done = {e.job_id for e in events.events()
-            if isinstance(e.event, ev.RunSucceeded | ev.RunFailed)}
+    done = {
+        e.job_id for e in events.events() if isinstance(e.event, ev.RunSucceeded | ev.RunFailed)
+    }
     return done >= set(job_ids)
 
 
-def test_python_task_return_succeeds_and_exception_fails(cluster: Cluster,
-                                                         events: EventLog) -> None:
+def test_python_task_return_succeeds_and_exception_fails(
+    cluster: Cluster, events: EventLog
+) -> None:
     cluster.scheduler()
     cluster.worker()
-    cluster.send("py-ok", cmd.RegisterJob(_job(kind=TaskKind.PYTHON,
-                                               callable=f"{TASKS}:echo_context")))
+    cluster.send(
+        "py-ok", cmd.RegisterJob(_job(kind=TaskKind.PYTHON, callable=f"{TASKS}:echo_context"))
+    )
     cluster.send("py-fail", cmd.RegisterJob(_job(kind=TaskKind.PYTHON, callable=f"{TASKS}:fail")))
     assert events.wait_until(lambda log: _finished(log, "py-ok", "py-fail"), 90)
     assert events.of_type(ev.RunSucceeded, "py-ok") and events.of_type(ev.RunFailed, "py-fail")
@@ -77,14 +80,24 @@ def hook() -> Iterator[str]:
     httpd.shutdown()
 
 
-def test_http_task_succeeds_by_status_and_sends_context(cluster: Cluster, events: EventLog,
-                                                        hook: str) -> None:
+def test_http_task_succeeds_by_status_and_sends_context(
+    cluster: Cluster, events: EventLog, hook: str
+) -> None:
     cluster.scheduler()
     cluster.worker()
-    cluster.send("http-ok", cmd.RegisterJob(_job(kind=TaskKind.HTTP, http=HttpTask(
-        f"{hook}/run/202", "POST", (HttpHeader("X-Token", "t"),), "{}"))))
-    cluster.send("http-fail", cmd.RegisterJob(_job(kind=TaskKind.HTTP, http=HttpTask(
-        f"{hook}/run/503", "POST"))))
+    cluster.send(
+        "http-ok",
+        cmd.RegisterJob(
+            _job(
+                kind=TaskKind.HTTP,
+                http=HttpTask(f"{hook}/run/202", "POST", (HttpHeader("X-Token", "t"),), "{}"),
+            )
+        ),
+    )
+    cluster.send(
+        "http-fail",
+        cmd.RegisterJob(_job(kind=TaskKind.HTTP, http=HttpTask(f"{hook}/run/503", "POST"))),
+    )
     assert events.wait_until(lambda log: _finished(log, "http-ok", "http-fail"), 90)
     ok = events.of_type(ev.TaskSucceeded, "http-ok")[0].event
     assert ok.output_tail.startswith("HTTP 202")
@@ -99,8 +112,14 @@ def test_http_task_succeeds_by_status_and_sends_context(cluster: Cluster, events
 def test_shell_task_runs_its_string_with_sh(cluster: Cluster, events: EventLog) -> None:
     cluster.scheduler()
     cluster.worker()
-    cluster.send("sh", cmd.RegisterJob(_job(  # noqa: S604 - a shell task is the point
-        kind=TaskKind.SHELL, shell="echo job=$CRONLOG_JOB_ID | tr a-z A-Z && exit 0")))
+    cluster.send(
+        "sh",
+        cmd.RegisterJob(
+            _job(  # noqa: S604 - a shell task is the point
+                kind=TaskKind.SHELL, shell="echo job=$CRONLOG_JOB_ID | tr a-z A-Z && exit 0"
+            )
+        ),
+    )
     assert events.wait_until(lambda log: _finished(log, "sh"), 90)
     assert events.of_type(ev.RunSucceeded, "sh")
     assert events.of_type(ev.TaskSucceeded, "sh")[0].event.output_tail == "JOB=SH\n"

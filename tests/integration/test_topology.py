@@ -16,8 +16,9 @@ pytestmark = pytest.mark.broker
 
 
 def _settings(bootstrap: str) -> KafkaSettings:
-    return KafkaSettings(bootstrap=bootstrap, topic_prefix=f"topo{uuid.uuid4().hex[:8]}.",
-                         partitions=3)
+    return KafkaSettings(
+        bootstrap=bootstrap, topic_prefix=f"topo{uuid.uuid4().hex[:8]}.", partitions=3
+    )
 
 
 def test_bootstrap_creates_every_topic_once(kafka_bootstrap: str) -> None:

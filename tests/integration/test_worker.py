@@ -18,13 +18,18 @@ from tests.integration.helpers import once_job
 pytestmark = pytest.mark.broker
 
 
-def test_failing_command_is_recorded_with_exit_code_and_output(cluster: Cluster,
-                                                               events: EventLog) -> None:
+def test_failing_command_is_recorded_with_exit_code_and_output(
+    cluster: Cluster, events: EventLog
+) -> None:
     cluster.scheduler()
     cluster.worker()
     run_at = datetime.now(UTC) + timedelta(seconds=2)
-    cluster.send("fails", cmd.RegisterJob(once_job(
-        run_at, ("sh", "-c", "echo about to fail; echo on stderr >&2; exit 3"))))
+    cluster.send(
+        "fails",
+        cmd.RegisterJob(
+            once_job(run_at, ("sh", "-c", "echo about to fail; echo on stderr >&2; exit 3"))
+        ),
+    )
     assert events.wait_until(lambda log: log.of_type(ev.RunFailed, "fails"), 90)
     failed = [e.event for e in events.of_type(ev.TaskFailed, "fails")]
     assert len(failed) == 1
@@ -36,13 +41,16 @@ def test_failing_command_is_recorded_with_exit_code_and_output(cluster: Cluster,
     assert len(claimed) == 1 and claimed[0].event.epoch == 1
 
 
-def test_task_sees_its_cronlog_environment(cluster: Cluster, events: EventLog,
-                                           tmp_path: Path) -> None:
+def test_task_sees_its_cronlog_environment(
+    cluster: Cluster, events: EventLog, tmp_path: Path
+) -> None:
     cluster.scheduler()
     cluster.worker("envw")
     out = tmp_path / "env.json"
-    script = ("import json, os, sys; json.dump({k: v for k, v in os.environ.items() "
-              "if k.startswith('CRONLOG_')}, open(sys.argv[1], 'w'))")
+    script = (
+        "import json, os, sys; json.dump({k: v for k, v in os.environ.items() "
+        "if k.startswith('CRONLOG_')}, open(sys.argv[1], 'w'))"
+    )
     run_at = (datetime.now(UTC) + timedelta(seconds=2)).replace(microsecond=0)
     cluster.send("env", cmd.RegisterJob(once_job(run_at, ("python3", "-c", script, str(out)))))
     assert events.wait_until(lambda log: log.of_type(ev.RunSucceeded, "env"), 90)
@@ -59,8 +67,9 @@ def test_task_sees_its_cronlog_environment(cluster: Cluster, events: EventLog,
     assert seen["CRONLOG_WORKER_ID"] == claim.worker_id
 
 
-def test_claim_is_granted_before_execution_and_succeeds_once(cluster: Cluster,
-                                                            events: EventLog) -> None:
+def test_claim_is_granted_before_execution_and_succeeds_once(
+    cluster: Cluster, events: EventLog
+) -> None:
     cluster.scheduler()
     cluster.worker("w1")
     cluster.worker("w2")
@@ -71,5 +80,11 @@ def test_claim_is_granted_before_execution_and_succeeds_once(cluster: Cluster,
     events.poll(2)
     for i in range(6):
         kinds = [type(e.event).__name__ for e in events.events(f"j{i}")]
-        assert kinds == ["JobRegistered", "RunScheduled", "TaskReady", "TaskClaimed",
-                         "TaskSucceeded", "RunSucceeded"], kinds
+        assert kinds == [
+            "JobRegistered",
+            "RunScheduled",
+            "TaskReady",
+            "TaskClaimed",
+            "TaskSucceeded",
+            "RunSucceeded",
+        ], kinds

@@ -64,8 +64,9 @@ def strategy_for(tp: object) -> st.SearchStrategy[typing.Any]:
         return st.lists(strategy_for(args[0]), max_size=4).map(tuple)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         hints = typing.get_type_hints(tp)
-        return st.builds(tp, **{f.name: strategy_for(hints[f.name])
-                                for f in dataclasses.fields(tp)})
+        return st.builds(
+            tp, **{f.name: strategy_for(hints[f.name]) for f in dataclasses.fields(tp)}
+        )
     raise TypeError(f"no strategy for {tp!r}")
 
 
@@ -96,8 +97,9 @@ def envelopes(body: st.SearchStrategy[typing.Any]) -> st.SearchStrategy[Envelope
 
 
 def run_events(body: st.SearchStrategy[typing.Any]) -> st.SearchStrategy[RunEvent]:
-    return st.builds(RunEvent, event_id=TEXT, job_id=TEXT, at=INSTANTS, idem_key=TEXT,
-                     index=INT64, event=body)
+    return st.builds(
+        RunEvent, event_id=TEXT, job_id=TEXT, at=INSTANTS, idem_key=TEXT, index=INT64, event=body
+    )
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -130,7 +132,10 @@ def test_dead_letter_round_trips(dl: DeadLetter) -> None:
 # -- fuzz: anything but a valid record is a DecodeError, never another exception --------------
 
 DECODERS: dict[str, Callable[[bytes], object]] = {
-    "command": decode_command, "event": decode_event, "dead_letter": decode_dead_letter}
+    "command": decode_command,
+    "event": decode_event,
+    "dead_letter": decode_dead_letter,
+}
 HEADERS = [  # magic + fingerprint of each current schema: fuzz reaches the Avro body reader
     encode_command(Envelope("k", "j", Tick()))[:10],
     encode_event(RunEvent("e", "j", from_ms(0), "k", 0, JobPaused()))[:10],
@@ -163,7 +168,8 @@ def test_random_bytes_are_a_decode_error(data: bytes) -> None:
 @FUZZ
 @given(header=st.sampled_from(HEADERS), body=st.binary(max_size=200))
 def test_a_valid_header_with_random_body_decodes_or_is_a_decode_error(
-        header: bytes, body: bytes) -> None:
+    header: bytes, body: bytes
+) -> None:
     for decode in DECODERS.values():
         decodes_or_refuses(decode, header + body)
 
@@ -171,7 +177,8 @@ def test_a_valid_header_with_random_body_decodes_or_is_a_decode_error(
 @FUZZ
 @given(data=VALID, st_cut=st.data())
 def test_every_truncation_of_a_valid_record_is_a_decode_error(
-        data: bytes, st_cut: st.DataObject) -> None:
+    data: bytes, st_cut: st.DataObject
+) -> None:
     cut = st_cut.draw(st.integers(min_value=0, max_value=len(data) - 1))
     for decode in DECODERS.values():
         with pytest.raises(DecodeError):
@@ -181,12 +188,16 @@ def test_every_truncation_of_a_valid_record_is_a_decode_error(
 @FUZZ
 @given(data=VALID, st_flip=st.data())
 def test_a_bit_flip_decodes_to_something_encodable_or_is_a_decode_error(
-        data: bytes, st_flip: st.DataObject) -> None:
+    data: bytes, st_flip: st.DataObject
+) -> None:
     bit = st_flip.draw(st.integers(min_value=0, max_value=len(data) * 8 - 1))
     flipped = bytearray(data)
     flipped[bit // 8] ^= 1 << (bit % 8)
     encoders: dict[str, Callable[[typing.Any], bytes]] = {
-        "command": encode_command, "event": encode_event, "dead_letter": encode_dead_letter}
+        "command": encode_command,
+        "event": encode_event,
+        "dead_letter": encode_dead_letter,
+    }
     for kind, decode in DECODERS.items():
         value = decodes_or_refuses(decode, bytes(flipped))
         if value is not None:  # Avro has no checksum: a flip may yield another valid record

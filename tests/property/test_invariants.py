@@ -65,12 +65,16 @@ retry_policies = st.builds(
 def cron_specs(draw: st.DrawFn) -> JobSpec:
     schedule = Schedule(
         ScheduleKind.CRON,
-        expression=draw(st.sampled_from(
-            ["* * * * *", "*/2 * * * *", "*/20 * * * * *", "*/30 * * * * *", "0 * * * *"])),
+        expression=draw(
+            st.sampled_from(
+                ["* * * * *", "*/2 * * * *", "*/20 * * * * *", "*/30 * * * * *", "0 * * * *"]
+            )
+        ),
         timezone=draw(st.sampled_from(["UTC", "Europe/Berlin", "America/New_York"])),
         catchup=draw(st.sampled_from(CatchupPolicy)),
-        catchup_window=draw(st.sampled_from(
-            [timedelta(minutes=2), timedelta(minutes=10), timedelta(days=1)])),
+        catchup_window=draw(
+            st.sampled_from([timedelta(minutes=2), timedelta(minutes=10), timedelta(days=1)])
+        ),
         max_runs=draw(st.sampled_from([None, None, 2, 5])),
     )
     return _spec(draw, schedule)
@@ -92,8 +96,9 @@ def _spec(draw: st.DrawFn, schedule: Schedule) -> JobSpec:
         schedule,
         ("true",),
         retry_policy=draw(retry_policies),
-        lease_ttl=draw(st.sampled_from(
-            [timedelta(seconds=10), timedelta(seconds=60), timedelta(seconds=600)])),
+        lease_ttl=draw(
+            st.sampled_from([timedelta(seconds=10), timedelta(seconds=60), timedelta(seconds=600)])
+        ),
         tasks=draw(st.sampled_from([("main",), ("a", "b")])),
         overlap=draw(st.sampled_from(OverlapPolicy)),
         jitter=draw(st.sampled_from([timedelta(0), timedelta(seconds=20)])),
@@ -142,8 +147,9 @@ class Driver:
     def draw(self, strategy: st.SearchStrategy[object]) -> object:
         return self.data.draw(strategy)
 
-    def send(self, command: cmd.Command, at: datetime | None = None,
-             key: str | None = None) -> None:
+    def send(
+        self, command: cmd.Command, at: datetime | None = None, key: str | None = None
+    ) -> None:
         self.n += 1
         envelope = cmd.Envelope(key or f"c{self.n}", JOB, command)
         self.deliver(envelope, self.t if at is None else at)
@@ -171,8 +177,11 @@ class Driver:
     # -- step kinds --
 
     def do_tick(self) -> None:
-        self.t += timedelta(seconds=self.draw(  # type: ignore[arg-type]
-            st.sampled_from([0, 1, 5, 10, 20, 30, 30, 45, 61, 90, 150, 400, 900])))
+        self.t += timedelta(
+            seconds=self.draw(  # type: ignore[arg-type]
+                st.sampled_from([0, 1, 5, 10, 20, 30, 30, 45, 61, 90, 150, 400, 900])
+            )
+        )
         self.send(cmd.Tick(), key=f"tick@{self.t.isoformat()}")
 
     def do_tick_back(self) -> None:
@@ -199,14 +208,22 @@ class Driver:
         """A BackfillJob with the ticks the API would send (services/api/backfill.py): past
         ticks of the schedule, filtered by the runs each tick ever had."""
         reprocess = self.draw(st.sampled_from(cmd.Reprocess))
-        start = self.t - timedelta(seconds=self.draw(  # type: ignore[operator]
-            st.sampled_from([60, 300, 1200, 3600])))
+        start = self.t - timedelta(
+            seconds=self.draw(  # type: ignore[operator]
+                st.sampled_from([60, 300, 1200, 3600])
+            )
+        )
         ticks, tick = [], next_tick(self.spec.schedule, start, hash_id=JOB)
         while tick is not None and tick <= self.t and len(ticks) < 20:
             runs = self.tick_runs.get(tick, [])
-            if reprocess is cmd.Reprocess.ALL or not runs or (
+            if (
+                reprocess is cmd.Reprocess.ALL
+                or not runs
+                or (
                     reprocess is cmd.Reprocess.FAILED
-                    and all(self.outcome.get(r) in ("failed", "cancelled") for r in runs)):
+                    and all(self.outcome.get(r) in ("failed", "cancelled") for r in runs)
+                )
+            ):
                 ticks.append(tick)
             tick = next_tick(self.spec.schedule, tick, hash_id=JOB)
         if ticks:
@@ -216,8 +233,7 @@ class Driver:
         self.send(cmd.DeleteJob())
 
     def do_update(self) -> None:
-        schedule = replace(self.spec.schedule,
-                           catchup=self.draw(st.sampled_from(CatchupPolicy)))  # type: ignore[arg-type]
+        schedule = replace(self.spec.schedule, catchup=self.draw(st.sampled_from(CatchupPolicy)))  # type: ignore[arg-type]
         self.send(cmd.UpdateJob(replace(self.spec, schedule=schedule)))
 
     def do_claim(self) -> None:
@@ -243,11 +259,31 @@ class Driver:
         run_id, task, attempt, epoch, worker = self._lease_args(target)
         ok = bool(self.draw(st.booleans()))
         # What a worker can report (lease_expired is the fold's own verdict).
-        kind = None if ok else self.draw(st.sampled_from(
-            [None, FailureKind.NONZERO_EXIT, FailureKind.TIMEOUT, FailureKind.SPAWN_ERROR]))
-        self.send(cmd.CompleteTask(run_id, task, attempt, epoch, worker, ok, 0 if ok else 1,
-                                   kind, "tail", self.t, self.t),  # type: ignore[arg-type]
-                  at=self._maybe_late())
+        kind = (
+            None
+            if ok
+            else self.draw(
+                st.sampled_from(
+                    [None, FailureKind.NONZERO_EXIT, FailureKind.TIMEOUT, FailureKind.SPAWN_ERROR]
+                )
+            )
+        )
+        self.send(
+            cmd.CompleteTask(
+                run_id,
+                task,
+                attempt,
+                epoch,
+                worker,
+                ok,
+                0 if ok else 1,
+                kind,
+                "tail",
+                self.t,
+                self.t,
+            ),  # type: ignore[arg-type]
+            at=self._maybe_late(),
+        )
 
     def do_cancel(self) -> None:
         """A CancelRun of a whole run or one task instance (live or long ended)."""
@@ -278,8 +314,11 @@ class Driver:
     def _target(self, prefer: TaskState) -> tuple[str, str, int, int, str | None] | None:
         """A task instance: mostly a live one in state ``prefer`` (with its attempt, epoch and
         holder), sometimes any live one, else one that may have ended long ago."""
-        live = [(r.run_id, ti.task, ti.attempt, ti.epoch, ti.worker_id, ti.state)
-                for r in (self.state.runs if self.state else ()) for ti in r.tasks]
+        live = [
+            (r.run_id, ti.task, ti.attempt, ti.epoch, ti.worker_id, ti.state)
+            for r in (self.state.runs if self.state else ())
+            for ti in r.tasks
+        ]
         preferred = [t[:5] for t in live if t[5] is prefer]
         pick = self.draw(st.integers(0, 9))
         if preferred and pick < 7:
@@ -307,10 +346,14 @@ def check_one_run_per_tick(steps: list[Step]) -> None:
     """Invariant 2: a (job_id, scheduled_for) creates at most one run; run_ids are unique."""
     runs = [e for s in steps for e in s.events if isinstance(e, ev.RunScheduled)]
     per_tick = Counter(  # reprocessing backfill runs are the documented exception
-        e.scheduled_for for e in runs
+        e.scheduled_for
+        for e in runs
         if e.trigger not in (ev.RunTrigger.MANUAL, ev.RunTrigger.REPLAY)  # replays: any tick
-        and (e.trigger is not ev.RunTrigger.BACKFILL
-             or e.run_id == run_id_for_tick(JOB, e.scheduled_for)))
+        and (
+            e.trigger is not ev.RunTrigger.BACKFILL
+            or e.run_id == run_id_for_tick(JOB, e.scheduled_for)
+        )
+    )
     assert [t for t, n in per_tick.items() if n > 1] == [], "a tick made more than one run"
     per_id = Counter(e.run_id for e in runs)
     assert [r for r, n in per_id.items() if n > 1] == [], "a run_id was scheduled twice"
@@ -337,8 +380,9 @@ def check_every_tick_is_accounted(steps: list[Step]) -> None:
                         buffered.clear()
                 case ev.JobResumed():
                     if not e.catchup:  # ticks passed while paused are not owed
-                        assert e.next_fire_at is None or e.next_fire_at > now, \
+                        assert e.next_fire_at is None or e.next_fire_at > now, (
                             "resume owes a tick from the past"
+                        )
                     else:
                         assert e.next_fire_at == cursor, "resume with catch-up lost the cursor"
                     cursor = e.next_fire_at
@@ -353,15 +397,21 @@ def check_every_tick_is_accounted(steps: list[Step]) -> None:
                     assert e.replay_of is not None and e.tasks == (e.tasks[0],)
                 case ev.RunScheduled(trigger=ev.RunTrigger.BACKFILL):
                     assert e.scheduled_for <= now, "a backfill ran a future tick"
-                    assert cursor is None or e.scheduled_for < cursor, \
+                    assert cursor is None or e.scheduled_for < cursor, (
                         "a backfill ran a tick the schedule still owns"
+                    )
                 case ev.RunScheduled() | ev.TickSkipped() | ev.RunBuffered():
                     assert spec is not None
                     assert e.scheduled_for == cursor, "a tick was decided out of order or lost"
                     ends = isinstance(e, ev.TickSkipped) and e.reason in (
-                        ev.SkipReason.MAX_RUNS, ev.SkipReason.END_AT)
-                    assert e.next_fire_at == (None if ends else next_tick(
-                        spec.schedule, e.scheduled_for, hash_id=s.envelope.job_id))
+                        ev.SkipReason.MAX_RUNS,
+                        ev.SkipReason.END_AT,
+                    )
+                    assert e.next_fire_at == (
+                        None
+                        if ends
+                        else next_tick(spec.schedule, e.scheduled_for, hash_id=s.envelope.job_id)
+                    )
                     if isinstance(e, ev.RunBuffered):
                         assert not buffered, "a second tick was buffered"
                         buffered[e.run_id] = e.scheduled_for
@@ -370,10 +420,13 @@ def check_every_tick_is_accounted(steps: list[Step]) -> None:
                     late = now - e.scheduled_for
                     once = spec.schedule.kind is ScheduleKind.ONCE
                     if isinstance(e, ev.TickSkipped) and e.reason in (
-                            ev.SkipReason.OVERLAP, ev.SkipReason.MAX_RUNS):
+                        ev.SkipReason.OVERLAP,
+                        ev.SkipReason.MAX_RUNS,
+                    ):
                         pass  # overlap: checked by check_overlap; max_runs: by check_max_runs
-                    elif (isinstance(e, ev.TickSkipped)
-                            and e.reason is ev.SkipReason.MAX_ACTIVE_RUNS):
+                    elif (
+                        isinstance(e, ev.TickSkipped) and e.reason is ev.SkipReason.MAX_ACTIVE_RUNS
+                    ):
                         active = len(s.before.runs) if s.before is not None else 0
                         fired = sum(isinstance(x, ev.RunScheduled) for x in s.events)
                         assert active + fired >= spec.max_active_runs, "skipped below the cap"
@@ -452,8 +505,12 @@ def check_fenced_commands_are_rejected(steps: list[Step]) -> None:
             continue
         run = s.before.run(c.run_id)
         ti = run.task(c.task) if run else None
-        valid = (ti is not None and ti.state is TaskState.CLAIMED and ti.epoch == c.epoch
-                 and ti.worker_id == c.worker_id)
+        valid = (
+            ti is not None
+            and ti.state is TaskState.CLAIMED
+            and ti.epoch == c.epoch
+            and ti.worker_id == c.worker_id
+        )
         if s.events and not valid:
             assert [type(e) for e in s.events] == [ev.CommandRejected]
             assert s.after is not None and s.after.runs == s.before.runs
@@ -480,9 +537,13 @@ def check_ticks_at_the_same_instant_fire_nothing(steps: list[Step]) -> None:
     by the first Tick is released by the next one.)
     """
     for prev, s in itertools.pairwise(steps):
-        if (isinstance(prev.envelope.command, cmd.Tick) and isinstance(s.envelope.command, cmd.Tick)
-                and prev.after is not None and s.after is not None
-                and s.after.clock == prev.after.clock):
+        if (
+            isinstance(prev.envelope.command, cmd.Tick)
+            and isinstance(s.envelope.command, cmd.Tick)
+            and prev.after is not None
+            and s.after is not None
+            and s.after.clock == prev.after.clock
+        ):
             fired = [e for e in s.events if isinstance(e, ev.RunScheduled | ev.TickSkipped)]
             assert fired == []
             assert all(isinstance(e, ev.TaskReady) for e in s.events)
@@ -506,16 +567,24 @@ def check_terminal_states_absorb(steps: list[Step]) -> None:
             if isinstance(e, ev.TaskDeadLettered):  # only right after its final TaskFailed
                 assert isinstance(failed_before, ev.TaskFailed)
                 assert (failed_before.run_id, failed_before.task, failed_before.attempt) == (
-                    e.run_id, e.task, e.attempt)
+                    e.run_id,
+                    e.task,
+                    e.attempt,
+                )
                 assert (failed_before.failure_kind, failed_before.exit_code) == (
-                    e.failure_kind, e.exit_code)
+                    e.failure_kind,
+                    e.exit_code,
+                )
             elif task is not None:
                 assert (run_id, task) not in closed_tasks, f"{type(e).__name__} after terminal"
             match e:
                 case ev.TaskSucceeded() | ev.TaskFailed():
                     terminal_attempts[(e.run_id, e.task, e.attempt)] += 1
-                    retried = (i + 1 < len(events) and isinstance(events[i + 1], ev.RetryScheduled)
-                               and events[i + 1].attempt == e.attempt + 1)  # type: ignore[union-attr]
+                    retried = (
+                        i + 1 < len(events)
+                        and isinstance(events[i + 1], ev.RetryScheduled)
+                        and events[i + 1].attempt == e.attempt + 1
+                    )  # type: ignore[union-attr]
                     if isinstance(e, ev.TaskSucceeded) or not retried:
                         closed_tasks.add((e.run_id, e.task))
                     if isinstance(e, ev.TaskFailed) and not retried:  # a dead letter follows
@@ -562,8 +631,9 @@ def check_clock(steps: list[Step]) -> None:
             assert s.after.clock == high
 
 
-def check_determinism(log: list[tuple[cmd.Envelope, datetime]], steps: list[Step],
-                      split: int) -> None:
+def check_determinism(
+    log: list[tuple[cmd.Envelope, datetime]], steps: list[Step], split: int
+) -> None:
     """Invariant 4: folding the same log again gives identical states and events, and folding
     a prefix, then the rest from the state reached, gives the same as folding it all."""
     again = fold_log(log)
@@ -597,9 +667,12 @@ def check_overlap_and_max_runs(steps: list[Step]) -> None:
             elif state is not None and isinstance(e, ev.RunBuffered):
                 fired += 1
                 assert lane(state) and state.spec.overlap is OverlapPolicy.BUFFER_ONE
-            elif (state is not None and isinstance(e, ev.RunScheduled)
-                    and e.trigger is not ev.RunTrigger.MANUAL
-                    and e.trigger not in ev.OFF_SCHEDULE_TRIGGERS):
+            elif (
+                state is not None
+                and isinstance(e, ev.RunScheduled)
+                and e.trigger is not ev.RunTrigger.MANUAL
+                and e.trigger not in ev.OFF_SCHEDULE_TRIGGERS
+            ):
                 if state.buffered is None or state.buffered.run_id != e.run_id:
                     fired += 1
                 if state.spec.overlap is not OverlapPolicy.ALLOW:
@@ -626,9 +699,23 @@ ALL_CHECKS: list[Callable[[list[Step]], None]] = [
 ]
 
 KINDS = (
-    ["tick"] * 6 + ["tick_back", "tick_twice", "register", "pause", "resume", "trigger",
-                    "backfill", "update", "duplicate", "duplicate"]
-    + ["claim"] * 5 + ["renew"] * 3 + ["complete"] * 5 + ["cancel", "replay"]
+    ["tick"] * 6
+    + [
+        "tick_back",
+        "tick_twice",
+        "register",
+        "pause",
+        "resume",
+        "trigger",
+        "backfill",
+        "update",
+        "duplicate",
+        "duplicate",
+    ]
+    + ["claim"] * 5
+    + ["renew"] * 3
+    + ["complete"] * 5
+    + ["cancel", "replay"]
 )
 
 
@@ -636,12 +723,10 @@ def _label(steps: list[Step]) -> None:
     seen = {type(e).__name__ for s in steps for e in s.events}
     for name in sorted(seen):
         event(name)
-    triggers = {e.trigger.value for s in steps for e in s.events
-                if isinstance(e, ev.RunScheduled)}
+    triggers = {e.trigger.value for s in steps for e in s.events if isinstance(e, ev.RunScheduled)}
     for trigger in sorted(triggers):
         event(f"trigger:{trigger}")
-    reasons = {e.reason.value for s in steps for e in s.events
-               if isinstance(e, ev.CommandRejected)}
+    reasons = {e.reason.value for s in steps for e in s.events if isinstance(e, ev.CommandRejected)}
     for reason in sorted(reasons):
         event(f"rejected:{reason}")
 
@@ -671,8 +756,7 @@ def test_sequences_with_delete_and_reregistration_keep_every_invariant(
         check(driver.steps)
 
 
-@settings(COMMON, derandomize=True, database=None,
-          phases=[Phase.explicit, Phase.generate])
+@settings(COMMON, derandomize=True, database=None, phases=[Phase.explicit, Phase.generate])
 @given(data=st.data(), spec=once_specs(), n_steps=st.integers(5, MAX_STEPS))
 def test_once_jobs_keep_every_invariant(data: st.DataObject, spec: JobSpec, n_steps: int) -> None:
     driver = Driver(data, spec, [*KINDS, "pause", "resume", "update"])

@@ -102,26 +102,31 @@ def test_once_jobs_restarted_through_the_state_codec_decide_the_same(
 
 def _records(log: list) -> list[Record]:
     p = partition_for(JOB, N)
-    return [Record(p, offset, to_ms(at),
-                   None if isinstance(env.command, cmd.Tick) else JOB.encode(),
-                   CODEC.encode_command(env))
-            for offset, (env, at) in enumerate(log)]
+    return [
+        Record(
+            p,
+            offset,
+            to_ms(at),
+            None if isinstance(env.command, cmd.Tick) else JOB.encode(),
+            CODEC.encode_command(env),
+        )
+        for offset, (env, at) in enumerate(log)
+    ]
 
 
 def _recovered(store: dict[bytes, bytes]) -> Replayer:
     """A new process on the stored records: a fresh fold whose due index is rebuilt from the
     table (services/scheduler/app.py, ``rebuild_due_index``)."""
-    replayer = Replayer(TOPICS, N, {k: dump_state(load_state(v)) for k, v in store.items()},
-                        CODEC)
+    replayer = Replayer(TOPICS, N, {k: dump_state(load_state(v)) for k, v in store.items()}, CODEC)
     for key, value in replayer.store.items():
         deadline = load_state(value).next_deadline()
-        replayer.due.set(partition_for(key, N), key.decode(),
-                         to_ms(deadline) if deadline else None)
+        replayer.due.set(partition_for(key, N), key.decode(), to_ms(deadline) if deadline else None)
     return replayer
 
 
-def _fold_records(records: list[Record], cuts: list[int], restarts: set[int]
-                  ) -> tuple[list[bytes], dict[bytes, bytes]]:
+def _fold_records(
+    records: list[Record], cuts: list[int], restarts: set[int]
+) -> tuple[list[bytes], dict[bytes, bytes]]:
     replayer = Replayer(TOPICS, N, {}, CODEC)
     events: list[bytes] = []
     for start, end in zip([0, *cuts], [*cuts, len(records)], strict=True):
@@ -132,8 +137,9 @@ def _fold_records(records: list[Record], cuts: list[int], restarts: set[int]
 
 
 @settings(COMMON, max_examples=max(10, EXAMPLES // 2))
-@given(data=st.data(), spec=st.one_of(cron_specs(), once_specs()),
-       n_steps=st.integers(5, MAX_STEPS))
+@given(
+    data=st.data(), spec=st.one_of(cron_specs(), once_specs()), n_steps=st.integers(5, MAX_STEPS)
+)
 def test_batch_boundaries_and_restarts_do_not_change_the_adapters_fold(
     data: st.DataObject, spec: JobSpec, n_steps: int
 ) -> None:

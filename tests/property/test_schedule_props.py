@@ -21,11 +21,17 @@ from cronlog.model import DstGapPolicy, DstOverlapPolicy
 from cronlog.schedule import cron_ticks, prev_ticks
 
 ZONES = [
-    "Europe/Berlin", "America/New_York", "Australia/Lord_Howe",  # Lord Howe: 30-minute DST
-    "Asia/Kolkata", "Asia/Kathmandu",  # half-hour and 45-minute offsets, no DST
-    "America/St_Johns", "Australia/Adelaide", "Pacific/Chatham",  # half-hour/45-min with DST
+    "Europe/Berlin",
+    "America/New_York",
+    "Australia/Lord_Howe",  # Lord Howe: 30-minute DST
+    "Asia/Kolkata",
+    "Asia/Kathmandu",  # half-hour and 45-minute offsets, no DST
+    "America/St_Johns",
+    "Australia/Adelaide",
+    "Pacific/Chatham",  # half-hour/45-min with DST
     "Europe/Dublin",  # negative DST in tzdata
-    "America/Havana", "America/Santiago",  # transitions at local midnight
+    "America/Havana",
+    "America/Santiago",  # transitions at local midnight
     "Africa/Casablanca",  # two transitions a year around Ramadan
     "UTC",
 ]
@@ -55,9 +61,12 @@ class Expr:
     def matches(self, wall: int) -> bool:
         """Whether wall time ``wall`` (seconds since 1970-01-01T00:00 local) matches."""
         days, clock = divmod(wall, 86_400)
-        return (clock // 3600 in self.hours and clock // 60 % 60 in self.minutes
-                and clock % 60 in self.seconds and self.day_matches(date.fromordinal(
-                    days + EPOCH_DAY)))
+        return (
+            clock // 3600 in self.hours
+            and clock // 60 % 60 in self.minutes
+            and clock % 60 in self.seconds
+            and self.day_matches(date.fromordinal(days + EPOCH_DAY))
+        )
 
 
 def _values(lo: int, hi: int, a: int, b: int, step: int) -> set[int]:
@@ -67,8 +76,16 @@ def _values(lo: int, hi: int, a: int, b: int, step: int) -> set[int]:
 
 
 @st.composite
-def field(draw: st.DrawFn, domain: tuple[int, int], lo: int | None = None, hi: int | None = None,
-          *, star: bool = True, min_step: int = 2, max_items: int = 3) -> tuple[str, set[int]]:
+def field(
+    draw: st.DrawFn,
+    domain: tuple[int, int],
+    lo: int | None = None,
+    hi: int | None = None,
+    *,
+    star: bool = True,
+    min_step: int = 2,
+    max_items: int = 3,
+) -> tuple[str, set[int]]:
     """A field over ``domain`` whose values are drawn from [lo, hi] (default: the domain)."""
     lo, hi = domain[0] if lo is None else lo, domain[1] if hi is None else hi
     kind = draw(st.sampled_from(["star", "step", "list"] if star else ["step", "list"]))
@@ -112,9 +129,14 @@ def expressions(draw: st.DrawFn) -> Expr:
     fields += [min_text, hour_text, dom_text, mon_text, dow_text]
     starts = [f.startswith("*") for f in fields]
     return Expr(
-        text=" ".join(fields), seconds=frozenset(secs), minutes=frozenset(mins),
-        hours=frozenset(hours), days=frozenset(doms), months=frozenset(mons),
-        weekdays=frozenset(dows), day_and=dom_text.startswith("*") or dow_text.startswith("*"),
+        text=" ".join(fields),
+        seconds=frozenset(secs),
+        minutes=frozenset(mins),
+        hours=frozenset(hours),
+        days=frozenset(doms),
+        months=frozenset(mons),
+        weekdays=frozenset(dows),
+        day_and=dom_text.startswith("*") or dow_text.startswith("*"),
         fixed_time=not any(starts[: 3 if six else 2]),
     )
 
@@ -130,8 +152,9 @@ def _offset_fn(tz: str) -> Callable[[int], int]:
     return offset
 
 
-def reference(expr: Expr, tz: str, start: int, end: int, gap: DstGapPolicy,
-              overlap: DstOverlapPolicy) -> list[int]:
+def reference(
+    expr: Expr, tz: str, start: int, end: int, gap: DstGapPolicy, overlap: DstOverlapPolicy
+) -> list[int]:
     """The ticks in [start, end) (epoch seconds) by walking every real instant."""
     offset = _offset_fn(tz)
     real: list[tuple[int, int]] = []  # (instant, wall) of every matching real instant
@@ -140,8 +163,12 @@ def reference(expr: Expr, tz: str, start: int, end: int, gap: DstGapPolicy,
 
     def arrive(ts: int, wall: int) -> None:
         nonlocal prev_wall
-        if wall > prev_wall + 1 and expr.fixed_time and gap is DstGapPolicy.SHIFT and any(
-                expr.matches(w) for w in range(prev_wall + 1, wall)):
+        if (
+            wall > prev_wall + 1
+            and expr.fixed_time
+            and gap is DstGapPolicy.SHIFT
+            and any(expr.matches(w) for w in range(prev_wall + 1, wall))
+        ):
             shifted.add(ts)  # wall times were skipped: a fixed-time one fires right after
         prev_wall = wall
 
@@ -172,17 +199,22 @@ def reference(expr: Expr, tz: str, start: int, end: int, gap: DstGapPolicy,
     return sorted(kept | shifted)
 
 
-def _ticks(expr: Expr, tz: str, start: int, end: int, gap: DstGapPolicy,
-           overlap: DstOverlapPolicy) -> list[int]:
+def _ticks(
+    expr: Expr, tz: str, start: int, end: int, gap: DstGapPolicy, overlap: DstOverlapPolicy
+) -> list[int]:
     after = datetime.fromtimestamp(start - 1, UTC)
     got = cron_ticks(expr.text, tz, after, dst_gap=gap, dst_overlap=overlap)
-    return [int(t.timestamp()) for t in itertools.takewhile(
-        lambda t: t.timestamp() < end, got)]
+    return [int(t.timestamp()) for t in itertools.takewhile(lambda t: t.timestamp() < end, got)]
 
 
 @settings(max_examples=12, deadline=None)
-@given(expr=expressions(), tz=st.sampled_from(ZONES), year=st.integers(2021, 2026),
-       gap=st.sampled_from(list(DstGapPolicy)), overlap=st.sampled_from(list(DstOverlapPolicy)))
+@given(
+    expr=expressions(),
+    tz=st.sampled_from(ZONES),
+    year=st.integers(2021, 2026),
+    gap=st.sampled_from(list(DstGapPolicy)),
+    overlap=st.sampled_from(list(DstOverlapPolicy)),
+)
 def test_ticks_equal_a_brute_force_walk_through_a_year(
     expr: Expr, tz: str, year: int, gap: DstGapPolicy, overlap: DstOverlapPolicy
 ) -> None:
@@ -194,15 +226,26 @@ def test_ticks_equal_a_brute_force_walk_through_a_year(
 
 
 @settings(max_examples=60, deadline=None)
-@given(expr=expressions(), tz=st.sampled_from(ZONES), year=st.integers(2021, 2026),
-       gap=st.sampled_from(list(DstGapPolicy)), overlap=st.sampled_from(list(DstOverlapPolicy)))
+@given(
+    expr=expressions(),
+    tz=st.sampled_from(ZONES),
+    year=st.integers(2021, 2026),
+    gap=st.sampled_from(list(DstGapPolicy)),
+    overlap=st.sampled_from(list(DstOverlapPolicy)),
+)
 def test_ticks_increase_and_match_their_wall_time_around_transitions(
     expr: Expr, tz: str, year: int, gap: DstGapPolicy, overlap: DstOverlapPolicy
 ) -> None:
     offset = _offset_fn(tz)
     start = int(datetime(year, 3, 1, tzinfo=UTC).timestamp())
-    got = list(itertools.islice(cron_ticks(expr.text, tz, datetime.fromtimestamp(
-        start, UTC), dst_gap=gap, dst_overlap=overlap), 400))
+    got = list(
+        itertools.islice(
+            cron_ticks(
+                expr.text, tz, datetime.fromtimestamp(start, UTC), dst_gap=gap, dst_overlap=overlap
+            ),
+            400,
+        )
+    )
     instants = [int(t.timestamp()) for t in got]
     assert all(a < b for a, b in itertools.pairwise(instants))
     assert len(set(instants)) == len(instants)
@@ -213,14 +256,26 @@ def test_ticks_increase_and_match_their_wall_time_around_transitions(
             assert offset(ts - 1) < offset(ts)
             assert any(expr.matches(w) for w in range(ts - 1 + offset(ts - 1) + 1, wall))
     if got:  # the same ticks, latest first, looking back from just after the last
-        back = prev_ticks(expr.text, tz, got[-1] + timedelta(seconds=1), len(got),
-                          dst_gap=gap, dst_overlap=overlap)
+        back = prev_ticks(
+            expr.text,
+            tz,
+            got[-1] + timedelta(seconds=1),
+            len(got),
+            dst_gap=gap,
+            dst_overlap=overlap,
+        )
         assert list(back) == got[::-1]
 
 
 @settings(max_examples=60, deadline=None)
-@given(tz=st.sampled_from(ZONES), year=st.integers(2021, 2026), six=st.booleans(),
-       hour=st.integers(0, 23), minute=st.integers(0, 59), second=st.integers(0, 59))
+@given(
+    tz=st.sampled_from(ZONES),
+    year=st.integers(2021, 2026),
+    six=st.booleans(),
+    hour=st.integers(0, 23),
+    minute=st.integers(0, 59),
+    second=st.integers(0, 59),
+)
 def test_a_fixed_time_daily_job_fires_once_per_local_day_by_default(
     tz: str, year: int, six: bool, hour: int, minute: int, second: int
 ) -> None:

@@ -27,8 +27,7 @@ NOW = T0 + timedelta(seconds=30)
 
 
 def after(upstream: str = UP, on: AfterOn = AfterOn.SUCCESS, **kw: object) -> JobSpec:
-    sched = Schedule(ScheduleKind.AFTER, after_job_id=upstream, after_on=on,
-                     **kw)  # type: ignore[arg-type]
+    sched = Schedule(ScheduleKind.AFTER, after_job_id=upstream, after_on=on, **kw)  # type: ignore[arg-type]
     return JobSpec("load after extract", sched, ("true",))
 
 
@@ -40,23 +39,43 @@ def given(*events: ev.Event) -> JobState:
     return replace(state, clock=T0)
 
 
-def ended(outcome: UpstreamOutcome = UpstreamOutcome.SUCCEEDED, *, run: str = "rup1",
-          upstream: str = UP, scheduled_for: datetime | None = UP_TICK) -> cmd.UpstreamRunEnded:
+def ended(
+    outcome: UpstreamOutcome = UpstreamOutcome.SUCCEEDED,
+    *,
+    run: str = "rup1",
+    upstream: str = UP,
+    scheduled_for: datetime | None = UP_TICK,
+) -> cmd.UpstreamRunEnded:
     return cmd.UpstreamRunEnded(upstream, run, scheduled_for, outcome)
 
 
-def when(state: JobState | None, command: cmd.Command, key: str | None = None
-         ) -> tuple[JobState | None, list[ev.Event]]:
+def when(
+    state: JobState | None, command: cmd.Command, key: str | None = None
+) -> tuple[JobState | None, list[ev.Event]]:
     up_run = getattr(command, "upstream_run_id", "x")
     return handle(state, cmd.Envelope(key or f"after:{JOB}:{up_run}", JOB, command), NOW)
 
 
-def started(run: str = "rup1", scheduled_for: datetime = UP_TICK, incarnation: int = 0,
-            remaining: int | None = None) -> list[ev.Event]:
+def started(
+    run: str = "rup1",
+    scheduled_for: datetime = UP_TICK,
+    incarnation: int = 0,
+    remaining: int | None = None,
+) -> list[ev.Event]:
     run_id = run_id_for_after(JOB, run, incarnation)
-    return [ev.RunScheduled(run_id, scheduled_for, ev.RunTrigger.AFTER, ("main",), None,
-                            remaining, upstream_job_id=UP, upstream_run_id=run),
-            ev.TaskReady(run_id, "main", 1, scheduled_for)]
+    return [
+        ev.RunScheduled(
+            run_id,
+            scheduled_for,
+            ev.RunTrigger.AFTER,
+            ("main",),
+            None,
+            remaining,
+            upstream_job_id=UP,
+            upstream_run_id=run,
+        ),
+        ev.TaskReady(run_id, "main", 1, scheduled_for),
+    ]
 
 
 def test_an_upstream_success_starts_a_run_with_the_upstream_tick_and_ids() -> None:
@@ -68,7 +87,8 @@ def test_an_upstream_success_starts_a_run_with_the_upstream_tick_and_ids() -> No
 
 @pytest.mark.parametrize("outcome", [UpstreamOutcome.FAILED, UpstreamOutcome.CANCELLED])
 def test_a_failed_or_cancelled_upstream_run_starts_nothing_under_on_success(
-        outcome: UpstreamOutcome) -> None:
+    outcome: UpstreamOutcome,
+) -> None:
     _, events = when(given(ev.JobRegistered(after(), None)), ended(outcome))
     assert events == []
 
@@ -111,8 +131,7 @@ def test_another_upstream_is_ignored() -> None:
 
 def test_a_job_that_is_no_longer_after_ignores_its_old_upstream() -> None:
     manual = JobSpec("now manual", Schedule(ScheduleKind.MANUAL), ("true",))
-    _, events = when(given(ev.JobRegistered(after(), None), ev.JobRedefined(manual, None)),
-                     ended())
+    _, events = when(given(ev.JobRegistered(after(), None), ev.JobRedefined(manual, None)), ended())
     assert events == []
 
 
@@ -143,8 +162,7 @@ def test_max_runs_counts_after_runs_and_then_skips() -> None:
 
 
 def test_a_re_registered_job_gets_new_run_ids() -> None:
-    state = given(ev.JobRegistered(after(), None), ev.JobDeleted(),
-                  ev.JobRegistered(after(), None))
+    state = given(ev.JobRegistered(after(), None), ev.JobDeleted(), ev.JobRegistered(after(), None))
     _, events = when(state, ended())
     assert events == started(incarnation=1)
 
@@ -161,14 +179,21 @@ def test_registering_an_after_job_has_no_first_tick() -> None:
     assert events == [ev.JobRegistered(after(), None, None)]
 
 
-@pytest.mark.parametrize(("schedule", "field"), [
-    (Schedule(ScheduleKind.AFTER), "schedule.job_id"),
-    (Schedule(ScheduleKind.AFTER, after_job_id="bad id/"), "schedule.job_id"),
-    (Schedule(ScheduleKind.AFTER, after_job_id=UP, start_at=T0), "schedule.start_at"),
-    (Schedule(ScheduleKind.AFTER, after_job_id=UP, end_at=T0), "schedule.end_at"),
-    (Schedule(ScheduleKind.AFTER, after_job_id=UP,
-              exclusions=(Exclusion(weekdays=("sat",)),)), "schedule.exclusions"),
-])
+@pytest.mark.parametrize(
+    ("schedule", "field"),
+    [
+        (Schedule(ScheduleKind.AFTER), "schedule.job_id"),
+        (Schedule(ScheduleKind.AFTER, after_job_id="bad id/"), "schedule.job_id"),
+        (Schedule(ScheduleKind.AFTER, after_job_id=UP, start_at=T0), "schedule.start_at"),
+        (Schedule(ScheduleKind.AFTER, after_job_id=UP, end_at=T0), "schedule.end_at"),
+        (
+            Schedule(
+                ScheduleKind.AFTER, after_job_id=UP, exclusions=(Exclusion(weekdays=("sat",)),)
+            ),
+            "schedule.exclusions",
+        ),
+    ],
+)
 def test_invalid_after_schedules_name_the_field(schedule: Schedule, field: str) -> None:
     with pytest.raises(InvalidDefinition) as exc:
         validate_spec(JobSpec("x", schedule, ("true",)), job_id=JOB)

@@ -20,18 +20,26 @@ def client(tmp_path: Path) -> TestClient:
 
 
 def job(**schedule: object) -> dict[str, object]:
-    return {"job_id": "load", "name": "load", "command": ["true"],
-            "schedule": {"type": "after", **schedule}}
+    return {
+        "job_id": "load",
+        "name": "load",
+        "command": ["true"],
+        "schedule": {"type": "after", **schedule},
+    }
 
 
-@pytest.mark.parametrize(("schedule", "field"), [
-    ({}, "job_id"),
-    ({"job_id": "load"}, "job_id"),
-    ({"job_id": "no spaces"}, "job_id"),
-    ({"job_id": "x", "end_at": "2030-01-01T00:00:00Z"}, "end_at"),
-])
+@pytest.mark.parametrize(
+    ("schedule", "field"),
+    [
+        ({}, "job_id"),
+        ({"job_id": "load"}, "job_id"),
+        ({"job_id": "no spaces"}, "job_id"),
+        ({"job_id": "x", "end_at": "2030-01-01T00:00:00Z"}, "end_at"),
+    ],
+)
 def test_a_bad_after_schedule_is_422_naming_the_field(
-        client: TestClient, schedule: dict[str, object], field: str) -> None:
+    client: TestClient, schedule: dict[str, object], field: str
+) -> None:
     r = client.post("/api/v1/jobs", json=job(**schedule))
     assert r.status_code == 422, r.text
     assert ["body", "schedule", field] in [e["loc"] for e in r.json()["detail"]]

@@ -10,8 +10,9 @@ from cronlog.model import AfterOn, JobSpec, Schedule, ScheduleKind
 from topology.after_index import AfterIndex
 
 T = datetime(2024, 6, 10, 12, 0, tzinfo=UTC)
-AFTER_X = JobSpec("d", Schedule(ScheduleKind.AFTER, after_job_id="x", after_on=AfterOn.DONE),
-                  ("true",))
+AFTER_X = JobSpec(
+    "d", Schedule(ScheduleKind.AFTER, after_job_id="x", after_on=AfterOn.DONE), ("true",)
+)
 MANUAL = JobSpec("m", Schedule(ScheduleKind.MANUAL), ("true",))
 
 
@@ -23,13 +24,16 @@ def test_a_run_end_of_an_upstream_sends_one_command_per_downstream_job() -> None
     index = AfterIndex()
     for job in ("d1", "d2"):
         assert index.apply(rec(job, ev.JobRegistered(AFTER_X, None))) == []
-    assert index.apply(rec("x", ev.RunScheduled("r1", T, ev.RunTrigger.MANUAL, ("main",),
-                                                None))) == []
+    assert (
+        index.apply(rec("x", ev.RunScheduled("r1", T, ev.RunTrigger.MANUAL, ("main",), None))) == []
+    )
     assert index.state()[1] == {}  # no run is remembered: memory is one entry per after job
     sent = index.apply(rec("x", ev.RunFailed("r1", T)))  # the end carries the run's tick
     ended = cmd.UpstreamRunEnded("x", "r1", T, cmd.UpstreamOutcome.FAILED, "e")
-    assert sent == [cmd.Envelope("after:d1:r1:e", "d1", ended),
-                    cmd.Envelope("after:d2:r1:e", "d2", ended)]
+    assert sent == [
+        cmd.Envelope("after:d1:r1:e", "d1", ended),
+        cmd.Envelope("after:d2:r1:e", "d2", ended),
+    ]
 
 
 def test_redefined_or_deleted_jobs_leave_the_index_and_unknown_ticks_are_none() -> None:
@@ -41,5 +45,9 @@ def test_redefined_or_deleted_jobs_leave_the_index_and_unknown_ticks_are_none() 
     assert index.downstream("x") == frozenset()
     index.apply(rec("d3", ev.JobRegistered(AFTER_X, None)))
     assert index.apply(rec("x", ev.RunCancelled("r9", ev.CancelReason.USER))) == [
-        cmd.Envelope("after:d3:r9:e", "d3",
-                     cmd.UpstreamRunEnded("x", "r9", None, cmd.UpstreamOutcome.CANCELLED, "e"))]
+        cmd.Envelope(
+            "after:d3:r9:e",
+            "d3",
+            cmd.UpstreamRunEnded("x", "r9", None, cmd.UpstreamOutcome.CANCELLED, "e"),
+        )
+    ]

@@ -17,8 +17,9 @@ from topology.after_snapshot import (
 )
 
 T = datetime(2024, 6, 10, 12, 0, 0, 123000, tzinfo=UTC)
-AFTER_X = JobSpec("d", Schedule(ScheduleKind.AFTER, after_job_id="x", after_on=AfterOn.DONE),
-                  ("true",))
+AFTER_X = JobSpec(
+    "d", Schedule(ScheduleKind.AFTER, after_job_id="x", after_on=AfterOn.DONE), ("true",)
+)
 SNAP = AfterSnapshot({0: 10, 1: 0, 2: 7}, {"d1": "x", "d2": "x", "e": "d1"}, {"r1": T})
 
 
@@ -37,40 +38,54 @@ def test_a_snapshot_decodes_to_what_was_encoded_and_encodes_deterministically() 
     assert decode_snapshot(data).ticks["r1"].tzinfo is not None
 
 
-@pytest.mark.parametrize("data", [
-    b"not json", b"[]", b'{"format": 2, "offsets": {}, "upstream_of": {}, "ticks_ms": {}}',
-    b'{"format": 1, "offsets": {"0": "10"}, "upstream_of": {}, "ticks_ms": {}}',
-    b'{"format": 1, "offsets": {"zero": 10}, "upstream_of": {}, "ticks_ms": {}}',
-    b'{"format": 1, "offsets": {}, "upstream_of": {"d": 1}, "ticks_ms": {}}',
-    b'{"format": 1, "offsets": {}, "upstream_of": {}, "ticks_ms": {"r": true}}',
-    b'{"format": 1, "offsets": {}, "upstream_of": {}}',
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"not json",
+        b"[]",
+        b'{"format": 2, "offsets": {}, "upstream_of": {}, "ticks_ms": {}}',
+        b'{"format": 1, "offsets": {"0": "10"}, "upstream_of": {}, "ticks_ms": {}}',
+        b'{"format": 1, "offsets": {"zero": 10}, "upstream_of": {}, "ticks_ms": {}}',
+        b'{"format": 1, "offsets": {}, "upstream_of": {"d": 1}, "ticks_ms": {}}',
+        b'{"format": 1, "offsets": {}, "upstream_of": {}, "ticks_ms": {"r": true}}',
+        b'{"format": 1, "offsets": {}, "upstream_of": {}}',
+    ],
+)
 def test_a_damaged_or_foreign_snapshot_is_refused(data: bytes) -> None:
     with pytest.raises(SnapshotError):
         decode_snapshot(data)
 
 
-@pytest.mark.parametrize(("start", "usable"), [
-    ({0: 10, 1: 0, 2: 7}, True),        # exactly the committed offsets
-    ({0: 50, 1: 3, 2: 7}, True),        # committed further since: fold the rest
-    ({0: 9, 1: 0, 2: 7}, False),        # another relay committed less since it was written
-    ({0: 10, 1: 0}, False),             # another partition count
-    ({0: 10, 1: 0, 2: 7, 3: 0}, False),
-])
+@pytest.mark.parametrize(
+    ("start", "usable"),
+    [
+        ({0: 10, 1: 0, 2: 7}, True),  # exactly the committed offsets
+        ({0: 50, 1: 3, 2: 7}, True),  # committed further since: fold the rest
+        ({0: 9, 1: 0, 2: 7}, False),  # another relay committed less since it was written
+        ({0: 10, 1: 0}, False),  # another partition count
+        ({0: 10, 1: 0, 2: 7, 3: 0}, False),
+    ],
+)
 def test_a_snapshot_is_usable_only_below_the_committed_offsets(
-        start: dict[int, int], usable: bool) -> None:
+    start: dict[int, int], usable: bool
+) -> None:
     assert SNAP.usable(start) is usable
 
 
 def test_a_restored_index_answers_as_the_index_it_was_taken_from() -> None:
-    history = [rec("d1", ev.JobRegistered(AFTER_X, None)),
-               rec("d2", ev.JobRegistered(AFTER_X, None)),
-               rec("d3", ev.JobRegistered(AFTER_X, None)),
-               rec("d3", ev.JobDeleted()),
-               rec("x", scheduled("r1")), rec("x", scheduled("r2")),
-               rec("x", ev.RunSucceeded("r2"))]
-    tail = [rec("x", ev.RunFailed("r1"), "e1"),
-            rec("x", ev.RunCancelled("r3", ev.CancelReason.USER), "e2")]
+    history = [
+        rec("d1", ev.JobRegistered(AFTER_X, None)),
+        rec("d2", ev.JobRegistered(AFTER_X, None)),
+        rec("d3", ev.JobRegistered(AFTER_X, None)),
+        rec("d3", ev.JobDeleted()),
+        rec("x", scheduled("r1")),
+        rec("x", scheduled("r2")),
+        rec("x", ev.RunSucceeded("r2")),
+    ]
+    tail = [
+        rec("x", ev.RunFailed("r1"), "e1"),
+        rec("x", ev.RunCancelled("r3", ev.CancelReason.USER), "e2"),
+    ]
     full = AfterIndex()
     for record in history:
         full.apply(record)

@@ -95,8 +95,9 @@ def test_once_job_without_run_at_is_422(client: TestClient) -> None:
 
 
 def test_run_at_without_a_zone_is_422(client: TestClient) -> None:
-    r = client.post("/api/v1/jobs", json=body(schedule={"type": "once",
-                                                        "run_at": "2026-03-01T12:00:00"}))
+    r = client.post(
+        "/api/v1/jobs", json=body(schedule={"type": "once", "run_at": "2026-03-01T12:00:00"})
+    )
     assert r.status_code == 422
     assert locs(r) == [["body", "schedule", "run_at"]]
 
@@ -132,15 +133,21 @@ def test_reads_without_a_read_model_are_503_and_health_answers(client: TestClien
 
 def test_openapi_documents_the_endpoints(client: TestClient) -> None:
     paths = client.get("/openapi.json").json()["paths"]
-    assert set(paths) >= {"/api/v1/jobs", "/api/v1/jobs/{job_id}", "/api/v1/jobs/{job_id}/runs",
-                          "/api/v1/jobs/{job_id}/trigger", "/api/v1/runs/{run_id}"}
+    assert set(paths) >= {
+        "/api/v1/jobs",
+        "/api/v1/jobs/{job_id}",
+        "/api/v1/jobs/{job_id}/runs",
+        "/api/v1/jobs/{job_id}/trigger",
+        "/api/v1/runs/{run_id}",
+    }
     assert set(paths["/api/v1/jobs/{job_id}"]) == {"get", "patch", "delete"}
 
 
 def test_definition_round_trips_through_the_core_spec() -> None:
     once = {"type": "once", "run_at": "2026-03-01T13:00:00+01:00"}
-    job = JobIn.model_validate(body(schedule=once, timeout_s=90.5,
-                                    retry_policy={"max_attempts": 3}))
+    job = JobIn.model_validate(
+        body(schedule=once, timeout_s=90.5, retry_policy={"max_attempts": 3})
+    )
     out = spec_to_json(to_spec(job))
     assert out["schedule"]["run_at"] == "2026-03-01T12:00:00.000Z"
     assert out["timeout_s"] == 90.5
@@ -149,22 +156,34 @@ def test_definition_round_trips_through_the_core_spec() -> None:
 
 
 def test_merge_patch_merges_objects_and_null_resets() -> None:
-    current = {"name": "a", "schedule": {"type": "cron", "expression": "* * * * *",
-                                         "timezone": "UTC"}, "timeout_s": 10}
+    current = {
+        "name": "a",
+        "schedule": {"type": "cron", "expression": "* * * * *", "timezone": "UTC"},
+        "timeout_s": 10,
+    }
     patch = {"schedule": {"timezone": "Europe/Paris"}, "timeout_s": None}
     assert merge_patch(current, patch) == {
-        "name": "a", "schedule": {"type": "cron", "expression": "* * * * *",
-                                  "timezone": "Europe/Paris"}}
+        "name": "a",
+        "schedule": {"type": "cron", "expression": "* * * * *", "timezone": "Europe/Paris"},
+    }
     assert current["timeout_s"] == 10
 
 
 def test_every_schedule_with_bounds_exclusions_overlap_and_jitter_round_trips() -> None:
-    schedule = {"type": "every", "interval_s": 90, "anchor_at": "2026-03-01T12:00:30+01:00",
-                "start_at": "2026-03-02T00:00:00Z", "end_at": "2026-04-01T00:00:00Z",
-                "max_runs": 10, "misfire_grace_s": 5, "timezone": "Europe/Berlin",
-                "exclusions": [{"start_date": "2026-03-10", "end_date": "2026-03-12"},
-                               {"weekdays": ["sat", "sun"], "start_time": "22:00",
-                                "end_time": "06:00"}]}
+    schedule = {
+        "type": "every",
+        "interval_s": 90,
+        "anchor_at": "2026-03-01T12:00:30+01:00",
+        "start_at": "2026-03-02T00:00:00Z",
+        "end_at": "2026-04-01T00:00:00Z",
+        "max_runs": 10,
+        "misfire_grace_s": 5,
+        "timezone": "Europe/Berlin",
+        "exclusions": [
+            {"start_date": "2026-03-10", "end_date": "2026-03-12"},
+            {"weekdays": ["sat", "sun"], "start_time": "22:00", "end_time": "06:00"},
+        ],
+    }
     job = JobIn.model_validate(body(schedule=schedule, overlap="buffer_one", jitter_s=2.5))
     spec = to_spec(job)
     assert spec.schedule.exclusions[1].start_time == "22:00:00"
@@ -174,19 +193,35 @@ def test_every_schedule_with_bounds_exclusions_overlap_and_jitter_round_trips() 
     assert spec_to_json(to_spec(JobIn.model_validate({**out, "job_id": "x"}))) == out
 
 
-@pytest.mark.parametrize(("changes", "loc"), [
-    ({"schedule": {"type": "every"}}, ["body", "schedule", "interval_s"]),
-    ({"schedule": {"type": "every", "interval_s": 60, "max_runs": 0}},
-     ["body", "schedule", "max_runs"]),
-    ({"schedule": {"type": "every", "interval_s": 60, "exclusions": [{"weekdays": ["xyz"]}]}},
-     ["body", "schedule", "exclusions", 0, "weekdays", 0]),
-    ({"schedule": {"type": "every", "interval_s": 60, "exclusions": [{}]}},
-     ["body", "schedule", "exclusions[0]"]),
-    ({"overlap": "queue"}, ["body", "overlap"]),
-    ({"jitter_s": -1}, ["body", "jitter_s"]),
-])
+@pytest.mark.parametrize(
+    ("changes", "loc"),
+    [
+        ({"schedule": {"type": "every"}}, ["body", "schedule", "interval_s"]),
+        (
+            {"schedule": {"type": "every", "interval_s": 60, "max_runs": 0}},
+            ["body", "schedule", "max_runs"],
+        ),
+        (
+            {
+                "schedule": {
+                    "type": "every",
+                    "interval_s": 60,
+                    "exclusions": [{"weekdays": ["xyz"]}],
+                }
+            },
+            ["body", "schedule", "exclusions", 0, "weekdays", 0],
+        ),
+        (
+            {"schedule": {"type": "every", "interval_s": 60, "exclusions": [{}]}},
+            ["body", "schedule", "exclusions[0]"],
+        ),
+        ({"overlap": "queue"}, ["body", "overlap"]),
+        ({"jitter_s": -1}, ["body", "jitter_s"]),
+    ],
+)
 def test_bad_schedule_extensions_are_422_naming_the_field(
-        client: TestClient, changes: dict[str, Any], loc: list[Any]) -> None:
+    client: TestClient, changes: dict[str, Any], loc: list[Any]
+) -> None:
     r = client.post("/api/v1/jobs", json=body(**changes))
     assert r.status_code == 422, r.text
     assert loc in locs(r)
@@ -194,22 +229,27 @@ def test_bad_schedule_extensions_are_422_naming_the_field(
 
 def test_catchup_without_a_resume_is_refused_by_the_patch_model() -> None:
     from services.api.schemas import JobPatch
+
     assert JobPatch.model_validate({"paused": False, "catchup": True}).catchup is True
 
 
 @pytest.mark.parametrize("run_at", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"])
 def test_run_at_out_of_range_is_a_422_naming_it(run_at: str) -> None:
     client = TestClient(create_app(ApiSettings()))
-    answer = client.post("/api/v1/jobs", json={
-        "name": "x", "schedule": {"type": "once", "run_at": run_at}, "command": ["true"]})
+    answer = client.post(
+        "/api/v1/jobs",
+        json={"name": "x", "schedule": {"type": "once", "run_at": run_at}, "command": ["true"]},
+    )
     assert answer.status_code == 422
     assert answer.json()["detail"][0]["loc"] == ["body", "schedule", "run_at"]
 
 
 def test_nul_byte_in_argv_is_a_422_naming_command() -> None:
     client = TestClient(create_app(ApiSettings()))
-    answer = client.post("/api/v1/jobs", json={
-        "name": "x", "schedule": {"type": "manual"}, "command": ["echo", "a\u0000b"]})
+    answer = client.post(
+        "/api/v1/jobs",
+        json={"name": "x", "schedule": {"type": "manual"}, "command": ["echo", "a\u0000b"]},
+    )
     assert answer.status_code == 422
     assert answer.json()["detail"][0]["loc"] == ["body", "command"]
 
@@ -217,8 +257,10 @@ def test_nul_byte_in_argv_is_a_422_naming_command() -> None:
 def test_nan_in_the_body_is_a_422_naming_the_field_not_a_500() -> None:
     client = TestClient(create_app(ApiSettings()))
     answer = client.post(
-        "/api/v1/jobs", headers={"content-type": "application/json"},
+        "/api/v1/jobs",
+        headers={"content-type": "application/json"},
         content=b'{"name": "x", "schedule": {"type": "manual"}, "command": ["true"],'
-                b' "timeout_s": NaN}')
+        b' "timeout_s": NaN}',
+    )
     assert answer.status_code == 422
     assert answer.json()["detail"][0]["loc"] == ["body", "timeout_s"]

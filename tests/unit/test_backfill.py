@@ -30,9 +30,13 @@ def given(*events: ev.Event, spec: JobSpec = SPEC, cursor: datetime | None = CUR
     return replace(state, clock=NOW)
 
 
-def backfill(state: JobState | None, ticks: tuple[datetime, ...] = PAST,
-             reprocess: cmd.Reprocess = cmd.Reprocess.NONE, key: str = "bf-1",
-             now: datetime = NOW) -> tuple[JobState | None, list[ev.Event]]:
+def backfill(
+    state: JobState | None,
+    ticks: tuple[datetime, ...] = PAST,
+    reprocess: cmd.Reprocess = cmd.Reprocess.NONE,
+    key: str = "bf-1",
+    now: datetime = NOW,
+) -> tuple[JobState | None, list[ev.Event]]:
     return handle(state, cmd.Envelope(key, JOB, cmd.BackfillJob(ticks, reprocess)), now)
 
 
@@ -44,9 +48,11 @@ def test_backfill_creates_a_run_per_tick_with_trigger_backfill_and_the_ticks_run
     state = given()
     after, events = backfill(state)
     assert [(r.run_id, r.scheduled_for, r.trigger) for r in runs(events)] == [
-        (run_id_for_tick(JOB, t), t, RunTrigger.BACKFILL) for t in PAST]
+        (run_id_for_tick(JOB, t), t, RunTrigger.BACKFILL) for t in PAST
+    ]
     assert [e for e in events if isinstance(e, ev.TaskReady)] == [
-        ev.TaskReady(run_id_for_tick(JOB, t), "main", 1, t) for t in PAST]
+        ev.TaskReady(run_id_for_tick(JOB, t), "main", 1, t) for t in PAST
+    ]
     assert after is not None
     assert after.next_fire_at == CURSOR and after.runs_fired == 0  # cursor and count untouched
     assert len(after.runs) == 3
@@ -60,8 +66,9 @@ def test_backfill_is_idempotent_by_idem_key() -> None:
 
 def test_backfill_none_skips_ticks_whose_run_is_active() -> None:
     tick = PAST[0]
-    state = given(ev.RunScheduled(run_id_for_tick(JOB, tick), tick, RunTrigger.SCHEDULE,
-                                  ("main",), CURSOR))
+    state = given(
+        ev.RunScheduled(run_id_for_tick(JOB, tick), tick, RunTrigger.SCHEDULE, ("main",), CURSOR)
+    )
     _, events = backfill(state)
     assert [r.scheduled_for for r in runs(events)] == list(PAST[1:])
     # a second backfill (another idem_key) of the same ticks: every run is active, nothing new
@@ -71,8 +78,9 @@ def test_backfill_none_skips_ticks_whose_run_is_active() -> None:
 
 def test_backfill_reprocess_gives_distinct_run_ids_per_command() -> None:
     tick = PAST[0]
-    state = given(ev.RunScheduled(run_id_for_tick(JOB, tick), tick, RunTrigger.SCHEDULE,
-                                  ("main",), CURSOR))
+    state = given(
+        ev.RunScheduled(run_id_for_tick(JOB, tick), tick, RunTrigger.SCHEDULE, ("main",), CURSOR)
+    )
     after, events = backfill(state, (tick,), cmd.Reprocess.ALL)
     (run,) = runs(events)
     assert run.run_id == run_id_for_backfill(JOB, tick, "bf-1") != run_id_for_tick(JOB, tick)
@@ -84,8 +92,7 @@ def test_backfill_reprocess_gives_distinct_run_ids_per_command() -> None:
 def test_backfill_drops_ticks_the_schedule_still_owns() -> None:
     future = NOW + timedelta(minutes=1)
     at_cursor = CURSOR
-    _, events = backfill(given(cursor=T0 + timedelta(minutes=10)),
-                         (*PAST, future, at_cursor))
+    _, events = backfill(given(cursor=T0 + timedelta(minutes=10)), (*PAST, future, at_cursor))
     assert [r.scheduled_for for r in runs(events)] == [PAST[0]]  # 12:10 is the cursor
 
 

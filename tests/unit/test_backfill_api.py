@@ -24,8 +24,6 @@ CURSOR = datetime(2030, 1, 1, tzinfo=UTC)  # the schedule's next tick: far ahead
 JOB = "bf-job"
 
 
-
-
 def feed(rm: ReadModel, idem_key: str, *events: ev.Event, job_id: str = JOB) -> None:
     batch = Batch(rm.store)
     for i, event in enumerate(events):
@@ -33,26 +31,43 @@ def feed(rm: ReadModel, idem_key: str, *events: ev.Event, job_id: str = JOB) -> 
     batch.commit()
 
 
-def register(rm: ReadModel, schedule: Schedule = HOURLY, job_id: str = JOB,
-             cursor: datetime | None = CURSOR) -> None:
-    feed(rm, f"reg-{job_id}", ev.JobRegistered(JobSpec("j", schedule, ("true",)), cursor),
-         job_id=job_id)
+def register(
+    rm: ReadModel, schedule: Schedule = HOURLY, job_id: str = JOB, cursor: datetime | None = CURSOR
+) -> None:
+    feed(
+        rm,
+        f"reg-{job_id}",
+        ev.JobRegistered(JobSpec("j", schedule, ("true",)), cursor),
+        job_id=job_id,
+    )
 
 
-def run(rm: ReadModel, tick: datetime, outcome: str, run_id: str | None = None,
-        trigger: ev.RunTrigger = ev.RunTrigger.SCHEDULE) -> str:
+def run(
+    rm: ReadModel,
+    tick: datetime,
+    outcome: str,
+    run_id: str | None = None,
+    trigger: ev.RunTrigger = ev.RunTrigger.SCHEDULE,
+) -> str:
     rid = run_id or run_id_for_tick(JOB, tick)
     events: list[ev.Event] = [ev.RunScheduled(rid, tick, trigger, ("main",), CURSOR)]
     if outcome != "active":
-        events += [ev.TaskReady(rid, "main", 1, tick),
-                   ev.TaskClaimed(rid, "main", 1, 1, "w", tick, timedelta(60), tick, ("x",),
-                                  timedelta(60))]
+        events += [
+            ev.TaskReady(rid, "main", 1, tick),
+            ev.TaskClaimed(
+                rid, "main", 1, 1, "w", tick, timedelta(60), tick, ("x",), timedelta(60)
+            ),
+        ]
         if outcome == "succeeded":
-            events += [ev.TaskSucceeded(rid, "main", 1, 1, "w", 0, "", tick, tick),
-                       ev.RunSucceeded(rid)]
+            events += [
+                ev.TaskSucceeded(rid, "main", 1, 1, "w", 0, "", tick, tick),
+                ev.RunSucceeded(rid),
+            ]
         else:
-            events += [ev.TaskFailed(rid, "main", 1, 1, "w", FailureKind.NONZERO_EXIT, 1, "",
-                                     tick, tick), ev.RunFailed(rid)]
+            events += [
+                ev.TaskFailed(rid, "main", 1, 1, "w", FailureKind.NONZERO_EXIT, 1, "", tick, tick),
+                ev.RunFailed(rid),
+            ]
     feed(rm, f"run-{rid}", *events)
     return rid
 
@@ -70,14 +85,16 @@ HOURS = [iso(T0 + timedelta(hours=h)) for h in (1, 2, 3, 4)]  # (start, end]: 12
 
 
 def test_dry_run_lists_the_ticks_in_the_half_open_range_with_their_run_ids(
-        rm: ReadModel, client: TestClient) -> None:
+    rm: ReadModel, client: TestClient
+) -> None:
     register(rm)
     answer = post(client)
     assert answer.status_code == 200, answer.text
     assert answer.json()["dry_run"] is True
     assert ticks(answer) == HOURS
     assert [r["run_id"] for r in answer.json()["runs"]] == [
-        run_id_for_tick(JOB, T0 + timedelta(hours=h)) for h in (1, 2, 3, 4)]
+        run_id_for_tick(JOB, T0 + timedelta(hours=h)) for h in (1, 2, 3, 4)
+    ]
 
 
 def test_reprocess_filters_by_the_runs_each_tick_had(rm: ReadModel, client: TestClient) -> None:
@@ -105,24 +122,28 @@ def test_ticks_the_schedule_still_owns_are_left_out(rm: ReadModel, client: TestC
     assert ticks(post(client)) == HOURS[:2]
     now = datetime.now(UTC)
     register(rm, job_id="future", cursor=None)
-    answer = post(client, "future", start=iso(now - timedelta(hours=2)),
-                  end=iso(now + timedelta(hours=5)))
+    answer = post(
+        client, "future", start=iso(now - timedelta(hours=2)), end=iso(now + timedelta(hours=5))
+    )
     assert all(t <= iso(now) for t in ticks(answer)) and len(ticks(answer)) in (1, 2)
 
 
 def test_every_and_once_schedules_backfill_their_own_ticks(
-        rm: ReadModel, client: TestClient) -> None:
+    rm: ReadModel, client: TestClient
+) -> None:
     register(rm, Schedule(ScheduleKind.EVERY, interval=timedelta(minutes=90)), job_id="every")
     assert ticks(post(client, "every")) == [iso(T0 + timedelta(hours=h)) for h in (1.5, 3)]
-    register(rm, Schedule(ScheduleKind.ONCE, run_at=T0 + timedelta(hours=2)), job_id="once",
-             cursor=None)
+    register(
+        rm, Schedule(ScheduleKind.ONCE, run_at=T0 + timedelta(hours=2)), job_id="once", cursor=None
+    )
     assert ticks(post(client, "once")) == [HOURS[1]]
     register(rm, Schedule(ScheduleKind.MANUAL), job_id="manual", cursor=None)
     assert ticks(post(client, "manual")) == []
 
 
 def test_more_than_1000_runs_is_422_naming_end_unless_max_runs(
-        rm: ReadModel, client: TestClient) -> None:
+    rm: ReadModel, client: TestClient
+) -> None:
     register(rm, Schedule(ScheduleKind.CRON, "* * * * *"))
     end = iso(T0 + timedelta(minutes=1001))
     answer = post(client, end=end)
@@ -131,16 +152,18 @@ def test_more_than_1000_runs_is_422_naming_end_unless_max_runs(
     assert len(ticks(post(client, end=end, max_runs=1000))) == 1000
     assert post(client, end=iso(T0 + timedelta(minutes=1000))).status_code == 200
     too_big = post(client, max_runs=1001)
-    assert too_big.status_code == 422 and too_big.json()["detail"][0]["loc"] == [
-        "body", "max_runs"]
+    assert too_big.status_code == 422 and too_big.json()["detail"][0]["loc"] == ["body", "max_runs"]
 
 
-@pytest.mark.parametrize("body", [
-    {"end": iso(T0)},                                  # empty range
-    {"end": iso(T0 - timedelta(hours=1))},             # reversed
-    {"start": "2024-03-01T12:00:00"},                  # no zone
-    {"reprocess": "some"},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"end": iso(T0)},  # empty range
+        {"end": iso(T0 - timedelta(hours=1))},  # reversed
+        {"start": "2024-03-01T12:00:00"},  # no zone
+        {"reprocess": "some"},
+    ],
+)
 def test_bad_requests_are_422(rm: ReadModel, client: TestClient, body: dict[str, Any]) -> None:
     register(rm)
     assert post(client, **body).status_code == 422
@@ -156,8 +179,11 @@ def test_unknown_job_is_404_and_deleted_job_409(rm: ReadModel, client: TestClien
 def test_backfill_runs_do_not_move_the_jobs_next_run(rm: ReadModel, client: TestClient) -> None:
     register(rm)
     tick = T0 + timedelta(hours=1)
-    feed(rm, "bf", ev.RunScheduled(run_id_for_tick(JOB, tick), tick, ev.RunTrigger.BACKFILL,
-                                   ("main",), None))
+    feed(
+        rm,
+        "bf",
+        ev.RunScheduled(run_id_for_tick(JOB, tick), tick, ev.RunTrigger.BACKFILL, ("main",), None),
+    )
     job = client.get(f"/api/v1/jobs/{JOB}").json()
     assert job["next_run_at"] == iso(CURSOR)
     assert client.get(f"/api/v1/runs/{run_id_for_tick(JOB, tick)}").json()["trigger"] == "backfill"

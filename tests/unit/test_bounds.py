@@ -66,8 +66,12 @@ class Fold:
                 if ti.state is TaskState.READY:
                     self.send(cmd.ClaimTask(run.run_id, ti.task, ti.attempt, "w"), now)
                     epoch = self.live().run(run.run_id).task(ti.task).epoch  # type: ignore[union-attr]
-                    self.send(cmd.CompleteTask(run.run_id, ti.task, ti.attempt, epoch, "w", True,
-                                               0, None, "", now, now), now)
+                    self.send(
+                        cmd.CompleteTask(
+                            run.run_id, ti.task, ti.attempt, epoch, "w", True, 0, None, "", now, now
+                        ),
+                        now,
+                    )
 
 
 def fired(events: list[ev.Event]) -> list[datetime]:
@@ -81,16 +85,20 @@ def skipped(events: list[ev.Event]) -> list[tuple[datetime, SkipReason]]:
 # --- every --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("interval", "anchor", "after", "expected"), [
-    (300, None, at(minutes=1), at(minutes=5)),                 # aligned on the epoch
-    (300, None, at(minutes=5), at(minutes=10)),                # strictly after
-    (300, at(seconds=7), at(), at(seconds=7)),                 # the anchor sets the phase
-    (300, at(days=3, seconds=7), at(), at(seconds=7)),         # ticks before the anchor exist
-    (90, None, at(seconds=-1), at()),                          # 12:00 is a multiple of 90 s
-    (3600, at(minutes=30), at(minutes=31), at(minutes=90)),
-])
+@pytest.mark.parametrize(
+    ("interval", "anchor", "after", "expected"),
+    [
+        (300, None, at(minutes=1), at(minutes=5)),  # aligned on the epoch
+        (300, None, at(minutes=5), at(minutes=10)),  # strictly after
+        (300, at(seconds=7), at(), at(seconds=7)),  # the anchor sets the phase
+        (300, at(days=3, seconds=7), at(), at(seconds=7)),  # ticks before the anchor exist
+        (90, None, at(seconds=-1), at()),  # 12:00 is a multiple of 90 s
+        (3600, at(minutes=30), at(minutes=31), at(minutes=90)),
+    ],
+)
 def test_every_ticks_at_anchor_plus_multiples_of_the_interval(
-        interval: int, anchor: datetime | None, after: datetime, expected: datetime) -> None:
+    interval: int, anchor: datetime | None, after: datetime, expected: datetime
+) -> None:
     assert every_tick(timedelta(seconds=interval), anchor, after) == expected
     assert next_tick(every(interval, anchor_at=anchor), after) == expected
 
@@ -104,22 +112,34 @@ def test_every_job_fires_each_interval() -> None:
     assert fired(f.events) == [at(minutes=2), at(minutes=4), at(minutes=6)]
 
 
-@pytest.mark.parametrize(("schedule", "field"), [
-    (Schedule(ScheduleKind.EVERY), "schedule.interval_s"),
-    (every(0.5), "schedule.interval_s"),
-    (every(60, start_at=at(hours=1), end_at=at()), "schedule.end_at"),
-    (every(60, max_runs=0), "schedule.max_runs"),
-    (every(60, misfire_grace=timedelta(0)), "schedule.misfire_grace_s"),
-    (Schedule(ScheduleKind.ONCE, run_at=at(), start_at=at(hours=1)), "schedule.run_at"),
-    (every(60, exclusions=(Exclusion(),)), "schedule.exclusions[0]"),
-    (every(60, exclusions=(Exclusion(start_date="2024-13-01"),)),
-     "schedule.exclusions[0].start_date"),
-    (every(60, exclusions=(Exclusion(start_date="2024-06-02", end_date="2024-06-01"),)),
-     "schedule.exclusions[0].end_date"),
-    (every(60, exclusions=(Exclusion(weekdays=("monday",)),)), "schedule.exclusions[0].weekdays"),
-    (every(60, exclusions=(Exclusion(start_time="25:00"),)),
-     "schedule.exclusions[0].start_time"),
-])
+@pytest.mark.parametrize(
+    ("schedule", "field"),
+    [
+        (Schedule(ScheduleKind.EVERY), "schedule.interval_s"),
+        (every(0.5), "schedule.interval_s"),
+        (every(60, start_at=at(hours=1), end_at=at()), "schedule.end_at"),
+        (every(60, max_runs=0), "schedule.max_runs"),
+        (every(60, misfire_grace=timedelta(0)), "schedule.misfire_grace_s"),
+        (Schedule(ScheduleKind.ONCE, run_at=at(), start_at=at(hours=1)), "schedule.run_at"),
+        (every(60, exclusions=(Exclusion(),)), "schedule.exclusions[0]"),
+        (
+            every(60, exclusions=(Exclusion(start_date="2024-13-01"),)),
+            "schedule.exclusions[0].start_date",
+        ),
+        (
+            every(60, exclusions=(Exclusion(start_date="2024-06-02", end_date="2024-06-01"),)),
+            "schedule.exclusions[0].end_date",
+        ),
+        (
+            every(60, exclusions=(Exclusion(weekdays=("monday",)),)),
+            "schedule.exclusions[0].weekdays",
+        ),
+        (
+            every(60, exclusions=(Exclusion(start_time="25:00"),)),
+            "schedule.exclusions[0].start_time",
+        ),
+    ],
+)
 def test_invalid_schedules_are_refused_naming_the_field(schedule: Schedule, field: str) -> None:
     with pytest.raises(InvalidDefinition) as info:
         validate_spec(spec(schedule))
@@ -164,7 +184,9 @@ def test_max_runs_counts_down_and_the_next_tick_is_skipped_once() -> None:
         f.send(cmd.Tick(), at(minutes=minute))
     runs = [e for e in f.of(ev.RunScheduled) if e.trigger is not RunTrigger.MANUAL]
     assert [(e.scheduled_for, e.runs_remaining) for e in runs] == [
-        (at(minutes=1), 1), (at(minutes=2), 0)]
+        (at(minutes=1), 1),
+        (at(minutes=2), 0),
+    ]
     assert skipped(f.events) == [(at(minutes=3), SkipReason.MAX_RUNS)]
     assert f.live().next_fire_at is None and f.live().runs_remaining() == 0
 
@@ -190,26 +212,43 @@ def test_raising_max_runs_by_an_edit_restarts_an_ended_schedule() -> None:
 # --- exclusions ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("window", "local", "excluded"), [
-    (Exclusion(start_date="2024-12-24", end_date="2024-12-26"), "2024-12-25T10:00", True),
-    (Exclusion(start_date="2024-12-24", end_date="2024-12-26"), "2024-12-27T00:00", False),
-    (Exclusion(start_date="2024-12-24"), "2024-12-24T23:59", True),
-    (Exclusion(start_date="2024-12-24"), "2024-12-25T00:00", False),
-    (Exclusion(weekdays=("sat", "sun")), "2024-06-15T12:00", True),   # a Saturday
-    (Exclusion(weekdays=("sat", "sun")), "2024-06-14T12:00", False),
-    (Exclusion(weekdays=("mon",), start_time="09:00", end_time="17:00"), "2024-06-10T09:00", True),
-    (Exclusion(weekdays=("mon",), start_time="09:00", end_time="17:00"), "2024-06-10T17:00", False),
-    (Exclusion(weekdays=("mon",), start_time="09:00", end_time="17:00"), "2024-06-11T10:00", False),
-    (Exclusion(start_time="22:00", end_time="06:00"), "2024-06-10T23:30", True),  # wraps
-    (Exclusion(start_time="22:00", end_time="06:00"), "2024-06-10T05:59", True),
-    (Exclusion(start_time="22:00", end_time="06:00"), "2024-06-10T06:00", False),
-])
-def test_exclusion_windows_are_read_in_the_schedule_zone(window: Exclusion, local: str,
-                                                         excluded: bool) -> None:
+@pytest.mark.parametrize(
+    ("window", "local", "excluded"),
+    [
+        (Exclusion(start_date="2024-12-24", end_date="2024-12-26"), "2024-12-25T10:00", True),
+        (Exclusion(start_date="2024-12-24", end_date="2024-12-26"), "2024-12-27T00:00", False),
+        (Exclusion(start_date="2024-12-24"), "2024-12-24T23:59", True),
+        (Exclusion(start_date="2024-12-24"), "2024-12-25T00:00", False),
+        (Exclusion(weekdays=("sat", "sun")), "2024-06-15T12:00", True),  # a Saturday
+        (Exclusion(weekdays=("sat", "sun")), "2024-06-14T12:00", False),
+        (
+            Exclusion(weekdays=("mon",), start_time="09:00", end_time="17:00"),
+            "2024-06-10T09:00",
+            True,
+        ),
+        (
+            Exclusion(weekdays=("mon",), start_time="09:00", end_time="17:00"),
+            "2024-06-10T17:00",
+            False,
+        ),
+        (
+            Exclusion(weekdays=("mon",), start_time="09:00", end_time="17:00"),
+            "2024-06-11T10:00",
+            False,
+        ),
+        (Exclusion(start_time="22:00", end_time="06:00"), "2024-06-10T23:30", True),  # wraps
+        (Exclusion(start_time="22:00", end_time="06:00"), "2024-06-10T05:59", True),
+        (Exclusion(start_time="22:00", end_time="06:00"), "2024-06-10T06:00", False),
+    ],
+)
+def test_exclusion_windows_are_read_in_the_schedule_zone(
+    window: Exclusion, local: str, excluded: bool
+) -> None:
     sched = every(60, timezone="Europe/Berlin", exclusions=(window,))
     validate_spec(spec(sched))
-    tick = datetime.fromisoformat(local).replace(tzinfo=__import__("zoneinfo").ZoneInfo(
-        "Europe/Berlin"))
+    tick = datetime.fromisoformat(local).replace(
+        tzinfo=__import__("zoneinfo").ZoneInfo("Europe/Berlin")
+    )
     assert is_excluded(sched, tick) is excluded
 
 
@@ -220,8 +259,10 @@ def test_excluded_ticks_are_skipped_with_an_event() -> None:
     for minute in (1, 2, 3):
         f.send(cmd.Tick(), at(minutes=minute))
     assert fired(f.events) == [at(minutes=3)]
-    assert skipped(f.events) == [(at(minutes=1), SkipReason.EXCLUDED),
-                                 (at(minutes=2), SkipReason.EXCLUDED)]
+    assert skipped(f.events) == [
+        (at(minutes=1), SkipReason.EXCLUDED),
+        (at(minutes=2), SkipReason.EXCLUDED),
+    ]
 
 
 def test_latest_catchup_fires_the_latest_tick_that_is_not_excluded() -> None:
@@ -239,12 +280,18 @@ def test_latest_catchup_fires_the_latest_tick_that_is_not_excluded() -> None:
 
 def test_misfire_grace_decides_which_ticks_count_as_missed() -> None:
     f = Fold()
-    f.send(cmd.RegisterJob(spec(every(10, misfire_grace=timedelta(seconds=2),
-                                      catchup=CatchupPolicy.NONE))), at())
+    f.send(
+        cmd.RegisterJob(
+            spec(every(10, misfire_grace=timedelta(seconds=2), catchup=CatchupPolicy.NONE))
+        ),
+        at(),
+    )
     events = f.send(cmd.Tick(), at(seconds=31))
     assert fired(events) == [at(seconds=30)]
-    assert skipped(events) == [(at(seconds=10), SkipReason.CATCHUP_POLICY),
-                               (at(seconds=20), SkipReason.CATCHUP_POLICY)]
+    assert skipped(events) == [
+        (at(seconds=10), SkipReason.CATCHUP_POLICY),
+        (at(seconds=20), SkipReason.CATCHUP_POLICY),
+    ]
 
 
 # --- jitter -------------------------------------------------------------------------------------
@@ -288,18 +335,22 @@ def test_a_late_run_is_released_at_once_whatever_its_jitter() -> None:
 # --- resume with or without catch-up ---------------------------------------------------------
 
 
-@pytest.mark.parametrize(("catchup", "policy", "expected_fired", "expected_cursor"), [
-    (False, CatchupPolicy.ALL, [], at(minutes=11)),
-    (True, CatchupPolicy.ALL, [at(minutes=m) for m in range(2, 11)], at(minutes=11)),
-    (True, CatchupPolicy.LATEST, [at(minutes=10)], at(minutes=11)),
-    (True, CatchupPolicy.NONE, [], at(minutes=11)),
-])
+@pytest.mark.parametrize(
+    ("catchup", "policy", "expected_fired", "expected_cursor"),
+    [
+        (False, CatchupPolicy.ALL, [], at(minutes=11)),
+        (True, CatchupPolicy.ALL, [at(minutes=m) for m in range(2, 11)], at(minutes=11)),
+        (True, CatchupPolicy.LATEST, [at(minutes=10)], at(minutes=11)),
+        (True, CatchupPolicy.NONE, [], at(minutes=11)),
+    ],
+)
 def test_resume_fires_the_paused_over_ticks_only_when_asked(
-        catchup: bool, policy: CatchupPolicy, expected_fired: list[datetime],
-        expected_cursor: datetime) -> None:
+    catchup: bool, policy: CatchupPolicy, expected_fired: list[datetime], expected_cursor: datetime
+) -> None:
     f = Fold()
-    f.send(cmd.RegisterJob(spec(every(60, catchup=policy, misfire_grace=timedelta(seconds=5)))),
-           at())
+    f.send(
+        cmd.RegisterJob(spec(every(60, catchup=policy, misfire_grace=timedelta(seconds=5)))), at()
+    )
     f.send(cmd.Tick(), at(minutes=1))
     f.send(cmd.PauseJob(), at(minutes=1, seconds=10))
     f.send(cmd.Tick(), at(minutes=6))
@@ -308,7 +359,8 @@ def test_resume_fires_the_paused_over_ticks_only_when_asked(
     assert fired(resumed) == expected_fired
     unfired = [t for t, _ in skipped(resumed)]
     assert sorted(unfired + expected_fired) == (
-        [at(minutes=m) for m in range(2, 11)] if catchup else [])
+        [at(minutes=m) for m in range(2, 11)] if catchup else []
+    )
     assert f.live().next_fire_at == expected_cursor
     assert all(e.trigger is RunTrigger.CATCHUP for e in f.of(ev.RunScheduled)[1:])
 

@@ -36,8 +36,14 @@ from tests.unit.test_decide import (
     when,
 )
 
-CLAIMED_DAG = given(registered(DAG), scheduled(spec=DAG), ready(task="extract"),
-                    ready(task="load"), claimed(task="extract", spec=DAG), clock=TICK)
+CLAIMED_DAG = given(
+    registered(DAG),
+    scheduled(spec=DAG),
+    ready(task="extract"),
+    ready(task="load"),
+    claimed(task="extract", spec=DAG),
+    clock=TICK,
+)
 
 
 def test_cancel_of_a_whole_run_emits_run_cancelled_user_and_drops_the_run() -> None:
@@ -50,8 +56,9 @@ def test_renewal_of_a_cancelled_run_is_rejected_so_the_worker_kills_it() -> None
     state, _ = when(CLAIMED, cmd.CancelRun(RUN), TICK, key="cancel")
     command = renew()
     _, events = when(state, command, TICK, key="renew")
-    assert events == [rejected(command, RejectReason.UNKNOWN_TASK_INSTANCE,
-                               f"no active task instance {RUN}/main")]
+    assert events == [
+        rejected(command, RejectReason.UNKNOWN_TASK_INSTANCE, f"no active task instance {RUN}/main")
+    ]
 
 
 def test_cancel_of_one_task_is_terminal_for_it_and_revokes_its_lease() -> None:
@@ -62,8 +69,13 @@ def test_cancel_of_one_task_is_terminal_for_it_and_revokes_its_lease() -> None:
     assert ti is not None and ti.state is TaskState.CANCELLED and ti.lease_expires_at is None
     command = replace(renew(), task="extract")
     _, events = when(state, command, TICK, key="renew")
-    assert events == [rejected(command, RejectReason.STALE_EPOCH,
-                               "epoch 1 is not the current lease (epoch 1, cancelled)")]
+    assert events == [
+        rejected(
+            command,
+            RejectReason.STALE_EPOCH,
+            "epoch 1 is not the current lease (epoch 1, cancelled)",
+        )
+    ]
 
 
 def test_a_run_whose_only_task_is_cancelled_ends_failed() -> None:
@@ -75,8 +87,10 @@ def test_a_run_whose_only_task_is_cancelled_ends_failed() -> None:
 def test_a_cancelled_task_counts_as_failed_once_the_other_tasks_end() -> None:
     state, _ = when(CLAIMED_DAG, cmd.CancelRun(RUN, "load"), TICK, key="cancel")
     _, events = when(state, complete(task="extract"), FINISHED, key="done")
-    assert events == [ev.TaskSucceeded(RUN, "extract", 1, 1, "w1", 0, "tail", STARTED, FINISHED),
-                      ev.RunFailed(RUN, TICK)]
+    assert events == [
+        ev.TaskSucceeded(RUN, "extract", 1, 1, "w1", 0, "tail", STARTED, FINISHED),
+        ev.RunFailed(RUN, TICK),
+    ]
 
 
 def test_cancel_of_a_ready_task_has_no_holder() -> None:
@@ -87,12 +101,12 @@ def test_cancel_of_a_ready_task_has_no_holder() -> None:
 def test_cancel_of_an_unknown_run_or_task_or_a_terminal_task_is_rejected() -> None:
     unknown = cmd.CancelRun("r-nope")
     _, events = when(CLAIMED, unknown, TICK)
-    assert events == [rejected(unknown, RejectReason.UNKNOWN_TASK_INSTANCE,
-                               "no active run r-nope")]
+    assert events == [rejected(unknown, RejectReason.UNKNOWN_TASK_INSTANCE, "no active run r-nope")]
     no_task = cmd.CancelRun(RUN, "nope")
     _, events = when(CLAIMED, no_task, TICK)
-    assert events == [rejected(no_task, RejectReason.UNKNOWN_TASK_INSTANCE,
-                               f"run {RUN} has no task 'nope'")]
+    assert events == [
+        rejected(no_task, RejectReason.UNKNOWN_TASK_INSTANCE, f"run {RUN} has no task 'nope'")
+    ]
     state, _ = when(CLAIMED_DAG, cmd.CancelRun(RUN, "load"), TICK, key="c1")
     again = cmd.CancelRun(RUN, "load")
     _, events = when(state, again, TICK, key="c2")
@@ -102,8 +116,12 @@ def test_cancel_of_an_unknown_run_or_task_or_a_terminal_task_is_rejected() -> No
 def test_cancel_starts_the_buffered_tick_of_a_buffer_one_job() -> None:
     spec = replace(SPEC, overlap=OverlapPolicy.BUFFER_ONE)
     later = TICK + timedelta(minutes=5)
-    state, _ = when(given(registered(spec), scheduled(spec=spec), ready(), clock=TICK),
-                    cmd.Tick(), later, key="tick")
+    state, _ = when(
+        given(registered(spec), scheduled(spec=spec), ready(), clock=TICK),
+        cmd.Tick(),
+        later,
+        key="tick",
+    )
     assert state is not None and state.buffered is not None
     _, events = when(state, cmd.CancelRun(RUN), later, key="cancel")
     assert [type(e) for e in events] == [ev.RunCancelled, ev.RunScheduled, ev.TaskReady]
@@ -111,18 +129,20 @@ def test_cancel_starts_the_buffered_tick_of_a_buffer_one_job() -> None:
 
 def test_the_last_failed_attempt_is_dead_lettered_with_its_exit_code_and_output() -> None:
     _, events = when(CLAIMED, complete(ok=False, exit_code=7), FINISHED)
-    assert events[1:] == [ev.TaskDeadLettered(RUN, "main", 1, FailureKind.NONZERO_EXIT, 7,
-                                              "tail"),
-                          ev.RunFailed(RUN, TICK)]
+    assert events[1:] == [
+        ev.TaskDeadLettered(RUN, "main", 1, FailureKind.NONZERO_EXIT, 7, "tail"),
+        ev.RunFailed(RUN, TICK),
+    ]
 
 
 def test_replay_starts_a_new_run_holding_only_that_task_at_attempt_1() -> None:
     state = given(registered(DAG), clock=FINISHED)
     new_run = run_id_for_replay(JOB, RUN, "load", "replay-1")
     state2, events = when(state, cmd.ReplayTask(RUN, "load", TICK), FINISHED, key="replay-1")
-    assert events == [ev.RunScheduled(new_run, TICK, RunTrigger.REPLAY, ("load",), TICK, None,
-                                      replay_of=RUN),
-                      ev.TaskReady(new_run, "load", 1, TICK)]
+    assert events == [
+        ev.RunScheduled(new_run, TICK, RunTrigger.REPLAY, ("load",), TICK, None, replay_of=RUN),
+        ev.TaskReady(new_run, "load", 1, TICK),
+    ]
     assert state2 is not None and state2.next_fire_at == state.next_fire_at
     ti = state2.runs[0].tasks[0]
     assert (ti.task, ti.state, ti.attempt, ti.epoch) == ("load", TaskState.READY, 1, 0)
@@ -133,13 +153,18 @@ def test_replay_starts_a_new_run_holding_only_that_task_at_attempt_1() -> None:
 def test_replay_of_a_task_the_job_no_longer_has_is_rejected() -> None:
     command = cmd.ReplayTask(RUN, "gone", TICK)
     _, events = when(given(registered(), clock=FINISHED), command, FINISHED)
-    assert events == [rejected(command, RejectReason.UNKNOWN_TASK_INSTANCE,
-                               f"job {JOB!r} has no task 'gone'")]
+    assert events == [
+        rejected(command, RejectReason.UNKNOWN_TASK_INSTANCE, f"job {JOB!r} has no task 'gone'")
+    ]
 
 
 def test_replay_runs_are_outside_the_overlap_policy() -> None:
     spec = replace(SPEC, overlap=OverlapPolicy.SKIP)
-    state, _ = when(given(registered(spec), clock=FINISHED), cmd.ReplayTask(RUN, "main", TICK),
-                    TICK - timedelta(seconds=1), key="replay")
+    state, _ = when(
+        given(registered(spec), clock=FINISHED),
+        cmd.ReplayTask(RUN, "main", TICK),
+        TICK - timedelta(seconds=1),
+        key="replay",
+    )
     _, events = when(state, cmd.Tick(), TICK, key="tick")
     assert [type(e) for e in events] == [ev.RunScheduled, ev.TaskReady]

@@ -16,22 +16,53 @@ runner = CliRunner()
 
 
 def ti(task: str, state: str, **kw: Any) -> dict[str, Any]:
-    return {"task": task, "state": state, "attempt": 1, "epoch": None, "worker_id": None,
-            "ready_at": None, "started_at": None, "finished_at": None, "exit_code": None,
-            "failure_kind": None, **kw}
+    return {
+        "task": task,
+        "state": state,
+        "attempt": 1,
+        "epoch": None,
+        "worker_id": None,
+        "ready_at": None,
+        "started_at": None,
+        "finished_at": None,
+        "exit_code": None,
+        "failure_kind": None,
+        **kw,
+    }
 
 
-RUN = {"run_id": "r-diamond", "job_id": "diamond", "job_name": "diamond", "trigger": "manual",
-       "state": "running", "scheduled_for": "2026-03-01T12:00:00.000Z", "attempt": 1,
-       "epoch": 1, "claimed_by": "w1", "exit_code": None, "failure_kind": None,
-       "output_tail": "", "task_instances": [
-           ti("a", "succeeded", worker_id="w1", started_at="2026-03-01T12:00:00.100Z",
-              finished_at="2026-03-01T12:00:01.350Z"),
-           ti("b", "failed", worker_id="w2", attempt=2),
-           ti("c", "running", worker_id="w1"),
-           ti("d", "pending")]}
-TASKS = [{"name": "a", "depends_on": []}, {"name": "b", "depends_on": ["a"]},
-         {"name": "c", "depends_on": ["a"]}, {"name": "d", "depends_on": ["b", "c"]}]
+RUN = {
+    "run_id": "r-diamond",
+    "job_id": "diamond",
+    "job_name": "diamond",
+    "trigger": "manual",
+    "state": "running",
+    "scheduled_for": "2026-03-01T12:00:00.000Z",
+    "attempt": 1,
+    "epoch": 1,
+    "claimed_by": "w1",
+    "exit_code": None,
+    "failure_kind": None,
+    "output_tail": "",
+    "task_instances": [
+        ti(
+            "a",
+            "succeeded",
+            worker_id="w1",
+            started_at="2026-03-01T12:00:00.100Z",
+            finished_at="2026-03-01T12:00:01.350Z",
+        ),
+        ti("b", "failed", worker_id="w2", attempt=2),
+        ti("c", "running", worker_id="w1"),
+        ti("d", "pending"),
+    ],
+}
+TASKS = [
+    {"name": "a", "depends_on": []},
+    {"name": "b", "depends_on": ["a"]},
+    {"name": "c", "depends_on": ["a"]},
+    {"name": "d", "depends_on": ["b", "c"]},
+]
 
 
 class FakeApi:
@@ -70,7 +101,8 @@ def rows(output: str) -> dict[str, list[str]]:
 
 
 def test_run_lists_each_task_with_its_dependencies_state_attempt_worker_duration(
-        fake_api: type[FakeApi]) -> None:
+    fake_api: type[FakeApi],
+) -> None:
     result = runner.invoke(main.app, ["run", "r-diamond"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     table = rows(result.stdout)
@@ -78,8 +110,9 @@ def test_run_lists_each_task_with_its_dependencies_state_attempt_worker_duration
     assert table["a"] == ["a", "-", "succeeded", "1", "w1", "1.250s"]
     assert table["b"] == ["b", "a", "failed", "2", "w2", "-"]
     assert table["d"][1:3] == ["b, c", "pending"]
-    first_cells = [line.split("│")[1].rstrip() for line in result.stdout.splitlines()
-                   if line.count("│") == 7]
+    first_cells = [
+        line.split("│")[1].rstrip() for line in result.stdout.splitlines() if line.count("│") == 7
+    ]
     assert first_cells == [" a", "   b", "   c", "     d"]  # two spaces per level of depth
 
 

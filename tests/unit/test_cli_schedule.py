@@ -40,21 +40,45 @@ def _cases(kind: str) -> list[Any]:
 
 @pytest.mark.parametrize("case", _cases("ticks"))
 def test_shared_tick_cases(case: dict[str, Any]) -> None:
-    ticks = next_ticks("--cron", case["expr"], "--tz", case["tz"], "--after", case["after"],
-                       "--count", str(len(case["expected_utc"])))
+    ticks = next_ticks(
+        "--cron",
+        case["expr"],
+        "--tz",
+        case["tz"],
+        "--after",
+        case["after"],
+        "--count",
+        str(len(case["expected_utc"])),
+    )
     assert utcs(ticks) == case["expected_utc"]
 
 
 @pytest.mark.parametrize("case", _cases("prev_ticks"))
 def test_shared_prev_tick_cases(case: dict[str, Any]) -> None:
-    ticks = next_ticks("--cron", case["expr"], "--tz", case["tz"], "--before", case["after"],
-                       "--count", str(len(case["expected_utc"])))
+    ticks = next_ticks(
+        "--cron",
+        case["expr"],
+        "--tz",
+        case["tz"],
+        "--before",
+        case["after"],
+        "--count",
+        str(len(case["expected_utc"])),
+    )
     assert utcs(ticks) == case["expected_utc"]
 
 
 def test_berlin_spring_gap_shift_shows_local_wall_time_with_offset() -> None:
-    ticks = next_ticks("--cron", "30 2 * * *", "--tz", "Europe/Berlin",
-                       "--after", "2024-03-29T12:00:00Z", "--count", "3")
+    ticks = next_ticks(
+        "--cron",
+        "30 2 * * *",
+        "--tz",
+        "Europe/Berlin",
+        "--after",
+        "2024-03-29T12:00:00Z",
+        "--count",
+        "3",
+    )
     assert ticks == [
         {"utc": "2024-03-30T01:30:00.000Z", "local": "2024-03-30T02:30:00.000+01:00"},
         {"utc": "2024-03-31T01:00:00.000Z", "local": "2024-03-31T03:00:00.000+02:00"},
@@ -63,41 +87,96 @@ def test_berlin_spring_gap_shift_shows_local_wall_time_with_offset() -> None:
 
 
 def test_berlin_spring_gap_skip() -> None:
-    ticks = next_ticks("--cron", "30 2 * * *", "--tz", "Europe/Berlin", "--dst-gap", "skip",
-                       "--after", "2024-03-29T12:00:00Z", "--count", "2")
+    ticks = next_ticks(
+        "--cron",
+        "30 2 * * *",
+        "--tz",
+        "Europe/Berlin",
+        "--dst-gap",
+        "skip",
+        "--after",
+        "2024-03-29T12:00:00Z",
+        "--count",
+        "2",
+    )
     assert utcs(ticks) == ["2024-03-30T01:30:00Z", "2024-04-01T00:30:00Z"]
 
 
-@pytest.mark.parametrize(("policy", "expected"), [
-    ("first", ["2024-10-27T00:30:00Z", "2024-10-28T01:30:00Z"]),
-    ("last", ["2024-10-27T01:30:00Z", "2024-10-28T01:30:00Z"]),
-    ("both", ["2024-10-27T00:30:00Z", "2024-10-27T01:30:00Z"]),
-])
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        ("first", ["2024-10-27T00:30:00Z", "2024-10-28T01:30:00Z"]),
+        ("last", ["2024-10-27T01:30:00Z", "2024-10-28T01:30:00Z"]),
+        ("both", ["2024-10-27T00:30:00Z", "2024-10-27T01:30:00Z"]),
+    ],
+)
 def test_berlin_fall_back_overlap_policies(policy: str, expected: list[str]) -> None:
-    ticks = next_ticks("--cron", "30 2 * * *", "--tz", "Europe/Berlin", "--dst-overlap", policy,
-                       "--after", "2024-10-26T12:00:00Z", "--count", "2")
+    ticks = next_ticks(
+        "--cron",
+        "30 2 * * *",
+        "--tz",
+        "Europe/Berlin",
+        "--dst-overlap",
+        policy,
+        "--after",
+        "2024-10-26T12:00:00Z",
+        "--count",
+        "2",
+    )
     assert utcs(ticks) == expected
 
 
 def test_wildcard_job_fires_both_passes_and_nothing_in_the_gap() -> None:
-    fall = next_ticks("--cron", "*/30 2 * * *", "--tz", "Europe/Berlin",
-                      "--after", "2024-10-26T12:00:00Z", "--count", "4")
+    fall = next_ticks(
+        "--cron",
+        "*/30 2 * * *",
+        "--tz",
+        "Europe/Berlin",
+        "--after",
+        "2024-10-26T12:00:00Z",
+        "--count",
+        "4",
+    )
     assert fall == [
         {"utc": "2024-10-27T00:00:00.000Z", "local": "2024-10-27T02:00:00.000+02:00"},
         {"utc": "2024-10-27T00:30:00.000Z", "local": "2024-10-27T02:30:00.000+02:00"},
         {"utc": "2024-10-27T01:00:00.000Z", "local": "2024-10-27T02:00:00.000+01:00"},
         {"utc": "2024-10-27T01:30:00.000Z", "local": "2024-10-27T02:30:00.000+01:00"},
     ]
-    spring = next_ticks("--cron", "*/30 2 * * *", "--tz", "Europe/Berlin",
-                        "--after", "2024-03-30T12:00:00Z", "--count", "1")
+    spring = next_ticks(
+        "--cron",
+        "*/30 2 * * *",
+        "--tz",
+        "Europe/Berlin",
+        "--after",
+        "2024-03-30T12:00:00Z",
+        "--count",
+        "1",
+    )
     assert utcs(spring) == ["2024-04-01T00:00:00Z"]
 
 
 def test_before_lists_latest_first_and_matches_after_reversed() -> None:
-    before = next_ticks("--cron", "30 2 * * *", "--tz", "Europe/Berlin",
-                        "--before", "2024-04-01T12:00:00+02:00", "--count", "3")
-    after = next_ticks("--cron", "30 2 * * *", "--tz", "Europe/Berlin",
-                       "--after", "2024-03-29T12:00:00Z", "--count", "3")
+    before = next_ticks(
+        "--cron",
+        "30 2 * * *",
+        "--tz",
+        "Europe/Berlin",
+        "--before",
+        "2024-04-01T12:00:00+02:00",
+        "--count",
+        "3",
+    )
+    after = next_ticks(
+        "--cron",
+        "30 2 * * *",
+        "--tz",
+        "Europe/Berlin",
+        "--after",
+        "2024-03-29T12:00:00Z",
+        "--count",
+        "3",
+    )
     assert before == list(reversed(after))
 
 
@@ -117,8 +196,16 @@ def test_after_defaults_to_now() -> None:
 def test_job_id_is_what_h_hashes() -> None:
     after = datetime(2026, 1, 1, tzinfo=UTC)
     for job_id in ("alpha", "beta"):
-        ticks = next_ticks("--cron", "H H * * *", "--job-id", job_id,
-                           "--after", "2026-01-01T00:00:00Z", "--count", "2")
+        ticks = next_ticks(
+            "--cron",
+            "H H * * *",
+            "--job-id",
+            job_id,
+            "--after",
+            "2026-01-01T00:00:00Z",
+            "--count",
+            "2",
+        )
         expected = list(islice(cron_ticks("H H * * *", "UTC", after, hash_id=job_id), 2))
         assert [datetime.fromisoformat(t["utc"]) for t in ticks] == expected
     seeded = next_ticks("--cron", "H H * * *", "--after", "2026-01-01T00:00:00Z", "--count", "1")
@@ -127,26 +214,52 @@ def test_job_id_is_what_h_hashes() -> None:
 
 
 def test_table_output_shows_utc_and_local() -> None:
-    result = runner.invoke(main.app, ["schedule", "next", "--cron", "30 2 * * *", "--tz",
-                                      "Europe/Berlin", "--after", "2024-03-29T12:00:00Z",
-                                      "--count", "2"])
+    result = runner.invoke(
+        main.app,
+        [
+            "schedule",
+            "next",
+            "--cron",
+            "30 2 * * *",
+            "--tz",
+            "Europe/Berlin",
+            "--after",
+            "2024-03-29T12:00:00Z",
+            "--count",
+            "2",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "2024-03-31T01:00:00.000Z" in result.stdout
     assert "2024-03-31 03:00:00" in result.stdout and "+0200" in result.stdout
 
 
-@pytest.mark.parametrize(("args", "names"), [
-    (["--cron", "30 25 * * *"], ["schedule.expression", "hour", "'25'"]),
-    (["--cron", "0 0 32W * *"], ["schedule.expression", "day_of_month"]),
-    (["--cron", "* * * * * * *"], ["schedule.expression", "7 fields"]),
-    (["--cron", "0 0 30 2 *"], ["schedule.expression", "day_of_month"]),
-    (["--cron", "0 * * * *", "--tz", "Mars/Olympus_Mons"],
-     ["schedule.timezone", "Mars/Olympus_Mons"]),
-    (["--cron", "0 * * * *", "--after", "2024-03-01T12:00:00"], ["--after", "no zone"]),
-    (["--cron", "0 * * * *", "--before", "soon"], ["--before", "not an ISO-8601"]),
-    (["--cron", "0 * * * *", "--before", "2024-03-01T12:00:00Z", "--after",
-      "2024-03-01T12:00:00Z"], ["--after or --before"]),
-])
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["--cron", "30 25 * * *"], ["schedule.expression", "hour", "'25'"]),
+        (["--cron", "0 0 32W * *"], ["schedule.expression", "day_of_month"]),
+        (["--cron", "* * * * * * *"], ["schedule.expression", "7 fields"]),
+        (["--cron", "0 0 30 2 *"], ["schedule.expression", "day_of_month"]),
+        (
+            ["--cron", "0 * * * *", "--tz", "Mars/Olympus_Mons"],
+            ["schedule.timezone", "Mars/Olympus_Mons"],
+        ),
+        (["--cron", "0 * * * *", "--after", "2024-03-01T12:00:00"], ["--after", "no zone"]),
+        (["--cron", "0 * * * *", "--before", "soon"], ["--before", "not an ISO-8601"]),
+        (
+            [
+                "--cron",
+                "0 * * * *",
+                "--before",
+                "2024-03-01T12:00:00Z",
+                "--after",
+                "2024-03-01T12:00:00Z",
+            ],
+            ["--after or --before"],
+        ),
+    ],
+)
 def test_bad_input_exits_2_naming_the_field(args: list[str], names: list[str]) -> None:
     result = runner.invoke(main.app, ["schedule", "next", *args])
     assert result.exit_code == 2, result.output
@@ -157,8 +270,9 @@ def test_bad_input_exits_2_naming_the_field(args: list[str], names: list[str]) -
 
 
 def test_bad_policy_value_is_a_usage_error() -> None:
-    result = runner.invoke(main.app, ["schedule", "next", "--cron", "* * * * *",
-                                      "--dst-gap", "later"])
+    result = runner.invoke(
+        main.app, ["schedule", "next", "--cron", "* * * * *", "--dst-gap", "later"]
+    )
     assert result.exit_code == 2
 
 
@@ -172,13 +286,22 @@ class FakeApi:
 
     def ticks(self, job_id: str, count: int, after: str | None) -> dict[str, Any]:
         self.calls.append(("ticks", (job_id, count, after)))
-        return {"job_id": job_id, "ticks": [
-            {"utc": "2024-03-31T01:00:00.000Z", "local": "2024-03-31T03:00:00.000+02:00"}]}
+        return {
+            "job_id": job_id,
+            "ticks": [
+                {"utc": "2024-03-31T01:00:00.000Z", "local": "2024-03-31T03:00:00.000+02:00"}
+            ],
+        }
 
     def skipped(self, job_id: str, limit: int) -> list[dict[str, Any]]:
         self.calls.append(("skipped", (job_id, limit)))
-        return [{"scheduled_for": "2024-03-31T01:00:00.000Z", "reason": "max_active_runs",
-                 "at": "2024-03-31T01:00:00.010Z"}]
+        return [
+            {
+                "scheduled_for": "2024-03-31T01:00:00.000Z",
+                "reason": "max_active_runs",
+                "at": "2024-03-31T01:00:00.010Z",
+            }
+        ]
 
 
 @pytest.fixture
@@ -193,7 +316,8 @@ def test_jobs_ticks_calls_the_preview_endpoint(fake_api: type[FakeApi]) -> None:
     assert result.exit_code == 0, result.output
     assert fake_api.calls == [("ticks", ("nightly", 5, None))]
     assert json.loads(result.stdout) == [
-        {"utc": "2024-03-31T01:00:00.000Z", "local": "2024-03-31T03:00:00.000+02:00"}]
+        {"utc": "2024-03-31T01:00:00.000Z", "local": "2024-03-31T03:00:00.000+02:00"}
+    ]
     table = runner.invoke(main.app, ["jobs", "ticks", "nightly"])
     assert table.exit_code == 0 and "2024-03-31 03:00:00" in table.stdout
 

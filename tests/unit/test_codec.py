@@ -59,10 +59,12 @@ def _raw(path: Path) -> typing.Any:
     return json.loads(path.read_text())
 
 
-def _read(body: bytes, writer: typing.Any, reader: typing.Any = None,
-          return_record_name: bool = False) -> typing.Any:
-    return schemaless_reader(io.BytesIO(body), writer, reader,
-                             return_record_name=return_record_name)
+def _read(
+    body: bytes, writer: typing.Any, reader: typing.Any = None, return_record_name: bool = False
+) -> typing.Any:
+    return schemaless_reader(
+        io.BytesIO(body), writer, reader, return_record_name=return_record_name
+    )
 
 
 def _avro_body(schema: typing.Any, datum: typing.Any) -> bytes:
@@ -94,13 +96,17 @@ def test_crc64_of_null_matches_the_avro_test_vector() -> None:
     assert schema_fingerprint("null") == (7195948357588979594).to_bytes(8, "little")
 
 
-@pytest.mark.parametrize(("name", "data"), [
-    ("Command", encode_command(ENV)),
-    ("RunEvent", encode_event(EVENT)),
-    ("DeadLetter", encode_dead_letter(DeadLetter("t", 0, 1, None, b"", "X", "y", NOW))),
-])
+@pytest.mark.parametrize(
+    ("name", "data"),
+    [
+        ("Command", encode_command(ENV)),
+        ("RunEvent", encode_event(EVENT)),
+        ("DeadLetter", encode_dead_letter(DeadLetter("t", 0, 1, None, b"", "X", "y", NOW))),
+    ],
+)
 def test_header_is_c301_and_little_endian_crc64_of_the_canonical_form(
-        name: str, data: bytes) -> None:
+    name: str, data: bytes
+) -> None:
     canonical = to_parsing_canonical_form(_current(name))
     assert data[:2] == b"\xc3\x01"
     assert data[2:10] == bytes.fromhex(fingerprint(canonical, "CRC-64-AVRO"))
@@ -109,9 +115,17 @@ def test_header_is_c301_and_little_endian_crc64_of_the_canonical_form(
 
 def test_body_is_plain_avro_any_reader_can_read() -> None:
     body = _read(encode_event(EVENT)[10:], _current("RunEvent"), return_record_name=True)
-    assert body == {"event_id": "e1", "job_id": "job-1", "at": NOW, "idem_key": "idem-1",
-                    "index": 0, "body": ("cronlog.TaskReady", {
-                        "run_id": "r1", "task": "main", "attempt": 1, "scheduled_for": NOW})}
+    assert body == {
+        "event_id": "e1",
+        "job_id": "job-1",
+        "at": NOW,
+        "idem_key": "idem-1",
+        "index": 0,
+        "body": (
+            "cronlog.TaskReady",
+            {"run_id": "r1", "task": "main", "attempt": 1, "scheduled_for": NOW},
+        ),
+    }
 
 
 def test_timedeltas_travel_as_whole_milliseconds_in_ms_fields() -> None:
@@ -124,8 +138,9 @@ def test_timedeltas_travel_as_whole_milliseconds_in_ms_fields() -> None:
 
 
 def test_instants_are_floored_to_milliseconds_and_come_back_aware_utc() -> None:
-    ev = RunEvent("e", "j", datetime(2025, 1, 1, 0, 0, 0, 1_999, tzinfo=UTC), "k", 0,
-                  RunSucceeded("r"))
+    ev = RunEvent(
+        "e", "j", datetime(2025, 1, 1, 0, 0, 0, 1_999, tzinfo=UTC), "k", 0, RunSucceeded("r")
+    )
     out = decode_event(encode_event(ev))
     assert out.at == datetime(2025, 1, 1, 0, 0, 0, 1_000, tzinfo=UTC)
     assert out.at.utcoffset() == timedelta(0)
@@ -134,11 +149,21 @@ def test_instants_are_floored_to_milliseconds_and_come_back_aware_utc() -> None:
 def test_round_trip_of_each_envelope_kind() -> None:
     assert decode_command(encode_command(ENV)) == ENV
     assert decode_command(encode_command(Envelope("k", "j", PauseJob()))) == Envelope(
-        "k", "j", PauseJob())
+        "k", "j", PauseJob()
+    )
     assert decode_event(encode_event(EVENT)) == EVENT
-    dl = DeadLetter("cronlog.commands", 3, 42, b"job-1", b"\x00junk", "DecodeError", "bad magic",
-                    NOW, NOW - timedelta(seconds=1), (KafkaHeader("trace", b"abc"),
-                                                      KafkaHeader("empty", None)))
+    dl = DeadLetter(
+        "cronlog.commands",
+        3,
+        42,
+        b"job-1",
+        b"\x00junk",
+        "DecodeError",
+        "bad magic",
+        NOW,
+        NOW - timedelta(seconds=1),
+        (KafkaHeader("trace", b"abc"), KafkaHeader("empty", None)),
+    )
     assert decode_dead_letter(encode_dead_letter(dl)) == dl
 
 
@@ -151,33 +176,63 @@ def _reason(decode: typing.Callable[[bytes], object], data: bytes) -> str:
     return info.value.reason
 
 
-@pytest.mark.parametrize(("data", "expected"), [
-    (b"", "bad magic (empty)"),
-    (b"{\"json\": 1}", "bad magic 7b22"),
-    (b"\xc3\x01\x00", "truncated header"),
-    (b"\xc3\x01" + bytes(8), "unknown fingerprint 0000000000000000"),
-    (b"\x00\x00\x00", "truncated Confluent header"),
-    (b"\x00\x00\x00\x00\x07body", "no schema registry is configured"),
-    (encode_event(EVENT), "record is a cronlog.RunEvent, expected a cronlog.Command"),
-    (encode_command(ENV)[:-3], "truncated cronlog.Command body"),
-    (encode_command(ENV) + b"\x00", "1 trailing bytes after the cronlog.Command body"),
-])
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b"", "bad magic (empty)"),
+        (b'{"json": 1}', "bad magic 7b22"),
+        (b"\xc3\x01\x00", "truncated header"),
+        (b"\xc3\x01" + bytes(8), "unknown fingerprint 0000000000000000"),
+        (b"\x00\x00\x00", "truncated Confluent header"),
+        (b"\x00\x00\x00\x00\x07body", "no schema registry is configured"),
+        (encode_event(EVENT), "record is a cronlog.RunEvent, expected a cronlog.Command"),
+        (encode_command(ENV)[:-3], "truncated cronlog.Command body"),
+        (encode_command(ENV) + b"\x00", "1 trailing bytes after the cronlog.Command body"),
+    ],
+)
 def test_bad_bytes_are_a_decode_error_naming_the_problem(data: bytes, expected: str) -> None:
     assert expected in _reason(decode_command, data)
 
 
 def test_unknown_enum_value_names_the_field_and_the_allowed_values() -> None:
     schema = _current("Command")
-    body = _avro_body(schema, {"idem_key": "k", "job_id": "j", "body": ("cronlog.RegisterJob", {
-        "spec": {"name": "n", "schedule": {"kind": "hourly", "expression": None,
-                                           "timezone": "UTC", "run_at": None,
-                                           "catchup": "latest", "catchup_window_ms": 1},
-                 "command": ["true"], "timeout_ms": 1, "lease_ttl_ms": 1, "tasks": ["main"],
-                 "retry_policy": {"max_attempts": 1, "backoff_ms": 1,
-                                  "backoff_coefficient": 2.0, "max_backoff_ms": 1}}})})
+    body = _avro_body(
+        schema,
+        {
+            "idem_key": "k",
+            "job_id": "j",
+            "body": (
+                "cronlog.RegisterJob",
+                {
+                    "spec": {
+                        "name": "n",
+                        "schedule": {
+                            "kind": "hourly",
+                            "expression": None,
+                            "timezone": "UTC",
+                            "run_at": None,
+                            "catchup": "latest",
+                            "catchup_window_ms": 1,
+                        },
+                        "command": ["true"],
+                        "timeout_ms": 1,
+                        "lease_ttl_ms": 1,
+                        "tasks": ["main"],
+                        "retry_policy": {
+                            "max_attempts": 1,
+                            "backoff_ms": 1,
+                            "backoff_coefficient": 2.0,
+                            "max_backoff_ms": 1,
+                        },
+                    }
+                },
+            ),
+        },
+    )
     reason = _reason(decode_command, encode_command(ENV)[:10] + body)
-    assert reason == ("invalid value 'hourly' for Schedule.kind "
-                      "(allowed: cron, once, manual, every, after)")
+    assert reason == (
+        "invalid value 'hourly' for Schedule.kind (allowed: cron, once, manual, every, after)"
+    )
 
 
 def test_invalid_utf8_is_a_decode_error() -> None:
@@ -239,23 +294,57 @@ def test_records_of_an_older_version_decode_with_current_defaults(tmp_path: Path
     codec = Codec(tmp_path)
 
     old_cmd = _load(v0 / "cronlog.Command.avsc")
-    spec = {"name": "n", "schedule": {"kind": "cron", "expression": "* * * * *",
-                                      "timezone": "UTC", "run_at": None},
-            "command": ["true"], "lease_ttl_ms": 5000}
-    data = b"\xc3\x01" + schema_fingerprint(old_cmd) + _avro_body(
-        old_cmd, {"idem_key": "k", "job_id": "j", "body": ("cronlog.RegisterJob", {"spec": spec})})
-    expected = Envelope("k", "j", RegisterJob(JobSpec(
-        "n", Schedule(ScheduleKind.CRON, "* * * * *"), ("true",),
-        lease_ttl=timedelta(seconds=5), retry_policy=RetryPolicy())))
+    spec = {
+        "name": "n",
+        "schedule": {"kind": "cron", "expression": "* * * * *", "timezone": "UTC", "run_at": None},
+        "command": ["true"],
+        "lease_ttl_ms": 5000,
+    }
+    data = (
+        b"\xc3\x01"
+        + schema_fingerprint(old_cmd)
+        + _avro_body(
+            old_cmd,
+            {"idem_key": "k", "job_id": "j", "body": ("cronlog.RegisterJob", {"spec": spec})},
+        )
+    )
+    expected = Envelope(
+        "k",
+        "j",
+        RegisterJob(
+            JobSpec(
+                "n",
+                Schedule(ScheduleKind.CRON, "* * * * *"),
+                ("true",),
+                lease_ttl=timedelta(seconds=5),
+                retry_policy=RetryPolicy(),
+            )
+        ),
+    )
     assert codec.decode_command(data) == expected
     assert codec.decode_command(data) == expected  # defaults are shared objects: not mutated
 
     old_dl = _load(v0 / "cronlog.DeadLetter.avsc")
-    data = b"\xc3\x01" + schema_fingerprint(old_dl) + _avro_body(old_dl, {
-        "source_topic": "t", "partition": 1, "offset": 2, "key": None, "value": b"v",
-        "error_type": "DecodeError", "reason": "r", "at": NOW})
-    assert codec.decode_dead_letter(data) == DeadLetter("t", 1, 2, None, b"v", "DecodeError",
-                                                        "r", NOW, None, ())
+    data = (
+        b"\xc3\x01"
+        + schema_fingerprint(old_dl)
+        + _avro_body(
+            old_dl,
+            {
+                "source_topic": "t",
+                "partition": 1,
+                "offset": 2,
+                "key": None,
+                "value": b"v",
+                "error_type": "DecodeError",
+                "reason": "r",
+                "at": NOW,
+            },
+        )
+    )
+    assert codec.decode_dead_letter(data) == DeadLetter(
+        "t", 1, 2, None, b"v", "DecodeError", "r", NOW, None, ()
+    )
 
 
 # -- Confluent framing -----------------------------------------------------------------------
@@ -335,12 +424,21 @@ def test_confluent_framing_decodes_through_the_registry_with_references() -> Non
 
 def test_confluent_writer_with_an_unknown_branch_is_a_decode_error() -> None:
     registry = _InMemoryRegistry()
-    writer = {"type": "record", "name": "cronlog.Command", "fields": [
-        {"name": "idem_key", "type": "string"}, {"name": "job_id", "type": "string"},
-        {"name": "body", "type": [{"type": "record", "name": "cronlog.Explode", "fields": []}]}]}
+    writer = {
+        "type": "record",
+        "name": "cronlog.Command",
+        "fields": [
+            {"name": "idem_key", "type": "string"},
+            {"name": "job_id", "type": "string"},
+            {"name": "body", "type": [{"type": "record", "name": "cronlog.Explode", "fields": []}]},
+        ],
+    }
     registry.by_id[1] = _Registered(json.dumps(writer))
-    data = b"\x00" + (1).to_bytes(4, "big") + _avro_body(parse_schema(writer), {
-        "idem_key": "k", "job_id": "j", "body": {}})
+    data = (
+        b"\x00"
+        + (1).to_bytes(4, "big")
+        + _avro_body(parse_schema(writer), {"idem_key": "k", "job_id": "j", "body": {}})
+    )
     reason = _reason(Codec(registry=registry).decode_command, data)
     assert reason.startswith("writer schema cannot be read as the current cronlog.Command")
 
@@ -358,8 +456,9 @@ def test_unreachable_registry_is_not_blamed_on_the_record() -> None:
 
 
 def test_confluent_mock_registry_client_is_accepted() -> None:
-    sr = pytest.importorskip("confluent_kafka.schema_registry",
-                             reason="needs confluent-kafka[schemaregistry]")
+    sr = pytest.importorskip(
+        "confluent_kafka.schema_registry", reason="needs confluent-kafka[schemaregistry]"
+    )
     client = sr.SchemaRegistryClient.new_client({"url": "mock://codec-test"})
     schema_str = json.dumps(_flat_command())
     schema_id = client.register_schema("cronlog.commands-value", sr.Schema(schema_str, "AVRO"))
@@ -369,12 +468,14 @@ def test_confluent_mock_registry_client_is_accepted() -> None:
 
 def _flat_command() -> dict[str, typing.Any]:
     """cronlog.Command with every named type inlined, without fastavro's private keys."""
+
     def clean(s: typing.Any) -> typing.Any:
         if isinstance(s, dict):
             return {k: clean(v) for k, v in s.items() if not k.startswith("__")}
         if isinstance(s, list):
             return [clean(v) for v in s]
         return s
+
     return typing.cast(dict[str, typing.Any], clean(_current("Command")))
 
 
@@ -425,7 +526,8 @@ def test_rule_check_catches_a_new_field_without_default(tmp_path: Path) -> None:
     raw["fields"].append({"name": "priority", "type": "long", "doc": "higher first"})
     path.write_text(json.dumps(raw))
     assert evolution_problems(HISTORY / "v1", tmp_path) == [
-        "cronlog.TaskReady.priority: new field without a default"]
+        "cronlog.TaskReady.priority: new field without a default"
+    ]
     # ...and the reason is real: fastavro cannot read v1 data with it.
     old = _load(HISTORY / "v1" / "cronlog.TaskReady.avsc")
     body = _avro_body(old, {"run_id": "r", "task": "t", "attempt": 1, "scheduled_for": NOW})
@@ -458,19 +560,25 @@ def _old_and_new(snapshot: Path, path: Path) -> tuple[typing.Any, typing.Any]:
     return _load(path), _load(SCHEMA_DIR / path.name)
 
 
-@pytest.mark.parametrize("path", [p for s in SNAPSHOTS for p in sorted(s.glob("*.avsc"))],
-                         ids=lambda p: f"{p.parent.name}/{p.stem}")
+@pytest.mark.parametrize(
+    "path",
+    [p for s in SNAPSHOTS for p in sorted(s.glob("*.avsc"))],
+    ids=lambda p: f"{p.parent.name}/{p.stem}",
+)
 def test_current_schema_reads_data_written_with_the_snapshot(path: Path) -> None:
     old, new = _old_and_new(path.parent, path)
     for datum in generate_many(old, 20):
         assert _read(_avro_body(old, datum), old, new) is not None
 
 
-@pytest.mark.parametrize(("snapshot", "envelope"),
-                         [(s, e) for s in SNAPSHOTS for e in ("Command", "RunEvent")],
-                         ids=lambda v: getattr(v, "name", v))
+@pytest.mark.parametrize(
+    ("snapshot", "envelope"),
+    [(s, e) for s in SNAPSHOTS for e in ("Command", "RunEvent")],
+    ids=lambda v: getattr(v, "name", v),
+)
 def test_every_old_body_branch_resolves_into_the_current_envelope(
-        snapshot: Path, envelope: str) -> None:
+    snapshot: Path, envelope: str
+) -> None:
     old, new = _old_and_new(snapshot, snapshot / f"cronlog.{envelope}.avsc")
     for branch in _raw(snapshot / f"cronlog.{envelope}.avsc")["fields"][-1]["type"]:
         body = next(generate_many(_load(snapshot / f"{branch}.avsc"), 1))
@@ -540,6 +648,7 @@ def test_a_non_finite_number_is_a_decode_error_naming_the_field(bad: float) -> N
     # Avro doubles can carry NaN/inf (a flipped bit, a foreign producer); no cronlog number
     # may be one: a NaN backoff_coefficient would pass `< 1.0` checks and crash the fold.
     policy = dataclasses.replace(SPEC.retry_policy, jitter=bad)
-    data = encode_command(Envelope("k", "j", RegisterJob(dataclasses.replace(
-        SPEC, retry_policy=policy))))
+    data = encode_command(
+        Envelope("k", "j", RegisterJob(dataclasses.replace(SPEC, retry_policy=policy)))
+    )
     assert _reason(decode_command, data) == f"non-finite number {bad!r} for RetryPolicy.jitter"

@@ -32,6 +32,7 @@ def days(expression: str, n: int) -> list[str]:
 
 # --- ranges, steps, lists, names ---------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     ("expression", "expected"),
     [
@@ -42,27 +43,45 @@ def days(expression: str, n: int) -> list[str]:
         ("0 0 * 2-2 *", ["02-01 00:00:00", "02-02 00:00:00"]),
         # a/n means a-max/n; 59/5 is just 59 (croniter: 59-59/5, the whole hour every 5).
         ("59/5 * * * *", ["01-01 00:59:00", "01-01 01:59:00"]),
-        ("10/20 * * * *", ["01-01 00:10:00", "01-01 00:30:00", "01-01 00:50:00",
-                           "01-01 01:10:00"]),
+        ("10/20 * * * *", ["01-01 00:10:00", "01-01 00:30:00", "01-01 00:50:00", "01-01 01:10:00"]),
         # a-b with a > b wraps around; steps continue along the wrapped order.
-        ("0 22-1 * * *", ["01-01 01:00:00", "01-01 22:00:00", "01-01 23:00:00",
-                          "01-02 00:00:00", "01-02 01:00:00"]),
+        (
+            "0 22-1 * * *",
+            [
+                "01-01 01:00:00",
+                "01-01 22:00:00",
+                "01-01 23:00:00",
+                "01-02 00:00:00",
+                "01-02 01:00:00",
+            ],
+        ),
         ("50-10/15 * * * *", ["01-01 00:05:00", "01-01 00:50:00", "01-01 01:05:00"]),
-        ("0 0 28-2/2 * *", ["01-28 00:00:00", "01-30 00:00:00", "02-01 00:00:00",
-                            "02-28 00:00:00"]),  # 28, 30, then 1 (not 2)
+        (
+            "0 0 28-2/2 * *",
+            ["01-28 00:00:00", "01-30 00:00:00", "02-01 00:00:00", "02-28 00:00:00"],
+        ),  # 28, 30, then 1 (not 2)
         ("0 0 1 nov-feb *", ["02-01 00:00:00", "11-01 00:00:00", "12-01 00:00:00"]),
-        ("0 0 * * fri-mon", ["01-05 00:00:00", "01-06 00:00:00", "01-07 00:00:00",
-                             "01-08 00:00:00", "01-12 00:00:00"]),
+        (
+            "0 0 * * fri-mon",
+            [
+                "01-05 00:00:00",
+                "01-06 00:00:00",
+                "01-07 00:00:00",
+                "01-08 00:00:00",
+                "01-12 00:00:00",
+            ],
+        ),
         # 7 is Sunday too, in values and ranges.
         ("0 0 * * 7", ["01-07 00:00:00", "01-14 00:00:00"]),
-        ("0 0 * * 5-7", ["01-05 00:00:00", "01-06 00:00:00", "01-07 00:00:00",
-                         "01-12 00:00:00"]),
+        ("0 0 * * 5-7", ["01-05 00:00:00", "01-06 00:00:00", "01-07 00:00:00", "01-12 00:00:00"]),
         ("0 0 * * 7-1", ["01-07 00:00:00", "01-08 00:00:00", "01-14 00:00:00"]),
         ("0 0 * * 0-7", ["01-02 00:00:00", "01-03 00:00:00"]),
         ("0 9 * * MON,wed,Fri", ["01-01 09:00:00", "01-03 09:00:00", "01-05 09:00:00"]),
         ("0 0 1 JAN,jul *", ["07-01 00:00:00"]),
-        ("*/20 9-10/1 * * *", ["01-01 09:00:00", "01-01 09:20:00", "01-01 09:40:00",
-                               "01-01 10:00:00"]),
+        (
+            "*/20 9-10/1 * * *",
+            ["01-01 09:00:00", "01-01 09:20:00", "01-01 09:40:00", "01-01 10:00:00"],
+        ),
     ],
 )
 def test_ranges_steps_lists_and_names(expression: str, expected: list[str]) -> None:
@@ -71,9 +90,16 @@ def test_ranges_steps_lists_and_names(expression: str, expected: list[str]) -> N
 
 @pytest.mark.parametrize(
     ("macro", "same_as"),
-    [("@yearly", "0 0 1 1 *"), ("@annually", "0 0 1 1 *"), ("@monthly", "0 0 1 * *"),
-     ("@weekly", "0 0 * * 0"), ("@daily", "0 0 * * *"), ("@midnight", "0 0 * * *"),
-     ("@hourly", "0 * * * *"), ("@Daily", "0 0 * * *")],
+    [
+        ("@yearly", "0 0 1 1 *"),
+        ("@annually", "0 0 1 1 *"),
+        ("@monthly", "0 0 1 * *"),
+        ("@weekly", "0 0 * * 0"),
+        ("@daily", "0 0 * * *"),
+        ("@midnight", "0 0 * * *"),
+        ("@hourly", "0 * * * *"),
+        ("@Daily", "0 0 * * *"),
+    ],
 )
 def test_macros_are_vixie_nicknames_even_with_a_hash_id(macro: str, same_as: str) -> None:
     # croniter hashes macros ("@daily" -> "H H * * *") when given a hash_id; Vixie does not.
@@ -81,12 +107,17 @@ def test_macros_are_vixie_nicknames_even_with_a_hash_id(macro: str, same_as: str
 
 
 def test_six_fields_put_seconds_first() -> None:
-    assert ticks("*/20 30 9 * * *", 4) == ["01-01 09:30:00", "01-01 09:30:20",
-                                           "01-01 09:30:40", "01-02 09:30:00"]
+    assert ticks("*/20 30 9 * * *", 4) == [
+        "01-01 09:30:00",
+        "01-01 09:30:20",
+        "01-01 09:30:40",
+        "01-02 09:30:00",
+    ]
     assert ticks("3-3 * * * * *", 2) == ["01-01 00:00:03", "01-01 00:01:03"]
 
 
 # --- day of month / day of week (Vixie: AND if either starts with *, else OR) -------------------
+
 
 @pytest.mark.parametrize(
     ("expression", "expected"),
@@ -104,6 +135,7 @@ def test_day_of_month_and_day_of_week_follow_vixie(expression: str, expected: li
 
 
 # --- L, W, LW, #, nL ----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     ("expression", "expected"),
@@ -140,6 +172,7 @@ def test_last_nearest_and_nth_day_spellings(expression: str, expected: list[str]
 
 # --- Jenkins H ----------------------------------------------------------------------------------
 
+
 def test_h_is_stable_for_one_job_and_spreads_jobs() -> None:
     first = ticks("H H * * *", 2, hash_id="billing-report")
     assert first == ticks("H H * * *", 2, hash_id="billing-report")
@@ -171,15 +204,25 @@ def test_h_with_step_counts_as_a_wildcard_but_plain_h_is_fixed_time() -> None:
 
 @pytest.mark.parametrize(
     ("expression", "fixed"),
-    [("0 2 * * *", True), ("30 1,2 * * *", True), ("0-59/30 2 * * *", True),
-     ("*/5 2 * * *", False), ("0 * * * *", False), ("0 */2 * * *", False), ("@hourly", False),
-     ("@daily", True), ("0 30 2 * * *", True), ("*/10 30 2 * * *", False)],
+    [
+        ("0 2 * * *", True),
+        ("30 1,2 * * *", True),
+        ("0-59/30 2 * * *", True),
+        ("*/5 2 * * *", False),
+        ("0 * * * *", False),
+        ("0 */2 * * *", False),
+        ("@hourly", False),
+        ("@daily", True),
+        ("0 30 2 * * *", True),
+        ("*/10 30 2 * * *", False),
+    ],
 )
 def test_fixed_time_is_vixies_textual_rule(expression: str, fixed: bool) -> None:
     assert parse(expression).fixed_time is fixed
 
 
 # --- refusals ------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     ("expression", "reason"),

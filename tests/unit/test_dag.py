@@ -32,20 +32,24 @@ from tests.unit.test_decide import (
 S, F, K, R = Upstream.SUCCESS, Upstream.FAILED, Upstream.SKIPPED, Upstream.RUNNING
 COMBOS = [(S, S), (S, F), (S, K), (S, R), (F, F), (F, K), (F, R), (K, K), (K, R), (R, R)]
 """Every multiset of two upstream outcomes, in the order of the table's columns."""
-OUT = {"R": RuleOutcome.RUN, "W": RuleOutcome.WAIT, "S": RuleOutcome.SKIP,
-       "U": RuleOutcome.UPSTREAM_FAILED}
+OUT = {
+    "R": RuleOutcome.RUN,
+    "W": RuleOutcome.WAIT,
+    "S": RuleOutcome.SKIP,
+    "U": RuleOutcome.UPSTREAM_FAILED,
+}
 # Columns: SS SF SK SR FF FK FR KK KR RR (S success, F failed, K skipped, R still running).
 # From Airflow's trigger rule docs and TriggerRuleDep: outcomes are decided as soon as the
 # upstream states allow (a failure fails all_success at once, a success runs one_success).
 TABLE = {
-    TriggerRule.ALL_SUCCESS:                 "RUSWUUUSSW",
-    TriggerRule.ALL_FAILED:                  "SSSSRSWSSW",
-    TriggerRule.ALL_DONE:                    "RRRWRRWRWW",
-    TriggerRule.ONE_SUCCESS:                 "RRRRUUWSWW",
-    TriggerRule.ONE_FAILED:                  "SRSWRRRSWW",
-    TriggerRule.NONE_FAILED:                 "RURWUUURWW",
+    TriggerRule.ALL_SUCCESS: "RUSWUUUSSW",
+    TriggerRule.ALL_FAILED: "SSSSRSWSSW",
+    TriggerRule.ALL_DONE: "RRRWRRWRWW",
+    TriggerRule.ONE_SUCCESS: "RRRRUUWSWW",
+    TriggerRule.ONE_FAILED: "SRSWRRRSWW",
+    TriggerRule.NONE_FAILED: "RURWUUURWW",
     TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS: "RURWUUUSWW",
-    TriggerRule.ALWAYS:                      "RRRRRRRRRR",
+    TriggerRule.ALWAYS: "RRRRRRRRRR",
 }
 
 
@@ -53,12 +57,20 @@ def test_the_table_covers_every_rule() -> None:
     assert set(TABLE) == set(TriggerRule)
 
 
-@pytest.mark.parametrize(("rule", "combo", "expected"), [
-    (rule, combo, OUT[row[i]]) for rule, row in TABLE.items() for i, combo in enumerate(COMBOS)
-], ids=lambda v: v.value if isinstance(v, TriggerRule | RuleOutcome) else "".join(
-    u.value[0] for u in v) if isinstance(v, tuple) else str(v))
-def test_trigger_rule_outcome(rule: TriggerRule, combo: tuple[Upstream, Upstream],
-                              expected: RuleOutcome) -> None:
+@pytest.mark.parametrize(
+    ("rule", "combo", "expected"),
+    [(rule, combo, OUT[row[i]]) for rule, row in TABLE.items() for i, combo in enumerate(COMBOS)],
+    ids=lambda v: (
+        v.value
+        if isinstance(v, TriggerRule | RuleOutcome)
+        else "".join(u.value[0] for u in v)
+        if isinstance(v, tuple)
+        else str(v)
+    ),
+)
+def test_trigger_rule_outcome(
+    rule: TriggerRule, combo: tuple[Upstream, Upstream], expected: RuleOutcome
+) -> None:
     assert rule_outcome(rule, combo) == expected
     assert rule_outcome(rule, combo[::-1]) == expected  # order of upstreams does not matter
 
@@ -89,8 +101,7 @@ def test_a_decision_to_run_or_not_never_flips_as_upstream_tasks_end() -> None:
 
 
 def dag(*tasks: TaskSpec, **kw: object) -> JobSpec:
-    return replace(SPEC, command=(), task_specs=tasks, tasks=tuple(t.name for t in tasks),
-                   **kw)  # type: ignore[arg-type]
+    return replace(SPEC, command=(), task_specs=tasks, tasks=tuple(t.name for t in tasks), **kw)  # type: ignore[arg-type]
 
 
 def t(name: str, *deps: str, rule: TriggerRule = TriggerRule.ALL_SUCCESS) -> TaskSpec:
@@ -102,14 +113,21 @@ def test_find_cycle_names_the_path() -> None:
     assert find_cycle({"a": (), "b": ("a",), "c": ("a", "b")}) is None
 
 
-@pytest.mark.parametrize(("spec", "field", "reason"), [
-    (dag(t("a", "c"), t("b", "a"), t("c", "b")), "tasks", "dependency cycle: a → c → b → a"),
-    (dag(t("a"), t("b", "nope")), "tasks[1].depends_on", "unknown task 'nope' (tasks: a, b)"),
-    (dag(t("a", "a")), "tasks[0].depends_on", "task 'a' depends on itself"),
-    (dag(t("a"), t("a")), "tasks[1].name", "duplicate task name 'a'"),
-    (dag(t("a"), TaskSpec("b")), "tasks[1].command", "must be a non-empty argv list of strings"),
-    (dag(t("a"), max_active_tasks=0), "max_active_tasks", "must be 1..200"),
-])
+@pytest.mark.parametrize(
+    ("spec", "field", "reason"),
+    [
+        (dag(t("a", "c"), t("b", "a"), t("c", "b")), "tasks", "dependency cycle: a → c → b → a"),
+        (dag(t("a"), t("b", "nope")), "tasks[1].depends_on", "unknown task 'nope' (tasks: a, b)"),
+        (dag(t("a", "a")), "tasks[0].depends_on", "task 'a' depends on itself"),
+        (dag(t("a"), t("a")), "tasks[1].name", "duplicate task name 'a'"),
+        (
+            dag(t("a"), TaskSpec("b")),
+            "tasks[1].command",
+            "must be a non-empty argv list of strings",
+        ),
+        (dag(t("a"), max_active_tasks=0), "max_active_tasks", "must be 1..200"),
+    ],
+)
 def test_bad_dags_are_refused_naming_the_problem(spec: JobSpec, field: str, reason: str) -> None:
     with pytest.raises(InvalidDefinition) as info:
         validate_spec(spec)
@@ -136,23 +154,32 @@ def _start(spec: JobSpec) -> JobState:
     return given(registered(spec), scheduled(spec=spec), clock=TICK)
 
 
-def _run(state: JobState | None, worker_task: str, ok: bool = True, n: int = 0,
-         exit_code: int = 0) -> tuple[JobState | None, list[ev.Event]]:
+def _run(
+    state: JobState | None, worker_task: str, ok: bool = True, n: int = 0, exit_code: int = 0
+) -> tuple[JobState | None, list[ev.Event]]:
     state, _ = when(state, claim(task=worker_task), TICK, key=f"claim-{worker_task}-{n}")
-    return when(state, complete(task=worker_task, ok=ok, exit_code=exit_code), FINISHED,
-                key=f"done-{worker_task}-{n}")
+    return when(
+        state,
+        complete(task=worker_task, ok=ok, exit_code=exit_code),
+        FINISHED,
+        key=f"done-{worker_task}-{n}",
+    )
 
 
 def test_a_new_run_readies_only_its_roots() -> None:
-    assert _states(_start(ETL)) == {"extract": TaskState.READY, "transform": TaskState.PENDING,
-                                    "load": TaskState.PENDING}
+    assert _states(_start(ETL)) == {
+        "extract": TaskState.READY,
+        "transform": TaskState.PENDING,
+        "load": TaskState.PENDING,
+    }
 
 
 def test_claiming_a_task_whose_upstream_has_not_succeeded_is_refused() -> None:
     command = claim(task="transform")
     _, events = when(_start(ETL), command, TICK)
-    assert events == [rejected(command, RejectReason.NOT_READY,
-                               "task instance is pending at attempt 1")]
+    assert events == [
+        rejected(command, RejectReason.NOT_READY, "task instance is pending at attempt 1")
+    ]
 
 
 def test_extract_success_readies_transform_then_load_and_the_run_succeeds() -> None:
@@ -192,16 +219,17 @@ def test_diamond_joins_after_both_branches_and_follows_its_rule_when_one_fails()
 def test_skips_propagate_and_a_run_of_successes_and_skips_succeeds() -> None:
     spec = dag(t("a"), t("cleanup", "a", rule=TriggerRule.ONE_FAILED), t("after", "cleanup"))
     _, events = _run(_start(spec), "a")
-    assert events[1:] == [ev.TaskSkipped(RUN, "cleanup", "one_failed"),
-                          ev.TaskSkipped(RUN, "after", "all_success"),
-                          ev.RunSucceeded(RUN, TICK)]
+    assert events[1:] == [
+        ev.TaskSkipped(RUN, "cleanup", "one_failed"),
+        ev.TaskSkipped(RUN, "after", "all_success"),
+        ev.RunSucceeded(RUN, TICK),
+    ]
 
 
 def test_max_active_tasks_holds_ready_tasks_back_until_a_slot_frees() -> None:
     spec = dag(t("a"), t("b"), t("c"), max_active_tasks=2)
     state = _start(spec)
-    assert _states(state) == {"a": TaskState.READY, "b": TaskState.READY,
-                              "c": TaskState.PENDING}
+    assert _states(state) == {"a": TaskState.READY, "b": TaskState.READY, "c": TaskState.PENDING}
     _, events = _run(state, "a")
     assert events[1:] == [ev.TaskReady(RUN, "c", 1, TICK)]
 
@@ -222,10 +250,12 @@ def test_each_task_is_claimed_with_its_own_command_and_settings() -> None:
 def test_cancelling_an_upstream_task_fails_its_downstream() -> None:
     state = _start(ETL)
     _, events = when(state, cmd.CancelRun(RUN, "extract"), TICK, key="cancel")
-    assert events == [ev.TaskCancelled(RUN, "extract", 1, None),
-                      ev.TaskUpstreamFailed(RUN, "transform", "all_success"),
-                      ev.TaskUpstreamFailed(RUN, "load", "all_success"),
-                      ev.RunFailed(RUN, TICK)]
+    assert events == [
+        ev.TaskCancelled(RUN, "extract", 1, None),
+        ev.TaskUpstreamFailed(RUN, "transform", "all_success"),
+        ev.TaskUpstreamFailed(RUN, "load", "all_success"),
+        ev.RunFailed(RUN, TICK),
+    ]
 
 
 # --- redefinition and delete while a run is active (adversarial findings F1-F5) --------------
@@ -249,8 +279,11 @@ def test_a_redefinition_dropping_a_pending_task_skips_it_and_never_runs_it() -> 
 def test_a_dag_turned_into_a_one_task_job_stops_the_old_tasks() -> None:
     one_task = replace(SPEC, command=("echo", "main"))
     state, events = when(_a_running_b_pending(), cmd.UpdateJob(one_task), TICK, key="upd")
-    assert events[1:] == [ev.TaskCancelled(RUN, "a", 1, "w1"), ev.TaskSkipped(RUN, "b", "removed"),
-                          ev.RunFailed(RUN, TICK)]
+    assert events[1:] == [
+        ev.TaskCancelled(RUN, "a", 1, "w1"),
+        ev.TaskSkipped(RUN, "b", "removed"),
+        ev.RunFailed(RUN, TICK),
+    ]
     assert state is not None and state.runs == ()
 
 
@@ -273,8 +306,10 @@ def test_a_deleted_jobs_active_dag_run_goes_on_to_its_end_and_can_be_cancelled()
     assert events == [ev.RunCancelled(RUN, ev.CancelReason.USER, scheduled_for=TICK)]
 
 
-@pytest.mark.parametrize(("name", "ok"), [("load-2.v1_x", True), ("x\x00y", False),
-                                          ("a/b", False), ("..", False), ("-x", False)])
+@pytest.mark.parametrize(
+    ("name", "ok"),
+    [("load-2.v1_x", True), ("x\x00y", False), ("a/b", False), ("..", False), ("-x", False)],
+)
 def test_task_names_are_path_and_environment_safe(name: str, ok: bool) -> None:
     spec = dag(t(name))
     if ok:
@@ -293,13 +328,16 @@ def test_a_dag_job_may_not_also_set_a_job_level_command() -> None:
 
 def test_a_run_past_its_run_timeout_cancels_what_has_not_ended_and_fails() -> None:
     spec = dag(t("a"), t("b", "a"), run_timeout=FINISHED - TICK)
-    state = given(registered(spec), replace(scheduled(spec=spec), timeout_at=FINISHED),
-                  clock=TICK)
+    state = given(registered(spec), replace(scheduled(spec=spec), timeout_at=FINISHED), clock=TICK)
     state, _ = when(state, claim(task="a"), TICK, key="claim-a")  # type: ignore[assignment]
     assert state.next_deadline() == FINISHED
     _, events = when(state, cmd.Tick(), FINISHED, key="tick")
-    assert events == [ev.RunTimedOut(RUN, FINISHED), ev.TaskCancelled(RUN, "a", 1, "w1"),
-                      ev.TaskCancelled(RUN, "b", 1, None), ev.RunFailed(RUN, TICK)]
+    assert events == [
+        ev.RunTimedOut(RUN, FINISHED),
+        ev.TaskCancelled(RUN, "a", 1, "w1"),
+        ev.TaskCancelled(RUN, "b", 1, None),
+        ev.RunFailed(RUN, TICK),
+    ]
 
 
 def test_a_scheduled_run_carries_its_timeout_instant() -> None:
@@ -324,48 +362,67 @@ def _etl_failed_at_transform(spec: JobSpec = ETL) -> JobState | None:
     return state
 
 
-FAILED_RUN = snap(("extract", "succeeded", 1, 1), ("transform", "failed", 1, 2),
-                  ("load", "upstream_failed", 1, 0))
+FAILED_RUN = snap(
+    ("extract", "succeeded", 1, 1), ("transform", "failed", 1, 2), ("load", "upstream_failed", 1, 0)
+)
 
 
-def rerun(task: str, downstream: bool, tasks: tuple[cmd.TaskSnapshot, ...] = FAILED_RUN
-          ) -> cmd.RerunTask:
+def rerun(
+    task: str, downstream: bool, tasks: tuple[cmd.TaskSnapshot, ...] = FAILED_RUN
+) -> cmd.RerunTask:
     return cmd.RerunTask(RUN, task, downstream, TICK, "schedule", tasks)
 
 
 def test_rerun_of_a_failed_middle_task_with_downstream_reopens_the_run_and_it_succeeds() -> None:
-    state, events = when(_etl_failed_at_transform(), rerun("transform", True), FINISHED,
-                         key="rerun")
-    assert events == [ev.RunReopened(RUN, TICK, ev.RunTrigger.SCHEDULE, FAILED_RUN),
-                      ev.TaskReset(RUN, "transform", 2), ev.TaskReset(RUN, "load", 1),
-                      ev.TaskReady(RUN, "transform", 2, TICK)]
+    state, events = when(
+        _etl_failed_at_transform(), rerun("transform", True), FINISHED, key="rerun"
+    )
+    assert events == [
+        ev.RunReopened(RUN, TICK, ev.RunTrigger.SCHEDULE, FAILED_RUN),
+        ev.TaskReset(RUN, "transform", 2),
+        ev.TaskReset(RUN, "load", 1),
+        ev.TaskReady(RUN, "transform", 2, TICK),
+    ]
     state, _ = when(state, claim(task="transform", attempt=2), FINISHED, key="c-t2")
-    state, events = when(state, complete(task="transform", attempt=2, epoch=3), FINISHED,
-                         key="d-t2")
+    state, events = when(
+        state, complete(task="transform", attempt=2, epoch=3), FINISHED, key="d-t2"
+    )
     assert events[1:] == [ev.TaskReady(RUN, "load", 1, TICK)]
     _, events = _run(state, "load", n=2)
     assert events[1:] == [ev.RunSucceeded(RUN, TICK)]
 
 
 def test_rerun_without_downstream_leaves_downstream_as_it_ended() -> None:
-    state, events = when(_etl_failed_at_transform(), rerun("transform", False), FINISHED,
-                         key="rerun")
+    state, events = when(
+        _etl_failed_at_transform(), rerun("transform", False), FINISHED, key="rerun"
+    )
     assert [type(e) for e in events] == [ev.RunReopened, ev.TaskReset, ev.TaskReady]
     state, _ = when(state, claim(task="transform", attempt=2), FINISHED, key="c-t2")
-    _, events = when(state, complete(task="transform", attempt=2, epoch=3), FINISHED,
-                     key="d-t2")
+    _, events = when(state, complete(task="transform", attempt=2, epoch=3), FINISHED, key="d-t2")
     assert events[1:] == [ev.RunFailed(RUN, TICK)]  # load stays upstream_failed
 
 
 def test_a_rerun_series_gets_its_own_max_attempts() -> None:
-    retrying = replace(ETL, task_specs=(
-        ETL.task_specs[0], replace(ETL.task_specs[1], retry_policy=RetryPolicy(
-            max_attempts=2, backoff=FINISHED - FINISHED)), ETL.task_specs[2]))
+    retrying = replace(
+        ETL,
+        task_specs=(
+            ETL.task_specs[0],
+            replace(
+                ETL.task_specs[1],
+                retry_policy=RetryPolicy(max_attempts=2, backoff=FINISHED - FINISHED),
+            ),
+            ETL.task_specs[2],
+        ),
+    )
     state, _ = when(_etl_failed_at_transform(), cmd.UpdateJob(retrying), FINISHED, key="upd")
     state, _ = when(state, rerun("transform", True), FINISHED, key="rerun")
     state, _ = when(state, claim(task="transform", attempt=2), FINISHED, key="c2")
-    state, events = when(state, complete(task="transform", attempt=2, epoch=3, ok=False,
-                                         exit_code=1), FINISHED, key="d2")
+    state, events = when(
+        state,
+        complete(task="transform", attempt=2, epoch=3, ok=False, exit_code=1),
+        FINISHED,
+        key="d2",
+    )
     assert events[1] == ev.RetryScheduled(RUN, "transform", 3, FINISHED)  # 1 of 2 in series
 
 
@@ -374,21 +431,32 @@ def test_rerun_of_a_task_that_has_not_ended_is_refused() -> None:
     state, _ = when(state, claim(task="extract"), TICK, key="c")  # type: ignore[assignment]
     command = rerun("extract", True)
     _, events = when(state, command, TICK, key="rerun")
-    assert events == [rejected(command, RejectReason.ALREADY_IN_STATE,
-                               f"tasks extract of run {RUN} have not ended")]
+    assert events == [
+        rejected(
+            command, RejectReason.ALREADY_IN_STATE, f"tasks extract of run {RUN} have not ended"
+        )
+    ]
 
 
 def test_rerun_of_an_ended_run_whose_snapshot_is_not_ended_is_refused() -> None:
-    command = rerun("transform", True, snap(("extract", "succeeded", 1, 1),
-                                            ("transform", "running", 1, 2),
-                                            ("load", "pending", 1, 0)))
+    command = rerun(
+        "transform",
+        True,
+        snap(
+            ("extract", "succeeded", 1, 1),
+            ("transform", "running", 1, 2),
+            ("load", "pending", 1, 0),
+        ),
+    )
     _, events = when(_etl_failed_at_transform(), command, FINISHED, key="rerun")
     assert [(type(e), e.reason) for e in events] == [  # type: ignore[attr-defined]
-        (ev.CommandRejected, RejectReason.ALREADY_IN_STATE)]
+        (ev.CommandRejected, RejectReason.ALREADY_IN_STATE)
+    ]
 
 
 def test_rerun_of_an_unknown_task_is_refused() -> None:
     command = rerun("nope", False)
     _, events = when(_etl_failed_at_transform(), command, FINISHED, key="rerun")
     assert [(type(e), e.reason) for e in events] == [  # type: ignore[attr-defined]
-        (ev.CommandRejected, RejectReason.UNKNOWN_TASK_INSTANCE)]
+        (ev.CommandRejected, RejectReason.UNKNOWN_TASK_INSTANCE)
+    ]

@@ -81,17 +81,35 @@ def ready(tick: datetime = TICK, task: str = "main", attempt: int = 1) -> ev.Tas
 
 
 def claimed(
-    *, now: datetime = TICK, epoch: int = 1, worker: str = "w1", task: str = "main",
-    attempt: int = 1, spec: JobSpec = SPEC, tick: datetime = TICK,
+    *,
+    now: datetime = TICK,
+    epoch: int = 1,
+    worker: str = "w1",
+    task: str = "main",
+    attempt: int = 1,
+    spec: JobSpec = SPEC,
+    tick: datetime = TICK,
 ) -> ev.TaskClaimed:
-    return ev.TaskClaimed(run_id_for_tick(JOB, tick), task, attempt, epoch, worker,
-                          now + spec.lease_ttl, spec.lease_ttl, tick, spec.command, spec.timeout,
-                          spec.action(), spec.grace,
-                          now + spec.timeout + spec.grace + spec.lease_ttl)
+    return ev.TaskClaimed(
+        run_id_for_tick(JOB, tick),
+        task,
+        attempt,
+        epoch,
+        worker,
+        now + spec.lease_ttl,
+        spec.lease_ttl,
+        tick,
+        spec.command,
+        spec.timeout,
+        spec.action(),
+        spec.grace,
+        now + spec.timeout + spec.grace + spec.lease_ttl,
+    )
 
 
-def claim(worker: str = "w1", attempt: int = 1, task: str = "main",
-          run_id: str = RUN) -> cmd.ClaimTask:
+def claim(
+    worker: str = "w1", attempt: int = 1, task: str = "main", run_id: str = RUN
+) -> cmd.ClaimTask:
     return cmd.ClaimTask(run_id, task, attempt, worker)
 
 
@@ -100,17 +118,29 @@ def renew(epoch: int = 1, worker: str = "w1", attempt: int = 1) -> cmd.RenewLeas
 
 
 def complete(
-    *, epoch: int = 1, worker: str = "w1", ok: bool = True, exit_code: int | None = 0,
-    kind: FailureKind | None = None, task: str = "main", attempt: int = 1,
+    *,
+    epoch: int = 1,
+    worker: str = "w1",
+    ok: bool = True,
+    exit_code: int | None = 0,
+    kind: FailureKind | None = None,
+    task: str = "main",
+    attempt: int = 1,
 ) -> cmd.CompleteTask:
-    return cmd.CompleteTask(RUN, task, attempt, epoch, worker, ok, exit_code, kind, "tail",
-                            STARTED, FINISHED)
+    return cmd.CompleteTask(
+        RUN, task, attempt, epoch, worker, ok, exit_code, kind, "tail", STARTED, FINISHED
+    )
 
 
 def rejected(command: cmd.Command, reason: RejectReason, detail: str) -> ev.CommandRejected:
-    return ev.CommandRejected(type(command).__name__, reason, detail,
-                              getattr(command, "run_id", None), getattr(command, "task", None),
-                              getattr(command, "worker_id", None))
+    return ev.CommandRejected(
+        type(command).__name__,
+        reason,
+        detail,
+        getattr(command, "run_id", None),
+        getattr(command, "task", None),
+        getattr(command, "worker_id", None),
+    )
 
 
 def fold(state: JobState | None, *steps: tuple[cmd.Command, datetime]) -> JobState | None:
@@ -121,8 +151,9 @@ def fold(state: JobState | None, *steps: tuple[cmd.Command, datetime]) -> JobSta
 
 READY = given(registered(), scheduled(), ready(), clock=TICK)
 CLAIMED = given(registered(), scheduled(), ready(), claimed(), clock=TICK)
-CLAIMED_RETRYING = given(registered(RETRYING), scheduled(spec=RETRYING), ready(),
-                         claimed(spec=RETRYING), clock=TICK)
+CLAIMED_RETRYING = given(
+    registered(RETRYING), scheduled(spec=RETRYING), ready(), claimed(spec=RETRYING), clock=TICK
+)
 LEASE_END = TICK + SPEC.lease_ttl
 
 
@@ -163,8 +194,9 @@ def test_register_manual_job_has_no_cursor() -> None:
 def test_register_of_a_live_job_is_rejected_job_exists() -> None:
     command = cmd.RegisterJob(RETRYING)
     state, events = when(given(registered()), command, at(minutes=1))
-    assert events == [rejected(command, RejectReason.JOB_EXISTS,
-                               "job 'job-1' is already registered")]
+    assert events == [
+        rejected(command, RejectReason.JOB_EXISTS, "job 'job-1' is already registered")
+    ]
     assert state is not None and state.spec == SPEC
 
 
@@ -179,8 +211,10 @@ def test_register_of_a_live_job_is_rejected_job_exists() -> None:
         (replace(SPEC, timeout=timedelta(0)), "timeout_s"),
         (replace(SPEC, lease_ttl=timedelta(milliseconds=500)), "lease_ttl_s"),
         (replace(SPEC, retry_policy=RetryPolicy(max_attempts=0)), "retry_policy.max_attempts"),
-        (replace(SPEC, retry_policy=RetryPolicy(backoff_coefficient=0.5)),
-         "retry_policy.backoff_coefficient"),
+        (
+            replace(SPEC, retry_policy=RetryPolicy(backoff_coefficient=0.5)),
+            "retry_policy.backoff_coefficient",
+        ),
         (replace(SPEC, tasks=("a", "a")), "tasks"),
     ],
     ids=lambda v: v if isinstance(v, str) else "",
@@ -198,22 +232,29 @@ def test_register_invalid_definition_is_rejected_naming_the_field(
 
 
 def test_register_after_delete_starts_the_job_again() -> None:
-    state, events = when(given(registered(), ev.JobDeleted()), cmd.RegisterJob(SPEC),
-                         at(minutes=7))
+    state, events = when(given(registered(), ev.JobDeleted()), cmd.RegisterJob(SPEC), at(minutes=7))
     assert events == [ev.JobRegistered(SPEC, at(minutes=10))]
     assert state is not None and state.status is JobStatus.ACTIVE
 
 
 @pytest.mark.parametrize(
     "command",
-    [cmd.UpdateJob(SPEC), cmd.PauseJob(), cmd.ResumeJob(), cmd.DeleteJob(), cmd.TriggerJob(),
-     cmd.Tick(), claim(), renew(), complete()],
+    [
+        cmd.UpdateJob(SPEC),
+        cmd.PauseJob(),
+        cmd.ResumeJob(),
+        cmd.DeleteJob(),
+        cmd.TriggerJob(),
+        cmd.Tick(),
+        claim(),
+        renew(),
+        complete(),
+    ],
     ids=lambda c: type(c).__name__,
 )
 def test_command_for_an_unregistered_job_is_rejected_unknown_job(command: cmd.Command) -> None:
     state, events = when(None, command, T0)
-    assert events == [rejected(command, RejectReason.UNKNOWN_JOB,
-                               "job 'job-1' is not registered")]
+    assert events == [rejected(command, RejectReason.UNKNOWN_JOB, "job 'job-1' is not registered")]
     assert state is None
 
 
@@ -236,8 +277,13 @@ def test_update_with_a_new_schedule_recomputes_the_cursor_from_now() -> None:
 def test_update_with_an_invalid_definition_is_rejected() -> None:
     command = cmd.UpdateJob(replace(SPEC, schedule=cron("* 25 * * *")))
     state, events = when(given(registered()), command, at(minutes=3))
-    assert events == [rejected(command, RejectReason.INVALID_DEFINITION,
-                               "schedule.expression: cron field hour '25' is not valid")]
+    assert events == [
+        rejected(
+            command,
+            RejectReason.INVALID_DEFINITION,
+            "schedule.expression: cron field hour '25' is not valid",
+        )
+    ]
     assert state is not None and state.spec == SPEC
 
 
@@ -252,14 +298,14 @@ def test_pause_of_an_active_job_emits_job_paused() -> None:
 
 def test_pause_of_a_paused_job_is_rejected_already_in_state() -> None:
     _, events = when(given(registered(), ev.JobPaused()), cmd.PauseJob(), at(minutes=1))
-    assert events == [rejected(cmd.PauseJob(), RejectReason.ALREADY_IN_STATE,
-                               "job is already paused")]
+    assert events == [
+        rejected(cmd.PauseJob(), RejectReason.ALREADY_IN_STATE, "job is already paused")
+    ]
 
 
 def test_resume_of_an_active_job_is_rejected_already_in_state() -> None:
     _, events = when(given(registered()), cmd.ResumeJob(), at(minutes=1))
-    assert events == [rejected(cmd.ResumeJob(), RejectReason.ALREADY_IN_STATE,
-                               "job is not paused")]
+    assert events == [rejected(cmd.ResumeJob(), RejectReason.ALREADY_IN_STATE, "job is not paused")]
 
 
 def test_resume_sets_the_cursor_to_the_first_tick_after_now() -> None:
@@ -275,8 +321,13 @@ def test_tick_while_paused_fires_nothing() -> None:
 
 
 def test_resume_does_not_fire_ticks_that_passed_while_paused() -> None:
-    state = fold(given(registered()), (cmd.PauseJob(), at(minutes=1)), (cmd.Tick(), TICK),
-                 (cmd.Tick(), at(minutes=10)), (cmd.ResumeJob(), at(minutes=12)))
+    state = fold(
+        given(registered()),
+        (cmd.PauseJob(), at(minutes=1)),
+        (cmd.Tick(), TICK),
+        (cmd.Tick(), at(minutes=10)),
+        (cmd.ResumeJob(), at(minutes=12)),
+    )
     state, events = when(state, cmd.Tick(), at(minutes=12, seconds=1), key="t1")
     assert events == []  # neither 12:05 nor 12:10: not owed, not even as TickSkipped
     _, events = when(state, cmd.Tick(), at(minutes=15), key="t2")
@@ -315,8 +366,10 @@ def test_command_after_delete_is_rejected_job_deleted(command: cmd.Command) -> N
 def test_lease_holder_can_still_complete_after_delete() -> None:
     state = given(registered(), scheduled(), ready(), claimed(), ev.JobDeleted(), clock=TICK)
     _, events = when(state, complete(), FINISHED)
-    assert events == [ev.TaskSucceeded(RUN, "main", 1, 1, "w1", 0, "tail", STARTED, FINISHED),
-                      ev.RunSucceeded(RUN, TICK)]
+    assert events == [
+        ev.TaskSucceeded(RUN, "main", 1, 1, "w1", 0, "tail", STARTED, FINISHED),
+        ev.RunSucceeded(RUN, TICK),
+    ]
 
 
 # --- TriggerJob ---------------------------------------------------------------------------------
@@ -330,8 +383,10 @@ def test_trigger_starts_a_manual_run_now_without_moving_the_cursor(
 ) -> None:
     state, events = when(given(*events_before), cmd.TriggerJob(), at(minutes=2), key="trig-1")
     run_id = run_id_for_trigger(JOB, "trig-1")
-    assert events == [ev.RunScheduled(run_id, at(minutes=2), RunTrigger.MANUAL, ("main",), TICK),
-                      ev.TaskReady(run_id, "main", 1, at(minutes=2))]
+    assert events == [
+        ev.RunScheduled(run_id, at(minutes=2), RunTrigger.MANUAL, ("main",), TICK),
+        ev.TaskReady(run_id, "main", 1, at(minutes=2)),
+    ]
     assert state is not None
     assert state.next_fire_at == TICK
     assert [r.run_id for r in state.runs] == [run_id]
@@ -353,7 +408,8 @@ def test_tick_at_the_cursor_fires_the_tick() -> None:
     assert state is not None
     assert state.next_fire_at == at(minutes=10)
     assert [(r.run_id, r.scheduled_for, r.trigger) for r in state.runs] == [
-        (RUN, TICK, RunTrigger.SCHEDULE)]
+        (RUN, TICK, RunTrigger.SCHEDULE)
+    ]
     assert state.runs[0].tasks[0].state is TaskState.READY
 
 
@@ -388,9 +444,12 @@ def test_tick_fires_every_due_tick_folded_within_the_grace() -> None:
     state = given(registered(spec, at(seconds=10)))
     _, events = when(state, cmd.Tick(), at(seconds=30))
     assert events == [
-        scheduled(at(seconds=10), at(seconds=20), spec=spec), ready(at(seconds=10)),
-        scheduled(at(seconds=20), at(seconds=30), spec=spec), ready(at(seconds=20)),
-        scheduled(at(seconds=30), at(seconds=40), spec=spec), ready(at(seconds=30)),
+        scheduled(at(seconds=10), at(seconds=20), spec=spec),
+        ready(at(seconds=10)),
+        scheduled(at(seconds=20), at(seconds=30), spec=spec),
+        ready(at(seconds=20)),
+        scheduled(at(seconds=30), at(seconds=40), spec=spec),
+        ready(at(seconds=30)),
     ]
 
 
@@ -402,8 +461,7 @@ def test_tick_makes_every_task_of_the_dag_ready() -> None:
 def test_once_job_fires_once() -> None:
     spec = replace(SPEC, schedule=Schedule(ScheduleKind.ONCE, run_at=TICK))
     state, events = when(given(registered(spec, TICK)), cmd.Tick(), TICK, key="t1")
-    assert events == [ev.RunScheduled(RUN, TICK, RunTrigger.SCHEDULE, ("main",), None),
-                      ready(TICK)]
+    assert events == [ev.RunScheduled(RUN, TICK, RunTrigger.SCHEDULE, ("main",), None), ready(TICK)]
     assert state is not None and state.next_fire_at is None
     _, events = when(state, cmd.Tick(), at(days=2), key="t2")
     assert events == []
@@ -422,8 +480,10 @@ def test_once_job_registered_after_run_at_fires_on_the_first_tick(
     state = fold(None, (cmd.RegisterJob(spec), T0))
     state, events = when(state, cmd.Tick(), T0, key="t1")
     run_id = run_id_for_tick(JOB, run_at)
-    assert events == [ev.RunScheduled(run_id, run_at, trigger, ("main",), None),
-                      ev.TaskReady(run_id, "main", 1, run_at)]
+    assert events == [
+        ev.RunScheduled(run_id, run_at, trigger, ("main",), None),
+        ev.TaskReady(run_id, "main", 1, run_at),
+    ]
     _, events = when(state, cmd.Tick(), at(minutes=1), key="t2")
     assert events == []
 
@@ -447,16 +507,22 @@ ONCE = replace(SPEC, schedule=Schedule(ScheduleKind.ONCE, run_at=TICK))
 
 
 def test_once_job_does_not_fire_again_after_pause_and_resume() -> None:
-    state = fold(None, (cmd.RegisterJob(ONCE), T0), (cmd.Tick(), TICK),
-                 (cmd.PauseJob(), at(minutes=6)), (cmd.ResumeJob(), at(minutes=7)))
+    state = fold(
+        None,
+        (cmd.RegisterJob(ONCE), T0),
+        (cmd.Tick(), TICK),
+        (cmd.PauseJob(), at(minutes=6)),
+        (cmd.ResumeJob(), at(minutes=7)),
+    )
     _, events = when(state, cmd.Tick(), at(minutes=8), key="after-resume")
     assert events == []
 
 
 def test_once_job_does_not_fire_again_after_update() -> None:
     new = replace(ONCE, schedule=replace(ONCE.schedule, catchup=CatchupPolicy.ALL))
-    state = fold(None, (cmd.RegisterJob(ONCE), T0), (cmd.Tick(), TICK),
-                 (cmd.UpdateJob(new), at(minutes=6)))
+    state = fold(
+        None, (cmd.RegisterJob(ONCE), T0), (cmd.Tick(), TICK), (cmd.UpdateJob(new), at(minutes=6))
+    )
     _, events = when(state, cmd.Tick(), at(minutes=8), key="after-update")
     assert events == []
 
@@ -466,8 +532,10 @@ def test_resume_inside_a_fall_back_hour_does_not_refire_ticks() -> None:
     start = datetime(2023, 10, 29, 0, 30, tzinfo=UTC)
     steps: list[tuple[cmd.Command, datetime]] = [(cmd.RegisterJob(zurich), start)]
     steps += [(cmd.Tick(), start + timedelta(minutes=m)) for m in range(29)]
-    steps += [(cmd.PauseJob(), start + timedelta(minutes=28)),
-              (cmd.ResumeJob(), start + timedelta(minutes=60))]
+    steps += [
+        (cmd.PauseJob(), start + timedelta(minutes=28)),
+        (cmd.ResumeJob(), start + timedelta(minutes=60)),
+    ]
     state = fold(None, *steps)
     _, events = when(state, cmd.Tick(), start + timedelta(minutes=61), key="after-resume")
     assert events == []
@@ -498,45 +566,81 @@ def gap_events(spec: JobSpec, outcomes: list[str | SkipReason]) -> list[ev.Event
     ("catchup", "window", "now", "outcomes"),
     [
         # 13:00:05: 12:10..12:50 were missed (> ON_TIME_GRACE late); 13:00 is on time.
-        (CatchupPolicy.ALL, timedelta(days=1), at(minutes=60, seconds=5),
-         [RUN_LATE] * 5 + [RUN_ON_TIME]),
-        (CatchupPolicy.LATEST, timedelta(days=1), at(minutes=60, seconds=5),
-         [SKIP_POLICY] * 5 + [RUN_ON_TIME]),
-        (CatchupPolicy.NONE, timedelta(days=1), at(minutes=60, seconds=5),
-         [SKIP_POLICY] * 5 + [RUN_ON_TIME]),
+        (
+            CatchupPolicy.ALL,
+            timedelta(days=1),
+            at(minutes=60, seconds=5),
+            [RUN_LATE] * 5 + [RUN_ON_TIME],
+        ),
+        (
+            CatchupPolicy.LATEST,
+            timedelta(days=1),
+            at(minutes=60, seconds=5),
+            [SKIP_POLICY] * 5 + [RUN_ON_TIME],
+        ),
+        (
+            CatchupPolicy.NONE,
+            timedelta(days=1),
+            at(minutes=60, seconds=5),
+            [SKIP_POLICY] * 5 + [RUN_ON_TIME],
+        ),
         # 13:05: every tick was missed.
         (CatchupPolicy.ALL, timedelta(days=1), at(minutes=65), [RUN_LATE] * 6),
-        (CatchupPolicy.LATEST, timedelta(days=1), at(minutes=65),
-         [SKIP_POLICY] * 5 + [RUN_LATE]),
+        (CatchupPolicy.LATEST, timedelta(days=1), at(minutes=65), [SKIP_POLICY] * 5 + [RUN_LATE]),
         (CatchupPolicy.NONE, timedelta(days=1), at(minutes=65), [SKIP_POLICY] * 6),
         # 13:05 with a 30-minute window: 12:10, 12:20, 12:30 are older than the window.
-        (CatchupPolicy.ALL, timedelta(minutes=30), at(minutes=65),
-         [SKIP_WINDOW] * 3 + [RUN_LATE] * 3),
-        (CatchupPolicy.LATEST, timedelta(minutes=30), at(minutes=65),
-         [SKIP_WINDOW] * 3 + [SKIP_POLICY] * 2 + [RUN_LATE]),
-        (CatchupPolicy.NONE, timedelta(minutes=30), at(minutes=65),
-         [SKIP_WINDOW] * 3 + [SKIP_POLICY] * 3),
+        (
+            CatchupPolicy.ALL,
+            timedelta(minutes=30),
+            at(minutes=65),
+            [SKIP_WINDOW] * 3 + [RUN_LATE] * 3,
+        ),
+        (
+            CatchupPolicy.LATEST,
+            timedelta(minutes=30),
+            at(minutes=65),
+            [SKIP_WINDOW] * 3 + [SKIP_POLICY] * 2 + [RUN_LATE],
+        ),
+        (
+            CatchupPolicy.NONE,
+            timedelta(minutes=30),
+            at(minutes=65),
+            [SKIP_WINDOW] * 3 + [SKIP_POLICY] * 3,
+        ),
     ],
-    ids=["all", "latest", "none", "all-none-on-time", "latest-none-on-time",
-         "none-none-on-time", "all-window", "latest-window", "none-window"],
+    ids=[
+        "all",
+        "latest",
+        "none",
+        "all-none-on-time",
+        "latest-none-on-time",
+        "none-none-on-time",
+        "all-window",
+        "latest-window",
+        "none-window",
+    ],
 )
 def test_tick_after_a_long_gap_applies_the_catchup_policy(
     catchup: CatchupPolicy, window: timedelta, now: datetime, outcomes: list[str | SkipReason]
 ) -> None:
-    spec = replace(EVERY_10, schedule=replace(EVERY_10.schedule, catchup=catchup,
-                                              catchup_window=window))
+    spec = replace(
+        EVERY_10, schedule=replace(EVERY_10.schedule, catchup=catchup, catchup_window=window)
+    )
     state, events = when(given(registered(spec, at(minutes=10))), cmd.Tick(), now)
     assert events == gap_events(spec, outcomes)
     assert state is not None and state.next_fire_at == at(minutes=70)
     fired = [r.scheduled_for for r in state.runs]
-    assert fired == [t for t, o in zip(GAP_TICKS, outcomes, strict=True)
-                     if not isinstance(o, SkipReason)]
+    assert fired == [
+        t for t, o in zip(GAP_TICKS, outcomes, strict=True) if not isinstance(o, SkipReason)
+    ]
 
 
 @pytest.mark.parametrize(
     ("late_by", "trigger"),
-    [(ON_TIME_GRACE, RunTrigger.SCHEDULE),
-     (ON_TIME_GRACE + timedelta(milliseconds=1), RunTrigger.CATCHUP)],
+    [
+        (ON_TIME_GRACE, RunTrigger.SCHEDULE),
+        (ON_TIME_GRACE + timedelta(milliseconds=1), RunTrigger.CATCHUP),
+    ],
     ids=["exactly-grace", "just-past-grace"],
 )
 def test_tick_folded_at_most_on_time_grace_late_is_on_time(
@@ -554,15 +658,17 @@ def test_catchup_decides_at_most_max_ticks_per_fold_per_tick() -> None:
     runs: list[ev.RunScheduled] = []
     for i in range(5):
         state, events = when(state, cmd.Tick(), now, key=f"t{i}")
-        batches.append([e.scheduled_for for e in events
-                        if isinstance(e, ev.RunScheduled | ev.TickSkipped)])
+        batches.append(
+            [e.scheduled_for for e in events if isinstance(e, ev.RunScheduled | ev.TickSkipped)]
+        )
         runs += [e for e in events if isinstance(e, ev.RunScheduled)]
     assert [len(b) for b in batches] == [MAX_TICKS_PER_FOLD] * 3 + [600, 0]
     assert [t for b in batches for t in b] == [at(seconds=s) for s in range(1, 3601)]
     # latest: the missed ticks are skipped; the 61 folded within the grace (12:59:00 ..
     # 13:00:00) are on time and fire.
     assert [(r.scheduled_for, r.trigger) for r in runs] == [
-        (at(minutes=59, seconds=s), RunTrigger.SCHEDULE) for s in range(61)]
+        (at(minutes=59, seconds=s), RunTrigger.SCHEDULE) for s in range(61)
+    ]
 
 
 # --- idempotency ------------------------------------------------------------------------------
@@ -583,8 +689,19 @@ def test_catchup_decides_at_most_max_ticks_per_fold_per_tick() -> None:
         (CLAIMED, complete(ok=False, exit_code=1)),
         (CLAIMED, complete(epoch=7)),  # a rejection is applied too: its repeat is a no-op
     ],
-    ids=["register", "update", "pause", "resume", "delete", "trigger", "claim", "renew",
-         "complete", "complete-failed", "rejected-complete"],
+    ids=[
+        "register",
+        "update",
+        "pause",
+        "resume",
+        "delete",
+        "trigger",
+        "claim",
+        "renew",
+        "complete",
+        "complete-failed",
+        "rejected-complete",
+    ],
 )
 def test_repeated_idem_key_is_a_no_op(state: JobState | None, command: cmd.Command) -> None:
     first, events = when(state, command, at(minutes=5, seconds=10), key="dup")
@@ -602,8 +719,7 @@ def test_tick_idem_key_is_not_marked_applied() -> None:
 def test_applied_markers_keep_the_most_recent() -> None:
     state: JobState | None = given(registered())
     for i in range(MAX_APPLIED_MARKERS + 2):
-        state, _ = when(state, cmd.PauseJob() if i % 2 == 0 else cmd.ResumeJob(), TICK,
-                        key=f"k{i}")
+        state, _ = when(state, cmd.PauseJob() if i % 2 == 0 else cmd.ResumeJob(), TICK, key=f"k{i}")
     assert state is not None
     assert state.applied == tuple(f"k{i}" for i in range(2, MAX_APPLIED_MARKERS + 2))
 
@@ -611,8 +727,9 @@ def test_applied_markers_keep_the_most_recent() -> None:
 def test_duplicate_trigger_beyond_the_marker_window_is_a_no_op() -> None:
     state, _ = when(given(registered()), cmd.TriggerJob(), at(minutes=1), key="trigger")
     for i in range(MAX_APPLIED_MARKERS):
-        state, _ = when(state, cmd.PauseJob() if i % 2 == 0 else cmd.ResumeJob(),
-                        at(minutes=2), key=f"k{i}")
+        state, _ = when(
+            state, cmd.PauseJob() if i % 2 == 0 else cmd.ResumeJob(), at(minutes=2), key=f"k{i}"
+        )
     _, events = when(state, cmd.TriggerJob(), at(minutes=3), key="trigger")
     assert events == []
 
@@ -624,37 +741,47 @@ def test_claim_of_a_ready_task_grants_the_lease_at_epoch_1() -> None:
     state, events = when(READY, claim(), TICK)
     assert events == [claimed()]
     ti = only_task(state)
-    assert ti == replace(ti, state=TaskState.CLAIMED, epoch=1, worker_id="w1",
-                         lease_expires_at=LEASE_END)
+    assert ti == replace(
+        ti, state=TaskState.CLAIMED, epoch=1, worker_id="w1", lease_expires_at=LEASE_END
+    )
 
 
 def test_claim_of_a_claimed_task_is_rejected_not_ready() -> None:
     command = claim("w2")
     state, events = when(CLAIMED, command, TICK)
-    assert events == [rejected(command, RejectReason.NOT_READY,
-                               "task instance is claimed at attempt 1")]
+    assert events == [
+        rejected(command, RejectReason.NOT_READY, "task instance is claimed at attempt 1")
+    ]
     assert only_task(state) == only_task(CLAIMED)
 
 
 def test_claim_of_another_attempt_is_rejected_not_ready() -> None:
     command = claim(attempt=2)
     _, events = when(READY, command, TICK)
-    assert events == [rejected(command, RejectReason.NOT_READY,
-                               "task instance is ready at attempt 1")]
+    assert events == [
+        rejected(command, RejectReason.NOT_READY, "task instance is ready at attempt 1")
+    ]
 
 
 @pytest.mark.parametrize(
     "command",
-    [claim(run_id="r-unknown"), claim(task="nope"), complete(task="nope"),
-     cmd.RenewLease("r-unknown", "main", 1, 1, "w1")],
-    ids=["claim-unknown-run", "claim-unknown-task", "complete-unknown-task",
-         "renew-unknown-run"],
+    [
+        claim(run_id="r-unknown"),
+        claim(task="nope"),
+        complete(task="nope"),
+        cmd.RenewLease("r-unknown", "main", 1, 1, "w1"),
+    ],
+    ids=["claim-unknown-run", "claim-unknown-task", "complete-unknown-task", "renew-unknown-run"],
 )
 def test_lease_command_for_an_unknown_task_instance_is_rejected(command: cmd.Command) -> None:
     _, events = when(CLAIMED, command, TICK)
-    assert events == [rejected(
-        command, RejectReason.UNKNOWN_TASK_INSTANCE,
-        f"no active task instance {command.run_id}/{command.task}")]  # type: ignore[union-attr]
+    assert events == [
+        rejected(
+            command,
+            RejectReason.UNKNOWN_TASK_INSTANCE,
+            f"no active task instance {command.run_id}/{command.task}",
+        )
+    ]  # type: ignore[union-attr]
 
 
 def test_renew_by_the_holder_extends_the_lease_from_now() -> None:
@@ -667,8 +794,13 @@ def test_renew_by_the_holder_extends_the_lease_from_now() -> None:
 def test_renew_with_a_stale_epoch_is_rejected(epoch: int) -> None:
     command = renew(epoch=epoch)
     state, events = when(CLAIMED, command, at(minutes=5, seconds=30))
-    assert events == [rejected(command, RejectReason.STALE_EPOCH,
-                               f"epoch {epoch} is not the current lease (epoch 1, claimed)")]
+    assert events == [
+        rejected(
+            command,
+            RejectReason.STALE_EPOCH,
+            f"epoch {epoch} is not the current lease (epoch 1, claimed)",
+        )
+    ]
     assert only_task(state) == only_task(CLAIMED)
 
 
@@ -680,16 +812,21 @@ def test_renew_by_a_non_holder_is_rejected() -> None:
 
 def test_complete_success_ends_the_run_succeeded() -> None:
     state, events = when(CLAIMED, complete(exit_code=None), FINISHED)
-    assert events == [ev.TaskSucceeded(RUN, "main", 1, 1, "w1", 0, "tail", STARTED, FINISHED),
-                      ev.RunSucceeded(RUN, TICK)]
+    assert events == [
+        ev.TaskSucceeded(RUN, "main", 1, 1, "w1", 0, "tail", STARTED, FINISHED),
+        ev.RunSucceeded(RUN, TICK),
+    ]
     assert state is not None and state.runs == ()
 
 
 def test_complete_with_stale_epoch_is_rejected() -> None:
     command = complete(epoch=0)
     state, events = when(CLAIMED, command, FINISHED)
-    assert events == [rejected(command, RejectReason.STALE_EPOCH,
-                               "epoch 0 is not the current lease (epoch 1, claimed)")]
+    assert events == [
+        rejected(
+            command, RejectReason.STALE_EPOCH, "epoch 0 is not the current lease (epoch 1, claimed)"
+        )
+    ]
     assert only_task(state) == only_task(CLAIMED)
 
 
@@ -703,8 +840,11 @@ def test_complete_by_a_non_holder_is_rejected() -> None:
 def test_complete_of_an_unclaimed_task_is_rejected_stale_epoch() -> None:
     command = complete(epoch=0)
     _, events = when(READY, command, FINISHED)
-    assert events == [rejected(command, RejectReason.STALE_EPOCH,
-                               "epoch 0 is not the current lease (epoch 0, ready)")]
+    assert events == [
+        rejected(
+            command, RejectReason.STALE_EPOCH, "epoch 0 is not the current lease (epoch 0, ready)"
+        )
+    ]
 
 
 @pytest.mark.parametrize(
@@ -715,10 +855,11 @@ def test_complete_failure_without_retries_ends_the_run_failed(
     kind: FailureKind | None, expected_kind: FailureKind
 ) -> None:
     state, events = when(CLAIMED, complete(ok=False, exit_code=2, kind=kind), FINISHED)
-    assert events == [ev.TaskFailed(RUN, "main", 1, 1, "w1", expected_kind, 2, "tail", STARTED,
-                                    FINISHED),
-                      ev.TaskDeadLettered(RUN, "main", 1, expected_kind, 2, "tail"),
-                      ev.RunFailed(RUN, TICK)]
+    assert events == [
+        ev.TaskFailed(RUN, "main", 1, 1, "w1", expected_kind, 2, "tail", STARTED, FINISHED),
+        ev.TaskDeadLettered(RUN, "main", 1, expected_kind, 2, "tail"),
+        ev.RunFailed(RUN, TICK),
+    ]
     assert state is not None and state.runs == ()
 
 
@@ -727,39 +868,61 @@ def test_complete_failure_with_attempts_left_schedules_a_retry() -> None:
     retry_at = next_attempt_at(RETRYING.retry_policy, RUN, "main", 1, FINISHED)
     assert retry_at is not None
     assert FINISHED + timedelta(seconds=8) <= retry_at <= FINISHED + timedelta(seconds=10)
-    assert events == [ev.TaskFailed(RUN, "main", 1, 1, "w1", FailureKind.NONZERO_EXIT, 1, "tail",
-                                    STARTED, FINISHED),
-                      ev.RetryScheduled(RUN, "main", 2, retry_at)]
+    assert events == [
+        ev.TaskFailed(
+            RUN, "main", 1, 1, "w1", FailureKind.NONZERO_EXIT, 1, "tail", STARTED, FINISHED
+        ),
+        ev.RetryScheduled(RUN, "main", 2, retry_at),
+    ]
     ti = only_task(state)
-    assert ti == replace(ti, state=TaskState.RETRY_WAIT, attempt=2, epoch=1, worker_id=None,
-                         lease_expires_at=None, retry_at=retry_at)
+    assert ti == replace(
+        ti,
+        state=TaskState.RETRY_WAIT,
+        attempt=2,
+        epoch=1,
+        worker_id=None,
+        lease_expires_at=None,
+        retry_at=retry_at,
+    )
 
 
 def test_dag_run_succeeds_only_when_every_task_succeeded() -> None:
     state: JobState | None = given(
-        registered(DAG), scheduled(spec=DAG), ready(task="extract"), ready(task="load"),
-        claimed(task="extract", spec=DAG), claimed(task="load", worker="w2", spec=DAG),
-        clock=TICK)
+        registered(DAG),
+        scheduled(spec=DAG),
+        ready(task="extract"),
+        ready(task="load"),
+        claimed(task="extract", spec=DAG),
+        claimed(task="load", worker="w2", spec=DAG),
+        clock=TICK,
+    )
     state, events = when(state, complete(task="extract"), FINISHED, key="c1")
-    assert events == [ev.TaskSucceeded(RUN, "extract", 1, 1, "w1", 0, "tail", STARTED,
-                                       FINISHED)]
+    assert events == [ev.TaskSucceeded(RUN, "extract", 1, 1, "w1", 0, "tail", STARTED, FINISHED)]
     _, events = when(state, complete(task="load", worker="w2"), FINISHED, key="c2")
-    assert events == [ev.TaskSucceeded(RUN, "load", 1, 1, "w2", 0, "tail", STARTED, FINISHED),
-                      ev.RunSucceeded(RUN, TICK)]
+    assert events == [
+        ev.TaskSucceeded(RUN, "load", 1, 1, "w2", 0, "tail", STARTED, FINISHED),
+        ev.RunSucceeded(RUN, TICK),
+    ]
 
 
 def test_dag_run_fails_once_every_task_ended_and_one_failed() -> None:
     state: JobState | None = given(
-        registered(DAG), scheduled(spec=DAG), ready(task="extract"), ready(task="load"),
-        claimed(task="extract", spec=DAG), claimed(task="load", worker="w2", spec=DAG),
-        clock=TICK)
-    state, events = when(state, complete(task="extract", ok=False, exit_code=3), FINISHED,
-                         key="c1")
+        registered(DAG),
+        scheduled(spec=DAG),
+        ready(task="extract"),
+        ready(task="load"),
+        claimed(task="extract", spec=DAG),
+        claimed(task="load", worker="w2", spec=DAG),
+        clock=TICK,
+    )
+    state, events = when(state, complete(task="extract", ok=False, exit_code=3), FINISHED, key="c1")
     # load still holds its lease: extract is dead-lettered, the run goes on
     assert [type(e) for e in events] == [ev.TaskFailed, ev.TaskDeadLettered]
     _, events = when(state, complete(task="load", worker="w2"), FINISHED, key="c2")
-    assert events == [ev.TaskSucceeded(RUN, "load", 1, 1, "w2", 0, "tail", STARTED, FINISHED),
-                      ev.RunFailed(RUN, TICK)]
+    assert events == [
+        ev.TaskSucceeded(RUN, "load", 1, 1, "w2", 0, "tail", STARTED, FINISHED),
+        ev.RunFailed(RUN, TICK),
+    ]
 
 
 # --- lease expiry and retries ---------------------------------------------------------------
@@ -776,8 +939,9 @@ def test_lease_expiry_on_tick_fails_the_attempt_and_schedules_a_retry() -> None:
     assert retry_at is not None
     assert events == [
         ev.LeaseExpired(RUN, "main", 1, 1, "w1"),
-        ev.TaskFailed(RUN, "main", 1, 1, "w1", FailureKind.LEASE_EXPIRED, None, "", None,
-                      LEASE_END),
+        ev.TaskFailed(
+            RUN, "main", 1, 1, "w1", FailureKind.LEASE_EXPIRED, None, "", None, LEASE_END
+        ),
         ev.RetryScheduled(RUN, "main", 2, retry_at),
     ]
     assert state is not None and state.next_deadline() == retry_at
@@ -787,8 +951,9 @@ def test_lease_expiry_on_the_last_attempt_ends_the_run_failed() -> None:
     state, events = when(CLAIMED, cmd.Tick(), LEASE_END)
     assert events == [
         ev.LeaseExpired(RUN, "main", 1, 1, "w1"),
-        ev.TaskFailed(RUN, "main", 1, 1, "w1", FailureKind.LEASE_EXPIRED, None, "", None,
-                      LEASE_END),
+        ev.TaskFailed(
+            RUN, "main", 1, 1, "w1", FailureKind.LEASE_EXPIRED, None, "", None, LEASE_END
+        ),
         ev.TaskDeadLettered(RUN, "main", 1, FailureKind.LEASE_EXPIRED, None, ""),
         ev.RunFailed(RUN, TICK),
     ]
@@ -810,24 +975,31 @@ def test_retry_is_released_by_a_tick_once_the_backoff_elapsed() -> None:
     state2, events = when(state, cmd.Tick(), retry_at, key="release")
     assert events == [ev.TaskReady(RUN, "main", 2, TICK)]
     _, events = when(state2, claim("w2", attempt=2), retry_at, key="claim-2")
-    assert events == [replace(claimed(now=retry_at, spec=RETRYING), attempt=2, epoch=2,
-                              worker_id="w2")]
+    assert events == [
+        replace(claimed(now=retry_at, spec=RETRYING), attempt=2, epoch=2, worker_id="w2")
+    ]
 
 
 def test_claim_while_waiting_for_retry_is_rejected_not_ready() -> None:
     state, _ = _expired_retrying()
     command = claim(attempt=2)
     _, events = when(state, command, LEASE_END, key="claim")
-    assert events == [rejected(command, RejectReason.NOT_READY,
-                               "task instance is retry_wait at attempt 2")]
+    assert events == [
+        rejected(command, RejectReason.NOT_READY, "task instance is retry_wait at attempt 2")
+    ]
 
 
 def test_renew_after_the_lease_expired_is_rejected_stale_epoch() -> None:
     state, _ = _expired_retrying()
     command = renew()
     _, events = when(state, command, LEASE_END, key="late-renew")
-    assert events == [rejected(command, RejectReason.STALE_EPOCH,
-                               "epoch 1 is not the current lease (epoch 1, retry_wait)")]
+    assert events == [
+        rejected(
+            command,
+            RejectReason.STALE_EPOCH,
+            "epoch 1 is not the current lease (epoch 1, retry_wait)",
+        )
+    ]
 
 
 def test_zombie_completion_after_reassignment_is_rejected_and_the_new_holder_wins() -> None:
@@ -835,35 +1007,53 @@ def test_zombie_completion_after_reassignment_is_rejected_and_the_new_holder_win
     state = fold(state, (cmd.Tick(), retry_at), (claim("w2", attempt=2), retry_at))
     zombie = complete(epoch=1, worker="w1")
     state, events = when(state, zombie, retry_at, key="zombie")
-    assert events == [rejected(zombie, RejectReason.STALE_EPOCH,
-                               "epoch 1 is not the current lease (epoch 2, claimed)")]
+    assert events == [
+        rejected(
+            zombie, RejectReason.STALE_EPOCH, "epoch 1 is not the current lease (epoch 2, claimed)"
+        )
+    ]
     impostor = complete(epoch=2, worker="w1", attempt=2)
     state, events = when(state, impostor, retry_at, key="impostor")
     assert events == [rejected(impostor, RejectReason.NOT_HOLDER, "lease is held by w2")]
     _, events = when(state, complete(epoch=2, worker="w2", attempt=2), retry_at, key="w2-done")
-    assert events == [ev.TaskSucceeded(RUN, "main", 2, 2, "w2", 0, "tail", STARTED, FINISHED),
-                      ev.RunSucceeded(RUN, TICK)]
+    assert events == [
+        ev.TaskSucceeded(RUN, "main", 2, 2, "w2", 0, "tail", STARTED, FINISHED),
+        ev.RunSucceeded(RUN, TICK),
+    ]
 
 
 def test_failure_of_the_last_attempt_ends_the_run_failed() -> None:
     two = replace(SPEC, retry_policy=RetryPolicy(max_attempts=2, backoff=timedelta(0)))
-    state = fold(given(registered(two), scheduled(spec=two), ready(), claimed(spec=two),
-                       clock=TICK),
-                 (complete(ok=False, exit_code=1), FINISHED),
-                 (cmd.Tick(), FINISHED),
-                 (claim("w2", attempt=2), FINISHED))
-    _, events = when(state, complete(ok=False, exit_code=1, epoch=2, worker="w2", attempt=2),
-                     FINISHED, key="last")
-    assert events == [ev.TaskFailed(RUN, "main", 2, 2, "w2", FailureKind.NONZERO_EXIT, 1,
-                                    "tail", STARTED, FINISHED),
-                      ev.TaskDeadLettered(RUN, "main", 2, FailureKind.NONZERO_EXIT, 1, "tail"),
-                      ev.RunFailed(RUN, TICK)]
+    state = fold(
+        given(registered(two), scheduled(spec=two), ready(), claimed(spec=two), clock=TICK),
+        (complete(ok=False, exit_code=1), FINISHED),
+        (cmd.Tick(), FINISHED),
+        (claim("w2", attempt=2), FINISHED),
+    )
+    _, events = when(
+        state,
+        complete(ok=False, exit_code=1, epoch=2, worker="w2", attempt=2),
+        FINISHED,
+        key="last",
+    )
+    assert events == [
+        ev.TaskFailed(
+            RUN, "main", 2, 2, "w2", FailureKind.NONZERO_EXIT, 1, "tail", STARTED, FINISHED
+        ),
+        ev.TaskDeadLettered(RUN, "main", 2, FailureKind.NONZERO_EXIT, 1, "tail"),
+        ev.RunFailed(RUN, TICK),
+    ]
 
 
 def test_failure_with_a_huge_backoff_coefficient_is_capped_at_max_backoff() -> None:
     spec = replace(SPEC, retry_policy=RetryPolicy(max_attempts=5, backoff_coefficient=1e200))
-    state = given(registered(spec), scheduled(spec=spec), ready(attempt=3),
-                  claimed(spec=spec, attempt=3, epoch=3), clock=TICK)
+    state = given(
+        registered(spec),
+        scheduled(spec=spec),
+        ready(attempt=3),
+        claimed(spec=spec, attempt=3, epoch=3),
+        clock=TICK,
+    )
     _, events = when(state, complete(ok=False, exit_code=1, epoch=3, attempt=3), FINISHED)
     assert [type(e) for e in events] == [ev.TaskFailed, ev.RetryScheduled]
 
@@ -896,11 +1086,17 @@ def test_a_trigger_re_sent_after_many_runs_is_still_a_no_op() -> None:
     state, first = when(given(registered()), cmd.TriggerJob(), at(minutes=1), key="trigger-K")
     assert first and isinstance(first[0], ev.RunScheduled)
     for i in range(100):  # 100 runs' worth of worker commands
-        state, _ = when(state, cmd.ClaimTask("nope", "main", 1, "w"), at(minutes=2),
-                        key=f"claim-{i}")
-        state, _ = when(state, cmd.CompleteTask("nope", "main", 1, 1, "w", True, 0, None, "",
-                                                at(minutes=2), at(minutes=2)),
-                        at(minutes=2), key=f"complete-{i}")
+        state, _ = when(
+            state, cmd.ClaimTask("nope", "main", 1, "w"), at(minutes=2), key=f"claim-{i}"
+        )
+        state, _ = when(
+            state,
+            cmd.CompleteTask(
+                "nope", "main", 1, 1, "w", True, 0, None, "", at(minutes=2), at(minutes=2)
+            ),
+            at(minutes=2),
+            key=f"complete-{i}",
+        )
     _, again = when(state, cmd.TriggerJob(), at(minutes=3), key="trigger-K")
     assert again == []
 

@@ -21,12 +21,18 @@ from topology.topics import Topics
 N = 4
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 TOPICS = Topics.of(KafkaSettings(partitions=N))
-EVERY_2S = JobSpec(name="e2", schedule=Schedule(ScheduleKind.CRON, "*/2 * * * * *"),
-                   command=("true",))
+EVERY_2S = JobSpec(
+    name="e2", schedule=Schedule(ScheduleKind.CRON, "*/2 * * * * *"), command=("true",)
+)
 
 
-def _rec(offset: int, at: datetime, job_id: str | None, command: cmd.Command,
-         partition: int | None = None) -> Record:
+def _rec(
+    offset: int,
+    at: datetime,
+    job_id: str | None,
+    command: cmd.Command,
+    partition: int | None = None,
+) -> Record:
     p = partition if partition is not None else partition_for(job_id or "", N)
     key = job_id.encode() if job_id else None
     value = encode_command(cmd.Envelope(f"c{offset}", job_id or "", command))
@@ -43,8 +49,9 @@ def _log() -> list[Record]:
             for _ in range(2 if s % 3 == 0 else 1):
                 recs.append(_rec(len(recs), T0 + timedelta(seconds=s), None, cmd.Tick(), p))
     run = run_id_for_tick("alpha", T0 + timedelta(seconds=2))
-    recs.append(_rec(len(recs), T0 + timedelta(seconds=9), "alpha",
-                     cmd.ClaimTask(run, "main", 1, "w1")))
+    recs.append(
+        _rec(len(recs), T0 + timedelta(seconds=9), "alpha", cmd.ClaimTask(run, "main", 1, "w1"))
+    )
     recs.append(_rec(len(recs), T0 + timedelta(seconds=9), "alpha", cmd.PauseJob()))
     return recs
 
@@ -56,7 +63,7 @@ def _fold(records: list[Record], batch: int) -> tuple[list[Outgoing], dict[str, 
     folder = BatchFolder(TOPICS, N, store.get, due, Codec())
     sends: list[Outgoing] = []
     for i in range(0, len(records), batch):
-        out = folder.fold(records[i:i + batch])
+        out = folder.fold(records[i : i + batch])
         sends.extend(out.sends)
         store.update({job: value for job, (_, _, value) in out.writes.items()})
     return sends, store
@@ -70,11 +77,13 @@ def test_batch_boundaries_do_not_change_events_or_state(batch: int) -> None:
 def test_each_tick_fires_once_and_duplicate_ticks_add_nothing() -> None:
     sends, _ = _fold(_log(), 5)
     events = [decode_event(m.value) for m in sends if m.topic == TOPICS.run_events]
-    fired = [(e.job_id, e.event.scheduled_for) for e in events
-             if isinstance(e.event, ev.RunScheduled)]
+    fired = [
+        (e.job_id, e.event.scheduled_for) for e in events if isinstance(e.event, ev.RunScheduled)
+    ]
     assert len(fired) == len(set(fired))
     assert sorted(t for j, t in fired if j == "alpha") == [
-        T0 + timedelta(seconds=s) for s in (2, 4, 6, 8)]
+        T0 + timedelta(seconds=s) for s in (2, 4, 6, 8)
+    ]
     ready = [m for m in sends if m.topic == TOPICS.ready]
     assert len(ready) == len(fired)  # every TaskReady also goes to the ready topic
     replies = [decode_event(m.value) for m in sends if m.topic == TOPICS.replies]
@@ -84,11 +93,17 @@ def test_each_tick_fires_once_and_duplicate_ticks_add_nothing() -> None:
 
 def test_bad_records_become_dead_letters_and_the_rest_is_folded() -> None:
     good = _rec(3, T0, "delta", cmd.RegisterJob(EVERY_2S))
-    wrong_p = _rec(4, T0, "epsilon", cmd.RegisterJob(EVERY_2S),
-                   partition=(partition_for("epsilon", N) + 1) % N)
+    wrong_p = _rec(
+        4, T0, "epsilon", cmd.RegisterJob(EVERY_2S), partition=(partition_for("epsilon", N) + 1) % N
+    )
     garbage = Record(0, 5, int(T0.timestamp() * 1000), b"junk", b"\x00not avro")
-    key_mismatch = Record(partition_for("zeta", N), 6, int(T0.timestamp() * 1000), b"zeta",
-                          encode_command(cmd.Envelope("k", "eta", cmd.PauseJob())))
+    key_mismatch = Record(
+        partition_for("zeta", N),
+        6,
+        int(T0.timestamp() * 1000),
+        b"zeta",
+        encode_command(cmd.Envelope("k", "eta", cmd.PauseJob())),
+    )
     sends, store = _fold([garbage, wrong_p, good, key_mismatch], 10)
     letters = [decode_dead_letter(m.value) for m in sends if m.topic == TOPICS.dead_letters]
     assert [d.offset for d in letters] == [5, 4, 6]
@@ -112,7 +127,7 @@ def test_an_oversized_bad_record_is_dead_lettered_with_its_head() -> None:
     huge = b"\xc3\x01" + b"x" * 900_000
     sends, _ = _fold([Record(0, 9, int(T0.timestamp() * 1000), b"big", huge)], 10)
     [letter] = [decode_dead_letter(m.value) for m in sends if m.topic == TOPICS.dead_letters]
-    assert letter.value == huge[:256 * 1024]
+    assert letter.value == huge[: 256 * 1024]
     assert "truncated" in letter.reason and "900002" in letter.reason
 
 
@@ -123,8 +138,12 @@ def test_a_command_that_would_outgrow_the_record_is_refused() -> None:
     limit = fold_module.MAX_RECORD_BYTES
     fold_module.MAX_RECORD_BYTES = 2000  # a tiny limit stands for a huge record
     try:
-        many = JobSpec(name="many", schedule=Schedule(ScheduleKind.MANUAL), command=("true",),
-                       tasks=tuple(f"t{i}" for i in range(20)))
+        many = JobSpec(
+            name="many",
+            schedule=Schedule(ScheduleKind.MANUAL),
+            command=("true",),
+            tasks=tuple(f"t{i}" for i in range(20)),
+        )
         recs = [_rec(0, T0, "big", cmd.RegisterJob(many))]
         recs += [_rec(i, T0, "big", cmd.TriggerJob()) for i in range(1, 4)]
         sends, store = _fold(recs, 10)

@@ -158,8 +158,10 @@ def test_jitter_shortens_the_delay_by_up_to_a_fifth(jitter: float, seconds: floa
 
 @pytest.mark.parametrize(
     ("policy", "failed_attempt"),
-    [(RetryPolicy(max_attempts=5, backoff_coefficient=1e200), 3),
-     (RetryPolicy(max_attempts=2000), 1026)],
+    [
+        (RetryPolicy(max_attempts=5, backoff_coefficient=1e200), 3),
+        (RetryPolicy(max_attempts=2000), 1026),
+    ],
     ids=["huge-coefficient", "many-attempts"],
 )
 def test_backoff_of_a_huge_exponent_is_the_cap(policy: RetryPolicy, failed_attempt: int) -> None:

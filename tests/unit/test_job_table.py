@@ -23,20 +23,22 @@ class RocksStandIn:
 
     def _db_for_partition(self, partition: int) -> Rdict:
         if partition not in self.dbs:
-            self.dbs[partition] = Rdict(str(self.root / f"p{partition}"),
-                                        Options(raw_mode=True))
+            self.dbs[partition] = Rdict(str(self.root / f"p{partition}"), Options(raw_mode=True))
         return self.dbs[partition]
 
 
 def test_changelog_records_are_raw_job_id_and_state_bytes_on_the_commands_partition() -> None:
-    writes = {"a": (None, 3, b"v1:{}"), "b": (None, 7, b"v1:{\"x\":1}")}
+    writes = {"a": (None, 3, b"v1:{}"), "b": (None, 7, b'v1:{"x":1}')}
     records = changelog_records("cl", writes)
     assert [(r.topic, r.key, r.value, r.partition) for r in records] == [
-        ("cl", b"a", b"v1:{}", 3), ("cl", b"b", b"v1:{\"x\":1}", 7)]
+        ("cl", b"a", b"v1:{}", 3),
+        ("cl", b"b", b'v1:{"x":1}', 7),
+    ]
 
 
 def test_write_puts_records_and_the_last_acked_changelog_offset_per_partition(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     store = RocksStandIn(tmp_path)
     writes = {"a": (None, 3, b"v1:a"), "b": (None, 3, b"v1:b"), "c": (None, 5, b"v1:c")}
     LocalJobStore(store, "cl").write(writes, {("cl", 3): 41, ("cl", 5): 9, ("events", 3): 99})

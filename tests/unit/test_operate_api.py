@@ -26,40 +26,64 @@ def dead_letter(rm: ReadModel, hours: int, job_id: str = JOB) -> str:
         ev.TaskReady(rid, "main", 1, tick),
         ev.TaskFailed(rid, "main", 1, 1, "w", FailureKind.NONZERO_EXIT, 3, "boom", tick, tick),
         ev.TaskDeadLettered(rid, "main", 1, FailureKind.NONZERO_EXIT, 3, "boom"),
-        ev.RunFailed(rid)]
+        ev.RunFailed(rid),
+    ]
     batch_at = T0 + timedelta(hours=hours)  # the fold's now: when it was dead-lettered
     batch = Batch(rm.store)
     for i, event in enumerate(events):
-        apply(batch, ev.RunEvent(event_id(f"dl-{rid}", job_id, i), job_id, batch_at,
-                                 f"dl-{rid}", i, event))
+        apply(
+            batch,
+            ev.RunEvent(event_id(f"dl-{rid}", job_id, i), job_id, batch_at, f"dl-{rid}", i, event),
+        )
     batch.commit()
     return rid
 
 
 def test_dead_letters_are_listed_newest_first_with_kind_exit_code_and_output(
-        rm: ReadModel, client: TestClient) -> None:
+    rm: ReadModel, client: TestClient
+) -> None:
     register(rm)
     register(rm, job_id="other")
     first, second = dead_letter(rm, 1), dead_letter(rm, 2)
     third = dead_letter(rm, 3, job_id="other")
     listed = client.get("/api/v1/dead-letters").json()["dead_letters"]
     assert [d["run_id"] for d in listed] == [third, second, first]
-    assert listed[1] == {"job_id": JOB, "run_id": second, "task": "main", "attempt": 1,
-                         "failure_kind": "nonzero_exit", "exit_code": 3, "output_tail": "boom",
-                         "scheduled_for": iso(T0 + timedelta(hours=2)),
-                         "dead_lettered_at": iso(T0 + timedelta(hours=2)), "replays": []}
+    assert listed[1] == {
+        "job_id": JOB,
+        "run_id": second,
+        "task": "main",
+        "attempt": 1,
+        "failure_kind": "nonzero_exit",
+        "exit_code": 3,
+        "output_tail": "boom",
+        "scheduled_for": iso(T0 + timedelta(hours=2)),
+        "dead_lettered_at": iso(T0 + timedelta(hours=2)),
+        "replays": [],
+    }
     mine = client.get("/api/v1/dead-letters", params={"job_id": JOB}).json()["dead_letters"]
     assert [d["run_id"] for d in mine] == [second, first]
-    window = client.get("/api/v1/dead-letters", params={
-        "since": iso(T0 + timedelta(hours=2)), "until": iso(T0 + timedelta(hours=3))}).json()
+    window = client.get(
+        "/api/v1/dead-letters",
+        params={"since": iso(T0 + timedelta(hours=2)), "until": iso(T0 + timedelta(hours=3))},
+    ).json()
     assert [d["run_id"] for d in window["dead_letters"]] == [second]
 
 
 def test_a_replay_run_is_linked_from_its_dead_letter(rm: ReadModel, client: TestClient) -> None:
     register(rm)
     original = dead_letter(rm, 1)
-    feed(rm, "replay", ev.RunScheduled("r-replay", T0 + timedelta(hours=1), ev.RunTrigger.REPLAY,
-                                       ("main",), None, replay_of=original))
+    feed(
+        rm,
+        "replay",
+        ev.RunScheduled(
+            "r-replay",
+            T0 + timedelta(hours=1),
+            ev.RunTrigger.REPLAY,
+            ("main",),
+            None,
+            replay_of=original,
+        ),
+    )
     [doc] = client.get("/api/v1/dead-letters").json()["dead_letters"]
     assert doc["replays"] == ["r-replay"]
     replay = client.get("/api/v1/runs/r-replay").json()
@@ -68,7 +92,8 @@ def test_a_replay_run_is_linked_from_its_dead_letter(rm: ReadModel, client: Test
 
 
 def test_cancel_of_an_unknown_run_or_task_is_404_and_of_an_ended_run_409(
-        rm: ReadModel, client: TestClient) -> None:
+    rm: ReadModel, client: TestClient
+) -> None:
     register(rm)
     assert client.post("/api/v1/runs/r-nope/cancel").status_code == 404
     active = run(rm, T0, "active")
@@ -82,15 +107,21 @@ def test_cancel_of_an_unknown_run_or_task_is_404_and_of_an_ended_run_409(
 def test_a_task_cancelled_alone_shows_on_its_attempt(rm: ReadModel, client: TestClient) -> None:
     register(rm)
     rid = run(rm, T0, "active")
-    feed(rm, "c", ev.TaskReady(rid, "main", 1, T0), ev.TaskCancelled(rid, "main", 1, None),
-         ev.RunFailed(rid))
+    feed(
+        rm,
+        "c",
+        ev.TaskReady(rid, "main", 1, T0),
+        ev.TaskCancelled(rid, "main", 1, None),
+        ev.RunFailed(rid),
+    )
     doc = client.get(f"/api/v1/runs/{rid}").json()
     assert doc["state"] == "failed" and doc["cancelled_tasks"] == ["main"]
     assert doc["attempts"][0]["state"] == "cancelled"
 
 
 def test_replay_requests_name_the_missing_field_or_the_missing_dead_letter(
-        rm: ReadModel, client: TestClient) -> None:
+    rm: ReadModel, client: TestClient
+) -> None:
     register(rm)
     answer = client.post("/api/v1/dead-letters/replay", json={"run_id": "r1"})
     assert answer.status_code == 422 and answer.json()["detail"][0]["loc"] == ["body", "task"]

@@ -28,18 +28,36 @@ def long_running(policy: OverlapPolicy, **kw: object) -> Fold:
 
 
 def complete_first(f: Fold, now: datetime) -> list[ev.Event]:
-    return f.send(cmd.CompleteTask(run_id_for_tick(JOB, at(minutes=1)), "main", 1, 1, "w1",
-                                   True, 0, None, "", at(minutes=1), now), now)
+    return f.send(
+        cmd.CompleteTask(
+            run_id_for_tick(JOB, at(minutes=1)),
+            "main",
+            1,
+            1,
+            "w1",
+            True,
+            0,
+            None,
+            "",
+            at(minutes=1),
+            now,
+        ),
+        now,
+    )
 
 
-@pytest.mark.parametrize(("policy", "expected"), [
-    (OverlapPolicy.ALLOW, [ev.RunScheduled, ev.TaskReady]),
-    (OverlapPolicy.SKIP, [ev.TickSkipped]),
-    (OverlapPolicy.BUFFER_ONE, [ev.RunBuffered]),
-    (OverlapPolicy.CANCEL_PREVIOUS, [ev.RunCancelled, ev.RunScheduled, ev.TaskReady]),
-])
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        (OverlapPolicy.ALLOW, [ev.RunScheduled, ev.TaskReady]),
+        (OverlapPolicy.SKIP, [ev.TickSkipped]),
+        (OverlapPolicy.BUFFER_ONE, [ev.RunBuffered]),
+        (OverlapPolicy.CANCEL_PREVIOUS, [ev.RunCancelled, ev.RunScheduled, ev.TaskReady]),
+    ],
+)
 def test_a_tick_during_an_active_run_follows_the_overlap_policy(
-        policy: OverlapPolicy, expected: list[type]) -> None:
+    policy: OverlapPolicy, expected: list[type]
+) -> None:
     f = long_running(policy)
     events = f.send(cmd.Tick(), at(minutes=2))
     assert [type(e) for e in events] == expected
@@ -60,11 +78,16 @@ def test_buffer_one_keeps_one_tick_and_starts_it_when_the_active_run_ends() -> N
     assert f.live().buffered is not None and f.live().next_fire_at == at(minutes=4)
     done = complete_first(f, at(minutes=3, seconds=20))
     buffered_run = run_id_for_tick(JOB, at(minutes=2))
-    assert [type(e) for e in done] == [ev.TaskSucceeded, ev.RunSucceeded, ev.RunScheduled,
-                                       ev.TaskReady]
+    assert [type(e) for e in done] == [
+        ev.TaskSucceeded,
+        ev.RunSucceeded,
+        ev.RunScheduled,
+        ev.TaskReady,
+    ]
     started = done[2]
-    assert started == ev.RunScheduled(buffered_run, at(minutes=2), RunTrigger.SCHEDULE,
-                                      ("main",), at(minutes=4), None, None)
+    assert started == ev.RunScheduled(
+        buffered_run, at(minutes=2), RunTrigger.SCHEDULE, ("main",), at(minutes=4), None, None
+    )
     assert done[3] == ev.TaskReady(buffered_run, "main", 1, at(minutes=2))
     assert f.live().buffered is None and f.live().next_fire_at == at(minutes=4)
     # the buffered run is active now: the next tick is buffered in its turn
@@ -73,13 +96,28 @@ def test_buffer_one_keeps_one_tick_and_starts_it_when_the_active_run_ends() -> N
 
 def test_buffer_one_counts_the_buffered_tick_against_max_runs_once() -> None:
     f = Fold()
-    f.send(cmd.RegisterJob(spec(every(60, max_runs=2), overlap=OverlapPolicy.BUFFER_ONE,
-                                lease_ttl=timedelta(minutes=10))), at())
+    f.send(
+        cmd.RegisterJob(
+            spec(
+                every(60, max_runs=2),
+                overlap=OverlapPolicy.BUFFER_ONE,
+                lease_ttl=timedelta(minutes=10),
+            )
+        ),
+        at(),
+    )
     f.send(cmd.Tick(), at(minutes=1))
     f.send(cmd.ClaimTask(run_id_for_tick(JOB, at(minutes=1)), "main", 1, "w1"), at(minutes=1))
     buffered = f.send(cmd.Tick(), at(minutes=2))
-    assert buffered == [ev.RunBuffered(run_id_for_tick(JOB, at(minutes=2)), at(minutes=2),
-                                       RunTrigger.SCHEDULE, at(minutes=3), 0)]
+    assert buffered == [
+        ev.RunBuffered(
+            run_id_for_tick(JOB, at(minutes=2)),
+            at(minutes=2),
+            RunTrigger.SCHEDULE,
+            at(minutes=3),
+            0,
+        )
+    ]
     assert skipped(f.send(cmd.Tick(), at(minutes=3))) == [(at(minutes=3), SkipReason.MAX_RUNS)]
     done = complete_first(f, at(minutes=3, seconds=5))
     assert fired(done) == [at(minutes=2)]
@@ -94,22 +132,28 @@ def test_cancel_previous_cancels_the_active_run_and_fences_its_worker() -> None:
     assert [r.run_id for r in f.live().runs] == [second]
     renewal = f.send(cmd.RenewLease(first, "main", 1, 1, "w1"), at(minutes=2, seconds=10))
     assert [(type(e), e.reason) for e in renewal] == [  # type: ignore[union-attr]
-        (ev.CommandRejected, RejectReason.UNKNOWN_TASK_INSTANCE)]
+        (ev.CommandRejected, RejectReason.UNKNOWN_TASK_INSTANCE)
+    ]
 
 
 def test_cancel_previous_cancels_every_active_run_including_manual_ones() -> None:
     f = long_running(OverlapPolicy.CANCEL_PREVIOUS)
     f.send(cmd.TriggerJob(), at(minutes=1, seconds=30))
     events = f.send(cmd.Tick(), at(minutes=2))
-    assert [type(e) for e in events] == [ev.RunCancelled, ev.RunCancelled, ev.RunScheduled,
-                                         ev.TaskReady]
+    assert [type(e) for e in events] == [
+        ev.RunCancelled,
+        ev.RunCancelled,
+        ev.RunScheduled,
+        ev.TaskReady,
+    ]
 
 
 def test_allow_is_bounded_by_max_active_runs() -> None:
     f = long_running(OverlapPolicy.ALLOW, max_active_runs=2)
     assert fired(f.send(cmd.Tick(), at(minutes=2))) == [at(minutes=2)]
     assert skipped(f.send(cmd.Tick(), at(minutes=3))) == [
-        (at(minutes=3), SkipReason.MAX_ACTIVE_RUNS)]
+        (at(minutes=3), SkipReason.MAX_ACTIVE_RUNS)
+    ]
 
 
 def test_delete_drops_the_buffered_tick() -> None:
@@ -129,9 +173,17 @@ def test_a_paused_job_still_starts_its_buffered_tick() -> None:
 
 def test_a_buffered_run_with_jitter_is_released_by_a_later_tick_or_at_once() -> None:
     f = Fold()
-    f.send(cmd.RegisterJob(spec(every(60), overlap=OverlapPolicy.BUFFER_ONE,
-                                jitter=timedelta(seconds=50), lease_ttl=timedelta(minutes=10))),
-           at())
+    f.send(
+        cmd.RegisterJob(
+            spec(
+                every(60),
+                overlap=OverlapPolicy.BUFFER_ONE,
+                jitter=timedelta(seconds=50),
+                lease_ttl=timedelta(minutes=10),
+            )
+        ),
+        at(),
+    )
     f.send(cmd.Tick(), at(minutes=1, seconds=55))  # past any release of the 12:01 run
     f.send(cmd.ClaimTask(run_id_for_tick(JOB, at(minutes=1)), "main", 1, "w1"), at(minutes=1))
     assert [type(e) for e in f.send(cmd.Tick(), at(minutes=2))] == [ev.RunBuffered]
@@ -140,6 +192,7 @@ def test_a_buffered_run_with_jitter_is_released_by_a_later_tick_or_at_once() -> 
     if started.release_at is not None:
         assert f.live().run(started.run_id).tasks[0].state is TaskState.DELAYED  # type: ignore[union-attr]
         assert f.send(cmd.Tick(), started.release_at) == [
-            ev.TaskReady(started.run_id, "main", 1, at(minutes=2))]
+            ev.TaskReady(started.run_id, "main", 1, at(minutes=2))
+        ]
     else:
         assert isinstance(done[-1], ev.TaskReady)

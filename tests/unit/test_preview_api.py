@@ -20,10 +20,7 @@ from services.api.store import Batch
 T0 = datetime(2024, 3, 1, 12, 0, 0, tzinfo=UTC)
 
 
-
-
-def feed(rm: ReadModel, job_id: str, idem_key: str, *events: ev.Event,
-         at: datetime = T0) -> None:
+def feed(rm: ReadModel, job_id: str, idem_key: str, *events: ev.Event, at: datetime = T0) -> None:
     batch = Batch(rm.store)
     for i, event in enumerate(events):
         apply(batch, ev.RunEvent(event_id(idem_key, job_id, i), job_id, at, idem_key, i, event))
@@ -45,26 +42,34 @@ def utcs(answer: Any) -> list[str]:
 
 
 def test_berlin_spring_gap_shifts_fixed_time_tick_to_the_gap_end(
-        rm: ReadModel, client: TestClient) -> None:
+    rm: ReadModel, client: TestClient
+) -> None:
     register(rm, "daily-0230", cron("30 2 * * *", "Europe/Berlin"))
-    r = client.get("/api/v1/jobs/daily-0230/ticks",
-                   params={"count": 3, "after": "2024-03-29T12:00:00Z"})
+    r = client.get(
+        "/api/v1/jobs/daily-0230/ticks", params={"count": 3, "after": "2024-03-29T12:00:00Z"}
+    )
     assert r.status_code == 200, r.text
-    assert r.json() == {"job_id": "daily-0230", "ticks": [
-        {"utc": "2024-03-30T01:30:00.000Z", "local": "2024-03-30T02:30:00.000+01:00"},
-        {"utc": "2024-03-31T01:00:00.000Z", "local": "2024-03-31T03:00:00.000+02:00"},
-        {"utc": "2024-04-01T00:30:00.000Z", "local": "2024-04-01T02:30:00.000+02:00"},
-    ]}
+    assert r.json() == {
+        "job_id": "daily-0230",
+        "ticks": [
+            {"utc": "2024-03-30T01:30:00.000Z", "local": "2024-03-30T02:30:00.000+01:00"},
+            {"utc": "2024-03-31T01:00:00.000Z", "local": "2024-03-31T03:00:00.000+02:00"},
+            {"utc": "2024-04-01T00:30:00.000Z", "local": "2024-04-01T02:30:00.000+02:00"},
+        ],
+    }
 
 
 def test_dst_policies_of_the_job_are_honoured(rm: ReadModel, client: TestClient) -> None:
     register(rm, "skip-gap", cron("30 2 * * *", "Europe/Berlin", dst_gap=DstGapPolicy.SKIP))
-    register(rm, "both-passes",
-             cron("30 2 * * *", "Europe/Berlin", dst_overlap=DstOverlapPolicy.BOTH))
-    register(rm, "last-pass",
-             cron("30 2 * * *", "Europe/Berlin", dst_overlap=DstOverlapPolicy.LAST))
-    gap = client.get("/api/v1/jobs/skip-gap/ticks",
-                     params={"count": 2, "after": "2024-03-29T12:00:00Z"}).json()
+    register(
+        rm, "both-passes", cron("30 2 * * *", "Europe/Berlin", dst_overlap=DstOverlapPolicy.BOTH)
+    )
+    register(
+        rm, "last-pass", cron("30 2 * * *", "Europe/Berlin", dst_overlap=DstOverlapPolicy.LAST)
+    )
+    gap = client.get(
+        "/api/v1/jobs/skip-gap/ticks", params={"count": 2, "after": "2024-03-29T12:00:00Z"}
+    ).json()
     assert utcs(gap) == ["2024-03-30T01:30:00.000Z", "2024-04-01T00:30:00.000Z"]
     fall = {"count": 3, "after": "2024-10-26T12:00:00Z"}
     both = client.get("/api/v1/jobs/both-passes/ticks", params=fall).json()
@@ -81,41 +86,53 @@ def test_redefinition_changes_the_preview(rm: ReadModel, client: TestClient) -> 
     spec = register(rm, "edited", cron("0 * * * *"))
     after = {"count": 2, "after": "2024-03-01T12:00:00Z"}
     assert utcs(client.get("/api/v1/jobs/edited/ticks", params=after).json()) == [
-        "2024-03-01T13:00:00.000Z", "2024-03-01T14:00:00.000Z"]
+        "2024-03-01T13:00:00.000Z",
+        "2024-03-01T14:00:00.000Z",
+    ]
     new = JobSpec(spec.name, cron("*/15 * * * *"), spec.command)
     feed(rm, "edited", "patch", ev.JobRedefined(new, T0 + timedelta(minutes=15)))
     assert utcs(client.get("/api/v1/jobs/edited/ticks", params=after).json()) == [
-        "2024-03-01T12:15:00.000Z", "2024-03-01T12:30:00.000Z"]
+        "2024-03-01T12:15:00.000Z",
+        "2024-03-01T12:30:00.000Z",
+    ]
 
 
 def test_jenkins_h_is_hashed_on_the_job_id_as_the_fold_does(
-        rm: ReadModel, client: TestClient) -> None:
+    rm: ReadModel, client: TestClient
+) -> None:
     schedule = cron("H H * * *")
     firsts = {}
     for job_id in ("hashed-a", "hashed-b", "hashed-c"):
         register(rm, job_id, schedule)
-        answer = client.get(f"/api/v1/jobs/{job_id}/ticks",
-                            params={"count": 1, "after": "2024-03-01T12:00:00Z"}).json()
+        answer = client.get(
+            f"/api/v1/jobs/{job_id}/ticks", params={"count": 1, "after": "2024-03-01T12:00:00Z"}
+        ).json()
         expected = next_tick(schedule, T0, hash_id=job_id)
         assert expected is not None
-        assert utcs(answer) == [expected.isoformat(timespec="milliseconds")
-                                .replace("+00:00", "Z")]
+        assert utcs(answer) == [expected.isoformat(timespec="milliseconds").replace("+00:00", "Z")]
         firsts[job_id] = answer["ticks"][0]["utc"]
     assert len(set(firsts.values())) > 1  # different jobs spread out
 
 
 def test_count_defaults_to_10_is_capped_at_1000_and_after_defaults_to_now(
-        rm: ReadModel, client: TestClient) -> None:
+    rm: ReadModel, client: TestClient
+) -> None:
     register(rm, "every-second", cron("* * * * * *"))
     before = datetime.now(UTC)
     ticks = client.get("/api/v1/jobs/every-second/ticks").json()["ticks"]
     assert len(ticks) == 10
     first = datetime.fromisoformat(ticks[0]["utc"])
     assert before - timedelta(seconds=1) < first <= datetime.now(UTC) + timedelta(seconds=2)
-    assert len(client.get("/api/v1/jobs/every-second/ticks",
-                          params={"count": 1000}).json()["ticks"]) == 1000
-    for bad in ({"count": 1001}, {"count": 0}, {"after": "2024-03-01T12:00:00"},
-                {"after": "yesterday"}):
+    assert (
+        len(client.get("/api/v1/jobs/every-second/ticks", params={"count": 1000}).json()["ticks"])
+        == 1000
+    )
+    for bad in (
+        {"count": 1001},
+        {"count": 0},
+        {"after": "2024-03-01T12:00:00"},
+        {"after": "yesterday"},
+    ):
         r = client.get("/api/v1/jobs/every-second/ticks", params=bad)
         assert r.status_code == 422, (bad, r.text)
         assert r.json()["detail"][0]["loc"] == ["query", next(iter(bad))]
@@ -123,31 +140,37 @@ def test_count_defaults_to_10_is_capped_at_1000_and_after_defaults_to_now(
 
 def test_after_with_an_offset_is_the_same_instant(rm: ReadModel, client: TestClient) -> None:
     register(rm, "tz-after", cron("0 9 * * *", "America/New_York"))
-    a = client.get("/api/v1/jobs/tz-after/ticks",
-                   params={"count": 2, "after": "2024-03-01T08:00:00-05:00"}).json()
-    b = client.get("/api/v1/jobs/tz-after/ticks",
-                   params={"count": 2, "after": "2024-03-01T13:00:00Z"}).json()
+    a = client.get(
+        "/api/v1/jobs/tz-after/ticks", params={"count": 2, "after": "2024-03-01T08:00:00-05:00"}
+    ).json()
+    b = client.get(
+        "/api/v1/jobs/tz-after/ticks", params={"count": 2, "after": "2024-03-01T13:00:00Z"}
+    ).json()
     assert a == b
-    assert a["ticks"][0] == {"utc": "2024-03-01T14:00:00.000Z",
-                             "local": "2024-03-01T09:00:00.000-05:00"}
+    assert a["ticks"][0] == {
+        "utc": "2024-03-01T14:00:00.000Z",
+        "local": "2024-03-01T09:00:00.000-05:00",
+    }
 
 
 def test_once_job_previews_its_run_at_only_while_in_the_future(
-        rm: ReadModel, client: TestClient) -> None:
+    rm: ReadModel, client: TestClient
+) -> None:
     run_at = datetime(2024, 3, 2, 8, 0, tzinfo=UTC)
     register(rm, "one-off", Schedule(ScheduleKind.ONCE, timezone="Asia/Tokyo", run_at=run_at))
     early = client.get("/api/v1/jobs/one-off/ticks", params={"after": "2024-03-01T00:00:00Z"})
-    assert early.json()["ticks"] == [{"utc": "2024-03-02T08:00:00.000Z",
-                                      "local": "2024-03-02T17:00:00.000+09:00"}]
+    assert early.json()["ticks"] == [
+        {"utc": "2024-03-02T08:00:00.000Z", "local": "2024-03-02T17:00:00.000+09:00"}
+    ]
     for after in ("2024-03-02T08:00:00Z", "2024-03-03T00:00:00Z"):
-        assert client.get("/api/v1/jobs/one-off/ticks",
-                          params={"after": after}).json()["ticks"] == []
+        assert (
+            client.get("/api/v1/jobs/one-off/ticks", params={"after": after}).json()["ticks"] == []
+        )
 
 
 def test_manual_and_deleted_jobs_preview_nothing(rm: ReadModel, client: TestClient) -> None:
     register(rm, "by-hand", Schedule(ScheduleKind.MANUAL))
-    assert client.get("/api/v1/jobs/by-hand/ticks").json() == {"job_id": "by-hand",
-                                                               "ticks": []}
+    assert client.get("/api/v1/jobs/by-hand/ticks").json() == {"job_id": "by-hand", "ticks": []}
     register(rm, "gone", cron("* * * * *"))
     feed(rm, "gone", "del", ev.JobDeleted())
     assert client.get("/api/v1/jobs/gone/ticks").json()["ticks"] == []
@@ -156,8 +179,9 @@ def test_manual_and_deleted_jobs_preview_nothing(rm: ReadModel, client: TestClie
 def test_paused_job_still_previews_its_schedule(rm: ReadModel, client: TestClient) -> None:
     register(rm, "napping", cron("0 0 * * *"))
     feed(rm, "napping", "pause", ev.JobPaused())
-    ticks = client.get("/api/v1/jobs/napping/ticks",
-                       params={"count": 1, "after": "2024-03-01T12:00:00Z"}).json()["ticks"]
+    ticks = client.get(
+        "/api/v1/jobs/napping/ticks", params={"count": 1, "after": "2024-03-01T12:00:00Z"}
+    ).json()["ticks"]
     assert [t["utc"] for t in ticks] == ["2024-03-02T00:00:00.000Z"]
 
 
@@ -170,13 +194,18 @@ def skip(rm: ReadModel, job_id: str, n: int, reason: ev.SkipReason, start: int =
     """Feed ``n`` TickSkipped events, ticks ``T0 + start + i`` seconds, one command each."""
     for i in range(start, start + n):
         tick = T0 + timedelta(seconds=i)
-        feed(rm, job_id, f"tick-{job_id}-{i}",
-             ev.TickSkipped(tick, reason, tick + timedelta(seconds=1)),
-             at=tick + timedelta(milliseconds=5))
+        feed(
+            rm,
+            job_id,
+            f"tick-{job_id}-{i}",
+            ev.TickSkipped(tick, reason, tick + timedelta(seconds=1)),
+            at=tick + timedelta(milliseconds=5),
+        )
 
 
 def test_skipped_ticks_are_listed_newest_first_with_reason_and_counted(
-        rm: ReadModel, client: TestClient) -> None:
+    rm: ReadModel, client: TestClient
+) -> None:
     register(rm, "busy", cron("* * * * * *"))
     assert client.get("/api/v1/jobs/busy").json()["skipped_count"] == 0
     assert client.get("/api/v1/jobs/busy/skipped").json() == {"job_id": "busy", "skipped": []}
@@ -184,17 +213,28 @@ def test_skipped_ticks_are_listed_newest_first_with_reason_and_counted(
     skip(rm, "busy", 1, ev.SkipReason.CATCHUP_WINDOW, start=3)
     answer = client.get("/api/v1/jobs/busy/skipped").json()
     assert answer["skipped"] == [
-        {"scheduled_for": "2024-03-01T12:00:03.000Z", "reason": "catchup_window",
-         "at": "2024-03-01T12:00:03.005Z"},
-        {"scheduled_for": "2024-03-01T12:00:02.000Z", "reason": "max_active_runs",
-         "at": "2024-03-01T12:00:02.005Z"},
-        {"scheduled_for": "2024-03-01T12:00:01.000Z", "reason": "max_active_runs",
-         "at": "2024-03-01T12:00:01.005Z"},
-        {"scheduled_for": "2024-03-01T12:00:00.000Z", "reason": "max_active_runs",
-         "at": "2024-03-01T12:00:00.005Z"},
+        {
+            "scheduled_for": "2024-03-01T12:00:03.000Z",
+            "reason": "catchup_window",
+            "at": "2024-03-01T12:00:03.005Z",
+        },
+        {
+            "scheduled_for": "2024-03-01T12:00:02.000Z",
+            "reason": "max_active_runs",
+            "at": "2024-03-01T12:00:02.005Z",
+        },
+        {
+            "scheduled_for": "2024-03-01T12:00:01.000Z",
+            "reason": "max_active_runs",
+            "at": "2024-03-01T12:00:01.005Z",
+        },
+        {
+            "scheduled_for": "2024-03-01T12:00:00.000Z",
+            "reason": "max_active_runs",
+            "at": "2024-03-01T12:00:00.005Z",
+        },
     ]
-    assert len(client.get("/api/v1/jobs/busy/skipped", params={"limit": 2}).json()["skipped"]) \
-        == 2
+    assert len(client.get("/api/v1/jobs/busy/skipped", params={"limit": 2}).json()["skipped"]) == 2
     job = client.get("/api/v1/jobs/busy").json()
     assert job["skipped_count"] == 4
     assert job["next_run_at"] == "2024-03-01T12:00:04.000Z"
@@ -215,21 +255,40 @@ def test_several_skips_in_one_batch_keep_their_order(rm: ReadModel) -> None:
     batch = Batch(rm.store)
     for i in range(3):
         tick = T0 + timedelta(seconds=i)
-        apply(batch, ev.RunEvent(event_id(f"t{i}", "batched", 0), "batched", tick, f"t{i}", 0,
-                                 ev.TickSkipped(tick, ev.SkipReason.CATCHUP_POLICY, None)))
+        apply(
+            batch,
+            ev.RunEvent(
+                event_id(f"t{i}", "batched", 0),
+                "batched",
+                tick,
+                f"t{i}",
+                0,
+                ev.TickSkipped(tick, ev.SkipReason.CATCHUP_POLICY, None),
+            ),
+        )
     batch.commit()
     assert [s["scheduled_for"][17:19] for s in rm.skipped("batched", 10)] == ["02", "01", "00"]
 
 
 def test_only_the_last_1000_skips_are_kept_but_all_are_counted(
-        rm: ReadModel, client: TestClient) -> None:
+    rm: ReadModel, client: TestClient
+) -> None:
     register(rm, "flooded", cron("* * * * * *"))
     batch = Batch(rm.store)
     total = skips.KEEP + 250
     for i in range(total):
         tick = T0 + timedelta(seconds=i)
-        apply(batch, ev.RunEvent(event_id(f"t{i}", "flooded", 0), "flooded", tick, f"t{i}", 0,
-                                 ev.TickSkipped(tick, ev.SkipReason.MAX_ACTIVE_RUNS, None)))
+        apply(
+            batch,
+            ev.RunEvent(
+                event_id(f"t{i}", "flooded", 0),
+                "flooded",
+                tick,
+                f"t{i}",
+                0,
+                ev.TickSkipped(tick, ev.SkipReason.MAX_ACTIVE_RUNS, None),
+            ),
+        )
     batch.commit()
     assert client.get("/api/v1/jobs/flooded").json()["skipped_count"] == total
     kept = client.get("/api/v1/jobs/flooded/skipped", params={"limit": 1000}).json()["skipped"]

@@ -29,8 +29,9 @@ def store(tmp_path: Path) -> Iterator[Store]:
     s.close()
 
 
-def rec(idem_key: str, index: int, event: ev.Event, at: datetime = T0,
-        job_id: str = JOB) -> ev.RunEvent:
+def rec(
+    idem_key: str, index: int, event: ev.Event, at: datetime = T0, job_id: str = JOB
+) -> ev.RunEvent:
     return ev.RunEvent(event_id(idem_key, job_id, index), job_id, at, idem_key, index, event)
 
 
@@ -41,8 +42,9 @@ def feed(store: Store, *records: ev.RunEvent) -> list[bool]:
     return applied
 
 
-def command(idem_key: str, *events: ev.Event, at: datetime = T0,
-            job_id: str = JOB) -> list[ev.RunEvent]:
+def command(
+    idem_key: str, *events: ev.Event, at: datetime = T0, job_id: str = JOB
+) -> list[ev.RunEvent]:
     return [rec(idem_key, i, e, at, job_id) for i, e in enumerate(events)]
 
 
@@ -59,18 +61,50 @@ def fire(store: Store, tick: datetime, worker: str = "w1", exit_code: int = 0) -
     if exit_code == 0:
         outcome: list[ev.Event] = [
             ev.TaskSucceeded(run_id, "main", 1, 1, worker, 0, "tick\n", started, finished),
-            ev.RunSucceeded(run_id)]
+            ev.RunSucceeded(run_id),
+        ]
     else:
-        outcome = [ev.TaskFailed(run_id, "main", 1, 1, worker, FailureKind.NONZERO_EXIT,
-                                 exit_code, "boom\n", started, finished), ev.RunFailed(run_id)]
-    feed(store,
-         *command(f"tick-{tick}", ev.RunScheduled(run_id, tick, ev.RunTrigger.SCHEDULE, ("main",),
-                                                  nxt), ev.TaskReady(run_id, "main", 1, tick),
-                  at=tick),
-         *command(f"claim-{run_id}", ev.TaskClaimed(
-             run_id, "main", 1, 1, worker, claimed + timedelta(seconds=60),
-             timedelta(seconds=60), tick, SPEC.command, SPEC.timeout), at=claimed),
-         *command(f"complete-{run_id}", *outcome, at=finished))
+        outcome = [
+            ev.TaskFailed(
+                run_id,
+                "main",
+                1,
+                1,
+                worker,
+                FailureKind.NONZERO_EXIT,
+                exit_code,
+                "boom\n",
+                started,
+                finished,
+            ),
+            ev.RunFailed(run_id),
+        ]
+    feed(
+        store,
+        *command(
+            f"tick-{tick}",
+            ev.RunScheduled(run_id, tick, ev.RunTrigger.SCHEDULE, ("main",), nxt),
+            ev.TaskReady(run_id, "main", 1, tick),
+            at=tick,
+        ),
+        *command(
+            f"claim-{run_id}",
+            ev.TaskClaimed(
+                run_id,
+                "main",
+                1,
+                1,
+                worker,
+                claimed + timedelta(seconds=60),
+                timedelta(seconds=60),
+                tick,
+                SPEC.command,
+                SPEC.timeout,
+            ),
+            at=claimed,
+        ),
+        *command(f"complete-{run_id}", *outcome, at=finished),
+    )
     return run_id
 
 
@@ -79,19 +113,28 @@ def test_registered_job_shows_its_definition_status_and_next_run(store: Store) -
     job = views.get_job(store, JOB)
     assert job is not None
     assert job["name"] == "ten"
-    assert job["schedule"] == {"type": "cron", "expression": "*/10 * * * * *", "timezone": "UTC",
-                               "run_at": None, "catchup": "latest", "catchup_window_s": 86400,
-                               "interval_s": None, "anchor_at": None, "start_at": None,
-                               "end_at": None, "max_runs": None, "exclusions": [],
-                               "misfire_grace_s": 60}
+    assert job["schedule"] == {
+        "type": "cron",
+        "expression": "*/10 * * * * *",
+        "timezone": "UTC",
+        "run_at": None,
+        "catchup": "latest",
+        "catchup_window_s": 86400,
+        "interval_s": None,
+        "anchor_at": None,
+        "start_at": None,
+        "end_at": None,
+        "max_runs": None,
+        "exclusions": [],
+        "misfire_grace_s": 60,
+    }
     assert (job["overlap"], job["jitter_s"]) == ("allow", 0)
     assert job["command"] == ["sh", "-c", "echo tick"]
     assert job["timeout_s"] == 3600
     assert job["status"] == "active"
     assert job["next_run_at"] == "2026-03-01T12:00:10.000Z"
     assert job["created_at"] == "2026-03-01T12:00:00.000Z"
-    assert job["counts"] == {"runs": 0, "active": 0, "succeeded": 0, "failed": 0,
-                             "cancelled": 0}
+    assert job["counts"] == {"runs": 0, "active": 0, "succeeded": 0, "failed": 0, "cancelled": 0}
 
 
 def test_unknown_ids_are_none(store: Store) -> None:
@@ -119,11 +162,14 @@ def test_succeeded_run_has_worker_exit_code_timings_and_trigger_lag(store: Store
     assert run["lease_expires_at"] is None
     job = views.get_job(store, JOB)
     assert job is not None
-    assert job["counts"] == {"runs": 1, "active": 0, "succeeded": 1, "failed": 0,
-                             "cancelled": 0}
+    assert job["counts"] == {"runs": 1, "active": 0, "succeeded": 1, "failed": 0, "cancelled": 0}
     assert job["next_run_at"] == "2026-03-01T12:00:20.000Z"
-    assert job["last_run"] == {"run_id": run_id, "scheduled_for": run["scheduled_for"],
-                               "state": "succeeded", "exit_code": 0}
+    assert job["last_run"] == {
+        "run_id": run_id,
+        "scheduled_for": run["scheduled_for"],
+        "state": "succeeded",
+        "exit_code": 0,
+    }
 
 
 def test_failed_run_records_exit_code_and_failure_kind(store: Store) -> None:
@@ -141,18 +187,40 @@ def test_failed_run_records_exit_code_and_failure_kind(store: Store) -> None:
 def test_running_run_shows_its_lease_and_renewals_move_it(store: Store) -> None:
     register(store)
     tick = T0 + timedelta(seconds=10)
-    feed(store, *command("t", ev.RunScheduled("r1", tick, ev.RunTrigger.SCHEDULE, ("main",), None),
-                         ev.TaskReady("r1", "main", 1, tick), at=tick),
-         *command("c", ev.TaskClaimed("r1", "main", 1, 1, "w9", tick + timedelta(seconds=61),
-                                      timedelta(seconds=60), tick, SPEC.command, SPEC.timeout),
-                  at=tick + timedelta(seconds=1)))
+    feed(
+        store,
+        *command(
+            "t",
+            ev.RunScheduled("r1", tick, ev.RunTrigger.SCHEDULE, ("main",), None),
+            ev.TaskReady("r1", "main", 1, tick),
+            at=tick,
+        ),
+        *command(
+            "c",
+            ev.TaskClaimed(
+                "r1",
+                "main",
+                1,
+                1,
+                "w9",
+                tick + timedelta(seconds=61),
+                timedelta(seconds=60),
+                tick,
+                SPEC.command,
+                SPEC.timeout,
+            ),
+            at=tick + timedelta(seconds=1),
+        ),
+    )
     run = views.get_run(store, "r1")
     assert run is not None
     assert (run["state"], run["claimed_by"]) == ("running", "w9")
     assert run["lease_expires_at"] == "2026-03-01T12:01:11.000Z"
     assert run["trigger_lag_s"] == 1.0
-    feed(store, *command("renew", ev.LeaseRenewed("r1", "main", 1, 1, "w9",
-                                                  tick + timedelta(seconds=75))))
+    feed(
+        store,
+        *command("renew", ev.LeaseRenewed("r1", "main", 1, 1, "w9", tick + timedelta(seconds=75))),
+    )
     run = views.get_run(store, "r1")
     assert run is not None
     assert run["lease_expires_at"] == "2026-03-01T12:01:25.000Z"
@@ -169,9 +237,21 @@ def test_redelivered_events_are_skipped(store: Store) -> None:
     register(store)
     tick = T0 + timedelta(seconds=10)
     run_id = fire(store, tick)
-    claim = command(f"claim-{run_id}", ev.TaskClaimed(
-        run_id, "main", 1, 1, "w1", tick, timedelta(seconds=60), tick, SPEC.command,
-        SPEC.timeout))
+    claim = command(
+        f"claim-{run_id}",
+        ev.TaskClaimed(
+            run_id,
+            "main",
+            1,
+            1,
+            "w1",
+            tick,
+            timedelta(seconds=60),
+            tick,
+            SPEC.command,
+            SPEC.timeout,
+        ),
+    )
     assert feed(store, *claim) == [False]  # the fold re-published it after a crash
     run = views.get_run(store, run_id)
     job = views.get_job(store, JOB)
@@ -221,34 +301,63 @@ def test_a_retry_is_a_new_attempt(store: Store) -> None:
     register(store)
     tick = T0 + timedelta(seconds=10)
     lease = timedelta(seconds=60)
-    feed(store,
-         *command("t", ev.RunScheduled("r1", tick, ev.RunTrigger.SCHEDULE, ("main",), None),
-                  ev.TaskReady("r1", "main", 1, tick)),
-         *command("c1", ev.TaskClaimed("r1", "main", 1, 1, "w1", tick + lease, lease, tick,
-                                       SPEC.command, SPEC.timeout)),
-         *command("tick2", ev.LeaseExpired("r1", "main", 1, 1, "w1"),
-                  ev.TaskFailed("r1", "main", 1, 1, "w1", FailureKind.LEASE_EXPIRED, None, "",
-                                None, tick + lease),
-                  ev.RetryScheduled("r1", "main", 2, tick + lease + timedelta(seconds=10))))
+    feed(
+        store,
+        *command(
+            "t",
+            ev.RunScheduled("r1", tick, ev.RunTrigger.SCHEDULE, ("main",), None),
+            ev.TaskReady("r1", "main", 1, tick),
+        ),
+        *command(
+            "c1",
+            ev.TaskClaimed(
+                "r1", "main", 1, 1, "w1", tick + lease, lease, tick, SPEC.command, SPEC.timeout
+            ),
+        ),
+        *command(
+            "tick2",
+            ev.LeaseExpired("r1", "main", 1, 1, "w1"),
+            ev.TaskFailed(
+                "r1", "main", 1, 1, "w1", FailureKind.LEASE_EXPIRED, None, "", None, tick + lease
+            ),
+            ev.RetryScheduled("r1", "main", 2, tick + lease + timedelta(seconds=10)),
+        ),
+    )
     run = views.get_run(store, "r1")
     assert run is not None
     assert (run["state"], run["failure_kind"]) == ("retrying", "lease_expired")
     assert run["retry_at"] == "2026-03-01T12:01:20.000Z"
-    feed(store, *command("tick3", ev.TaskReady("r1", "main", 2, tick)),
-         *command("c2", ev.TaskClaimed("r1", "main", 2, 2, "w2", tick, lease, tick,
-                                       SPEC.command, SPEC.timeout)))
+    feed(
+        store,
+        *command("tick3", ev.TaskReady("r1", "main", 2, tick)),
+        *command(
+            "c2",
+            ev.TaskClaimed("r1", "main", 2, 2, "w2", tick, lease, tick, SPEC.command, SPEC.timeout),
+        ),
+    )
     run = views.get_run(store, "r1")
     assert run is not None
     assert (run["state"], run["attempt"], run["epoch"], run["claimed_by"]) == (
-        "running", 2, 2, "w2")
+        "running",
+        2,
+        2,
+        "w2",
+    )
     assert [(a["attempt"], a["state"], a["worker_id"]) for a in run["attempts"]] == [
-        (1, "failed", "w1"), (2, "running", "w2")]
+        (1, "failed", "w1"),
+        (2, "running", "w2"),
+    ]
 
 
 def test_manual_trigger_leaves_the_schedule_cursor(store: Store) -> None:
     register(store)
-    feed(store, *command("trig", ev.RunScheduled("rm", T0 + timedelta(seconds=3),
-                                                 ev.RunTrigger.MANUAL, ("main",), None)))
+    feed(
+        store,
+        *command(
+            "trig",
+            ev.RunScheduled("rm", T0 + timedelta(seconds=3), ev.RunTrigger.MANUAL, ("main",), None),
+        ),
+    )
     job = views.get_job(store, JOB)
     run = views.get_run(store, "rm")
     assert job is not None
@@ -260,10 +369,20 @@ def test_manual_trigger_leaves_the_schedule_cursor(store: Store) -> None:
 def test_events_for_returns_what_a_command_caused(store: Store) -> None:
     tick = T0 + timedelta(seconds=10)
     register(store)
-    caused = command("k1", ev.RunScheduled("r1", tick, ev.RunTrigger.MANUAL, ("main",), None),
-                     ev.TaskReady("r1", "main", 1, tick))
-    feed(store, *caused, *command("k1", ev.CommandRejected(
-        "TriggerJob", RejectReason.UNKNOWN_JOB, "no such job"), job_id="other"))
+    caused = command(
+        "k1",
+        ev.RunScheduled("r1", tick, ev.RunTrigger.MANUAL, ("main",), None),
+        ev.TaskReady("r1", "main", 1, tick),
+    )
+    feed(
+        store,
+        *caused,
+        *command(
+            "k1",
+            ev.CommandRejected("TriggerJob", RejectReason.UNKNOWN_JOB, "no such job"),
+            job_id="other",
+        ),
+    )
     assert views.events_for(store, "k1", JOB) == caused
     assert len(views.events_for(store, "k1")) == 3
     assert views.events_for(store, "k2") == []
@@ -288,13 +407,26 @@ def test_store_survives_reopen_and_a_new_format_wipes_it(tmp_path: Path) -> None
 def test_buffered_run_shows_buffered_then_scheduled_and_counts_once(store: Store) -> None:
     register(store)
     tick = T0 + timedelta(seconds=10)
-    feed(store, *command("t1", ev.RunBuffered("rb", tick, ev.RunTrigger.SCHEDULE,
-                                              tick + timedelta(seconds=10), 3)))
+    feed(
+        store,
+        *command(
+            "t1",
+            ev.RunBuffered("rb", tick, ev.RunTrigger.SCHEDULE, tick + timedelta(seconds=10), 3),
+        ),
+    )
     run = views.get_run(store, "rb")
     assert run is not None and (run["state"], run["runs_remaining"]) == ("buffered", 3)
-    feed(store, *command("done", ev.RunScheduled("rb", tick, ev.RunTrigger.SCHEDULE, ("main",),
-                                                 tick + timedelta(seconds=10), 3, None),
-                         ev.TaskReady("rb", "main", 1, tick), at=tick + timedelta(seconds=4)))
+    feed(
+        store,
+        *command(
+            "done",
+            ev.RunScheduled(
+                "rb", tick, ev.RunTrigger.SCHEDULE, ("main",), tick + timedelta(seconds=10), 3, None
+            ),
+            ev.TaskReady("rb", "main", 1, tick),
+            at=tick + timedelta(seconds=4),
+        ),
+    )
     run = views.get_run(store, "rb")
     assert run is not None and run["state"] == "ready"
     job = views.get_job(store, JOB)
@@ -304,11 +436,25 @@ def test_buffered_run_shows_buffered_then_scheduled_and_counts_once(store: Store
 def test_cancelled_run_is_terminal_and_names_its_replacement(store: Store) -> None:
     register(store)
     tick = T0 + timedelta(seconds=10)
-    feed(store, *command("t1", ev.RunScheduled("r1", tick, ev.RunTrigger.SCHEDULE, ("main",),
-                                               tick + timedelta(seconds=10)),
-                         ev.TaskReady("r1", "main", 1, tick), at=tick))
-    feed(store, *command("t2", ev.RunCancelled("r1", ev.CancelReason.OVERLAP, "r2"),
-                         at=tick + timedelta(seconds=10)))
+    feed(
+        store,
+        *command(
+            "t1",
+            ev.RunScheduled(
+                "r1", tick, ev.RunTrigger.SCHEDULE, ("main",), tick + timedelta(seconds=10)
+            ),
+            ev.TaskReady("r1", "main", 1, tick),
+            at=tick,
+        ),
+    )
+    feed(
+        store,
+        *command(
+            "t2",
+            ev.RunCancelled("r1", ev.CancelReason.OVERLAP, "r2"),
+            at=tick + timedelta(seconds=10),
+        ),
+    )
     feed(store, *command("late", ev.TaskReady("r1", "main", 2, tick)))
     run = views.get_run(store, "r1")
     assert run is not None
@@ -320,9 +466,20 @@ def test_cancelled_run_is_terminal_and_names_its_replacement(store: Store) -> No
 def test_jittered_run_shows_its_release_instant(store: Store) -> None:
     register(store)
     tick = T0 + timedelta(seconds=10)
-    feed(store, *command("t1", ev.RunScheduled("r1", tick, ev.RunTrigger.SCHEDULE, ("main",),
-                                               None, 0, tick + timedelta(seconds=3)), at=tick))
+    feed(
+        store,
+        *command(
+            "t1",
+            ev.RunScheduled(
+                "r1", tick, ev.RunTrigger.SCHEDULE, ("main",), None, 0, tick + timedelta(seconds=3)
+            ),
+            at=tick,
+        ),
+    )
     run = views.get_run(store, "r1")
     assert run is not None
     assert (run["state"], run["release_at"], run["runs_remaining"]) == (
-        "scheduled", "2026-03-01T12:00:13.000Z", 0)
+        "scheduled",
+        "2026-03-01T12:00:13.000Z",
+        0,
+    )

@@ -32,7 +32,7 @@ def _replay(batch: int) -> tuple[Replayer, list[ev.RunEvent]]:
     replayer = Replayer(TOPICS, N, store)
     records, events = _log(), []
     for i in range(0, len(records), batch):
-        events += [decode_event(s.value) for s in replayer.fold(records[i:i + batch])]
+        events += [decode_event(s.value) for s in replayer.fold(records[i : i + batch])]
     return replayer, events
 
 
@@ -91,8 +91,7 @@ def test_events_missing_for_acknowledged_commands_fail() -> None:
     ours = _events()
     verdict = compare_events(ours[:-3], ours, acknowledged=len(ours))
     assert not verdict.ok
-    assert f"lacks 3 events of acknowledged commands, from event #{len(ours) - 3}" in \
-        verdict.detail
+    assert f"lacks 3 events of acknowledged commands, from event #{len(ours) - 3}" in verdict.detail
 
 
 def test_a_changed_event_is_named_with_its_field() -> None:
@@ -129,8 +128,7 @@ def test_first_state_difference_names_the_job_and_field() -> None:
     detail = first_state_difference(live, dict(replayer.store))
     assert detail is not None and detail.startswith("job 'beta': clock: ")
     del live[b"alpha"]
-    assert first_state_difference(live, dict(replayer.store)) == \
-        "job 'alpha': only in the replay"
+    assert first_state_difference(live, dict(replayer.store)) == "job 'alpha': only in the replay"
     live[b"alpha"] = b"v9:junk"
     assert "unreadable record" in (first_state_difference(live, dict(replayer.store)) or "")
 
@@ -154,15 +152,19 @@ def test_a_non_empty_state_dir_is_refused_unless_forced(tmp_path: Path) -> None:
         prepare_state_dir(tmp_path / "keep.txt", force=True)
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--until", "yesterday"], "--until: 'yesterday' is not an ISO-8601 instant"),
-    (["--until", "2026-03-01T12:00:00"], "has no zone"),
-    (["--verify", "--until", "2026-03-01T12:00:00Z"], "cannot be combined with --until"),
-    (["--to-topic", "cronlog.run-events"], "is one of cronlog's live topics"),
-    (["--batch-size", "0"], "--batch-size"),
-])
-def test_bad_replay_options_exit_2_naming_the_option(args: list[str], message: str,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--until", "yesterday"], "--until: 'yesterday' is not an ISO-8601 instant"),
+        (["--until", "2026-03-01T12:00:00"], "has no zone"),
+        (["--verify", "--until", "2026-03-01T12:00:00Z"], "cannot be combined with --until"),
+        (["--to-topic", "cronlog.run-events"], "is one of cronlog's live topics"),
+        (["--batch-size", "0"], "--batch-size"),
+    ],
+)
+def test_bad_replay_options_exit_2_naming_the_option(
+    args: list[str], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("CRONLOG_TOPIC_PREFIX", raising=False)
     result = CliRunner().invoke(cli, ["replay", *args])
     assert result.exit_code == 2

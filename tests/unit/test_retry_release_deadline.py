@@ -39,11 +39,14 @@ S = timedelta(seconds=1)
 # --- backoff kinds ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("kind", "delays_s"), [
-    (BackoffKind.CONSTANT, [5, 5, 5, 5, 5]),
-    (BackoffKind.LINEAR, [5, 10, 15, 20, 25]),
-    (BackoffKind.EXPONENTIAL, [5, 10, 20, 40, 60]),  # capped at max_backoff 60 s
-])
+@pytest.mark.parametrize(
+    ("kind", "delays_s"),
+    [
+        (BackoffKind.CONSTANT, [5, 5, 5, 5, 5]),
+        (BackoffKind.LINEAR, [5, 10, 15, 20, 25]),
+        (BackoffKind.EXPONENTIAL, [5, 10, 20, 40, 60]),  # capped at max_backoff 60 s
+    ],
+)
 def test_each_backoff_kind_gives_its_delays_capped(kind: BackoffKind, delays_s: list[int]) -> None:
     policy = RetryPolicy(max_attempts=10, backoff=5 * S, max_backoff=60 * S, kind=kind, jitter=0)
     assert [backoff_delay(policy, n) for n in range(1, 6)] == [d * S for d in delays_s]
@@ -61,22 +64,46 @@ def _claimed_with(policy: RetryPolicy) -> object:
     return given(registered(spec), scheduled(spec=spec), ready(), claimed(spec=spec), clock=TICK)
 
 
-@pytest.mark.parametrize(("policy", "exit_code", "kind", "retried"), [
-    (RetryPolicy(max_attempts=3), 1, FailureKind.NONZERO_EXIT, True),
-    (RetryPolicy(max_attempts=3, non_retryable_exit_codes=(2, 64)), 2,
-     FailureKind.NONZERO_EXIT, False),
-    (RetryPolicy(max_attempts=3, non_retryable_exit_codes=(2, 64)), 3,
-     FailureKind.NONZERO_EXIT, True),
-    (RetryPolicy(max_attempts=3, retry_on=(FailureKind.TIMEOUT,)), 1,
-     FailureKind.NONZERO_EXIT, False),
-    (RetryPolicy(max_attempts=3, retry_on=(FailureKind.TIMEOUT,)), None,
-     FailureKind.TIMEOUT, True),
-    # a non-retryable exit code only concerns nonzero_exit failures
-    (RetryPolicy(max_attempts=3, non_retryable_exit_codes=(2,)), 2, FailureKind.SPAWN_ERROR,
-     True),
-])
-def test_only_retryable_failures_are_retried(policy: RetryPolicy, exit_code: int | None,
-                                             kind: FailureKind, retried: bool) -> None:
+@pytest.mark.parametrize(
+    ("policy", "exit_code", "kind", "retried"),
+    [
+        (RetryPolicy(max_attempts=3), 1, FailureKind.NONZERO_EXIT, True),
+        (
+            RetryPolicy(max_attempts=3, non_retryable_exit_codes=(2, 64)),
+            2,
+            FailureKind.NONZERO_EXIT,
+            False,
+        ),
+        (
+            RetryPolicy(max_attempts=3, non_retryable_exit_codes=(2, 64)),
+            3,
+            FailureKind.NONZERO_EXIT,
+            True,
+        ),
+        (
+            RetryPolicy(max_attempts=3, retry_on=(FailureKind.TIMEOUT,)),
+            1,
+            FailureKind.NONZERO_EXIT,
+            False,
+        ),
+        (
+            RetryPolicy(max_attempts=3, retry_on=(FailureKind.TIMEOUT,)),
+            None,
+            FailureKind.TIMEOUT,
+            True,
+        ),
+        # a non-retryable exit code only concerns nonzero_exit failures
+        (
+            RetryPolicy(max_attempts=3, non_retryable_exit_codes=(2,)),
+            2,
+            FailureKind.SPAWN_ERROR,
+            True,
+        ),
+    ],
+)
+def test_only_retryable_failures_are_retried(
+    policy: RetryPolicy, exit_code: int | None, kind: FailureKind, retried: bool
+) -> None:
     state = _claimed_with(policy)
     after, events = when(state, complete(ok=False, exit_code=exit_code, kind=kind), FINISHED)  # type: ignore[arg-type]
     failed = ev.TaskFailed(RUN, "main", 1, 1, "w1", kind, exit_code, "tail", STARTED, FINISHED)
@@ -85,8 +112,10 @@ def test_only_retryable_failures_are_retried(policy: RetryPolicy, exit_code: int
         assert [type(e) for e in events] == [ev.TaskFailed, ev.RetryScheduled]
         assert only_task(after).state is TaskState.RETRY_WAIT  # type: ignore[attr-defined]
     else:  # dead-lettered on the first attempt though attempts remain
-        assert events[1:] == [ev.TaskDeadLettered(RUN, "main", 1, kind, exit_code, "tail"),
-                              ev.RunFailed(RUN, TICK)]
+        assert events[1:] == [
+            ev.TaskDeadLettered(RUN, "main", 1, kind, exit_code, "tail"),
+            ev.RunFailed(RUN, TICK),
+        ]
 
 
 # --- ReleaseTask ------------------------------------------------------------------------------
@@ -98,27 +127,43 @@ def release(epoch: int = 1, worker: str = "w1") -> cmd.ReleaseTask:
 
 def test_release_makes_the_same_attempt_ready_again_and_the_next_claim_bumps_the_epoch() -> None:
     state, events = when(CLAIMED, release(), TICK + 5 * S)
-    assert events == [ev.TaskReleased(RUN, "main", 1, 1, "w1", "worker draining"),
-                      ev.TaskReady(RUN, "main", 1, TICK)]
+    assert events == [
+        ev.TaskReleased(RUN, "main", 1, 1, "w1", "worker draining"),
+        ev.TaskReady(RUN, "main", 1, TICK),
+    ]
     ti = only_task(state)
     assert (ti.state, ti.attempt, ti.epoch, ti.worker_id) == (  # type: ignore[attr-defined]
-        TaskState.READY, 1, 1, None)
+        TaskState.READY,
+        1,
+        1,
+        None,
+    )
     state, events = when(state, claim("w2"), TICK + 6 * S, key="claim-again")
     assert [(e.attempt, e.epoch, e.worker_id) for e in events] == [(1, 2, "w2")]  # type: ignore[attr-defined]
     # the releasing worker's late completion is fenced by the new epoch
     late = complete(epoch=1)
     _, events = when(state, late, TICK + 7 * S, key="late")
-    assert events == [rejected(late, RejectReason.STALE_EPOCH,
-                               "epoch 1 is not the current lease (epoch 2, claimed)")]
+    assert events == [
+        rejected(
+            late, RejectReason.STALE_EPOCH, "epoch 1 is not the current lease (epoch 2, claimed)"
+        )
+    ]
 
 
-@pytest.mark.parametrize(("command", "reason", "detail"), [
-    (release(epoch=0), RejectReason.STALE_EPOCH,
-     "epoch 0 is not the current lease (epoch 1, claimed)"),
-    (release(worker="w9"), RejectReason.NOT_HOLDER, "lease is held by w1"),
-])
+@pytest.mark.parametrize(
+    ("command", "reason", "detail"),
+    [
+        (
+            release(epoch=0),
+            RejectReason.STALE_EPOCH,
+            "epoch 0 is not the current lease (epoch 1, claimed)",
+        ),
+        (release(worker="w9"), RejectReason.NOT_HOLDER, "lease is held by w1"),
+    ],
+)
 def test_release_by_a_stale_or_foreign_lease_is_refused(
-        command: cmd.ReleaseTask, reason: RejectReason, detail: str) -> None:
+    command: cmd.ReleaseTask, reason: RejectReason, detail: str
+) -> None:
     state, events = when(CLAIMED, command, TICK + 5 * S)
     assert events == [rejected(command, reason, detail)]
     assert only_task(state) == only_task(CLAIMED)
@@ -163,6 +208,7 @@ def test_a_holder_that_renews_past_the_hard_deadline_loses_the_attempt_as_timeou
 def test_a_nan_backoff_coefficient_is_an_invalid_definition() -> None:
     from cronlog.errors import InvalidDefinition
     from cronlog.validation import validate_spec
+
     with pytest.raises(InvalidDefinition) as info:
         validate_spec(replace(SPEC, retry_policy=RetryPolicy(backoff_coefficient=float("nan"))))
     assert info.value.field == "retry_policy.backoff_coefficient"

@@ -74,48 +74,70 @@ def test_core_imports_with_the_pinned_croniter() -> None:
 
 TICK_TABLE = [
     pytest.param(
-        "*/15 * * * *", "UTC", "2024-06-10T12:07:00Z",
-        ["2024-06-10T12:15:00Z", "2024-06-10T12:30:00Z", "2024-06-10T12:45:00Z",
-         "2024-06-10T13:00:00Z"],
+        "*/15 * * * *",
+        "UTC",
+        "2024-06-10T12:07:00Z",
+        [
+            "2024-06-10T12:15:00Z",
+            "2024-06-10T12:30:00Z",
+            "2024-06-10T12:45:00Z",
+            "2024-06-10T13:00:00Z",
+        ],
         id="5-field-every-15-min-utc",
     ),
     pytest.param(
-        "0 0 * * *", "UTC", "2024-06-10T00:00:00Z",
+        "0 0 * * *",
+        "UTC",
+        "2024-06-10T00:00:00Z",
         ["2024-06-11T00:00:00Z", "2024-06-12T00:00:00Z"],
         id="5-field-after-is-exclusive",
     ),
     pytest.param(
-        "0 9 * * 1-5", "UTC", "2024-06-07T09:00:00Z",  # a Friday
+        "0 9 * * 1-5",
+        "UTC",
+        "2024-06-07T09:00:00Z",  # a Friday
         ["2024-06-10T09:00:00Z", "2024-06-11T09:00:00Z"],
         id="5-field-weekdays-skip-the-weekend",
     ),
     pytest.param(
-        "30 9 * * *", "Europe/Berlin", "2024-06-10T12:00:00Z",
+        "30 9 * * *",
+        "Europe/Berlin",
+        "2024-06-10T12:00:00Z",
         ["2024-06-11T07:30:00Z", "2024-06-12T07:30:00Z", "2024-06-13T07:30:00Z"],
         id="5-field-berlin-summer-cest",
     ),
     pytest.param(
-        "30 9 * * *", "Europe/Berlin", "2024-01-10T12:00:00Z",
+        "30 9 * * *",
+        "Europe/Berlin",
+        "2024-01-10T12:00:00Z",
         ["2024-01-11T08:30:00Z", "2024-01-12T08:30:00Z"],
         id="5-field-berlin-winter-cet",
     ),
     pytest.param(
-        "0 0 12 * * *", "Asia/Kolkata", "2024-06-10T00:00:00Z",
+        "0 0 12 * * *",
+        "Asia/Kolkata",
+        "2024-06-10T00:00:00Z",
         ["2024-06-10T06:30:00Z", "2024-06-11T06:30:00Z"],
         id="6-field-half-hour-zone",
     ),
     pytest.param(
-        "*/10 * * * * *", "UTC", "2024-06-10T00:00:05Z",
+        "*/10 * * * * *",
+        "UTC",
+        "2024-06-10T00:00:05Z",
         ["2024-06-10T00:00:10Z", "2024-06-10T00:00:20Z", "2024-06-10T00:00:30Z"],
         id="6-field-seconds-first-utc",
     ),
     pytest.param(
-        "15 30 9 * * *", "Europe/Berlin", "2024-06-10T07:30:15Z",
+        "15 30 9 * * *",
+        "Europe/Berlin",
+        "2024-06-10T07:30:15Z",
         ["2024-06-11T07:30:15Z", "2024-06-12T07:30:15Z"],
         id="6-field-seconds-first-berlin",
     ),
     pytest.param(
-        "@daily", "UTC", "2024-06-10T00:00:00Z",
+        "@daily",
+        "UTC",
+        "2024-06-10T00:00:00Z",
         ["2024-06-11T00:00:00Z", "2024-06-12T00:00:00Z"],
         id="macro-daily",
     ),
@@ -182,36 +204,94 @@ SPRING, FALL = "2024-03-30T12:00:00Z", "2024-10-26T12:00:00Z"
     ("expression", "after", "gap", "overlap", "expected"),
     [
         # fixed-time in the gap: shift fires once at the gap's end; skip drops that day.
-        ("30 2 * * *", SPRING, DstGapPolicy.SHIFT, DstOverlapPolicy.FIRST,
-         ["2024-03-31T01:00:00Z", "2024-04-01T00:30:00Z"]),
-        ("30 2 * * *", SPRING, DstGapPolicy.SKIP, DstOverlapPolicy.FIRST,
-         ["2024-04-01T00:30:00Z", "2024-04-02T00:30:00Z"]),
+        (
+            "30 2 * * *",
+            SPRING,
+            DstGapPolicy.SHIFT,
+            DstOverlapPolicy.FIRST,
+            ["2024-03-31T01:00:00Z", "2024-04-01T00:30:00Z"],
+        ),
+        (
+            "30 2 * * *",
+            SPRING,
+            DstGapPolicy.SKIP,
+            DstOverlapPolicy.FIRST,
+            ["2024-04-01T00:30:00Z", "2024-04-02T00:30:00Z"],
+        ),
         # several gap times (or a gap time and the real instant it shifts to) fire once.
-        ("0,30 2 * * *", SPRING, DstGapPolicy.SHIFT, DstOverlapPolicy.FIRST,
-         ["2024-03-31T01:00:00Z", "2024-04-01T00:00:00Z"]),
-        ("0 2,3 * * *", SPRING, DstGapPolicy.SHIFT, DstOverlapPolicy.FIRST,
-         ["2024-03-31T01:00:00Z", "2024-04-01T00:00:00Z", "2024-04-01T01:00:00Z"]),
-        ("15 30 2 * * *", SPRING, DstGapPolicy.SHIFT, DstOverlapPolicy.FIRST,
-         ["2024-03-31T01:00:00Z", "2024-04-01T00:30:15Z"]),
+        (
+            "0,30 2 * * *",
+            SPRING,
+            DstGapPolicy.SHIFT,
+            DstOverlapPolicy.FIRST,
+            ["2024-03-31T01:00:00Z", "2024-04-01T00:00:00Z"],
+        ),
+        (
+            "0 2,3 * * *",
+            SPRING,
+            DstGapPolicy.SHIFT,
+            DstOverlapPolicy.FIRST,
+            ["2024-03-31T01:00:00Z", "2024-04-01T00:00:00Z", "2024-04-01T01:00:00Z"],
+        ),
+        (
+            "15 30 2 * * *",
+            SPRING,
+            DstGapPolicy.SHIFT,
+            DstOverlapPolicy.FIRST,
+            ["2024-03-31T01:00:00Z", "2024-04-01T00:30:15Z"],
+        ),
         # fixed-time in the overlap: first pass, second pass, or both.
-        ("30 2 * * *", FALL, DstGapPolicy.SHIFT, DstOverlapPolicy.FIRST,
-         ["2024-10-27T00:30:00Z", "2024-10-28T01:30:00Z"]),
-        ("30 2 * * *", FALL, DstGapPolicy.SHIFT, DstOverlapPolicy.LAST,
-         ["2024-10-27T01:30:00Z", "2024-10-28T01:30:00Z"]),
-        ("30 2 * * *", FALL, DstGapPolicy.SHIFT, DstOverlapPolicy.BOTH,
-         ["2024-10-27T00:30:00Z", "2024-10-27T01:30:00Z", "2024-10-28T01:30:00Z"]),
+        (
+            "30 2 * * *",
+            FALL,
+            DstGapPolicy.SHIFT,
+            DstOverlapPolicy.FIRST,
+            ["2024-10-27T00:30:00Z", "2024-10-28T01:30:00Z"],
+        ),
+        (
+            "30 2 * * *",
+            FALL,
+            DstGapPolicy.SHIFT,
+            DstOverlapPolicy.LAST,
+            ["2024-10-27T01:30:00Z", "2024-10-28T01:30:00Z"],
+        ),
+        (
+            "30 2 * * *",
+            FALL,
+            DstGapPolicy.SHIFT,
+            DstOverlapPolicy.BOTH,
+            ["2024-10-27T00:30:00Z", "2024-10-27T01:30:00Z", "2024-10-28T01:30:00Z"],
+        ),
         # wildcard (minute starts with *): real instants only, whatever the policy.
-        ("*/30 2 * * *", SPRING, DstGapPolicy.SHIFT, DstOverlapPolicy.FIRST,
-         ["2024-04-01T00:00:00Z", "2024-04-01T00:30:00Z"]),
-        ("*/30 2 * * *", FALL, DstGapPolicy.SHIFT, DstOverlapPolicy.FIRST,
-         ["2024-10-27T00:00:00Z", "2024-10-27T00:30:00Z", "2024-10-27T01:00:00Z",
-          "2024-10-27T01:30:00Z", "2024-10-28T01:00:00Z"]),
+        (
+            "*/30 2 * * *",
+            SPRING,
+            DstGapPolicy.SHIFT,
+            DstOverlapPolicy.FIRST,
+            ["2024-04-01T00:00:00Z", "2024-04-01T00:30:00Z"],
+        ),
+        (
+            "*/30 2 * * *",
+            FALL,
+            DstGapPolicy.SHIFT,
+            DstOverlapPolicy.FIRST,
+            [
+                "2024-10-27T00:00:00Z",
+                "2024-10-27T00:30:00Z",
+                "2024-10-27T01:00:00Z",
+                "2024-10-27T01:30:00Z",
+                "2024-10-28T01:00:00Z",
+            ],
+        ),
     ],
 )
-def test_dst_policies_in_berlin(expression: str, after: str, gap: DstGapPolicy,
-                                overlap: DstOverlapPolicy, expected: list[str]) -> None:
-    got = itertools.islice(cron_ticks(expression, "Europe/Berlin", utc(after), dst_gap=gap,
-                                      dst_overlap=overlap), len(expected))
+def test_dst_policies_in_berlin(
+    expression: str, after: str, gap: DstGapPolicy, overlap: DstOverlapPolicy, expected: list[str]
+) -> None:
+    got = itertools.islice(
+        cron_ticks(expression, "Europe/Berlin", utc(after), dst_gap=gap, dst_overlap=overlap),
+        len(expected),
+    )
     assert list(got) == [utc(t) for t in expected]
 
 
@@ -219,11 +299,20 @@ def test_lord_howe_half_hour_gap_and_overlap() -> None:
     # +10:30 -> +11 at 2024-10-05T15:30Z (02:00-02:29 missing); +11 -> +10:30 at
     # 2024-04-06T15:00Z (01:30-01:59 twice).
     assert first_ticks("15 2 * * *", "Australia/Lord_Howe", utc("2024-10-05T00:00:00Z"), 2) == [
-        utc("2024-10-05T15:30:00Z"), utc("2024-10-06T15:15:00Z")]
-    both = cron_ticks("45 1 * * *", "Australia/Lord_Howe", utc("2024-04-06T00:00:00Z"),
-                      dst_overlap=DstOverlapPolicy.BOTH)
+        utc("2024-10-05T15:30:00Z"),
+        utc("2024-10-06T15:15:00Z"),
+    ]
+    both = cron_ticks(
+        "45 1 * * *",
+        "Australia/Lord_Howe",
+        utc("2024-04-06T00:00:00Z"),
+        dst_overlap=DstOverlapPolicy.BOTH,
+    )
     assert list(itertools.islice(both, 3)) == [
-        utc("2024-04-06T14:45:00Z"), utc("2024-04-06T15:15:00Z"), utc("2024-04-07T15:15:00Z")]
+        utc("2024-04-06T14:45:00Z"),
+        utc("2024-04-06T15:15:00Z"),
+        utc("2024-04-07T15:15:00Z"),
+    ]
 
 
 def test_next_tick_follows_the_schedules_policies_and_hash_id() -> None:
@@ -233,11 +322,13 @@ def test_next_tick_follows_the_schedules_policies_and_hash_id() -> None:
     assert next_tick(last, utc(FALL)) == utc("2024-10-27T01:30:00Z")
     hashed = cron("H H * * *")
     assert next_tick(hashed, utc(SPRING), hash_id="job-a") == next(
-        cron_ticks("H H * * *", "UTC", utc(SPRING), hash_id="job-a"))
+        cron_ticks("H H * * *", "UTC", utc(SPRING), hash_id="job-a")
+    )
     assert next_tick(hashed, utc(SPRING)) == next(cron_ticks("H H * * *", "UTC", utc(SPRING)))
 
 
 # --- previous ticks -----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     ("expression", "tz", "start"),
@@ -257,20 +348,27 @@ def test_next_tick_follows_the_schedules_policies_and_hash_id() -> None:
 def test_prev_ticks_are_the_forward_ticks_in_reverse(
     expression: str, tz: str, start: str, gap: DstGapPolicy, overlap: DstOverlapPolicy
 ) -> None:
-    forward = list(itertools.islice(cron_ticks(expression, tz, utc(start), dst_gap=gap,
-                                               dst_overlap=overlap), 40))
+    forward = list(
+        itertools.islice(
+            cron_ticks(expression, tz, utc(start), dst_gap=gap, dst_overlap=overlap), 40
+        )
+    )
     end = forward[-1] + timedelta(microseconds=1)
     back = list(prev_ticks(expression, tz, end, len(forward), dst_gap=gap, dst_overlap=overlap))
     assert back == forward[::-1]
-    assert list(prev_ticks(expression, tz, forward[-1], 1, dst_gap=gap,
-                           dst_overlap=overlap)) == [forward[-2]]
+    assert list(prev_ticks(expression, tz, forward[-1], 1, dst_gap=gap, dst_overlap=overlap)) == [
+        forward[-2]
+    ]
 
 
 def test_prev_ticks_count_and_bounds() -> None:
     before = utc("2024-03-15T00:00:00Z")
     assert list(prev_ticks("0 0 29 * *", "UTC", before, 0)) == []
     assert list(prev_ticks("0 0 29 2 *", "UTC", before, 3)) == [
-        utc("2024-02-29T00:00:00Z"), utc("2020-02-29T00:00:00Z"), utc("2016-02-29T00:00:00Z")]
+        utc("2024-02-29T00:00:00Z"),
+        utc("2020-02-29T00:00:00Z"),
+        utc("2016-02-29T00:00:00Z"),
+    ]
     with pytest.raises(ValueError, match="naive"):
         next(prev_ticks("* * * * *", "UTC", datetime(2024, 6, 10)))
 
@@ -385,8 +483,9 @@ def _case_params(case_type: str) -> list[Any]:
             case_id = case["id"] if i == 0 else f"{case['id']}/also{i}"
             marks = []
             if case_id in KNOWN_FAILING:
-                marks.append(pytest.mark.xfail(strict=True,
-                                               reason=ISSUE_3 + KNOWN_FAILING[case_id]))
+                marks.append(
+                    pytest.mark.xfail(strict=True, reason=ISSUE_3 + KNOWN_FAILING[case_id])
+                )
             params.append(pytest.param({**case, **variant}, id=case_id, marks=marks))
     return params
 
@@ -401,8 +500,9 @@ def test_shared_case_ticks(case: dict[str, Any]) -> None:
 @pytest.mark.parametrize("case", _case_params("prev_ticks"))
 def test_shared_case_prev_ticks(case: dict[str, Any]) -> None:
     expected = [utc(t) for t in case["expected_utc"]]
-    got = list(itertools.islice(prev_ticks(case["expr"], case["tz"], utc(case["after"])),
-                                len(expected)))
+    got = list(
+        itertools.islice(prev_ticks(case["expr"], case["tz"], utc(case["after"])), len(expected))
+    )
     assert got == expected
 
 
@@ -443,8 +543,11 @@ class Scenario:
 
     def scheduled_runs(self) -> list[tuple[datetime, ev.RunScheduled]]:
         assert self.emitted is not None
-        return [(at, e) for at, e in self.emitted
-                if isinstance(e, ev.RunScheduled) and e.trigger is not ev.RunTrigger.MANUAL]
+        return [
+            (at, e)
+            for at, e in self.emitted
+            if isinstance(e, ev.RunScheduled) and e.trigger is not ev.RunTrigger.MANUAL
+        ]
 
 
 def _spec(case: dict[str, Any], catchup: CatchupPolicy = CatchupPolicy.LATEST) -> JobSpec:
@@ -515,8 +618,11 @@ def _manual_trigger_drift(case: dict[str, Any]) -> Scenario:
     s.send(cmd.TriggerJob(), trigger_at)
     assert s.state.next_fire_at == cursor  # a manual run does not move the schedule
     assert s.emitted is not None
-    manual = [e for _, e in s.emitted
-              if isinstance(e, ev.RunScheduled) and e.trigger is ev.RunTrigger.MANUAL]
+    manual = [
+        e
+        for _, e in s.emitted
+        if isinstance(e, ev.RunScheduled) and e.trigger is ev.RunTrigger.MANUAL
+    ]
     assert [e.scheduled_for for e in manual] == [trigger_at]
     last = max(utc(r["scheduled_for"]) for r in case["expected_runs"])
     s.ticks(trigger_at, last + timedelta(hours=1), timedelta(hours=1))
@@ -560,7 +666,10 @@ def _iter_ids(params: list[Any]) -> Iterator[str]:
 
 def test_every_shared_case_is_run() -> None:
     known = {c["id"] for c in _load_cases()}
-    run = {i.split("/")[0] for t in ("ticks", "prev_ticks", "scenario")
-           for i in _iter_ids(_case_params(t))}
+    run = {
+        i.split("/")[0]
+        for t in ("ticks", "prev_ticks", "scenario")
+        for i in _iter_ids(_case_params(t))
+    }
     assert run == known
     assert {k.split("/")[0] for k in KNOWN_FAILING} <= known

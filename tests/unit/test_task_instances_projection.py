@@ -21,10 +21,17 @@ T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 JOB = "etl"
 RUN = "r-etl"
 TASKS = ("extract", "transform", "load")
-SPEC = JobSpec("etl", Schedule(ScheduleKind.MANUAL), (), tasks=TASKS, task_specs=(
-    TaskSpec("extract", ("true",)),
-    TaskSpec("transform", ("true",), depends_on=("extract",)),
-    TaskSpec("load", ("true",), depends_on=("transform",), trigger_rule=TriggerRule.ALL_DONE)))
+SPEC = JobSpec(
+    "etl",
+    Schedule(ScheduleKind.MANUAL),
+    (),
+    tasks=TASKS,
+    task_specs=(
+        TaskSpec("extract", ("true",)),
+        TaskSpec("transform", ("true",), depends_on=("extract",)),
+        TaskSpec("load", ("true",), depends_on=("transform",), trigger_rule=TriggerRule.ALL_DONE),
+    ),
+)
 
 
 @pytest.fixture
@@ -39,20 +46,46 @@ def at(seconds: float) -> datetime:
 
 
 def start(store: Store) -> None:
-    feed(store, *command("reg", ev.JobRegistered(SPEC, None), job_id=JOB),
-         *command("trigger", ev.RunScheduled(RUN, T0, ev.RunTrigger.MANUAL, TASKS, None),
-                  ev.TaskReady(RUN, "extract", 1, T0), job_id=JOB))
+    feed(
+        store,
+        *command("reg", ev.JobRegistered(SPEC, None), job_id=JOB),
+        *command(
+            "trigger",
+            ev.RunScheduled(RUN, T0, ev.RunTrigger.MANUAL, TASKS, None),
+            ev.TaskReady(RUN, "extract", 1, T0),
+            job_id=JOB,
+        ),
+    )
 
 
 def claim(task: str, attempt: int, epoch: int, when: float) -> list[ev.RunEvent]:
-    return command(f"claim-{task}-{epoch}", ev.TaskClaimed(
-        RUN, task, attempt, epoch, "w1", at(when + 60), timedelta(seconds=60), T0, ("true",),
-        timedelta(hours=1)), at=at(when), job_id=JOB)
+    return command(
+        f"claim-{task}-{epoch}",
+        ev.TaskClaimed(
+            RUN,
+            task,
+            attempt,
+            epoch,
+            "w1",
+            at(when + 60),
+            timedelta(seconds=60),
+            T0,
+            ("true",),
+            timedelta(hours=1),
+        ),
+        at=at(when),
+        job_id=JOB,
+    )
 
 
 def succeeded(task: str, when: float, *then: ev.Event) -> list[ev.RunEvent]:
-    return command(f"done-{task}", ev.TaskSucceeded(
-        RUN, task, 1, 1, "w1", 0, "", at(when - 0.5), at(when)), *then, at=at(when), job_id=JOB)
+    return command(
+        f"done-{task}",
+        ev.TaskSucceeded(RUN, task, 1, 1, "w1", 0, "", at(when - 0.5), at(when)),
+        *then,
+        at=at(when),
+        job_id=JOB,
+    )
 
 
 def instances(store: Store) -> dict[str, dict[str, Any]]:
@@ -63,7 +96,8 @@ def instances(store: Store) -> dict[str, dict[str, Any]]:
 
 
 def test_a_scheduled_dag_run_lists_every_task_in_order_root_ready_others_pending(
-        store: Store) -> None:
+    store: Store,
+) -> None:
     start(store)
     run = views.get_run(store, RUN)
     assert run is not None
@@ -78,9 +112,12 @@ def test_a_scheduled_dag_run_lists_every_task_in_order_root_ready_others_pending
 
 def test_each_task_keeps_its_own_state_worker_and_timings(store: Store) -> None:
     start(store)
-    feed(store, *claim("extract", 1, 1, 0.1),
-         *succeeded("extract", 1, ev.TaskReady(RUN, "transform", 1, T0)),
-         *claim("transform", 1, 1, 1.1))
+    feed(
+        store,
+        *claim("extract", 1, 1, 0.1),
+        *succeeded("extract", 1, ev.TaskReady(RUN, "transform", 1, T0)),
+        *claim("transform", 1, 1, 1.1),
+    )
     tis = instances(store)
     assert (tis["extract"]["state"], tis["extract"]["exit_code"]) == ("succeeded", 0)
     assert tis["extract"]["started_at"] == "2026-03-01T12:00:00.500Z"
@@ -95,29 +132,44 @@ def test_each_task_keeps_its_own_state_worker_and_timings(store: Store) -> None:
 
 def test_a_retry_shows_retrying_then_the_next_attempt_ready(store: Store) -> None:
     start(store)
-    failed = ev.TaskFailed(RUN, "extract", 1, 1, "w1", FailureKind.NONZERO_EXIT, 3, "", at(0.5),
-                           at(1))
-    feed(store, *claim("extract", 1, 1, 0.1),
-         *command("fail-1", failed, ev.RetryScheduled(RUN, "extract", 2, at(3)), at=at(1),
-                  job_id=JOB))
+    failed = ev.TaskFailed(
+        RUN, "extract", 1, 1, "w1", FailureKind.NONZERO_EXIT, 3, "", at(0.5), at(1)
+    )
+    feed(
+        store,
+        *claim("extract", 1, 1, 0.1),
+        *command(
+            "fail-1", failed, ev.RetryScheduled(RUN, "extract", 2, at(3)), at=at(1), job_id=JOB
+        ),
+    )
     ti = instances(store)["extract"]
     assert (ti["state"], ti["attempt"], ti["exit_code"]) == ("retrying", 1, 3)
     assert ti["failure_kind"] == "nonzero_exit"
     assert ti["retry_at"] == "2026-03-01T12:00:03.000Z"
     feed(store, *command("retry", ev.TaskReady(RUN, "extract", 2, T0), at=at(3), job_id=JOB))
     ti = instances(store)["extract"]
-    assert (ti["state"], ti["attempt"], ti["exit_code"], ti["retry_at"]) == (
-        "ready", 2, None, None)
+    assert (ti["state"], ti["attempt"], ti["exit_code"], ti["retry_at"]) == ("ready", 2, None, None)
 
 
 def test_a_failed_root_leaves_its_downstream_upstream_failed_and_all_done_runs(
-        store: Store) -> None:
+    store: Store,
+) -> None:
     start(store)
-    failed = ev.TaskFailed(RUN, "extract", 1, 1, "w1", FailureKind.NONZERO_EXIT, 1, "", at(0.5),
-                           at(1))
-    feed(store, *claim("extract", 1, 1, 0.1), *command(
-        "fail", failed, ev.TaskUpstreamFailed(RUN, "transform", "all_success"),
-        ev.TaskReady(RUN, "load", 1, T0), at=at(1), job_id=JOB))
+    failed = ev.TaskFailed(
+        RUN, "extract", 1, 1, "w1", FailureKind.NONZERO_EXIT, 1, "", at(0.5), at(1)
+    )
+    feed(
+        store,
+        *claim("extract", 1, 1, 0.1),
+        *command(
+            "fail",
+            failed,
+            ev.TaskUpstreamFailed(RUN, "transform", "all_success"),
+            ev.TaskReady(RUN, "load", 1, T0),
+            at=at(1),
+            job_id=JOB,
+        ),
+    )
     tis = instances(store)
     assert tis["extract"]["state"] == "failed"
     assert tis["transform"]["state"] == "upstream_failed"
@@ -128,62 +180,102 @@ def test_a_failed_root_leaves_its_downstream_upstream_failed_and_all_done_runs(
 
 def test_skipped_tasks_show_their_rule(store: Store) -> None:
     start(store)
-    feed(store, *claim("extract", 1, 1, 0.1), *succeeded(
-        "extract", 1, ev.TaskSkipped(RUN, "transform", "one_failed"),
-        ev.TaskSkipped(RUN, "load", "all_success"), ev.RunSucceeded(RUN)))
+    feed(
+        store,
+        *claim("extract", 1, 1, 0.1),
+        *succeeded(
+            "extract",
+            1,
+            ev.TaskSkipped(RUN, "transform", "one_failed"),
+            ev.TaskSkipped(RUN, "load", "all_success"),
+            ev.RunSucceeded(RUN),
+        ),
+    )
     tis = instances(store)
     assert (tis["transform"]["state"], tis["transform"]["trigger_rule"]) == (
-        "skipped", "one_failed")
+        "skipped",
+        "one_failed",
+    )
     assert tis["load"]["state"] == "skipped"
     run = views.get_run(store, RUN)
     assert run is not None and run["state"] == "succeeded"
 
 
-def test_a_released_task_is_ready_again_and_a_cancelled_run_cancels_the_rest(
-        store: Store) -> None:
+def test_a_released_task_is_ready_again_and_a_cancelled_run_cancels_the_rest(store: Store) -> None:
     start(store)
-    feed(store, *claim("extract", 1, 1, 0.1), *command(
-        "release", ev.TaskReleased(RUN, "extract", 1, 1, "w1", "drain"),
-        ev.TaskReady(RUN, "extract", 1, T0), at=at(1), job_id=JOB))
+    feed(
+        store,
+        *claim("extract", 1, 1, 0.1),
+        *command(
+            "release",
+            ev.TaskReleased(RUN, "extract", 1, 1, "w1", "drain"),
+            ev.TaskReady(RUN, "extract", 1, T0),
+            at=at(1),
+            job_id=JOB,
+        ),
+    )
     ti = instances(store)["extract"]
     assert (ti["state"], ti["worker_id"], ti["epoch"]) == ("ready", None, 1)
-    feed(store, *claim("extract", 1, 2, 1.5),
-         *command("cancel", ev.RunCancelled(RUN, ev.CancelReason.USER), at=at(2), job_id=JOB))
+    feed(
+        store,
+        *claim("extract", 1, 2, 1.5),
+        *command("cancel", ev.RunCancelled(RUN, ev.CancelReason.USER), at=at(2), job_id=JOB),
+    )
     tis = instances(store)
     assert {t: ti["state"] for t, ti in tis.items()} == dict.fromkeys(TASKS, "cancelled")
     assert tis["extract"]["epoch"] == 2
     run = views.get_run(store, RUN)
     assert run is not None  # the attempt it stopped ends with it, not "running" forever
     assert [(a["task"], a["state"], a["finished_at"] is not None) for a in run["attempts"]] == [
-        ("extract", "cancelled", True)]
+        ("extract", "cancelled", True)
+    ]
 
 
 def test_one_task_cancelled_alone(store: Store) -> None:
     start(store)
-    feed(store, *command("cancel-t", ev.TaskCancelled(RUN, "extract", 1),
-                         ev.TaskUpstreamFailed(RUN, "transform", "all_success"),
-                         ev.TaskReady(RUN, "load", 1, T0), at=at(1), job_id=JOB))
+    feed(
+        store,
+        *command(
+            "cancel-t",
+            ev.TaskCancelled(RUN, "extract", 1),
+            ev.TaskUpstreamFailed(RUN, "transform", "all_success"),
+            ev.TaskReady(RUN, "load", 1, T0),
+            at=at(1),
+            job_id=JOB,
+        ),
+    )
     tis = instances(store)
     assert [tis[t]["state"] for t in TASKS] == ["cancelled", "upstream_failed", "ready"]
 
 
 def test_a_one_task_run_has_one_instance_named_main(store: Store) -> None:
     spec = JobSpec("one", Schedule(ScheduleKind.MANUAL), ("true",))
-    feed(store, *command("reg", ev.JobRegistered(spec, None), job_id="one"),
-         *command("trigger", ev.RunScheduled("r1", T0, ev.RunTrigger.MANUAL, ("main",), None),
-                  ev.TaskReady("r1", "main", 1, T0), job_id="one"))
+    feed(
+        store,
+        *command("reg", ev.JobRegistered(spec, None), job_id="one"),
+        *command(
+            "trigger",
+            ev.RunScheduled("r1", T0, ev.RunTrigger.MANUAL, ("main",), None),
+            ev.TaskReady("r1", "main", 1, T0),
+            job_id="one",
+        ),
+    )
     run = views.get_run(store, "r1")
     assert run is not None
     assert [(ti["task"], ti["state"], ti["trigger_rule"]) for ti in run["task_instances"]] == [
-        ("main", "ready", None)]
+        ("main", "ready", None)
+    ]
 
 
 def test_a_dag_runs_trigger_lag_and_start_are_its_first_tasks(store: Store) -> None:
     start(store)
-    feed(store, *claim("extract", 1, 1, 0.2),
-         *succeeded("extract", 1.0, ev.TaskReady(RUN, "transform", 1, T0)),
-         *claim("transform", 1, 1, 3.0),
-         *succeeded("transform", 5.0))
+    feed(
+        store,
+        *claim("extract", 1, 1, 0.2),
+        *succeeded("extract", 1.0, ev.TaskReady(RUN, "transform", 1, T0)),
+        *claim("transform", 1, 1, 3.0),
+        *succeeded("transform", 5.0),
+    )
     run = views.get_run(store, RUN)
     assert run is not None  # extract started 0.5 s after the tick; transform's later start
     # (it waited for extract) is not the run's lag

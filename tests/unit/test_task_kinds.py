@@ -22,61 +22,86 @@ from services.api.schemas import JobDefinition
 from services.worker.kinds import HttpExecution, PythonPool, execution_for
 
 BASE = JobSpec(name="kinds", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
-CONTEXT = {"CRONLOG_JOB_ID": "j", "CRONLOG_RUN_ID": "r1", "CRONLOG_TASK": "main",
-           "CRONLOG_ATTEMPT": "2", "CRONLOG_EPOCH": "3", "CRONLOG_IDEM_KEY": "k",
-           "CRONLOG_SCHEDULED_FOR": "2026-01-01T00:00:00Z"}
+CONTEXT = {
+    "CRONLOG_JOB_ID": "j",
+    "CRONLOG_RUN_ID": "r1",
+    "CRONLOG_TASK": "main",
+    "CRONLOG_ATTEMPT": "2",
+    "CRONLOG_EPOCH": "3",
+    "CRONLOG_IDEM_KEY": "k",
+    "CRONLOG_SCHEDULED_FOR": "2026-01-01T00:00:00Z",
+}
 HTTP = HttpTask(url="http://127.0.0.1:1/x")
 
 
-@pytest.mark.parametrize(("changes", "field"), [
-    ({"command": ()}, "command"),
-    ({"kind": TaskKind.SHELL}, "command"),
-    ({"kind": TaskKind.SHELL, "command": ()}, "shell"),
-    ({"kind": TaskKind.SHELL, "command": (), "shell": "  "}, "shell"),
-    ({"shell": "echo hi"}, "shell"),
-    ({"kind": TaskKind.PYTHON, "command": ()}, "callable"),
-    ({"kind": TaskKind.PYTHON, "command": (), "callable": "no-colon"}, "callable"),
-    ({"kind": TaskKind.PYTHON, "command": (), "callable": "m:f", "http": HTTP}, "http"),
-    ({"kind": TaskKind.HTTP, "command": ()}, "http"),
-    ({"kind": TaskKind.HTTP, "command": (), "http": HttpTask(url="ftp://h/")}, "http.url"),
-    ({"kind": TaskKind.HTTP, "command": (), "http": replace(HTTP, method="BREW")},
-     "http.method"),
-    ({"kind": TaskKind.HTTP, "command": (),
-      "http": replace(HTTP, headers=(HttpHeader("X-A", "a\r\nb"),))}, "http.headers"),
-    ({"kind": TaskKind.HTTP, "command": (), "http": replace(HTTP, success_codes=(42,))},
-     "http.success_codes"),
-    ({"kind": TaskKind.HTTP, "command": (), "http": replace(HTTP, body="x" * 70_000)}, "http"),
-])
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"command": ()}, "command"),
+        ({"kind": TaskKind.SHELL}, "command"),
+        ({"kind": TaskKind.SHELL, "command": ()}, "shell"),
+        ({"kind": TaskKind.SHELL, "command": (), "shell": "  "}, "shell"),
+        ({"shell": "echo hi"}, "shell"),
+        ({"kind": TaskKind.PYTHON, "command": ()}, "callable"),
+        ({"kind": TaskKind.PYTHON, "command": (), "callable": "no-colon"}, "callable"),
+        ({"kind": TaskKind.PYTHON, "command": (), "callable": "m:f", "http": HTTP}, "http"),
+        ({"kind": TaskKind.HTTP, "command": ()}, "http"),
+        ({"kind": TaskKind.HTTP, "command": (), "http": HttpTask(url="ftp://h/")}, "http.url"),
+        (
+            {"kind": TaskKind.HTTP, "command": (), "http": replace(HTTP, method="BREW")},
+            "http.method",
+        ),
+        (
+            {
+                "kind": TaskKind.HTTP,
+                "command": (),
+                "http": replace(HTTP, headers=(HttpHeader("X-A", "a\r\nb"),)),
+            },
+            "http.headers",
+        ),
+        (
+            {"kind": TaskKind.HTTP, "command": (), "http": replace(HTTP, success_codes=(42,))},
+            "http.success_codes",
+        ),
+        ({"kind": TaskKind.HTTP, "command": (), "http": replace(HTTP, body="x" * 70_000)}, "http"),
+    ],
+)
 def test_invalid_task_definition_names_the_field(changes: dict[str, object], field: str) -> None:
     with pytest.raises(InvalidDefinition) as err:
         validate_spec(replace(BASE, **changes))  # type: ignore[arg-type]
     assert err.value.field == field
 
 
-@pytest.mark.parametrize("changes", [
-    {},
-    {"kind": TaskKind.SHELL, "command": (), "shell": "echo hi | wc -c"},
-    {"kind": TaskKind.PYTHON, "command": (), "callable": "tests.unit.tasks_for_tests:fail"},
-    {"kind": TaskKind.HTTP, "command": (),
-     "http": HttpTask("https://example.org/hook", "POST", (HttpHeader("X-A", "1"),), "{}",
-                      (200, 202))},
-])
-def test_valid_task_definitions_pass_and_survive_the_api_shape(
-        changes: dict[str, object]) -> None:
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"kind": TaskKind.SHELL, "command": (), "shell": "echo hi | wc -c"},
+        {"kind": TaskKind.PYTHON, "command": (), "callable": "tests.unit.tasks_for_tests:fail"},
+        {
+            "kind": TaskKind.HTTP,
+            "command": (),
+            "http": HttpTask(
+                "https://example.org/hook", "POST", (HttpHeader("X-A", "1"),), "{}", (200, 202)
+            ),
+        },
+    ],
+)
+def test_valid_task_definitions_pass_and_survive_the_api_shape(changes: dict[str, object]) -> None:
     spec = replace(BASE, **changes)  # type: ignore[arg-type]
     validate_spec(spec)
     assert to_spec(JobDefinition.model_validate(spec_to_json(spec))) == spec
 
 
 def test_api_definition_without_command_is_an_exec_job_that_fails_validation() -> None:
-    spec = to_spec(JobDefinition.model_validate(
-        {"name": "n", "schedule": {"type": "manual"}}))
+    spec = to_spec(JobDefinition.model_validate({"name": "n", "schedule": {"type": "manual"}}))
     assert spec.kind is TaskKind.EXEC
     with pytest.raises(InvalidDefinition, match="command"):
         validate_spec(spec)
 
 
 # -- executions -----------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def pool() -> Iterator[PythonPool]:
@@ -85,37 +110,59 @@ def pool() -> Iterator[PythonPool]:
     p.shutdown()
 
 
-def _run(spec: JobSpec, pool: PythonPool, timeout_s: float = 20.0,
-         context: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+def _run(
+    spec: JobSpec, pool: PythonPool, timeout_s: float = 20.0, context: dict[str, str] | None = None
+):  # type: ignore[no-untyped-def]
     ctx = context or CONTEXT
-    return execution_for(spec.action(), spec.command, ctx, env={**os.environ, **ctx},
-                         timeout_s=timeout_s, grace_s=1.0, pool=pool)
+    return execution_for(
+        spec.action(),
+        spec.command,
+        ctx,
+        env={**os.environ, **ctx},
+        timeout_s=timeout_s,
+        grace_s=1.0,
+        pool=pool,
+    )
 
 
 def test_exec_kind_runs_argv_with_context_env(pool: PythonPool) -> None:
     out = _run(replace(BASE, command=("sh", "-c", "echo $CRONLOG_IDEM_KEY; exit 4")), pool).run()
-    assert (out.exit_code, out.failure_kind, out.output_tail) == (4, FailureKind.NONZERO_EXIT,
-                                                                  "k\n")
+    assert (out.exit_code, out.failure_kind, out.output_tail) == (
+        4,
+        FailureKind.NONZERO_EXIT,
+        "k\n",
+    )
 
 
 def test_shell_kind_runs_the_string_with_sh(pool: PythonPool) -> None:
-    spec = replace(BASE, kind=TaskKind.SHELL, command=(),  # noqa: S604 - shell is the point
-                   shell="echo $CRONLOG_RUN_ID-$CRONLOG_ATTEMPT | tr r R")
+    spec = replace(  # noqa: S604 - shell is the point
+        BASE,
+        kind=TaskKind.SHELL,
+        command=(),
+        shell="echo $CRONLOG_RUN_ID-$CRONLOG_ATTEMPT | tr r R",
+    )
     out = _run(spec, pool).run()
     assert (out.exit_code, out.failure_kind, out.output_tail) == (0, None, "R1-2\n")
 
 
 def _python(ref: str) -> JobSpec:
-    return replace(BASE, kind=TaskKind.PYTHON, command=(),
-                   callable=f"tests.unit.tasks_for_tests:{ref}")
+    return replace(
+        BASE, kind=TaskKind.PYTHON, command=(), callable=f"tests.unit.tasks_for_tests:{ref}"
+    )
 
 
 def test_python_kind_return_is_success_with_the_run_context(pool: PythonPool) -> None:
     out = _run(_python("echo_context"), pool).run()
     assert (out.exit_code, out.failure_kind) == (0, None)
     assert json.loads(out.output_tail) == {
-        "job_id": "j", "run_id": "r1", "task": "main", "attempt": 2, "epoch": 3,
-        "idem_key": "k", "scheduled_for": "2026-01-01T00:00:00Z"}
+        "job_id": "j",
+        "run_id": "r1",
+        "task": "main",
+        "attempt": 2,
+        "epoch": 3,
+        "idem_key": "k",
+        "scheduled_for": "2026-01-01T00:00:00Z",
+    }
 
 
 def test_python_kind_exception_is_failure_with_traceback_tail(pool: PythonPool) -> None:
@@ -157,8 +204,12 @@ def _gone(pid: int) -> bool:
 
 def test_python_kind_timeout_kills_its_pool_process(pool: PythonPool, tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
-    execution = _run(_python("sleep_then_write"), pool, timeout_s=3.0,
-                     context={**CONTEXT, "CRONLOG_PID_FILE": str(pid_file)})
+    execution = _run(
+        _python("sleep_then_write"),
+        pool,
+        timeout_s=3.0,
+        context={**CONTEXT, "CRONLOG_PID_FILE": str(pid_file)},
+    )
     started = time.monotonic()
     out = execution.run()
     assert out.failure_kind is FailureKind.TIMEOUT
@@ -169,8 +220,12 @@ def test_python_kind_timeout_kills_its_pool_process(pool: PythonPool, tmp_path: 
 
 def test_python_kind_revoke_kills_its_pool_process(pool: PythonPool, tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
-    execution = _run(_python("sleep_then_write"), pool, timeout_s=60.0,
-                     context={**CONTEXT, "CRONLOG_PID_FILE": str(pid_file)})
+    execution = _run(
+        _python("sleep_then_write"),
+        pool,
+        timeout_s=60.0,
+        context={**CONTEXT, "CRONLOG_PID_FILE": str(pid_file)},
+    )
     result: list[object] = []
     thread = threading.Thread(target=lambda: result.append(execution.run()))
     thread.start()
@@ -182,6 +237,7 @@ def test_python_kind_revoke_kills_its_pool_process(pool: PythonPool, tmp_path: P
 
 
 # -- http -----------------------------------------------------------------------------------
+
 
 class _Handler(BaseHTTPRequestHandler):
     seen: list[tuple[str, str, dict[str, str], bytes]] = []  # noqa: RUF012 - test server log
@@ -218,8 +274,7 @@ def _http(task: HttpTask) -> JobSpec:
     return replace(BASE, kind=TaskKind.HTTP, command=(), http=task)
 
 
-def test_http_kind_2xx_is_success_and_sends_context_headers(pool: PythonPool,
-                                                            server: str) -> None:
+def test_http_kind_2xx_is_success_and_sends_context_headers(pool: PythonPool, server: str) -> None:
     task = HttpTask(f"{server}/hook/201", "POST", (HttpHeader("X-Mine", "yes"),), '{"a": 1}')
     out = _run(_http(task), pool).run()
     assert (out.exit_code, out.failure_kind) == (0, None)
@@ -232,14 +287,15 @@ def test_http_kind_2xx_is_success_and_sends_context_headers(pool: PythonPool,
     assert headers["X-Cronlog-Attempt"] == "2"
 
 
-def test_http_kind_status_outside_the_success_set_is_failure(pool: PythonPool,
-                                                             server: str) -> None:
+def test_http_kind_status_outside_the_success_set_is_failure(pool: PythonPool, server: str) -> None:
     out = _run(_http(HttpTask(f"{server}/x/500")), pool).run()
     assert (out.exit_code, out.failure_kind) == (500, FailureKind.NONZERO_EXIT)
     custom = HttpTask(f"{server}/x/404", success_codes=(404,))
     assert _run(_http(custom), pool).run().failure_kind is None
-    assert _run(_http(HttpTask(f"{server}/x/200", success_codes=(204,))), pool).run() \
-        .failure_kind is FailureKind.NONZERO_EXIT
+    assert (
+        _run(_http(HttpTask(f"{server}/x/200", success_codes=(204,))), pool).run().failure_kind
+        is FailureKind.NONZERO_EXIT
+    )
 
 
 def test_http_kind_timeout_and_unreachable(pool: PythonPool, server: str) -> None:

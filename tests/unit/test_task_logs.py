@@ -53,6 +53,7 @@ def _sink(cap: int = 1024 * KIB, ref: AttemptRef = REF) -> tuple[LogSink, Sent]:
 
 # -- the sink ----------------------------------------------------------------------------------
 
+
 def test_small_output_is_one_final_chunk_with_the_exact_bytes() -> None:
     sink, sent = _sink()
     sink.write(b"hello\n")
@@ -62,18 +63,27 @@ def test_small_output_is_one_final_chunk_with_the_exact_bytes() -> None:
     assert chunk.data == b"hello\n\xff not utf-8\n"
     assert (chunk.seq, chunk.offset, chunk.final, chunk.truncated) == (0, 0, True, False)
     assert (chunk.bytes_total, chunk.cap_bytes) == (18, 1024 * KIB)
-    assert (chunk.job_id, chunk.run_id, chunk.task, chunk.attempt, chunk.epoch,
-            chunk.worker_id) == ("job", "r1", "main", 1, 1, "w1")
+    assert (
+        chunk.job_id,
+        chunk.run_id,
+        chunk.task,
+        chunk.attempt,
+        chunk.epoch,
+        chunk.worker_id,
+    ) == ("job", "r1", "main", 1, 1, "w1")
 
 
 def test_output_is_cut_into_chunks_of_at_most_64_kib_with_contiguous_offsets() -> None:
     sink, sent = _sink()
     data = os.urandom(150 * KIB)
     for i in range(0, len(data), 10_000):
-        sink.write(data[i:i + 10_000])
+        sink.write(data[i : i + 10_000])
     sink.close()
-    assert [len(c.data) for c in sent.chunks] == [CHUNK_BYTES, CHUNK_BYTES,
-                                                  150 * KIB - 2 * CHUNK_BYTES]
+    assert [len(c.data) for c in sent.chunks] == [
+        CHUNK_BYTES,
+        CHUNK_BYTES,
+        150 * KIB - 2 * CHUNK_BYTES,
+    ]
     assert [c.seq for c in sent.chunks] == [0, 1, 2]
     assert [c.offset for c in sent.chunks] == [0, CHUNK_BYTES, 2 * CHUNK_BYTES]
     assert [c.final for c in sent.chunks] == [False, False, True]
@@ -86,7 +96,7 @@ def test_output_past_the_cap_is_counted_not_kept_and_the_final_chunk_says_so() -
     sink.write(data)
     sink.count(5)  # bytes an execution saw but did not pass on
     sink.close()
-    assert sent.data() == data[:100 * KIB]
+    assert sent.data() == data[: 100 * KIB]
     final = sent.chunks[-1]
     assert (final.final, final.truncated, final.cap_bytes) == (True, True, 100 * KIB)
     assert final.bytes_total == 300 * KIB + 5
@@ -102,8 +112,10 @@ def test_flush_sends_what_waits_and_close_is_idempotent() -> None:
     sink.close()
     sink.close()
     sink.write(b"late")
-    assert [(c.data, c.final, c.seq) for c in sent.chunks] == [(b"partial", False, 0),
-                                                               (b"", True, 1)]
+    assert [(c.data, c.final, c.seq) for c in sent.chunks] == [
+        (b"partial", False, 0),
+        (b"", True, 1),
+    ]
 
 
 def test_cap_zero_keeps_nothing_and_a_negative_cap_is_refused() -> None:
@@ -136,8 +148,17 @@ def pool() -> Iterator[PythonPool]:
 
 def _log_of(spec: JobSpec, pool: PythonPool, cap: int = 1024 * KIB) -> tuple[bytes, LogChunk]:
     sink, sent = _sink(cap)
-    execution_for(spec.action(), spec.command, CONTEXT, env={**os.environ, **CONTEXT},
-                  timeout_s=20, grace_s=1, pool=pool, output=sink, capture_bytes=cap).run()
+    execution_for(
+        spec.action(),
+        spec.command,
+        CONTEXT,
+        env={**os.environ, **CONTEXT},
+        timeout_s=20,
+        grace_s=1,
+        pool=pool,
+        output=sink,
+        capture_bytes=cap,
+    ).run()
     sink.close()
     return sent.data(), sent.chunks[-1]
 
@@ -155,9 +176,11 @@ def test_exec_spawn_error_is_in_the_log(pool: PythonPool) -> None:
 
 
 def test_python_log_has_prints_then_the_result_and_the_cap_counts_the_rest(
-        pool: PythonPool) -> None:
-    spec = replace(BASE, kind=TaskKind.PYTHON, command=(),
-                   callable="tests.unit.tasks_for_tests:chatty")
+    pool: PythonPool,
+) -> None:
+    spec = replace(
+        BASE, kind=TaskKind.PYTHON, command=(), callable="tests.unit.tasks_for_tests:chatty"
+    )
     data, final = _log_of(spec, pool)
     assert data == b"to stdout\nto stderr\n" + b"y" * 5000 + b"\ndone"
     data, final = _log_of(spec, pool, cap=10)
@@ -183,8 +206,7 @@ def test_http_log_has_the_status_line_and_the_body(pool: PythonPool) -> None:
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{httpd.server_address[1]}/pot"
-        data, _ = _log_of(replace(BASE, kind=TaskKind.HTTP, command=(), http=HttpTask(url)),
-                          pool)
+        data, _ = _log_of(replace(BASE, kind=TaskKind.HTTP, command=(), http=HttpTask(url)), pool)
     finally:
         httpd.shutdown()
     assert data == b"HTTP/1.0 418 I'm a Teapot\nshort and stout\n"
@@ -194,6 +216,7 @@ def test_http_log_has_the_status_line_and_the_body(pool: PythonPool) -> None:
 
 
 # -- the API ---------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def logs(rm: ReadModel, tmp_path: Path) -> Iterator[LogModel]:
@@ -216,10 +239,23 @@ def _events(rm: ReadModel, *events: ev.Event) -> None:
 
 def _claimed(rm: ReadModel, epoch: int = 1, attempt: int = 1) -> None:
     spec = BASE
-    _events(rm, ev.RunScheduled("r1", T0, ev.RunTrigger.MANUAL, ("main",), None),
-            ev.TaskReady("r1", "main", attempt, T0),
-            ev.TaskClaimed("r1", "main", attempt, epoch, "w1", T0 + timedelta(seconds=60),
-                           timedelta(seconds=60), T0, spec.command, spec.timeout))
+    _events(
+        rm,
+        ev.RunScheduled("r1", T0, ev.RunTrigger.MANUAL, ("main",), None),
+        ev.TaskReady("r1", "main", attempt, T0),
+        ev.TaskClaimed(
+            "r1",
+            "main",
+            attempt,
+            epoch,
+            "w1",
+            T0 + timedelta(seconds=60),
+            timedelta(seconds=60),
+            T0,
+            spec.command,
+            spec.timeout,
+        ),
+    )
 
 
 def _feed(logs: LogModel, sent: Sent, *, drop: tuple[int, ...] = ()) -> None:
@@ -234,8 +270,9 @@ def _feed(logs: LogModel, sent: Sent, *, drop: tuple[int, ...] = ()) -> None:
 URL = "/api/v1/runs/r1/tasks/main/attempts/1/log"
 
 
-def test_finished_log_is_served_whole_with_its_totals(rm: ReadModel, logs: LogModel,
-                                                      api: TestClient) -> None:
+def test_finished_log_is_served_whole_with_its_totals(
+    rm: ReadModel, logs: LogModel, api: TestClient
+) -> None:
     _claimed(rm)
     sink, sent = _sink(cap=100 * KIB)
     data = os.urandom(200 * KIB)
@@ -245,32 +282,44 @@ def test_finished_log_is_served_whole_with_its_totals(rm: ReadModel, logs: LogMo
     answer = api.get(URL)
     assert answer.status_code == 200
     assert answer.headers["content-type"] == "text/plain; charset=utf-8"
-    assert answer.content == data[:100 * KIB]
+    assert answer.content == data[: 100 * KIB]
     h = answer.headers
     assert (h["x-cronlog-log-complete"], h["x-cronlog-log-truncated"]) == ("true", "true")
     assert (h["x-cronlog-log-cap-bytes"], h["x-cronlog-log-bytes-total"]) == (
-        str(100 * KIB), str(200 * KIB))
+        str(100 * KIB),
+        str(200 * KIB),
+    )
     assert (h["x-cronlog-log-bytes"], h["x-cronlog-log-epoch"]) == (str(100 * KIB), "1")
     assert h["x-cronlog-attempt-state"] == "running"
 
 
 def test_running_attempt_answers_its_partial_log_as_incomplete(
-        rm: ReadModel, logs: LogModel, api: TestClient) -> None:
+    rm: ReadModel, logs: LogModel, api: TestClient
+) -> None:
     _claimed(rm)
     empty = api.get(URL, params={"format": "json"}).json()
     assert (empty["text"], empty["complete"], empty["epoch"], empty["state"]) == (
-        "", False, 1, "running")
+        "",
+        False,
+        1,
+        "running",
+    )
     sink, sent = _sink()
     sink.write(b"step 1\n")
     sink.flush()
     _feed(logs, sent)
     doc = api.get(URL, params={"format": "json"}).json()
     assert (doc["text"], doc["complete"], doc["bytes_total"], doc["truncated"]) == (
-        "step 1\n", False, 7, False)
+        "step 1\n",
+        False,
+        7,
+        False,
+    )
 
 
 def test_a_missing_chunk_is_a_gap_and_the_log_is_not_complete(
-        rm: ReadModel, logs: LogModel, api: TestClient) -> None:
+    rm: ReadModel, logs: LogModel, api: TestClient
+) -> None:
     _claimed(rm)
     sink, sent = _sink()
     sink.write(b"a" * CHUNK_BYTES + b"b" * CHUNK_BYTES + b"c")
@@ -281,7 +330,8 @@ def test_a_missing_chunk_is_a_gap_and_the_log_is_not_complete(
 
 
 def test_a_released_attempt_shows_its_latest_epoch_and_lists_both(
-        rm: ReadModel, logs: LogModel, api: TestClient) -> None:
+    rm: ReadModel, logs: LogModel, api: TestClient
+) -> None:
     _claimed(rm, epoch=2)
     for epoch, text in ((1, b"first try\n"), (2, b"second try\n")):
         sink, sent = _sink(ref=replace(REF, epoch=epoch))
@@ -295,13 +345,17 @@ def test_a_released_attempt_shows_its_latest_epoch_and_lists_both(
 
 
 def test_unknown_run_or_attempt_is_404_and_a_bad_attempt_422(
-        rm: ReadModel, api: TestClient) -> None:
+    rm: ReadModel, api: TestClient
+) -> None:
     assert api.get("/api/v1/runs/nope/tasks/main/attempts/1/log").json() == {
-        "detail": "run 'nope' not found"}
+        "detail": "run 'nope' not found"
+    }
     _claimed(rm)
     missing = api.get("/api/v1/runs/r1/tasks/main/attempts/2/log")
     assert (missing.status_code, missing.json()["detail"]) == (
-        404, "attempt 2 of task 'main' of run 'r1' not found")
+        404,
+        "attempt 2 of task 'main' of run 'r1' not found",
+    )
     assert api.get("/api/v1/runs/r1/tasks/other/attempts/1/log").status_code == 404
     bad = api.get("/api/v1/runs/r1/tasks/main/attempts/0/log")
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["path", "attempt"]
