@@ -11,9 +11,11 @@ Files under ``tests/replay/logs/`` (one scenario each):
   Recorded once (``record.py``); never rewritten by ``--regen``.
 - ``<name>.events.jsonl``: the run-events the fold publishes, one per line in publication
   order: partition, event_id, job_id, at, idem_key, index, type, the event's fields, and the
-  sha256 (first 16 hex digits) of the encoded record value, so a change of wire bytes shows.
+  sha256 (first 16 hex digits) of the encoded Avro body, so a change of wire bytes shows.
 - ``<name>.state.json``: per partition, the sha256 digest of the job records
-  (``topology.replay.state_digest``) and each job record as JSON; plus the dead-letter count.
+  (``topology.replay.state_digest``) and each job record as JSON; the dead-letter and command
+  counts; and the fingerprint of the RunEvent schema the events were written with (a schema
+  change shows there once instead of in every event's hash).
 
 ``python -m tests.replay.golden --regen`` rewrites the expectations from the current code, for
 review (``git diff tests/replay/logs``): a change there is a change of what cronlog decides.
@@ -43,6 +45,8 @@ from topology.topics import Topics
 
 LOGS = Path(__file__).resolve().parent / "logs"
 FORMAT = "cronlog-golden-log/1"
+SO_HEADER = 10
+"""Bytes of the single-object header (marker + fingerprint) before the Avro body."""
 BATCH = 500
 """Records per fold batch, per partition (as ``cronlog replay`` reads them)."""
 
@@ -149,9 +153,11 @@ def fold(log: Log, codec: Codec | None = None) -> Folded:
         Topics.of(KafkaSettings(partitions=log.partitions)), log.partitions, store, codec
     )
     events: list[str] = []
+    fingerprints: set[str] = set()
     for batch in _partition_batches(log):
         for out in replayer.fold(batch):
             e = codec.decode_event(out.value)
+            fingerprints.add(out.value[2:SO_HEADER].hex())
             events.append(
                 json.dumps(
                     {
@@ -163,7 +169,7 @@ def fold(log: Log, codec: Codec | None = None) -> Folded:
                         "index": e.index,
                         "type": type(e.event).__name__,
                         "event": jsonable(e.event),
-                        "bytes": hashlib.sha256(out.value).hexdigest()[:16],
+                        "bytes": hashlib.sha256(out.value[SO_HEADER:]).hexdigest()[:16],
                     },
                     sort_keys=True,
                 )
@@ -178,6 +184,7 @@ def fold(log: Log, codec: Codec | None = None) -> Folded:
     return Folded(
         tuple(events),
         {
+            "run_event_fingerprints": sorted(fingerprints),
             "dead_letters": replayer.dead_letters,
             "commands": replayer.commands,
             "partitions": partitions,
@@ -212,7 +219,7 @@ def first_difference(want: Folded, got: Folded) -> str | None:
             f"first unmatched: {extra}"
         )
     if want.state != got.state:
-        for key in ("dead_letters", "commands"):
+        for key in ("run_event_fingerprints", "dead_letters", "commands"):
             if want.state.get(key) != got.state.get(key):
                 return f"{key}: expected {want.state.get(key)}, got {got.state.get(key)}"
         for p, part in want.state["partitions"].items():
