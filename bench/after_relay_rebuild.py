@@ -57,16 +57,26 @@ def synthetic(count: int, first: int = 0) -> list[ev.RunEvent]:
                 if i % 10 == 1
                 else Schedule(ScheduleKind.MANUAL)
             )
-            event: ev.Event = ev.JobRegistered(JobSpec(job, sched, ("true",)), None)
+            event: ev.Event = ev.JobRegistered(
+                spec=JobSpec(job, sched, ("true",)), next_fire_at=None
+            )
         else:
             n = i // JOBS
             run_id = f"r{i % JOBS}-{(n + 1) // 2}"
             event = (
-                ev.RunScheduled(run_id, at, ev.RunTrigger.MANUAL, ("main",), None)
+                ev.RunScheduled(
+                    run_id=run_id,
+                    scheduled_for=at,
+                    trigger=ev.RunTrigger.MANUAL,
+                    tasks=("main",),
+                    next_fire_at=None,
+                )
                 if n % 2
-                else ev.RunSucceeded(run_id)
+                else ev.RunSucceeded(run_id=run_id)
             )
-        out.append(ev.RunEvent(f"e{i}", job, at, f"k{i}", 0, event))
+        out.append(
+            ev.RunEvent(event_id=f"e{i}", job_id=job, at=at, idem_key=f"k{i}", index=0, event=event)
+        )
     return out
 
 

@@ -93,7 +93,9 @@ def main() -> None:
         due_at = datetime.fromtimestamp(due, UTC)
         spec = once_noop(due_at)
         reg_started = time.time()
-        produce_all(cluster, ((f"job-{i}", cmd.RegisterJob(spec)) for i in range(args.jobs)), "reg")
+        produce_all(
+            cluster, ((f"job-{i}", cmd.RegisterJob(spec=spec)) for i in range(args.jobs)), "reg"
+        )
         if not gauge.wait_for(base + args.jobs, max(1.0, due - time.time() - 0.5)):
             print(
                 f"WARNING: only {gauge.count()} of {args.jobs} JobRegistered before the due "

@@ -48,7 +48,9 @@ def produce_all(cluster: Cluster, items: Iterable[tuple[str, cmd.Command]], pref
     topic = cluster.topics.commands
     n = 0
     for n, (job_id, command) in enumerate(items, 1):
-        value = encode_command(cmd.Envelope(f"{prefix}-{job_id}", job_id, command))
+        value = encode_command(
+            cmd.Envelope(idem_key=f"{prefix}-{job_id}", job_id=job_id, command=command)
+        )
         while True:
             try:
                 producer.produce(topic, key=job_id.encode(), value=value)
@@ -230,7 +232,7 @@ def warm_up(cluster: Cluster, gauge: Gauge, spec_at: Callable[[datetime], object
     scheduler's assignment); return the run-event count once quiet."""
     now_at = datetime.fromtimestamp(time.time(), UTC)
     spec = spec_at(now_at)
-    produce_all(cluster, ((f"warm-{i}", cmd.RegisterJob(spec)) for i in range(n)), "warm")
+    produce_all(cluster, ((f"warm-{i}", cmd.RegisterJob(spec=spec)) for i in range(n)), "warm")
     gauge.wait_for(n, 120)
     base = gauge.wait_quiet(quiet_s=3.0, timeout_s=180)
     print(

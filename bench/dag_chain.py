@@ -149,7 +149,7 @@ def main() -> None:
     try:
         cluster.scheduler("bench")
         cluster.worker("bench-w")
-        cluster.send(JOB, cmd.RegisterJob(chain_spec(args.tasks)))
+        cluster.send(JOB, cmd.RegisterJob(spec=chain_spec(args.tasks)))
         log.until(ev.JobRegistered, 1, 120)
         rows: list[list[float]] = []
         for r in range(args.runs):

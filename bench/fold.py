@@ -56,7 +56,7 @@ def bench_in_process(n: int, jobs: int) -> float:
                 i,
                 now_ms,
                 j.encode(),
-                encode_command(cmd.Envelope(uuid.uuid4().hex, j, c)),
+                encode_command(cmd.Envelope(idem_key=uuid.uuid4().hex, job_id=j, command=c)),
             )
             for i, (j, c) in enumerate(cmds)
         ]
@@ -66,7 +66,7 @@ def bench_in_process(n: int, jobs: int) -> float:
             out = folder.fold(recs[i : i + 1000])
             store.update({j: v for j, (_, _, v) in out.writes.items()})
 
-    run(records([(f"job-{i}", cmd.RegisterJob(SPEC)) for i in range(jobs)]))
+    run(records([(f"job-{i}", cmd.RegisterJob(spec=SPEC)) for i in range(jobs)]))
     work = records(
         [
             (f"job-{i % jobs}", cmd.PauseJob() if (i // jobs) % 2 == 0 else cmd.ResumeJob())
@@ -95,7 +95,11 @@ def bench_kafka(bootstrap: str, n: int, jobs: int, lag_jobs: int) -> None:
             producer.produce(
                 topic,
                 key=f"job-{i}".encode(),
-                value=encode_command(cmd.Envelope(f"reg-{i}", f"job-{i}", cmd.RegisterJob(SPEC))),
+                value=encode_command(
+                    cmd.Envelope(
+                        idem_key=f"reg-{i}", job_id=f"job-{i}", command=cmd.RegisterJob(spec=SPEC)
+                    )
+                ),
             )
         producer.flush()
         if not log.wait_until(lambda lg: len(lg.records) >= jobs, 120):
@@ -103,9 +107,9 @@ def bench_kafka(bootstrap: str, n: int, jobs: int, lag_jobs: int) -> None:
         burst = [
             encode_command(
                 cmd.Envelope(
-                    f"c-{i}",
-                    f"job-{i % jobs}",
-                    cmd.PauseJob() if (i // jobs) % 2 == 0 else cmd.ResumeJob(),
+                    idem_key=f"c-{i}",
+                    job_id=f"job-{i % jobs}",
+                    command=cmd.PauseJob() if (i // jobs) % 2 == 0 else cmd.ResumeJob(),
                 )
             )
             for i in range(n)
@@ -134,7 +138,11 @@ def bench_kafka(bootstrap: str, n: int, jobs: int, lag_jobs: int) -> None:
                 topic,
                 key=f"lag-{i}".encode(),
                 value=encode_command(
-                    cmd.Envelope(f"lag-{i}", f"lag-{i}", cmd.RegisterJob(lag_spec))
+                    cmd.Envelope(
+                        idem_key=f"lag-{i}",
+                        job_id=f"lag-{i}",
+                        command=cmd.RegisterJob(spec=lag_spec),
+                    )
                 ),
             )
         producer.flush()
@@ -143,7 +151,11 @@ def bench_kafka(bootstrap: str, n: int, jobs: int, lag_jobs: int) -> None:
             producer.produce(
                 topic,
                 key=f"lag-{i}".encode(),
-                value=encode_command(cmd.Envelope(f"lag-del-{i}", f"lag-{i}", cmd.DeleteJob())),
+                value=encode_command(
+                    cmd.Envelope(
+                        idem_key=f"lag-del-{i}", job_id=f"lag-{i}", command=cmd.DeleteJob()
+                    )
+                ),
             )
         producer.flush()
         log.poll(3)

@@ -53,7 +53,7 @@ def main() -> None:
         for i in range(args.per_job):
             for j in range(args.jobs):
                 command = (
-                    cmd.RegisterJob(SPEC)
+                    cmd.RegisterJob(spec=SPEC)
                     if i == 0
                     else cmd.PauseJob()
                     if i % 2
@@ -63,7 +63,9 @@ def main() -> None:
                 producer.produce(
                     topics.commands,
                     key=job.encode(),
-                    value=encode_command(cmd.Envelope(uuid.uuid4().hex, job, command)),
+                    value=encode_command(
+                        cmd.Envelope(idem_key=uuid.uuid4().hex, job_id=job, command=command)
+                    ),
                 )
                 producer.poll(0)
         producer.flush(60)

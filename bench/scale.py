@@ -101,7 +101,9 @@ def main() -> None:
         cluster.send(
             PROBE,
             cmd.RegisterJob(
-                JobSpec(name="probe", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
+                spec=JobSpec(
+                    name="probe", schedule=Schedule(ScheduleKind.MANUAL), command=("true",)
+                )
             ),
         )
         gauge.wait_for(1, 120)
@@ -112,7 +114,9 @@ def main() -> None:
         for total in steps:
             started = time.monotonic()
             produce_all(
-                cluster, ((f"job-{i}", cmd.RegisterJob(SPEC)) for i in range(have, total)), "reg"
+                cluster,
+                ((f"job-{i}", cmd.RegisterJob(spec=SPEC)) for i in range(have, total)),
+                "reg",
             )
             produced = time.monotonic() - started
             if not gauge.wait_for(base + total, max(600.0, total / 200)):

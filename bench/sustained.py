@@ -93,7 +93,10 @@ def main() -> None:
         end = start + timedelta(seconds=args.duration - 1)
         produce_all(
             cluster,
-            ((f"job-{i}", cmd.RegisterJob(every_second(start, end))) for i in range(args.rate)),
+            (
+                (f"job-{i}", cmd.RegisterJob(spec=every_second(start, end)))
+                for i in range(args.rate)
+            ),
             "reg",
         )
         if time.time() > t0:

@@ -81,20 +81,24 @@ def upstream_run_ended(
     ):
         reason = ev.SkipReason.MAX_ACTIVE_RUNS
     if reason is not None:
-        d.emit(ev.TickSkipped(scheduled_for, reason, state.next_fire_at))
+        d.emit(
+            ev.TickSkipped(
+                scheduled_for=scheduled_for, reason=reason, next_fire_at=state.next_fire_at
+            )
+        )
         return
     d.emit(
         ev.RunScheduled(
-            run_id,
-            scheduled_for,
-            ev.RunTrigger.AFTER,
-            state.spec.tasks,
-            state.next_fire_at,
-            None if remaining is None else remaining - 1,
+            run_id=run_id,
+            scheduled_for=scheduled_for,
+            trigger=ev.RunTrigger.AFTER,
+            tasks=state.spec.tasks,
+            next_fire_at=state.next_fire_at,
+            runs_remaining=None if remaining is None else remaining - 1,
             upstream_job_id=command.upstream_job_id,
             upstream_run_id=command.upstream_run_id,
             timeout_at=run_timeout_at(state.spec, now),
         )
     )
     for task in initially_ready(state.spec, state.spec.tasks):
-        d.emit(ev.TaskReady(run_id, task, 1, scheduled_for))
+        d.emit(ev.TaskReady(run_id=run_id, task=task, attempt=1, scheduled_for=scheduled_for))

@@ -44,22 +44,30 @@ def tick_attempts(d: Decision, now: datetime) -> None:
                 and ti.lease_expires_at <= now
             ):
                 holder = ti.worker_id or ""
-                d.emit(ev.LeaseExpired(run.run_id, ti.task, ti.attempt, ti.epoch, holder))
+                d.emit(
+                    ev.LeaseExpired(
+                        run_id=run.run_id,
+                        task=ti.task,
+                        attempt=ti.attempt,
+                        epoch=ti.epoch,
+                        worker_id=holder,
+                    )
+                )
                 fail(
                     d,
                     run.run_id,
                     ti,
                     ev.TaskFailed(
-                        run.run_id,
-                        ti.task,
-                        ti.attempt,
-                        ti.epoch,
-                        holder,
-                        cmd.FailureKind.LEASE_EXPIRED,
-                        None,
-                        "",
-                        None,
-                        now,
+                        run_id=run.run_id,
+                        task=ti.task,
+                        attempt=ti.attempt,
+                        epoch=ti.epoch,
+                        worker_id=holder,
+                        failure_kind=cmd.FailureKind.LEASE_EXPIRED,
+                        exit_code=None,
+                        output_tail="",
+                        started_at=None,
+                        finished_at=now,
                     ),
                     now,
                 )
@@ -76,32 +84,45 @@ def tick_attempts(d: Decision, now: datetime) -> None:
                     run.run_id,
                     ti,
                     ev.TaskFailed(
-                        run.run_id,
-                        ti.task,
-                        ti.attempt,
-                        ti.epoch,
-                        ti.worker_id or "",
-                        cmd.FailureKind.TIMEOUT,
-                        None,
-                        f"hard deadline {ti.deadline_at.isoformat()} passed (timeout + grace + "
-                        "lease ttl after the claim); the attempt was taken back",
-                        None,
-                        now,
+                        run_id=run.run_id,
+                        task=ti.task,
+                        attempt=ti.attempt,
+                        epoch=ti.epoch,
+                        worker_id=ti.worker_id or "",
+                        failure_kind=cmd.FailureKind.TIMEOUT,
+                        exit_code=None,
+                        output_tail=(
+                            f"hard deadline {ti.deadline_at.isoformat()} passed (timeout + "
+                            "grace + lease ttl after the claim); the attempt was taken back"
+                        ),
+                        started_at=None,
+                        finished_at=now,
                     ),
                     now,
                 )
             elif ti.state in WAITING_TASK_STATES and ti.retry_at is not None and ti.retry_at <= now:
-                d.emit(ev.TaskReady(run.run_id, ti.task, ti.attempt, run.scheduled_for))
+                d.emit(
+                    ev.TaskReady(
+                        run_id=run.run_id,
+                        task=ti.task,
+                        attempt=ti.attempt,
+                        scheduled_for=run.scheduled_for,
+                    )
+                )
 
 
 def time_out(d: Decision, run: Run, now: datetime) -> None:
     """Stop a run past its ``timeout_at``: RunTimedOut, TaskCancelled for every task not
     ended (holders are refused at their next renewal and kill the task), then RunFailed."""
-    d.emit(ev.RunTimedOut(run.run_id, run.timeout_at or now))
+    d.emit(ev.RunTimedOut(run_id=run.run_id, timeout_at=run.timeout_at or now))
     for ti in run.tasks:
         if ti.state not in TERMINAL_TASK_STATES:
             holder = ti.worker_id if ti.state is TaskState.CLAIMED else None
-            d.emit(ev.TaskCancelled(run.run_id, ti.task, ti.attempt, holder))
+            d.emit(
+                ev.TaskCancelled(
+                    run_id=run.run_id, task=ti.task, attempt=ti.attempt, worker_id=holder
+                )
+            )
     finish_run_if_done(d, run.run_id, now)
 
 
@@ -119,10 +140,14 @@ def drop_removed_tasks(d: Decision, now: datetime) -> None:
         ]
         for ti in gone:
             if ti.epoch == 0 and ti.attempt == 1:  # never claimed: it just will not run
-                d.emit(ev.TaskSkipped(run.run_id, ti.task, REMOVED))
+                d.emit(ev.TaskSkipped(run_id=run.run_id, task=ti.task, trigger_rule=REMOVED))
             else:  # ran (or runs): stopped, counted as failed like any cancel
                 holder = ti.worker_id if ti.state is TaskState.CLAIMED else None
-                d.emit(ev.TaskCancelled(run.run_id, ti.task, ti.attempt, holder))
+                d.emit(
+                    ev.TaskCancelled(
+                        run_id=run.run_id, task=ti.task, attempt=ti.attempt, worker_id=holder
+                    )
+                )
         if gone:
             advance_run(d, run.run_id, now)
 
@@ -163,7 +188,14 @@ def rerun(d: Decision, command: cmd.RerunTask, now: datetime) -> None:
             if command.trigger in set(ev.RunTrigger)
             else ev.RunTrigger.MANUAL
         )
-        d.emit(ev.RunReopened(command.run_id, command.scheduled_for, trigger, command.tasks))
+        d.emit(
+            ev.RunReopened(
+                run_id=command.run_id,
+                scheduled_for=command.scheduled_for,
+                trigger=trigger,
+                tasks=command.tasks,
+            )
+        )
     else:
         busy = [
             t
@@ -186,7 +218,11 @@ def rerun(d: Decision, command: cmd.RerunTask, now: datetime) -> None:
         ti = live.task(name)
         if ti is None or ti.state is TaskState.PENDING:
             continue
-        d.emit(ev.TaskReset(command.run_id, name, ti.attempt + 1 if ti.epoch else ti.attempt))
+        d.emit(
+            ev.TaskReset(
+                run_id=command.run_id, task=name, attempt=ti.attempt + 1 if ti.epoch else ti.attempt
+            )
+        )
     advance_run(d, command.run_id, now)
 
 
@@ -232,7 +268,11 @@ def cancel(d: Decision, state: JobState, command: cmd.CancelRun, now: datetime) 
         d.reject(command, RejectReason.UNKNOWN_TASK_INSTANCE, f"no active run {command.run_id}")
         return
     if command.task is None:
-        d.emit(ev.RunCancelled(run.run_id, ev.CancelReason.USER, scheduled_for=run.scheduled_for))
+        d.emit(
+            ev.RunCancelled(
+                run_id=run.run_id, reason=ev.CancelReason.USER, scheduled_for=run.scheduled_for
+            )
+        )
         release_buffered(d, now)
         return
     ti = run.task(command.task)
@@ -247,7 +287,7 @@ def cancel(d: Decision, state: JobState, command: cmd.CancelRun, now: datetime) 
         d.reject(command, RejectReason.ALREADY_IN_STATE, f"task {ti.task!r} is {ti.state}")
         return
     holder = ti.worker_id if ti.state is TaskState.CLAIMED else None
-    d.emit(ev.TaskCancelled(run.run_id, ti.task, ti.attempt, holder))
+    d.emit(ev.TaskCancelled(run_id=run.run_id, task=ti.task, attempt=ti.attempt, worker_id=holder))
     advance_run(d, run.run_id, now)
 
 
@@ -279,19 +319,19 @@ def lease_command(
         timeout, grace = task.timeout or state.spec.timeout, state.spec.grace
         d.emit(
             ev.TaskClaimed(
-                run.run_id,
-                ti.task,
-                ti.attempt,
-                ti.epoch + 1,
-                command.worker_id,
-                now + lease_ttl,
-                lease_ttl,
-                run.scheduled_for,
-                task.command,
-                timeout,
-                task.action(),
-                grace,
-                now + timeout + grace + lease_ttl,
+                run_id=run.run_id,
+                task=ti.task,
+                attempt=ti.attempt,
+                epoch=ti.epoch + 1,
+                worker_id=command.worker_id,
+                lease_expires_at=now + lease_ttl,
+                lease_ttl=lease_ttl,
+                scheduled_for=run.scheduled_for,
+                command=task.command,
+                timeout=timeout,
+                action=task.action(),
+                grace=grace,
+                deadline_at=now + timeout + grace + lease_ttl,
             )
         )
         return
@@ -308,28 +348,42 @@ def lease_command(
     if isinstance(command, cmd.RenewLease):
         d.emit(
             ev.LeaseRenewed(
-                run.run_id, ti.task, ti.attempt, ti.epoch, command.worker_id, now + lease_ttl
+                run_id=run.run_id,
+                task=ti.task,
+                attempt=ti.attempt,
+                epoch=ti.epoch,
+                worker_id=command.worker_id,
+                lease_expires_at=now + lease_ttl,
             )
         )
     elif isinstance(command, cmd.ReleaseTask):
         d.emit(
             ev.TaskReleased(
-                run.run_id, ti.task, ti.attempt, ti.epoch, command.worker_id, command.reason
+                run_id=run.run_id,
+                task=ti.task,
+                attempt=ti.attempt,
+                epoch=ti.epoch,
+                worker_id=command.worker_id,
+                reason=command.reason,
             )
         )
-        d.emit(ev.TaskReady(run.run_id, ti.task, ti.attempt, run.scheduled_for))
+        d.emit(
+            ev.TaskReady(
+                run_id=run.run_id, task=ti.task, attempt=ti.attempt, scheduled_for=run.scheduled_for
+            )
+        )
     elif command.succeeded:
         d.emit(
             ev.TaskSucceeded(
-                run.run_id,
-                ti.task,
-                ti.attempt,
-                ti.epoch,
-                command.worker_id,
-                command.exit_code or 0,
-                command.output_tail,
-                command.started_at,
-                command.finished_at,
+                run_id=run.run_id,
+                task=ti.task,
+                attempt=ti.attempt,
+                epoch=ti.epoch,
+                worker_id=command.worker_id,
+                exit_code=command.exit_code or 0,
+                output_tail=command.output_tail,
+                started_at=command.started_at,
+                finished_at=command.finished_at,
             )
         )
         advance_run(d, run.run_id, now)
@@ -340,16 +394,16 @@ def lease_command(
             run.run_id,
             ti,
             ev.TaskFailed(
-                run.run_id,
-                ti.task,
-                ti.attempt,
-                ti.epoch,
-                command.worker_id,
-                kind,
-                command.exit_code,
-                command.output_tail,
-                command.started_at,
-                command.finished_at,
+                run_id=run.run_id,
+                task=ti.task,
+                attempt=ti.attempt,
+                epoch=ti.epoch,
+                worker_id=command.worker_id,
+                failure_kind=kind,
+                exit_code=command.exit_code,
+                output_tail=command.output_tail,
+                started_at=command.started_at,
+                finished_at=command.finished_at,
             ),
             now,
         )
@@ -364,16 +418,20 @@ def fail(d: Decision, run_id: str, ti: TaskInstance, failed: ev.TaskFailed, now:
         in_series = ti.attempt - ti.first_attempt + 1  # a rerun starts a new series
         retry_at = next_attempt_at(policy, run_id, ti.task, in_series, now)
     if retry_at is not None:
-        d.emit(ev.RetryScheduled(run_id, ti.task, ti.attempt + 1, retry_at))
+        d.emit(
+            ev.RetryScheduled(
+                run_id=run_id, task=ti.task, attempt=ti.attempt + 1, retry_at=retry_at
+            )
+        )
     else:
         d.emit(
             ev.TaskDeadLettered(
-                run_id,
-                ti.task,
-                ti.attempt,
-                failed.failure_kind,
-                failed.exit_code,
-                failed.output_tail,
+                run_id=run_id,
+                task=ti.task,
+                attempt=ti.attempt,
+                failure_kind=failed.failure_kind,
+                exit_code=failed.exit_code,
+                output_tail=failed.output_tail,
             )
         )
         advance_run(d, run_id, now)
@@ -415,13 +473,22 @@ def advance_run(d: Decision, run_id: str, now: datetime) -> None:
             ups = [_UPSTREAM.get(states[u], Upstream.RUNNING) for u in upstream]
             match rule_outcome(rule, ups):
                 case RuleOutcome.RUN if active < spec.max_active_tasks:
-                    d.emit(ev.TaskReady(run_id, ti.task, ti.attempt, run.scheduled_for))
+                    d.emit(
+                        ev.TaskReady(
+                            run_id=run_id,
+                            task=ti.task,
+                            attempt=ti.attempt,
+                            scheduled_for=run.scheduled_for,
+                        )
+                    )
                     active += 1
                 case RuleOutcome.SKIP:
-                    d.emit(ev.TaskSkipped(run_id, ti.task, rule.value))
+                    d.emit(ev.TaskSkipped(run_id=run_id, task=ti.task, trigger_rule=rule.value))
                     changed = True
                 case RuleOutcome.UPSTREAM_FAILED:
-                    d.emit(ev.TaskUpstreamFailed(run_id, ti.task, rule.value))
+                    d.emit(
+                        ev.TaskUpstreamFailed(run_id=run_id, task=ti.task, trigger_rule=rule.value)
+                    )
                     changed = True
                 case _:
                     pass
@@ -438,7 +505,9 @@ def finish_run_if_done(d: Decision, run_id: str, now: datetime) -> None:
     if not all(s in TERMINAL_TASK_STATES for s in states):
         return
     if all(s in OK_TASK_STATES for s in states):
-        d.emit(ev.RunSucceeded(run_id, run.scheduled_for))
+        d.emit(ev.RunSucceeded(run_id=run_id, scheduled_for=run.scheduled_for))
     else:
-        d.emit(ev.RunFailed(run_id, run.scheduled_for))  # cancelled/upstream_failed: failed
+        d.emit(
+            ev.RunFailed(run_id=run_id, scheduled_for=run.scheduled_for)
+        )  # cancelled/upstream_failed: failed
     release_buffered(d, now)

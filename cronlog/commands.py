@@ -10,26 +10,26 @@ from cronlog.model import FailureKind as FailureKind  # re-exported: workers nam
 from cronlog.model import JobSpec
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RegisterJob:
     """Register a new job. Refused with ``job_exists`` if the job_id is live."""
 
     spec: JobSpec
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UpdateJob:
     """Replace a job's definition; future ticks are recomputed from the fold's now."""
 
     spec: JobSpec
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PauseJob:
     """Stop firing ticks; runs already started go on."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ResumeJob:
     """Fire ticks again.
 
@@ -42,12 +42,12 @@ class ResumeJob:
     catchup: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DeleteJob:
     """Stop the job for good; history stays readable on the run-events topic."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TriggerJob:
     """Start one manual run now; its run_id derives from the command's idem_key."""
 
@@ -67,7 +67,7 @@ MAX_BACKFILL_TICKS = 1000
 """At most this many ticks per BackfillJob (the API refuses larger ranges with 422)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BackfillJob:
     """Create runs for past ticks of the job (``trigger=backfill``).
 
@@ -88,12 +88,12 @@ class BackfillJob:
     reprocess: Reprocess = Reprocess.NONE
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Tick:
     """Time passes: fire due ticks, release retries, expire leases. Carries no data."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ClaimTask:
     """A worker asks for the lease on one attempt of a ready task instance.
 
@@ -109,7 +109,7 @@ class ClaimTask:
     worker_id: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RenewLease:
     """The lease holder extends its lease by the job's lease_ttl from the fold's now."""
 
@@ -120,7 +120,7 @@ class RenewLease:
     worker_id: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CompleteTask:
     """The lease holder reports an attempt's end.
 
@@ -145,7 +145,7 @@ class CompleteTask:
     finished_at: datetime
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ReleaseTask:
     """The lease holder gives an attempt back unfinished (a worker draining on SIGTERM).
 
@@ -166,7 +166,7 @@ class ReleaseTask:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CancelRun:
     """Cancel an active run, or one task instance of it (a user's request).
 
@@ -183,7 +183,7 @@ class CancelRun:
     task: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ReplayTask:
     """Run a dead-lettered task instance again, as a new run (trigger ``replay``).
 
@@ -203,7 +203,7 @@ class ReplayTask:
     scheduled_for: datetime
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TaskSnapshot:
     """A task instance of a finished run as the read model last saw it (RerunTask).
 
@@ -221,7 +221,7 @@ class TaskSnapshot:
     epoch: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RerunTask:
     """Run a task of a run again, optionally with everything downstream of it (Airflow's
     "clear" of a task instance): a new attempt series in the same run, which reopens if it
@@ -258,7 +258,7 @@ class UpstreamOutcome(StrEnum):
     """RunCancelled (by a user or by the ``cancel_previous`` overlap policy)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UpstreamRunEnded:
     """A run of another job ended; addressed to a job whose schedule is ``after`` that job.
 
@@ -304,7 +304,7 @@ Command = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Envelope:
     """A command addressed to one job, with its deduplication key.
 

@@ -124,16 +124,16 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
                 return  # a re-delivered trigger whose run is still active: nothing new
             d.emit(
                 ev.RunScheduled(
-                    run_id,
-                    now,
-                    ev.RunTrigger.MANUAL,
-                    state.spec.tasks,
-                    state.next_fire_at,
+                    run_id=run_id,
+                    scheduled_for=now,
+                    trigger=ev.RunTrigger.MANUAL,
+                    tasks=state.spec.tasks,
+                    next_fire_at=state.next_fire_at,
                     timeout_at=run_timeout_at(state.spec, now),
                 )
             )
             for task in initially_ready(state.spec, state.spec.tasks):
-                d.emit(ev.TaskReady(run_id, task, 1, now))
+                d.emit(ev.TaskReady(run_id=run_id, task=task, attempt=1, scheduled_for=now))
         case cmd.BackfillJob():
             _backfill(d, state, command, envelope.idem_key, now)
         case cmd.Tick():
@@ -165,9 +165,9 @@ def _register(d: Decision, command: cmd.RegisterJob, now: datetime) -> None:
         return
     d.emit(
         ev.JobRegistered(
-            command.spec,
-            first_tick(command.spec.schedule, now, d.job_id),
-            command.spec.schedule.max_runs,
+            spec=command.spec,
+            next_fire_at=first_tick(command.spec.schedule, now, d.job_id),
+            runs_remaining=command.spec.schedule.max_runs,
         )
     )
 
@@ -184,7 +184,9 @@ def _update(d: Decision, state: JobState, command: cmd.UpdateJob, now: datetime)
     limit = command.spec.schedule.max_runs
     d.emit(
         ev.JobRedefined(
-            command.spec, nxt, None if limit is None else max(0, limit - state.runs_fired)
+            spec=command.spec,
+            next_fire_at=nxt,
+            runs_remaining=None if limit is None else max(0, limit - state.runs_fired),
         )
     )
     drop_removed_tasks(d, now)
@@ -231,17 +233,17 @@ def _backfill(
         current = d.live()
         d.emit(
             ev.RunScheduled(
-                run_id,
-                tick,
-                ev.RunTrigger.BACKFILL,
-                current.spec.tasks,
-                current.next_fire_at,
-                current.runs_remaining(),
+                run_id=run_id,
+                scheduled_for=tick,
+                trigger=ev.RunTrigger.BACKFILL,
+                tasks=current.spec.tasks,
+                next_fire_at=current.next_fire_at,
+                runs_remaining=current.runs_remaining(),
                 timeout_at=run_timeout_at(current.spec, now),
             )
         )
         for task in initially_ready(current.spec, current.spec.tasks):
-            d.emit(ev.TaskReady(run_id, task, 1, tick))
+            d.emit(ev.TaskReady(run_id=run_id, task=task, attempt=1, scheduled_for=tick))
 
 
 def _tick(d: Decision, now: datetime) -> None:
@@ -273,14 +275,18 @@ def _replay(
         return
     d.emit(
         ev.RunScheduled(
-            run_id,
-            command.scheduled_for,
-            ev.RunTrigger.REPLAY,
-            (command.task,),
-            state.next_fire_at,
-            state.runs_remaining(),
+            run_id=run_id,
+            scheduled_for=command.scheduled_for,
+            trigger=ev.RunTrigger.REPLAY,
+            tasks=(command.task,),
+            next_fire_at=state.next_fire_at,
+            runs_remaining=state.runs_remaining(),
             replay_of=command.run_id,
             timeout_at=run_timeout_at(state.spec, now),
         )
     )
-    d.emit(ev.TaskReady(run_id, command.task, 1, command.scheduled_for))
+    d.emit(
+        ev.TaskReady(
+            run_id=run_id, task=command.task, attempt=1, scheduled_for=command.scheduled_for
+        )
+    )

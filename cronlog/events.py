@@ -66,7 +66,7 @@ class CancelReason(StrEnum):
     """A CancelRun command (API ``POST /runs/{run_id}/cancel``)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class JobRegistered:
     spec: JobSpec
     next_fire_at: datetime | None
@@ -74,7 +74,7 @@ class JobRegistered:
     """Runs the schedule may still fire (``max_runs`` bound); None when unbounded."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class JobRedefined:
     spec: JobSpec
     next_fire_at: datetime | None
@@ -82,24 +82,24 @@ class JobRedefined:
     """Runs the schedule may still fire under the new definition; None when unbounded."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class JobPaused:
     pass
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class JobResumed:
     next_fire_at: datetime | None
     catchup: bool = False
     """True: the ticks passed while paused are owed and follow the catch-up policy."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class JobDeleted:
     pass
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunScheduled:
     run_id: str
     scheduled_for: datetime
@@ -122,7 +122,7 @@ class RunScheduled:
     """For an ``after`` run: the upstream run that triggered it; else None."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunBuffered:
     """A tick fired while a run was active under ``buffer_one``: it starts when they end."""
 
@@ -133,7 +133,7 @@ class RunBuffered:
     runs_remaining: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunCancelled:
     """An active run was cancelled (it leaves the record; its leases are revoked)."""
 
@@ -145,14 +145,14 @@ class RunCancelled:
     """The run's tick (so a consumer needs no memory of RunScheduled); None in old records."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TickSkipped:
     scheduled_for: datetime
     reason: SkipReason
     next_fire_at: datetime | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TaskReady:
     run_id: str
     task: str
@@ -160,7 +160,7 @@ class TaskReady:
     scheduled_for: datetime
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TaskClaimed:
     run_id: str
     task: str
@@ -180,7 +180,7 @@ class TaskClaimed:
     Tick past it fails the attempt as ``timeout`` even if the holder still renews."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LeaseRenewed:
     run_id: str
     task: str
@@ -190,7 +190,7 @@ class LeaseRenewed:
     lease_expires_at: datetime
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LeaseExpired:
     run_id: str
     task: str
@@ -199,7 +199,7 @@ class LeaseExpired:
     worker_id: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TaskSucceeded:
     run_id: str
     task: str
@@ -212,7 +212,7 @@ class TaskSucceeded:
     finished_at: datetime
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TaskFailed:
     run_id: str
     task: str
@@ -226,7 +226,7 @@ class TaskFailed:
     finished_at: datetime
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TaskCancelled:
     """One task instance was cancelled by a CancelRun; terminal ``cancelled`` for it."""
 
@@ -237,7 +237,7 @@ class TaskCancelled:
     """The lease holder when it was cancelled (it is refused at its next renewal), or None."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TaskReleased:
     """The holder gave the attempt back unfinished (ReleaseTask); a TaskReady for the same
     attempt follows. Not a failure: the attempt number does not advance."""
@@ -250,7 +250,7 @@ class TaskReleased:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunReopened:
     """A run that had ended is active again for a RerunTask: its task instances as the
     command carried them (terminal states); TaskReset events follow."""
@@ -261,7 +261,7 @@ class RunReopened:
     tasks: tuple[TaskSnapshot, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TaskReset:
     """A task instance starts a new attempt series (RerunTask): pending again at
     ``attempt``, which counts as the series' first toward max_attempts; the trigger rules
@@ -272,7 +272,7 @@ class TaskReset:
     attempt: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunTimedOut:
     """The run's ``timeout_at`` passed: TaskCancelled follows for every task not ended, then
     RunFailed."""
@@ -281,7 +281,7 @@ class RunTimedOut:
     timeout_at: datetime
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TaskSkipped:
     """A task of a run will not execute: its trigger rule says skip (terminal ``skipped``,
     counted as success for the run)."""
@@ -293,7 +293,7 @@ class TaskSkipped:
     the job dropped the task before it ever ran."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TaskUpstreamFailed:
     """A task of a run will not execute: upstream failures mean its trigger rule can no
     longer be met (terminal ``upstream_failed``, counted as failure for the run)."""
@@ -304,7 +304,7 @@ class TaskUpstreamFailed:
     """The rule that decided it (a TriggerRule value)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TaskDeadLettered:
     """A task instance's last allowed attempt failed: it is listed until replayed."""
 
@@ -316,7 +316,7 @@ class TaskDeadLettered:
     output_tail: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RetryScheduled:
     run_id: str
     task: str
@@ -324,21 +324,21 @@ class RetryScheduled:
     retry_at: datetime
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunSucceeded:
     run_id: str
     scheduled_for: datetime | None = None
     """The run's tick (so a consumer needs no memory of RunScheduled); None in old records."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunFailed:
     run_id: str
     scheduled_for: datetime | None = None
     """The run's tick (so a consumer needs no memory of RunScheduled); None in old records."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CommandRejected:
     command: str
     reason: RejectReason
@@ -379,7 +379,7 @@ Event = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunEvent:
     """An event as published on ``cronlog.run-events``.
 

@@ -141,18 +141,18 @@ def start_run(
     spec = state.spec
     release = release_at(spec, state.job_id, tick, now)
     yield ev.RunScheduled(
-        run_id,
-        tick,
-        trigger,
-        spec.tasks,
-        next_fire_at,
-        runs_remaining,
-        release,
+        run_id=run_id,
+        scheduled_for=tick,
+        trigger=trigger,
+        tasks=spec.tasks,
+        next_fire_at=next_fire_at,
+        runs_remaining=runs_remaining,
+        release_at=release,
         timeout_at=run_timeout_at(spec, now),
     )
     if release is None:
         for task in initially_ready(spec, spec.tasks):
-            yield ev.TaskReady(run_id, task, 1, tick)
+            yield ev.TaskReady(run_id=run_id, task=task, attempt=1, scheduled_for=tick)
 
 
 def _due(state: JobState, now: datetime) -> tuple[list[datetime], datetime | None]:
@@ -227,10 +227,12 @@ def fire_due_ticks(state: JobState, now: datetime) -> Iterator[ev.Event]:
     for i, tick in enumerate(due):
         cursor = due[i + 1] if i + 1 < len(due) else after_all
         if sched.end_at is not None and tick > sched.end_at:
-            yield ev.TickSkipped(tick, ev.SkipReason.END_AT, None)
+            yield ev.TickSkipped(scheduled_for=tick, reason=ev.SkipReason.END_AT, next_fire_at=None)
             return
         if fold.limit is not None and fold.fired >= fold.limit:
-            yield ev.TickSkipped(tick, ev.SkipReason.MAX_RUNS, None)
+            yield ev.TickSkipped(
+                scheduled_for=tick, reason=ev.SkipReason.MAX_RUNS, next_fire_at=None
+            )
             return
         trigger = ev.RunTrigger.CATCHUP if tick in late else ev.RunTrigger.SCHEDULE
         reason = (
@@ -248,16 +250,27 @@ def fire_due_ticks(state: JobState, now: datetime) -> Iterator[ev.Event]:
                 reason = ev.SkipReason.OVERLAP
             elif spec.overlap is OverlapPolicy.BUFFER_ONE:
                 fold.buffered, fold.fired = True, fold.fired + 1
-                yield ev.RunBuffered(run_id, tick, trigger, cursor, fold.remaining())
+                yield ev.RunBuffered(
+                    run_id=run_id,
+                    scheduled_for=tick,
+                    trigger=trigger,
+                    next_fire_at=cursor,
+                    runs_remaining=fold.remaining(),
+                )
                 continue
             elif spec.overlap is OverlapPolicy.CANCEL_PREVIOUS:
                 for old in fold.active:
-                    yield ev.RunCancelled(old, ev.CancelReason.OVERLAP, run_id, fold.ticks.get(old))
+                    yield ev.RunCancelled(
+                        run_id=old,
+                        reason=ev.CancelReason.OVERLAP,
+                        replaced_by=run_id,
+                        scheduled_for=fold.ticks.get(old),
+                    )
                 fold.active = []
         if reason is None and len(fold.active) >= spec.max_active_runs:
             reason = ev.SkipReason.MAX_ACTIVE_RUNS
         if reason is not None:
-            yield ev.TickSkipped(tick, reason, cursor)
+            yield ev.TickSkipped(scheduled_for=tick, reason=reason, next_fire_at=cursor)
             continue
         fold.active.append(run_id)
         fold.ticks[run_id] = tick

@@ -103,10 +103,18 @@ class AfterIndex:
                 remembered = self._ticks.pop(run_id, None)
                 tick: datetime | None = event.scheduled_for or remembered
                 ended = cmd.UpstreamRunEnded(
-                    job_id, run_id, tick, OUTCOMES[type(event)], record.event_id
+                    upstream_job_id=job_id,
+                    upstream_run_id=run_id,
+                    upstream_scheduled_for=tick,
+                    outcome=OUTCOMES[type(event)],
+                    upstream_event_id=record.event_id,
                 )
                 return [
-                    cmd.Envelope(after_idem_key(down, run_id, record.event_id), down, ended)
+                    cmd.Envelope(
+                        idem_key=after_idem_key(down, run_id, record.event_id),
+                        job_id=down,
+                        command=ended,
+                    )
                     for down in sorted(self.downstream(job_id))
                 ]
         return []

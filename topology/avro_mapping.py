@@ -62,7 +62,7 @@ class Plan:
     code runs only for the fields that need a conversion.
     """
 
-    __slots__ = ("cls", "decoders", "encoders", "fields", "getter", "names", "picker")
+    __slots__ = ("attrs", "cls", "decoders", "encoders", "fields", "getter", "names", "picker")
 
     def __init__(
         self, cls: type, fields: tuple[tuple[str, str, Converter | None, Converter | None], ...]
@@ -74,6 +74,8 @@ class Plan:
         self.encoders = tuple((attr, name, enc) for attr, name, enc, _ in fields if enc)
         self.decoders = tuple((i, dec) for i, (_, _, _, dec) in enumerate(fields) if dec)
         attrs = [attr for attr, _, _, _ in fields]
+        self.attrs = tuple(attrs)
+        """Dataclass attribute names, in field order (keyword construction: kw_only events)."""
         self.getter = operator.attrgetter(*attrs) if len(attrs) > 1 else _one_tuple(attrs)
         self.picker = (
             operator.itemgetter(*self.names) if len(attrs) > 1 else _one_tuple(attrs, item=True)
@@ -95,7 +97,7 @@ class Plan:
         values = list(self.picker(datum))
         for i, dec in self.decoders:
             values[i] = dec(values[i])
-        return self.cls(*values)
+        return self.cls(**dict(zip(self.attrs, values, strict=True)))
 
 
 def _one_tuple(keys: list[str], item: bool = False) -> Callable[[Any], tuple[Any, ...]]:

@@ -137,7 +137,7 @@ class BatchFolder:
         out.commands += 1
         if isinstance(env.command, cmd.Tick):
             for job_id in self.due.pop_due(rec.partition, rec.timestamp_ms):
-                job_env = cmd.Envelope(env.idem_key, job_id, env.command)
+                job_env = cmd.Envelope(idem_key=env.idem_key, job_id=job_id, command=env.command)
                 self._apply(rec, job_env, record_time, overlay, out)
             return
         if rec.key is None or rec.key != env.job_id.encode():
@@ -164,9 +164,9 @@ class BatchFolder:
             new, stored = state, None
             events = [
                 ev.CommandRejected(
-                    type(env.command).__name__,
-                    RejectReason.RECORD_TOO_LARGE,
-                    f"the job record would grow past {MAX_RECORD_BYTES} bytes",
+                    command=type(env.command).__name__,
+                    reason=RejectReason.RECORD_TOO_LARGE,
+                    detail=f"the job record would grow past {MAX_RECORD_BYTES} bytes",
                 )
             ]
             if state is not None:
@@ -184,7 +184,12 @@ class BatchFolder:
         self, env: cmd.Envelope, at: datetime, index: int, event: ev.Event, out: BatchResult
     ) -> None:
         run_event = ev.RunEvent(
-            event_id(env.idem_key, env.job_id, index), env.job_id, at, env.idem_key, index, event
+            event_id=event_id(env.idem_key, env.job_id, index),
+            job_id=env.job_id,
+            at=at,
+            idem_key=env.idem_key,
+            index=index,
+            event=event,
         )
         value = self.codec.encode_event(run_event)
         key = env.job_id.encode()

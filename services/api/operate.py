@@ -112,7 +112,9 @@ async def cancel_run(
     idem_key = idempotency_key or str(uuid.uuid4())
     if run["state"] in TERMINAL_RUN_STATES and not rm.events_for(idem_key, run["job_id"]):
         raise HTTPException(409, f"run {run_id!r} already ended ({run['state']})")
-    events = await _command(request, run["job_id"], idem_key, cmd.CancelRun(run_id, task))
+    events = await _command(
+        request, run["job_id"], idem_key, cmd.CancelRun(run_id=run_id, task=task)
+    )
     if not events:
         return _accepted(run["job_id"], idem_key, f"/api/v1/runs/{run_id}", run_id)
     _check(events)
@@ -144,16 +146,21 @@ async def rerun_task(
     if task not in run["tasks"]:
         raise HTTPException(404, f"run {run_id!r} has no task {task!r}")
     snapshot = tuple(
-        cmd.TaskSnapshot(ti["task"], ti["state"], int(ti["attempt"]), int(ti["epoch"] or 0))
+        cmd.TaskSnapshot(
+            task=ti["task"],
+            state=ti["state"],
+            attempt=int(ti["attempt"]),
+            epoch=int(ti["epoch"] or 0),
+        )
         for ti in run.get("task_instances", [])
     )
     command = cmd.RerunTask(
-        run_id,
-        task,
-        body.downstream if body is not None else False,
-        datetime.fromisoformat(run["scheduled_for"]),
-        run["trigger"],
-        snapshot,
+        run_id=run_id,
+        task=task,
+        downstream=body.downstream if body is not None else False,
+        scheduled_for=datetime.fromisoformat(run["scheduled_for"]),
+        trigger=run["trigger"],
+        tasks=snapshot,
     )
     idem_key = idempotency_key or str(uuid.uuid4())
     events = await _command(request, run["job_id"], idem_key, command)
@@ -209,7 +216,9 @@ async def replay_dead_letters(
         job_id, run_id, task = doc["job_id"], doc["run_id"], doc["task"]
         idem_key = f"{base}:{run_id}:{task}"
         tick = datetime.fromisoformat(doc["scheduled_for"] or doc["dead_lettered_at"])
-        events = await _command(request, job_id, idem_key, cmd.ReplayTask(run_id, task, tick))
+        events = await _command(
+            request, job_id, idem_key, cmd.ReplayTask(run_id=run_id, task=task, scheduled_for=tick)
+        )
         new_run = run_id_for_replay(job_id, run_id, task, idem_key)
         if not events:
             return _accepted(job_id, idem_key, f"/api/v1/runs/{new_run}", new_run)

@@ -44,5 +44,10 @@ def load_run_event(data: bytes) -> ev.RunEvent:
     doc = json.loads(data)
     event = _ADAPTERS[doc["type"]].validate_python(doc["event"])
     return ev.RunEvent(
-        doc["event_id"], doc["job_id"], from_ms(doc["at_ms"]), doc["idem_key"], doc["index"], event
+        event_id=doc["event_id"],
+        job_id=doc["job_id"],
+        at=from_ms(doc["at_ms"]),
+        idem_key=doc["idem_key"],
+        index=doc["index"],
+        event=event,
     )

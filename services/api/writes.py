@@ -112,7 +112,10 @@ async def _command(
     if prior:  # a retried Idempotency-Key: answer as the first time, produce nothing
         return prior
     try:
-        await sender.send(cmd.Envelope(idem_key, job_id, command), settings.api_delivery_timeout_s)
+        await sender.send(
+            cmd.Envelope(idem_key=idem_key, job_id=job_id, command=command),
+            settings.api_delivery_timeout_s,
+        )
     except CommandNotSent as exc:
         raise HTTPException(503, str(exc)) from exc
     events = await rm.wait_for(idem_key, settings.api_write_timeout_s, job_id=job_id)
@@ -157,7 +160,7 @@ async def register_job(
     known = rm.job(job_id)
     if known and known["status"] != "deleted" and not rm.events_for(idem_key, job_id):
         raise HTTPException(409, f"job {job_id!r} already exists")
-    events = await _command(request, job_id, idem_key, cmd.RegisterJob(spec))
+    events = await _command(request, job_id, idem_key, cmd.RegisterJob(spec=spec))
     location = f"/api/v1/jobs/{job_id}"
     if not events:
         return _accepted(job_id, idem_key, location)
@@ -195,7 +198,7 @@ async def patch_job(
     steps: list[tuple[str, cmd.Command]] = []
     spec = _patched_spec(job, patch) if patch else None
     if spec is not None:
-        steps.append(("update", cmd.UpdateJob(spec)))
+        steps.append(("update", cmd.UpdateJob(spec=spec)))
     if paused is not None:
         steps.append(
             ("pause", cmd.PauseJob())
@@ -315,7 +318,10 @@ async def backfill_job(
         }
     idem_key = idempotency_key or str(uuid.uuid4())
     events = await _command(
-        request, job_id, idem_key, cmd.BackfillJob(tuple(p.tick for p in planned), reprocess)
+        request,
+        job_id,
+        idem_key,
+        cmd.BackfillJob(ticks=tuple(p.tick for p in planned), reprocess=reprocess),
     )
     if not events:
         return _accepted(job_id, idem_key, f"/api/v1/jobs/{job_id}/runs")

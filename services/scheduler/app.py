@@ -242,7 +242,9 @@ def create_app(settings: SchedulerSettings) -> faust.App:
             await asyncio.sleep(interval - (now % interval) + TICK_OFFSET_S)
             for p in range(n):
                 value = codec.encode_command(
-                    cmd.Envelope(f"tick:{ticker_id}:{p}:{seq}", "", cmd.Tick())
+                    cmd.Envelope(
+                        idem_key=f"tick:{ticker_id}:{p}:{seq}", job_id="", command=cmd.Tick()
+                    )
                 )
                 await commands.send(key=None, value=value, partition=p)
 

@@ -161,7 +161,7 @@ class Worker:
         in a fatal state (librdkafka's idempotence can end in one after a broker outage) is
         replaced; commands are idempotent by idem_key, so a retried send is harmless.
         """
-        value = encode_command(cmd.Envelope(idem_key, job_id, command))
+        value = encode_command(cmd.Envelope(idem_key=idem_key, job_id=job_id, command=command))
         for _ in range(50):
             try:
                 with self._producer_lock:
@@ -271,12 +271,12 @@ class Worker:
             job_id,
             f"release:{grant.run_id}:{grant.task}:{grant.epoch}",
             cmd.ReleaseTask(
-                grant.run_id,
-                grant.task,
-                grant.attempt,
-                grant.epoch,
-                self.settings.worker_id,
-                reason,
+                run_id=grant.run_id,
+                task=grant.task,
+                attempt=grant.attempt,
+                epoch=grant.epoch,
+                worker_id=self.settings.worker_id,
+                reason=reason,
             ),
         )
 
@@ -314,7 +314,9 @@ class Worker:
         self._send(
             record.job_id,
             f"claim:{ready.run_id}:{ready.task}:{ready.attempt}:{wid}:{nonce}",
-            cmd.ClaimTask(ready.run_id, ready.task, ready.attempt, wid),
+            cmd.ClaimTask(
+                run_id=ready.run_id, task=ready.task, attempt=ready.attempt, worker_id=wid
+            ),
         )
         return PendingClaim(record.job_id, ready, fut, time.monotonic())
 
@@ -413,17 +415,17 @@ class Worker:
             held.job_id,
             f"complete:{grant.run_id}:{grant.task}:{grant.epoch}",
             cmd.CompleteTask(
-                grant.run_id,
-                grant.task,
-                grant.attempt,
-                grant.epoch,
-                wid,
-                outcome.failure_kind is None,
-                outcome.exit_code,
-                outcome.failure_kind,
-                outcome.output_tail,
-                outcome.started_at,
-                outcome.finished_at,
+                run_id=grant.run_id,
+                task=grant.task,
+                attempt=grant.attempt,
+                epoch=grant.epoch,
+                worker_id=wid,
+                succeeded=outcome.failure_kind is None,
+                exit_code=outcome.exit_code,
+                failure_kind=outcome.failure_kind,
+                output_tail=outcome.output_tail,
+                started_at=outcome.started_at,
+                finished_at=outcome.finished_at,
             ),
         )
         self.producer.flush(10)
@@ -440,6 +442,10 @@ class Worker:
                 held.job_id,
                 f"renew:{grant.run_id}:{grant.task}:{grant.epoch}:{n}",
                 cmd.RenewLease(
-                    grant.run_id, grant.task, grant.attempt, grant.epoch, self.settings.worker_id
+                    run_id=grant.run_id,
+                    task=grant.task,
+                    attempt=grant.attempt,
+                    epoch=grant.epoch,
+                    worker_id=self.settings.worker_id,
                 ),
             )

@@ -279,7 +279,9 @@ class _Injector:
         self.producer.poll(0)
 
     def _valid(self, job_id: str, command: cmd.Command, idem: str | None = None) -> bytes:
-        return self.codec.encode_command(cmd.Envelope(idem or uuid.uuid4().hex, job_id, command))
+        return self.codec.encode_command(
+            cmd.Envelope(idem_key=idem or uuid.uuid4().hex, job_id=job_id, command=command)
+        )
 
     def inject(self, kind: str) -> None:
         """Append one bad record of ``kind`` (see ``KINDS``)."""
@@ -325,17 +327,17 @@ class _Injector:
             worker = claim.worker_id if epoch != claim.epoch else "chaos-zombie"
             job_id = self.run_job[claim.run_id]
             complete = cmd.CompleteTask(
-                claim.run_id,
-                claim.task,
-                claim.attempt,
-                epoch,
-                worker,
-                True,
-                0,
-                None,
-                "zombie",
-                datetime.now(UTC),
-                datetime.now(UTC),
+                run_id=claim.run_id,
+                task=claim.task,
+                attempt=claim.attempt,
+                epoch=epoch,
+                worker_id=worker,
+                succeeded=True,
+                exit_code=0,
+                failure_kind=None,
+                output_tail="zombie",
+                started_at=datetime.now(UTC),
+                finished_at=datetime.now(UTC),
             )
             self._produce(
                 kind,
@@ -502,7 +504,11 @@ def run_chaos(
                 settings.topic_prefix + "cronlog.commands",
                 key=plan.job_id.encode(),
                 value=codec.encode_command(
-                    cmd.Envelope(f"register:{plan.job_id}", plan.job_id, cmd.RegisterJob(spec))
+                    cmd.Envelope(
+                        idem_key=f"register:{plan.job_id}",
+                        job_id=plan.job_id,
+                        command=cmd.RegisterJob(spec=spec),
+                    )
                 ),
             )
             producer.poll(0)
@@ -517,7 +523,11 @@ def run_chaos(
             settings.topic_prefix + "cronlog.commands",
             key=manual_job.encode(),
             value=codec.encode_command(
-                cmd.Envelope("register:manual", manual_job, cmd.RegisterJob(manual))
+                cmd.Envelope(
+                    idem_key="register:manual",
+                    job_id=manual_job,
+                    command=cmd.RegisterJob(spec=manual),
+                )
             ),
         )
         producer.flush(30)
@@ -543,7 +553,9 @@ def run_chaos(
                 settings.topic_prefix + "cronlog.commands",
                 key=plan.job_id.encode(),
                 value=codec.encode_command(
-                    cmd.Envelope(f"pause:{plan.job_id}", plan.job_id, cmd.PauseJob())
+                    cmd.Envelope(
+                        idem_key=f"pause:{plan.job_id}", job_id=plan.job_id, command=cmd.PauseJob()
+                    )
                 ),
             )
             producer.poll(0)

@@ -132,7 +132,10 @@ class Cluster:
     def send(self, job_id: str, command: cmd.Command, idem_key: str | None = None) -> str:
         """Append one command for ``job_id``; returns its idem_key."""
         idem_key = idem_key or uuid.uuid4().hex
-        self.send_raw(job_id.encode(), encode_command(cmd.Envelope(idem_key, job_id, command)))
+        self.send_raw(
+            job_id.encode(),
+            encode_command(cmd.Envelope(idem_key=idem_key, job_id=job_id, command=command)),
+        )
         return idem_key
 
     def send_raw(self, key: bytes | None, value: bytes, partition: int | None = None) -> None:

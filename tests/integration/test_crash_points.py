@@ -55,7 +55,7 @@ def test_a_crash_at_each_point_of_a_batch_loses_no_event_and_applies_nothing_twi
     # them. (A crash before a partition's first commit is left out: on restart that partition
     # was seen to resume past commands appended meanwhile — open, see the session note.)
     wait_for(lambda: committed_everywhere(cluster), 60, "the scheduler's first commits")
-    cluster.send("victim", cmd.RegisterJob(manual("victim")), idem_key="register-victim")
+    cluster.send("victim", cmd.RegisterJob(spec=manual("victim")), idem_key="register-victim")
     # the batch holding the registration reaches the point: the process dies there
     wait_for(
         lambda: sched.popen is not None and sched.popen.poll() is not None,

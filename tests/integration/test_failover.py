@@ -40,7 +40,7 @@ def test_kill9_of_a_scheduler_loses_and_doubles_no_tick(cluster: Cluster) -> Non
     jobs = [f"fo{i:02d}" for i in range(24)]
     spec = cron_job("* * * * * *")  # every second: the gap of a failover is plain to see
     for job in jobs:
-        cluster.send(job, cmd.RegisterJob(spec), idem_key=f"register:{job}:{uuid.uuid4().hex}")
+        cluster.send(job, cmd.RegisterJob(spec=spec), idem_key=f"register:{job}:{uuid.uuid4().hex}")
     t_registered = datetime.now(UTC)
     time.sleep(8)
     victim, survivor = (s1, s2) if owned_partitions(s1) else (s2, s1)

@@ -27,7 +27,7 @@ def scheduled(events: EventLog, job_id: str) -> list[datetime]:
 
 
 def register(cluster: Cluster, events: EventLog, job_id: str, spec) -> ev.RunEvent:
-    idem = cluster.send(job_id, cmd.RegisterJob(spec))
+    idem = cluster.send(job_id, cmd.RegisterJob(spec=spec))
     assert events.wait_until(
         lambda log: any(e.idem_key == idem for e in log.events(job_id)), START_TIMEOUT
     ), "scheduler never answered the registration"
@@ -50,7 +50,9 @@ def test_six_field_cron_fires_each_tick_once_despite_duplicate_ticks(
         while not stop.is_set():
             for _ in range(2):
                 n += 1
-                value = encode_command(cmd.Envelope(f"dup-tick-{n}", "", cmd.Tick()))
+                value = encode_command(
+                    cmd.Envelope(idem_key=f"dup-tick-{n}", job_id="", command=cmd.Tick())
+                )
                 cluster.send_raw(None, value, partition=partition)
             time.sleep(0.25)
 
@@ -119,8 +121,8 @@ def test_command_with_repeated_idem_key_changes_nothing(cluster: Cluster, events
     cluster.scheduler()
     job = "dedupe"
     spec = cron_job("0 0 1 1 *")
-    cluster.send(job, cmd.RegisterJob(spec), idem_key="register-once")
-    cluster.send(job, cmd.RegisterJob(spec), idem_key="register-once")
+    cluster.send(job, cmd.RegisterJob(spec=spec), idem_key="register-once")
+    cluster.send(job, cmd.RegisterJob(spec=spec), idem_key="register-once")
     cluster.send(job, cmd.PauseJob(), idem_key="pause-once")
     cluster.send(job, cmd.PauseJob(), idem_key="pause-once")
     marker = cluster.send(job, cmd.TriggerJob())
@@ -196,7 +198,7 @@ def test_schedule_edits_never_fire_a_tick_twice(cluster: Cluster, events: EventL
         cron_job("*/3 * * * * *"),
     ]
     for spec in edits:
-        idem = cluster.send(job, cmd.UpdateJob(spec))
+        idem = cluster.send(job, cmd.UpdateJob(spec=spec))
         assert events.wait_until(
             lambda log, k=idem: any(e.idem_key == k for e in log.events(job)), 20
         )

@@ -316,20 +316,20 @@ def test_a_completion_for_an_expired_lease_is_refused_and_one_success_stands(
         retry_policy=RetryPolicy(max_attempts=2, backoff=timedelta(seconds=1)),
     )
     job = "fenced"
-    cluster.send(job, cmd.RegisterJob(spec))
+    cluster.send(job, cmd.RegisterJob(spec=spec))
     cluster.send(job, cmd.TriggerJob())
     assert events.wait_until(lambda log: log.of_type(ev.TaskReady, job), 60)
     ready = events.of_type(ev.TaskReady, job)[0].event
     run_id, task = ready.run_id, ready.task
 
-    cluster.send(job, cmd.ClaimTask(run_id, task, 1, "zombie"))
+    cluster.send(job, cmd.ClaimTask(run_id=run_id, task=task, attempt=1, worker_id="zombie"))
     assert events.wait_until(lambda log: 1 in claims(log, job), 20)
     assert claims(events, job)[1].event.epoch == 1
     # No renewal: the lease expires on a tick and attempt 2 becomes ready.
     assert events.wait_until(
         lambda log: any(e.event.attempt == 2 for e in log.of_type(ev.TaskReady, job)), 30
     )
-    cluster.send(job, cmd.ClaimTask(run_id, task, 2, "live"))
+    cluster.send(job, cmd.ClaimTask(run_id=run_id, task=task, attempt=2, worker_id="live"))
     assert events.wait_until(lambda log: 2 in claims(log, job), 20)
     assert claims(events, job)[2].event.epoch == 2
 
@@ -337,7 +337,17 @@ def test_a_completion_for_an_expired_lease_is_refused_and_one_success_stands(
 
     def complete(attempt: int, epoch: int, worker_id: str) -> cmd.CompleteTask:
         return cmd.CompleteTask(
-            run_id, task, attempt, epoch, worker_id, True, 0, None, "", now, now
+            run_id=run_id,
+            task=task,
+            attempt=attempt,
+            epoch=epoch,
+            worker_id=worker_id,
+            succeeded=True,
+            exit_code=0,
+            failure_kind=None,
+            output_tail="",
+            started_at=now,
+            finished_at=now,
         )
 
     cluster.send(job, complete(1, 1, "zombie"))  # the expired lease's epoch

@@ -38,7 +38,7 @@ def test_failing_twice_then_succeeding_follows_the_linear_backoff(
     cluster.send(
         "flaky",
         cmd.RegisterJob(
-            manual(
+            spec=manual(
                 ("sh", "-c", 'echo "attempt $CRONLOG_ATTEMPT"; [ "$CRONLOG_ATTEMPT" -ge 3 ]'),
                 policy,
             )
@@ -78,7 +78,7 @@ def test_a_non_retryable_exit_code_is_dead_lettered_at_once(
     cluster.scheduler()
     cluster.worker()
     cluster.send(
-        "usage", cmd.RegisterJob(manual(("sh", "-c", "echo bad flag >&2; exit 64"), policy))
+        "usage", cmd.RegisterJob(spec=manual(("sh", "-c", "echo bad flag >&2; exit 64"), policy))
     )
     cluster.send("usage", cmd.TriggerJob())
     assert events.wait_until(lambda log: log.of_type(ev.RunFailed, "usage"), 60)

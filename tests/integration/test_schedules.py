@@ -30,7 +30,7 @@ def every_job(seconds: int, command: tuple[str, ...] = ("true",), **schedule: ob
 
 
 def register(cluster: Cluster, events: EventLog, job_id: str, spec: JobSpec) -> None:
-    idem = cluster.send(job_id, cmd.RegisterJob(spec))
+    idem = cluster.send(job_id, cmd.RegisterJob(spec=spec))
     assert events.wait_until(
         lambda log: any(e.idem_key == idem for e in log.events(job_id)), START_TIMEOUT
     ), "scheduler never answered the registration"

@@ -40,9 +40,11 @@ def test_python_task_return_succeeds_and_exception_fails(
     cluster.scheduler()
     cluster.worker()
     cluster.send(
-        "py-ok", cmd.RegisterJob(_job(kind=TaskKind.PYTHON, callable=f"{TASKS}:echo_context"))
+        "py-ok", cmd.RegisterJob(spec=_job(kind=TaskKind.PYTHON, callable=f"{TASKS}:echo_context"))
     )
-    cluster.send("py-fail", cmd.RegisterJob(_job(kind=TaskKind.PYTHON, callable=f"{TASKS}:fail")))
+    cluster.send(
+        "py-fail", cmd.RegisterJob(spec=_job(kind=TaskKind.PYTHON, callable=f"{TASKS}:fail"))
+    )
     assert events.wait_until(lambda log: _finished(log, "py-ok", "py-fail"), 90)
     assert events.of_type(ev.RunSucceeded, "py-ok") and events.of_type(ev.RunFailed, "py-fail")
     ok = events.of_type(ev.TaskSucceeded, "py-ok")[0].event
@@ -88,7 +90,7 @@ def test_http_task_succeeds_by_status_and_sends_context(
     cluster.send(
         "http-ok",
         cmd.RegisterJob(
-            _job(
+            spec=_job(
                 kind=TaskKind.HTTP,
                 http=HttpTask(f"{hook}/run/202", "POST", (HttpHeader("X-Token", "t"),), "{}"),
             )
@@ -96,7 +98,7 @@ def test_http_task_succeeds_by_status_and_sends_context(
     )
     cluster.send(
         "http-fail",
-        cmd.RegisterJob(_job(kind=TaskKind.HTTP, http=HttpTask(f"{hook}/run/503", "POST"))),
+        cmd.RegisterJob(spec=_job(kind=TaskKind.HTTP, http=HttpTask(f"{hook}/run/503", "POST"))),
     )
     assert events.wait_until(lambda log: _finished(log, "http-ok", "http-fail"), 90)
     ok = events.of_type(ev.TaskSucceeded, "http-ok")[0].event
@@ -115,7 +117,7 @@ def test_shell_task_runs_its_string_with_sh(cluster: Cluster, events: EventLog) 
     cluster.send(
         "sh",
         cmd.RegisterJob(
-            _job(  # noqa: S604 - a shell task is the point
+            spec=_job(  # noqa: S604 - a shell task is the point
                 kind=TaskKind.SHELL, shell="echo job=$CRONLOG_JOB_ID | tr a-z A-Z && exit 0"
             )
         ),

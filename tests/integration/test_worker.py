@@ -27,7 +27,7 @@ def test_failing_command_is_recorded_with_exit_code_and_output(
     cluster.send(
         "fails",
         cmd.RegisterJob(
-            once_job(run_at, ("sh", "-c", "echo about to fail; echo on stderr >&2; exit 3"))
+            spec=once_job(run_at, ("sh", "-c", "echo about to fail; echo on stderr >&2; exit 3"))
         ),
     )
     assert events.wait_until(lambda log: log.of_type(ev.RunFailed, "fails"), 90)
@@ -52,7 +52,7 @@ def test_task_sees_its_cronlog_environment(
         "if k.startswith('CRONLOG_')}, open(sys.argv[1], 'w'))"
     )
     run_at = (datetime.now(UTC) + timedelta(seconds=2)).replace(microsecond=0)
-    cluster.send("env", cmd.RegisterJob(once_job(run_at, ("python3", "-c", script, str(out)))))
+    cluster.send("env", cmd.RegisterJob(spec=once_job(run_at, ("python3", "-c", script, str(out)))))
     assert events.wait_until(lambda log: log.of_type(ev.RunSucceeded, "env"), 90)
     seen = json.loads(out.read_text())
     run = events.of_type(ev.RunScheduled, "env")[0].event
@@ -75,7 +75,7 @@ def test_claim_is_granted_before_execution_and_succeeds_once(
     cluster.worker("w2")
     run_at = datetime.now(UTC) + timedelta(seconds=2)
     for i in range(6):
-        cluster.send(f"j{i}", cmd.RegisterJob(once_job(run_at, ("true",))))
+        cluster.send(f"j{i}", cmd.RegisterJob(spec=once_job(run_at, ("true",))))
     assert events.wait_until(lambda log: len(log.of_type(ev.RunSucceeded)) >= 6, 90)
     events.poll(2)
     for i in range(6):

@@ -61,7 +61,9 @@ def test_unfinished_task_is_released_and_runs_again_on_the_other_worker(
     )
     cluster.send(
         "drain-me",
-        cmd.RegisterJob(once_job(datetime.now(UTC) + timedelta(seconds=2), ("sh", "-c", script))),
+        cmd.RegisterJob(
+            spec=once_job(datetime.now(UTC) + timedelta(seconds=2), ("sh", "-c", script))
+        ),
     )
     assert events.wait_until(lambda log: _claims(log, "drain-me"), 90)
     holder = _claims(events, "drain-me")[0].worker_id
@@ -121,7 +123,7 @@ def test_task_finishing_within_the_drain_completes_normally(
     cluster.send(
         "drain-ok",
         cmd.RegisterJob(
-            once_job(
+            spec=once_job(
                 datetime.now(UTC) + timedelta(seconds=2),
                 ("sh", "-c", f"touch {started}; sleep 2; echo finished"),
             )

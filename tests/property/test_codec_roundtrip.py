@@ -137,8 +137,10 @@ DECODERS: dict[str, Callable[[bytes], object]] = {
     "dead_letter": decode_dead_letter,
 }
 HEADERS = [  # magic + fingerprint of each current schema: fuzz reaches the Avro body reader
-    encode_command(Envelope("k", "j", Tick()))[:10],
-    encode_event(RunEvent("e", "j", from_ms(0), "k", 0, JobPaused()))[:10],
+    encode_command(Envelope(idem_key="k", job_id="j", command=Tick()))[:10],
+    encode_event(
+        RunEvent(event_id="e", job_id="j", at=from_ms(0), idem_key="k", index=0, event=JobPaused())
+    )[:10],
     encode_dead_letter(DeadLetter("t", 0, 0, None, b"", "E", "r", from_ms(0)))[:10],
 ]
 VALID = st.one_of(

@@ -151,7 +151,7 @@ class Driver:
         self, command: cmd.Command, at: datetime | None = None, key: str | None = None
     ) -> None:
         self.n += 1
-        envelope = cmd.Envelope(key or f"c{self.n}", JOB, command)
+        envelope = cmd.Envelope(idem_key=key or f"c{self.n}", job_id=JOB, command=command)
         self.deliver(envelope, self.t if at is None else at)
 
     def deliver(self, envelope: cmd.Envelope, at: datetime) -> None:
@@ -169,7 +169,7 @@ class Driver:
                 self.outcome[e.run_id] = type(e).__name__[3:].lower()
 
     def run(self, n_steps: int) -> None:
-        self.send(cmd.RegisterJob(self.spec))
+        self.send(cmd.RegisterJob(spec=self.spec))
         for _ in range(n_steps):
             kind = self.draw(st.sampled_from(self.kinds))
             getattr(self, f"do_{kind}")()
@@ -193,7 +193,7 @@ class Driver:
         self.send(cmd.Tick(), key=f"tick@{self.t.isoformat()}")
 
     def do_register(self) -> None:
-        self.send(cmd.RegisterJob(self.spec))
+        self.send(cmd.RegisterJob(spec=self.spec))
 
     def do_pause(self) -> None:
         self.send(cmd.PauseJob(), at=self._maybe_late())
@@ -227,14 +227,14 @@ class Driver:
                 ticks.append(tick)
             tick = next_tick(self.spec.schedule, tick, hash_id=JOB)
         if ticks:
-            self.send(cmd.BackfillJob(tuple(ticks), reprocess))  # type: ignore[arg-type]
+            self.send(cmd.BackfillJob(ticks=tuple(ticks), reprocess=reprocess))  # type: ignore[arg-type]
 
     def do_delete(self) -> None:
         self.send(cmd.DeleteJob())
 
     def do_update(self) -> None:
         schedule = replace(self.spec.schedule, catchup=self.draw(st.sampled_from(CatchupPolicy)))  # type: ignore[arg-type]
-        self.send(cmd.UpdateJob(replace(self.spec, schedule=schedule)))
+        self.send(cmd.UpdateJob(spec=replace(self.spec, schedule=schedule)))
 
     def do_claim(self) -> None:
         target = self._target(TaskState.READY)
@@ -243,14 +243,22 @@ class Driver:
         run_id, task, attempt, _, _ = target
         attempt = self.draw(st.sampled_from([attempt, attempt, attempt + 1, 1]))  # type: ignore[assignment]
         worker = self.draw(st.sampled_from(WORKERS))
-        self.send(cmd.ClaimTask(run_id, task, attempt, worker), at=self._maybe_late())  # type: ignore[arg-type]
+        self.send(
+            cmd.ClaimTask(run_id=run_id, task=task, attempt=attempt, worker_id=worker),
+            at=self._maybe_late(),
+        )  # type: ignore[arg-type]
 
     def do_renew(self) -> None:
         target = self._target(TaskState.CLAIMED)
         if target is None:
             return
         run_id, task, attempt, epoch, worker = self._lease_args(target)
-        self.send(cmd.RenewLease(run_id, task, attempt, epoch, worker), at=self._maybe_late())
+        self.send(
+            cmd.RenewLease(
+                run_id=run_id, task=task, attempt=attempt, epoch=epoch, worker_id=worker
+            ),
+            at=self._maybe_late(),
+        )
 
     def do_complete(self) -> None:
         target = self._target(TaskState.CLAIMED)
@@ -270,17 +278,17 @@ class Driver:
         )
         self.send(
             cmd.CompleteTask(
-                run_id,
-                task,
-                attempt,
-                epoch,
-                worker,
-                ok,
-                0 if ok else 1,
-                kind,
-                "tail",
-                self.t,
-                self.t,
+                run_id=run_id,
+                task=task,
+                attempt=attempt,
+                epoch=epoch,
+                worker_id=worker,
+                succeeded=ok,
+                exit_code=0 if ok else 1,
+                failure_kind=kind,
+                output_tail="tail",
+                started_at=self.t,
+                finished_at=self.t,
             ),  # type: ignore[arg-type]
             at=self._maybe_late(),
         )
@@ -291,14 +299,14 @@ class Driver:
         if target is None:
             return
         task = self.draw(st.sampled_from([None, target[1]]))
-        self.send(cmd.CancelRun(target[0], task), at=self._maybe_late())  # type: ignore[arg-type]
+        self.send(cmd.CancelRun(run_id=target[0], task=task), at=self._maybe_late())  # type: ignore[arg-type]
 
     def do_replay(self) -> None:
         """A ReplayTask of some task instance, as the API sends it for a dead letter."""
         if not self.instances:
             return
         run_id, task = self.draw(st.sampled_from(self.instances))  # type: ignore[misc]
-        self.send(cmd.ReplayTask(run_id, task, self.t))  # type: ignore[arg-type]
+        self.send(cmd.ReplayTask(run_id=run_id, task=task, scheduled_for=self.t))  # type: ignore[arg-type]
 
     def do_duplicate(self) -> None:
         earlier = [(e, t) for e, t in self.log if not isinstance(e.command, cmd.Tick)]

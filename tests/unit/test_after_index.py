@@ -17,37 +17,63 @@ MANUAL = JobSpec("m", Schedule(ScheduleKind.MANUAL), ("true",))
 
 
 def rec(job_id: str, event: ev.Event) -> ev.RunEvent:
-    return ev.RunEvent("e", job_id, T, "k", 0, event)
+    return ev.RunEvent(event_id="e", job_id=job_id, at=T, idem_key="k", index=0, event=event)
 
 
 def test_a_run_end_of_an_upstream_sends_one_command_per_downstream_job() -> None:
     index = AfterIndex()
     for job in ("d1", "d2"):
-        assert index.apply(rec(job, ev.JobRegistered(AFTER_X, None))) == []
+        assert index.apply(rec(job, ev.JobRegistered(spec=AFTER_X, next_fire_at=None))) == []
     assert (
-        index.apply(rec("x", ev.RunScheduled("r1", T, ev.RunTrigger.MANUAL, ("main",), None))) == []
+        index.apply(
+            rec(
+                "x",
+                ev.RunScheduled(
+                    run_id="r1",
+                    scheduled_for=T,
+                    trigger=ev.RunTrigger.MANUAL,
+                    tasks=("main",),
+                    next_fire_at=None,
+                ),
+            )
+        )
+        == []
     )
     assert index.state()[1] == {}  # no run is remembered: memory is one entry per after job
-    sent = index.apply(rec("x", ev.RunFailed("r1", T)))  # the end carries the run's tick
-    ended = cmd.UpstreamRunEnded("x", "r1", T, cmd.UpstreamOutcome.FAILED, "e")
+    sent = index.apply(
+        rec("x", ev.RunFailed(run_id="r1", scheduled_for=T))
+    )  # the end carries the run's tick
+    ended = cmd.UpstreamRunEnded(
+        upstream_job_id="x",
+        upstream_run_id="r1",
+        upstream_scheduled_for=T,
+        outcome=cmd.UpstreamOutcome.FAILED,
+        upstream_event_id="e",
+    )
     assert sent == [
-        cmd.Envelope("after:d1:r1:e", "d1", ended),
-        cmd.Envelope("after:d2:r1:e", "d2", ended),
+        cmd.Envelope(idem_key="after:d1:r1:e", job_id="d1", command=ended),
+        cmd.Envelope(idem_key="after:d2:r1:e", job_id="d2", command=ended),
     ]
 
 
 def test_redefined_or_deleted_jobs_leave_the_index_and_unknown_ticks_are_none() -> None:
     index = AfterIndex()
-    index.apply(rec("d1", ev.JobRegistered(AFTER_X, None)))
-    index.apply(rec("d2", ev.JobRegistered(AFTER_X, None)))
-    index.apply(rec("d1", ev.JobRedefined(MANUAL, None)))
+    index.apply(rec("d1", ev.JobRegistered(spec=AFTER_X, next_fire_at=None)))
+    index.apply(rec("d2", ev.JobRegistered(spec=AFTER_X, next_fire_at=None)))
+    index.apply(rec("d1", ev.JobRedefined(spec=MANUAL, next_fire_at=None)))
     index.apply(rec("d2", ev.JobDeleted()))
     assert index.downstream("x") == frozenset()
-    index.apply(rec("d3", ev.JobRegistered(AFTER_X, None)))
-    assert index.apply(rec("x", ev.RunCancelled("r9", ev.CancelReason.USER))) == [
+    index.apply(rec("d3", ev.JobRegistered(spec=AFTER_X, next_fire_at=None)))
+    assert index.apply(rec("x", ev.RunCancelled(run_id="r9", reason=ev.CancelReason.USER))) == [
         cmd.Envelope(
-            "after:d3:r9:e",
-            "d3",
-            cmd.UpstreamRunEnded("x", "r9", None, cmd.UpstreamOutcome.CANCELLED, "e"),
+            idem_key="after:d3:r9:e",
+            job_id="d3",
+            command=cmd.UpstreamRunEnded(
+                upstream_job_id="x",
+                upstream_run_id="r9",
+                upstream_scheduled_for=None,
+                outcome=cmd.UpstreamOutcome.CANCELLED,
+                upstream_event_id="e",
+            ),
         )
     ]

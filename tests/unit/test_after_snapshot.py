@@ -24,11 +24,17 @@ SNAP = AfterSnapshot({0: 10, 1: 0, 2: 7}, {"d1": "x", "d2": "x", "e": "d1"}, {"r
 
 
 def rec(job_id: str, event: ev.Event, event_id: str = "e") -> ev.RunEvent:
-    return ev.RunEvent(event_id, job_id, T, "k", 0, event)
+    return ev.RunEvent(event_id=event_id, job_id=job_id, at=T, idem_key="k", index=0, event=event)
 
 
 def scheduled(run_id: str) -> ev.RunScheduled:
-    return ev.RunScheduled(run_id, T, ev.RunTrigger.MANUAL, ("main",), None)
+    return ev.RunScheduled(
+        run_id=run_id,
+        scheduled_for=T,
+        trigger=ev.RunTrigger.MANUAL,
+        tasks=("main",),
+        next_fire_at=None,
+    )
 
 
 def test_a_snapshot_decodes_to_what_was_encoded_and_encodes_deterministically() -> None:
@@ -74,17 +80,17 @@ def test_a_snapshot_is_usable_only_below_the_committed_offsets(
 
 def test_a_restored_index_answers_as_the_index_it_was_taken_from() -> None:
     history = [
-        rec("d1", ev.JobRegistered(AFTER_X, None)),
-        rec("d2", ev.JobRegistered(AFTER_X, None)),
-        rec("d3", ev.JobRegistered(AFTER_X, None)),
+        rec("d1", ev.JobRegistered(spec=AFTER_X, next_fire_at=None)),
+        rec("d2", ev.JobRegistered(spec=AFTER_X, next_fire_at=None)),
+        rec("d3", ev.JobRegistered(spec=AFTER_X, next_fire_at=None)),
         rec("d3", ev.JobDeleted()),
         rec("x", scheduled("r1")),
         rec("x", scheduled("r2")),
-        rec("x", ev.RunSucceeded("r2")),
+        rec("x", ev.RunSucceeded(run_id="r2")),
     ]
     tail = [
-        rec("x", ev.RunFailed("r1"), "e1"),
-        rec("x", ev.RunCancelled("r3", ev.CancelReason.USER), "e2"),
+        rec("x", ev.RunFailed(run_id="r1"), "e1"),
+        rec("x", ev.RunCancelled(run_id="r3", reason=ev.CancelReason.USER), "e2"),
     ]
     full = AfterIndex()
     for record in history:

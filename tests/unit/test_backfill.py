@@ -24,7 +24,10 @@ PAST = tuple(T0 + timedelta(minutes=5 * k) for k in range(1, 4))  # 12:05, 12:10
 
 def given(*events: ev.Event, spec: JobSpec = SPEC, cursor: datetime | None = CURSOR) -> JobState:
     state: JobState | None = None
-    for event in (ev.JobRegistered(spec, cursor, spec.schedule.max_runs), *events):
+    for event in (
+        ev.JobRegistered(spec=spec, next_fire_at=cursor, runs_remaining=spec.schedule.max_runs),
+        *events,
+    ):
         state = evolve(state, JOB, event)
     assert state is not None
     return replace(state, clock=NOW)
@@ -37,7 +40,13 @@ def backfill(
     key: str = "bf-1",
     now: datetime = NOW,
 ) -> tuple[JobState | None, list[ev.Event]]:
-    return handle(state, cmd.Envelope(key, JOB, cmd.BackfillJob(ticks, reprocess)), now)
+    return handle(
+        state,
+        cmd.Envelope(
+            idem_key=key, job_id=JOB, command=cmd.BackfillJob(ticks=ticks, reprocess=reprocess)
+        ),
+        now,
+    )
 
 
 def runs(events: list[ev.Event]) -> list[ev.RunScheduled]:
@@ -51,7 +60,8 @@ def test_backfill_creates_a_run_per_tick_with_trigger_backfill_and_the_ticks_run
         (run_id_for_tick(JOB, t), t, RunTrigger.BACKFILL) for t in PAST
     ]
     assert [e for e in events if isinstance(e, ev.TaskReady)] == [
-        ev.TaskReady(run_id_for_tick(JOB, t), "main", 1, t) for t in PAST
+        ev.TaskReady(run_id=run_id_for_tick(JOB, t), task="main", attempt=1, scheduled_for=t)
+        for t in PAST
     ]
     assert after is not None
     assert after.next_fire_at == CURSOR and after.runs_fired == 0  # cursor and count untouched
@@ -67,7 +77,13 @@ def test_backfill_is_idempotent_by_idem_key() -> None:
 def test_backfill_none_skips_ticks_whose_run_is_active() -> None:
     tick = PAST[0]
     state = given(
-        ev.RunScheduled(run_id_for_tick(JOB, tick), tick, RunTrigger.SCHEDULE, ("main",), CURSOR)
+        ev.RunScheduled(
+            run_id=run_id_for_tick(JOB, tick),
+            scheduled_for=tick,
+            trigger=RunTrigger.SCHEDULE,
+            tasks=("main",),
+            next_fire_at=CURSOR,
+        )
     )
     _, events = backfill(state)
     assert [r.scheduled_for for r in runs(events)] == list(PAST[1:])
@@ -79,7 +95,13 @@ def test_backfill_none_skips_ticks_whose_run_is_active() -> None:
 def test_backfill_reprocess_gives_distinct_run_ids_per_command() -> None:
     tick = PAST[0]
     state = given(
-        ev.RunScheduled(run_id_for_tick(JOB, tick), tick, RunTrigger.SCHEDULE, ("main",), CURSOR)
+        ev.RunScheduled(
+            run_id=run_id_for_tick(JOB, tick),
+            scheduled_for=tick,
+            trigger=RunTrigger.SCHEDULE,
+            tasks=("main",),
+            next_fire_at=CURSOR,
+        )
     )
     after, events = backfill(state, (tick,), cmd.Reprocess.ALL)
     (run,) = runs(events)
@@ -114,7 +136,9 @@ def test_backfill_runs_are_exempt_from_overlap_and_do_not_block_the_schedule() -
     spec = replace(SPEC, overlap=OverlapPolicy.CANCEL_PREVIOUS, max_active_runs=1)
     after, events = backfill(given(spec=spec))
     assert len(runs(events)) == 3  # beyond max_active_runs=1: exempt
-    tick_state, tick_events = handle(after, cmd.Envelope("t", JOB, cmd.Tick()), CURSOR)
+    tick_state, tick_events = handle(
+        after, cmd.Envelope(idem_key="t", job_id=JOB, command=cmd.Tick()), CURSOR
+    )
     assert not any(isinstance(e, ev.RunCancelled) for e in tick_events)  # not cancelled
     assert [r.trigger for r in runs(tick_events)] == [RunTrigger.SCHEDULE]  # not skipped
     assert tick_state is not None and tick_state.runs_fired == 1
@@ -122,7 +146,18 @@ def test_backfill_runs_are_exempt_from_overlap_and_do_not_block_the_schedule() -
 
 def test_backfill_does_not_take_the_buffered_ticks_run_id() -> None:
     spec = replace(SPEC, overlap=OverlapPolicy.BUFFER_ONE)
-    active = ev.RunScheduled("r-active", PAST[0], RunTrigger.MANUAL, ("main",), CURSOR)
-    held = ev.RunBuffered(run_id_for_tick(JOB, PAST[1]), PAST[1], RunTrigger.SCHEDULE, CURSOR)
+    active = ev.RunScheduled(
+        run_id="r-active",
+        scheduled_for=PAST[0],
+        trigger=RunTrigger.MANUAL,
+        tasks=("main",),
+        next_fire_at=CURSOR,
+    )
+    held = ev.RunBuffered(
+        run_id=run_id_for_tick(JOB, PAST[1]),
+        scheduled_for=PAST[1],
+        trigger=RunTrigger.SCHEDULE,
+        next_fire_at=CURSOR,
+    )
     _, events = backfill(given(active, held, spec=spec))
     assert [r.scheduled_for for r in runs(events)] == [PAST[0], PAST[2]]

@@ -27,7 +27,17 @@ JOB = "bf-job"
 def feed(rm: ReadModel, idem_key: str, *events: ev.Event, job_id: str = JOB) -> None:
     batch = Batch(rm.store)
     for i, event in enumerate(events):
-        apply(batch, ev.RunEvent(event_id(idem_key, job_id, i), job_id, T0, idem_key, i, event))
+        apply(
+            batch,
+            ev.RunEvent(
+                event_id=event_id(idem_key, job_id, i),
+                job_id=job_id,
+                at=T0,
+                idem_key=idem_key,
+                index=i,
+                event=event,
+            ),
+        )
     batch.commit()
 
 
@@ -37,7 +47,7 @@ def register(
     feed(
         rm,
         f"reg-{job_id}",
-        ev.JobRegistered(JobSpec("j", schedule, ("true",)), cursor),
+        ev.JobRegistered(spec=JobSpec("j", schedule, ("true",)), next_fire_at=cursor),
         job_id=job_id,
     )
 
@@ -50,23 +60,57 @@ def run(
     trigger: ev.RunTrigger = ev.RunTrigger.SCHEDULE,
 ) -> str:
     rid = run_id or run_id_for_tick(JOB, tick)
-    events: list[ev.Event] = [ev.RunScheduled(rid, tick, trigger, ("main",), CURSOR)]
+    events: list[ev.Event] = [
+        ev.RunScheduled(
+            run_id=rid, scheduled_for=tick, trigger=trigger, tasks=("main",), next_fire_at=CURSOR
+        )
+    ]
     if outcome != "active":
         events += [
-            ev.TaskReady(rid, "main", 1, tick),
+            ev.TaskReady(run_id=rid, task="main", attempt=1, scheduled_for=tick),
             ev.TaskClaimed(
-                rid, "main", 1, 1, "w", tick, timedelta(60), tick, ("x",), timedelta(60)
+                run_id=rid,
+                task="main",
+                attempt=1,
+                epoch=1,
+                worker_id="w",
+                lease_expires_at=tick,
+                lease_ttl=timedelta(60),
+                scheduled_for=tick,
+                command=("x",),
+                timeout=timedelta(60),
             ),
         ]
         if outcome == "succeeded":
             events += [
-                ev.TaskSucceeded(rid, "main", 1, 1, "w", 0, "", tick, tick),
-                ev.RunSucceeded(rid),
+                ev.TaskSucceeded(
+                    run_id=rid,
+                    task="main",
+                    attempt=1,
+                    epoch=1,
+                    worker_id="w",
+                    exit_code=0,
+                    output_tail="",
+                    started_at=tick,
+                    finished_at=tick,
+                ),
+                ev.RunSucceeded(run_id=rid),
             ]
         else:
             events += [
-                ev.TaskFailed(rid, "main", 1, 1, "w", FailureKind.NONZERO_EXIT, 1, "", tick, tick),
-                ev.RunFailed(rid),
+                ev.TaskFailed(
+                    run_id=rid,
+                    task="main",
+                    attempt=1,
+                    epoch=1,
+                    worker_id="w",
+                    failure_kind=FailureKind.NONZERO_EXIT,
+                    exit_code=1,
+                    output_tail="",
+                    started_at=tick,
+                    finished_at=tick,
+                ),
+                ev.RunFailed(run_id=rid),
             ]
     feed(rm, f"run-{rid}", *events)
     return rid
@@ -182,7 +226,13 @@ def test_backfill_runs_do_not_move_the_jobs_next_run(rm: ReadModel, client: Test
     feed(
         rm,
         "bf",
-        ev.RunScheduled(run_id_for_tick(JOB, tick), tick, ev.RunTrigger.BACKFILL, ("main",), None),
+        ev.RunScheduled(
+            run_id=run_id_for_tick(JOB, tick),
+            scheduled_for=tick,
+            trigger=ev.RunTrigger.BACKFILL,
+            tasks=("main",),
+            next_fire_at=None,
+        ),
     )
     job = client.get(f"/api/v1/jobs/{JOB}").json()
     assert job["next_run_at"] == iso(CURSOR)

@@ -48,7 +48,9 @@ class Fold:
 
     def send(self, command: cmd.Command, now: datetime) -> list[ev.Event]:
         self.n += 1
-        self.state, events = handle(self.state, cmd.Envelope(f"c{self.n}", JOB, command), now)
+        self.state, events = handle(
+            self.state, cmd.Envelope(idem_key=f"c{self.n}", job_id=JOB, command=command), now
+        )
         self.events += events
         return events
 
@@ -64,11 +66,26 @@ class Fold:
         for run in self.live().runs:
             for ti in run.tasks:
                 if ti.state is TaskState.READY:
-                    self.send(cmd.ClaimTask(run.run_id, ti.task, ti.attempt, "w"), now)
+                    self.send(
+                        cmd.ClaimTask(
+                            run_id=run.run_id, task=ti.task, attempt=ti.attempt, worker_id="w"
+                        ),
+                        now,
+                    )
                     epoch = self.live().run(run.run_id).task(ti.task).epoch  # type: ignore[union-attr]
                     self.send(
                         cmd.CompleteTask(
-                            run.run_id, ti.task, ti.attempt, epoch, "w", True, 0, None, "", now, now
+                            run_id=run.run_id,
+                            task=ti.task,
+                            attempt=ti.attempt,
+                            epoch=epoch,
+                            worker_id="w",
+                            succeeded=True,
+                            exit_code=0,
+                            failure_kind=None,
+                            output_tail="",
+                            started_at=now,
+                            finished_at=now,
                         ),
                         now,
                     )
@@ -105,7 +122,7 @@ def test_every_ticks_at_anchor_plus_multiples_of_the_interval(
 
 def test_every_job_fires_each_interval() -> None:
     f = Fold()
-    f.send(cmd.RegisterJob(spec(every(120))), at(seconds=1))
+    f.send(cmd.RegisterJob(spec=spec(every(120))), at(seconds=1))
     assert f.live().next_fire_at == at(minutes=2)
     for minute in (2, 4, 6):
         f.send(cmd.Tick(), at(minutes=minute, seconds=0.5))
@@ -157,16 +174,16 @@ def test_negative_jitter_is_refused() -> None:
 
 def test_start_at_makes_the_first_tick_the_first_at_or_after_it() -> None:
     f = Fold()
-    f.send(cmd.RegisterJob(spec(every(60, start_at=at(minutes=10)))), at())
+    f.send(cmd.RegisterJob(spec=spec(every(60, start_at=at(minutes=10)))), at())
     assert f.live().next_fire_at == at(minutes=10)
-    f.send(cmd.RegisterJob(spec(every(60, start_at=at(minutes=10, seconds=1)))), at())
+    f.send(cmd.RegisterJob(spec=spec(every(60, start_at=at(minutes=10, seconds=1)))), at())
     # a second registration of a live job is refused: the cursor is unchanged
     assert f.live().next_fire_at == at(minutes=10)
 
 
 def test_end_at_skips_the_first_tick_past_it_once_and_ends_the_schedule() -> None:
     f = Fold()
-    f.send(cmd.RegisterJob(spec(every(60, end_at=at(minutes=2)))), at())
+    f.send(cmd.RegisterJob(spec=spec(every(60, end_at=at(minutes=2)))), at())
     for minute in (1, 2, 3, 4, 10):
         f.send(cmd.Tick(), at(minutes=minute))
     assert fired(f.events) == [at(minutes=1), at(minutes=2)]
@@ -177,8 +194,10 @@ def test_end_at_skips_the_first_tick_past_it_once_and_ends_the_schedule() -> Non
 
 def test_max_runs_counts_down_and_the_next_tick_is_skipped_once() -> None:
     f = Fold()
-    events = f.send(cmd.RegisterJob(spec(every(60, max_runs=2))), at())
-    assert events[0] == ev.JobRegistered(spec(every(60, max_runs=2)), at(minutes=1), 2)
+    events = f.send(cmd.RegisterJob(spec=spec(every(60, max_runs=2))), at())
+    assert events[0] == ev.JobRegistered(
+        spec=spec(every(60, max_runs=2)), next_fire_at=at(minutes=1), runs_remaining=2
+    )
     f.send(cmd.TriggerJob(), at(seconds=30))  # manual runs do not count
     for minute in (1, 2, 3, 4):
         f.send(cmd.Tick(), at(minutes=minute))
@@ -193,7 +212,7 @@ def test_max_runs_counts_down_and_the_next_tick_is_skipped_once() -> None:
 
 def test_max_runs_catches_up_no_further_than_the_limit_in_one_fold() -> None:
     f = Fold()
-    f.send(cmd.RegisterJob(spec(every(60, max_runs=2, catchup=CatchupPolicy.ALL))), at())
+    f.send(cmd.RegisterJob(spec=spec(every(60, max_runs=2, catchup=CatchupPolicy.ALL))), at())
     events = f.send(cmd.Tick(), at(minutes=5, seconds=30))
     assert fired(events) == [at(minutes=1), at(minutes=2)]
     assert skipped(events) == [(at(minutes=3), SkipReason.MAX_RUNS)]
@@ -201,12 +220,16 @@ def test_max_runs_catches_up_no_further_than_the_limit_in_one_fold() -> None:
 
 def test_raising_max_runs_by_an_edit_restarts_an_ended_schedule() -> None:
     f = Fold()
-    f.send(cmd.RegisterJob(spec(every(60, max_runs=1))), at())
+    f.send(cmd.RegisterJob(spec=spec(every(60, max_runs=1))), at())
     f.send(cmd.Tick(), at(minutes=1))
     f.send(cmd.Tick(), at(minutes=2))
     assert f.live().next_fire_at is None
-    events = f.send(cmd.UpdateJob(spec(every(60, max_runs=3))), at(minutes=2, seconds=10))
-    assert events == [ev.JobRedefined(spec(every(60, max_runs=3)), at(minutes=3), 2)]
+    events = f.send(cmd.UpdateJob(spec=spec(every(60, max_runs=3))), at(minutes=2, seconds=10))
+    assert events == [
+        ev.JobRedefined(
+            spec=spec(every(60, max_runs=3)), next_fire_at=at(minutes=3), runs_remaining=2
+        )
+    ]
 
 
 # --- exclusions ---------------------------------------------------------------------------------
@@ -255,7 +278,7 @@ def test_exclusion_windows_are_read_in_the_schedule_zone(
 def test_excluded_ticks_are_skipped_with_an_event() -> None:
     window = Exclusion(start_time="12:01", end_time="12:03")  # UTC: 12:01 and 12:02
     f = Fold()
-    f.send(cmd.RegisterJob(spec(every(60, exclusions=(window,)))), at())
+    f.send(cmd.RegisterJob(spec=spec(every(60, exclusions=(window,)))), at())
     for minute in (1, 2, 3):
         f.send(cmd.Tick(), at(minutes=minute))
     assert fired(f.events) == [at(minutes=3)]
@@ -268,7 +291,7 @@ def test_excluded_ticks_are_skipped_with_an_event() -> None:
 def test_latest_catchup_fires_the_latest_tick_that_is_not_excluded() -> None:
     window = Exclusion(start_time="12:04", end_time="12:08")
     f = Fold()
-    f.send(cmd.RegisterJob(spec(every(60, exclusions=(window,)))), at())
+    f.send(cmd.RegisterJob(spec=spec(every(60, exclusions=(window,)))), at())
     events = f.send(cmd.Tick(), at(minutes=7, seconds=30))  # 12:07 is on time but excluded
     assert fired(events) == [at(minutes=3)]
     assert dict(skipped(events))[at(minutes=4)] is SkipReason.EXCLUDED
@@ -282,7 +305,7 @@ def test_misfire_grace_decides_which_ticks_count_as_missed() -> None:
     f = Fold()
     f.send(
         cmd.RegisterJob(
-            spec(every(10, misfire_grace=timedelta(seconds=2), catchup=CatchupPolicy.NONE))
+            spec=spec(every(10, misfire_grace=timedelta(seconds=2), catchup=CatchupPolicy.NONE))
         ),
         at(),
     )
@@ -300,7 +323,7 @@ def test_misfire_grace_decides_which_ticks_count_as_missed() -> None:
 def test_jitter_delays_the_release_deterministically_and_keeps_the_nominal_tick() -> None:
     jittered = spec(every(60), jitter=timedelta(seconds=30))
     f = Fold()
-    f.send(cmd.RegisterJob(jittered), at())
+    f.send(cmd.RegisterJob(spec=jittered), at())
     events = f.send(cmd.Tick(), at(minutes=1))
     run = events[0]
     assert isinstance(run, ev.RunScheduled) and run.scheduled_for == at(minutes=1)
@@ -312,7 +335,9 @@ def test_jitter_delays_the_release_deterministically_and_keeps_the_nominal_tick(
     assert f.live().next_deadline() == run.release_at
     assert f.send(cmd.Tick(), run.release_at - timedelta(milliseconds=1)) == []
     released = f.send(cmd.Tick(), run.release_at)
-    assert released == [ev.TaskReady(run.run_id, "main", 1, at(minutes=1))]
+    assert released == [
+        ev.TaskReady(run_id=run.run_id, task="main", attempt=1, scheduled_for=at(minutes=1))
+    ]
 
 
 def test_jitter_offsets_spread_over_the_range_and_differ_per_job() -> None:
@@ -326,7 +351,7 @@ def test_jitter_offsets_spread_over_the_range_and_differ_per_job() -> None:
 
 def test_a_late_run_is_released_at_once_whatever_its_jitter() -> None:
     f = Fold()
-    f.send(cmd.RegisterJob(spec(every(60), jitter=timedelta(seconds=10))), at())
+    f.send(cmd.RegisterJob(spec=spec(every(60), jitter=timedelta(seconds=10))), at())
     events = f.send(cmd.Tick(), at(minutes=1, seconds=10))
     assert [type(e) for e in events] == [ev.RunScheduled, ev.TaskReady]
     assert events[0].release_at is None  # type: ignore[union-attr]
@@ -349,13 +374,16 @@ def test_resume_fires_the_paused_over_ticks_only_when_asked(
 ) -> None:
     f = Fold()
     f.send(
-        cmd.RegisterJob(spec(every(60, catchup=policy, misfire_grace=timedelta(seconds=5)))), at()
+        cmd.RegisterJob(spec=spec(every(60, catchup=policy, misfire_grace=timedelta(seconds=5)))),
+        at(),
     )
     f.send(cmd.Tick(), at(minutes=1))
     f.send(cmd.PauseJob(), at(minutes=1, seconds=10))
     f.send(cmd.Tick(), at(minutes=6))
     resumed = f.send(cmd.ResumeJob(catchup=catchup), at(minutes=10, seconds=30))
-    assert resumed[0] == ev.JobResumed(at(minutes=2) if catchup else at(minutes=11), catchup)
+    assert resumed[0] == ev.JobResumed(
+        next_fire_at=at(minutes=2) if catchup else at(minutes=11), catchup=catchup
+    )
     assert fired(resumed) == expected_fired
     unfired = [t for t, _ in skipped(resumed)]
     assert sorted(unfired + expected_fired) == (
@@ -368,7 +396,7 @@ def test_resume_fires_the_paused_over_ticks_only_when_asked(
 def test_resume_with_catchup_respects_the_catchup_window() -> None:
     f = Fold()
     sched = every(60, catchup=CatchupPolicy.ALL, catchup_window=timedelta(minutes=3))
-    f.send(cmd.RegisterJob(spec(sched)), at())
+    f.send(cmd.RegisterJob(spec=spec(sched)), at())
     f.send(cmd.PauseJob(), at(seconds=10))
     resumed = f.send(cmd.ResumeJob(catchup=True), at(minutes=10, seconds=30))
     assert fired(resumed) == [at(minutes=8), at(minutes=9), at(minutes=10)]
@@ -377,11 +405,11 @@ def test_resume_with_catchup_respects_the_catchup_window() -> None:
 
 def test_resume_is_replayed_identically() -> None:
     f = Fold()
-    f.send(cmd.RegisterJob(spec(every(60, catchup=CatchupPolicy.ALL))), at())
+    f.send(cmd.RegisterJob(spec=spec(every(60, catchup=CatchupPolicy.ALL))), at())
     f.send(cmd.PauseJob(), at(seconds=10))
     f.send(cmd.ResumeJob(catchup=True), at(minutes=4))
     again = Fold()
-    again.send(cmd.RegisterJob(spec(every(60, catchup=CatchupPolicy.ALL))), at())
+    again.send(cmd.RegisterJob(spec=spec(every(60, catchup=CatchupPolicy.ALL))), at())
     again.send(cmd.PauseJob(), at(seconds=10))
     again.send(cmd.ResumeJob(catchup=True), at(minutes=4))
     assert (again.state, again.events) == (f.state, f.events)

@@ -47,13 +47,13 @@ CLAIMED_DAG = given(
 
 
 def test_cancel_of_a_whole_run_emits_run_cancelled_user_and_drops_the_run() -> None:
-    state, events = when(CLAIMED, cmd.CancelRun(RUN), TICK)
-    assert events == [ev.RunCancelled(RUN, CancelReason.USER, scheduled_for=TICK)]
+    state, events = when(CLAIMED, cmd.CancelRun(run_id=RUN), TICK)
+    assert events == [ev.RunCancelled(run_id=RUN, reason=CancelReason.USER, scheduled_for=TICK)]
     assert state is not None and state.runs == ()
 
 
 def test_renewal_of_a_cancelled_run_is_rejected_so_the_worker_kills_it() -> None:
-    state, _ = when(CLAIMED, cmd.CancelRun(RUN), TICK, key="cancel")
+    state, _ = when(CLAIMED, cmd.CancelRun(run_id=RUN), TICK, key="cancel")
     command = renew()
     _, events = when(state, command, TICK, key="renew")
     assert events == [
@@ -62,8 +62,10 @@ def test_renewal_of_a_cancelled_run_is_rejected_so_the_worker_kills_it() -> None
 
 
 def test_cancel_of_one_task_is_terminal_for_it_and_revokes_its_lease() -> None:
-    state, events = when(CLAIMED_DAG, cmd.CancelRun(RUN, "extract"), TICK, key="cancel")
-    assert events == [ev.TaskCancelled(RUN, "extract", 1, "w1")]  # load still runs
+    state, events = when(CLAIMED_DAG, cmd.CancelRun(run_id=RUN, task="extract"), TICK, key="cancel")
+    assert events == [
+        ev.TaskCancelled(run_id=RUN, task="extract", attempt=1, worker_id="w1")
+    ]  # load still runs
     assert state is not None
     ti = state.runs[0].task("extract")
     assert ti is not None and ti.state is TaskState.CANCELLED and ti.lease_expires_at is None
@@ -79,36 +81,52 @@ def test_cancel_of_one_task_is_terminal_for_it_and_revokes_its_lease() -> None:
 
 
 def test_a_run_whose_only_task_is_cancelled_ends_failed() -> None:
-    state, events = when(CLAIMED, cmd.CancelRun(RUN, "main"), TICK)
-    assert events == [ev.TaskCancelled(RUN, "main", 1, "w1"), ev.RunFailed(RUN, TICK)]
+    state, events = when(CLAIMED, cmd.CancelRun(run_id=RUN, task="main"), TICK)
+    assert events == [
+        ev.TaskCancelled(run_id=RUN, task="main", attempt=1, worker_id="w1"),
+        ev.RunFailed(run_id=RUN, scheduled_for=TICK),
+    ]
     assert state is not None and state.runs == ()
 
 
 def test_a_cancelled_task_counts_as_failed_once_the_other_tasks_end() -> None:
-    state, _ = when(CLAIMED_DAG, cmd.CancelRun(RUN, "load"), TICK, key="cancel")
+    state, _ = when(CLAIMED_DAG, cmd.CancelRun(run_id=RUN, task="load"), TICK, key="cancel")
     _, events = when(state, complete(task="extract"), FINISHED, key="done")
     assert events == [
-        ev.TaskSucceeded(RUN, "extract", 1, 1, "w1", 0, "tail", STARTED, FINISHED),
-        ev.RunFailed(RUN, TICK),
+        ev.TaskSucceeded(
+            run_id=RUN,
+            task="extract",
+            attempt=1,
+            epoch=1,
+            worker_id="w1",
+            exit_code=0,
+            output_tail="tail",
+            started_at=STARTED,
+            finished_at=FINISHED,
+        ),
+        ev.RunFailed(run_id=RUN, scheduled_for=TICK),
     ]
 
 
 def test_cancel_of_a_ready_task_has_no_holder() -> None:
-    _, events = when(READY, cmd.CancelRun(RUN, "main"), TICK)
-    assert events == [ev.TaskCancelled(RUN, "main", 1, None), ev.RunFailed(RUN, TICK)]
+    _, events = when(READY, cmd.CancelRun(run_id=RUN, task="main"), TICK)
+    assert events == [
+        ev.TaskCancelled(run_id=RUN, task="main", attempt=1, worker_id=None),
+        ev.RunFailed(run_id=RUN, scheduled_for=TICK),
+    ]
 
 
 def test_cancel_of_an_unknown_run_or_task_or_a_terminal_task_is_rejected() -> None:
-    unknown = cmd.CancelRun("r-nope")
+    unknown = cmd.CancelRun(run_id="r-nope")
     _, events = when(CLAIMED, unknown, TICK)
     assert events == [rejected(unknown, RejectReason.UNKNOWN_TASK_INSTANCE, "no active run r-nope")]
-    no_task = cmd.CancelRun(RUN, "nope")
+    no_task = cmd.CancelRun(run_id=RUN, task="nope")
     _, events = when(CLAIMED, no_task, TICK)
     assert events == [
         rejected(no_task, RejectReason.UNKNOWN_TASK_INSTANCE, f"run {RUN} has no task 'nope'")
     ]
-    state, _ = when(CLAIMED_DAG, cmd.CancelRun(RUN, "load"), TICK, key="c1")
-    again = cmd.CancelRun(RUN, "load")
+    state, _ = when(CLAIMED_DAG, cmd.CancelRun(run_id=RUN, task="load"), TICK, key="c1")
+    again = cmd.CancelRun(run_id=RUN, task="load")
     _, events = when(state, again, TICK, key="c2")
     assert events == [rejected(again, RejectReason.ALREADY_IN_STATE, "task 'load' is cancelled")]
 
@@ -123,35 +141,57 @@ def test_cancel_starts_the_buffered_tick_of_a_buffer_one_job() -> None:
         key="tick",
     )
     assert state is not None and state.buffered is not None
-    _, events = when(state, cmd.CancelRun(RUN), later, key="cancel")
+    _, events = when(state, cmd.CancelRun(run_id=RUN), later, key="cancel")
     assert [type(e) for e in events] == [ev.RunCancelled, ev.RunScheduled, ev.TaskReady]
 
 
 def test_the_last_failed_attempt_is_dead_lettered_with_its_exit_code_and_output() -> None:
     _, events = when(CLAIMED, complete(ok=False, exit_code=7), FINISHED)
     assert events[1:] == [
-        ev.TaskDeadLettered(RUN, "main", 1, FailureKind.NONZERO_EXIT, 7, "tail"),
-        ev.RunFailed(RUN, TICK),
+        ev.TaskDeadLettered(
+            run_id=RUN,
+            task="main",
+            attempt=1,
+            failure_kind=FailureKind.NONZERO_EXIT,
+            exit_code=7,
+            output_tail="tail",
+        ),
+        ev.RunFailed(run_id=RUN, scheduled_for=TICK),
     ]
 
 
 def test_replay_starts_a_new_run_holding_only_that_task_at_attempt_1() -> None:
     state = given(registered(DAG), clock=FINISHED)
     new_run = run_id_for_replay(JOB, RUN, "load", "replay-1")
-    state2, events = when(state, cmd.ReplayTask(RUN, "load", TICK), FINISHED, key="replay-1")
+    state2, events = when(
+        state, cmd.ReplayTask(run_id=RUN, task="load", scheduled_for=TICK), FINISHED, key="replay-1"
+    )
     assert events == [
-        ev.RunScheduled(new_run, TICK, RunTrigger.REPLAY, ("load",), TICK, None, replay_of=RUN),
-        ev.TaskReady(new_run, "load", 1, TICK),
+        ev.RunScheduled(
+            run_id=new_run,
+            scheduled_for=TICK,
+            trigger=RunTrigger.REPLAY,
+            tasks=("load",),
+            next_fire_at=TICK,
+            runs_remaining=None,
+            replay_of=RUN,
+        ),
+        ev.TaskReady(run_id=new_run, task="load", attempt=1, scheduled_for=TICK),
     ]
     assert state2 is not None and state2.next_fire_at == state.next_fire_at
     ti = state2.runs[0].tasks[0]
     assert (ti.task, ti.state, ti.attempt, ti.epoch) == ("load", TaskState.READY, 1, 0)
-    _, again = when(state2, cmd.ReplayTask(RUN, "load", TICK), FINISHED, key="replay-1")
+    _, again = when(
+        state2,
+        cmd.ReplayTask(run_id=RUN, task="load", scheduled_for=TICK),
+        FINISHED,
+        key="replay-1",
+    )
     assert again == []  # a re-delivered replay adds nothing
 
 
 def test_replay_of_a_task_the_job_no_longer_has_is_rejected() -> None:
-    command = cmd.ReplayTask(RUN, "gone", TICK)
+    command = cmd.ReplayTask(run_id=RUN, task="gone", scheduled_for=TICK)
     _, events = when(given(registered(), clock=FINISHED), command, FINISHED)
     assert events == [
         rejected(command, RejectReason.UNKNOWN_TASK_INSTANCE, f"job {JOB!r} has no task 'gone'")
@@ -162,7 +202,7 @@ def test_replay_runs_are_outside_the_overlap_policy() -> None:
     spec = replace(SPEC, overlap=OverlapPolicy.SKIP)
     state, _ = when(
         given(registered(spec), clock=FINISHED),
-        cmd.ReplayTask(RUN, "main", TICK),
+        cmd.ReplayTask(run_id=RUN, task="main", scheduled_for=TICK),
         TICK - timedelta(seconds=1),
         key="replay",
     )

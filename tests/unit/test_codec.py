@@ -42,8 +42,15 @@ from topology.codec import (
 HISTORY = SCHEMA_DIR / "history"
 NOW = datetime(2025, 3, 30, 1, 30, 0, 250_000, tzinfo=UTC)
 SPEC = JobSpec("nightly", Schedule(ScheduleKind.CRON, "0 2 * * *", "Europe/Paris"), ("true",))
-ENV = Envelope("idem-1", "job-1", RegisterJob(SPEC))
-EVENT = RunEvent("e1", "job-1", NOW, "idem-1", 0, TaskReady("r1", "main", 1, NOW))
+ENV = Envelope(idem_key="idem-1", job_id="job-1", command=RegisterJob(spec=SPEC))
+EVENT = RunEvent(
+    event_id="e1",
+    job_id="job-1",
+    at=NOW,
+    idem_key="idem-1",
+    index=0,
+    event=TaskReady(run_id="r1", task="main", attempt=1, scheduled_for=NOW),
+)
 
 
 def _load(path: Path) -> typing.Any:
@@ -139,7 +146,12 @@ def test_timedeltas_travel_as_whole_milliseconds_in_ms_fields() -> None:
 
 def test_instants_are_floored_to_milliseconds_and_come_back_aware_utc() -> None:
     ev = RunEvent(
-        "e", "j", datetime(2025, 1, 1, 0, 0, 0, 1_999, tzinfo=UTC), "k", 0, RunSucceeded("r")
+        event_id="e",
+        job_id="j",
+        at=datetime(2025, 1, 1, 0, 0, 0, 1_999, tzinfo=UTC),
+        idem_key="k",
+        index=0,
+        event=RunSucceeded(run_id="r"),
     )
     out = decode_event(encode_event(ev))
     assert out.at == datetime(2025, 1, 1, 0, 0, 0, 1_000, tzinfo=UTC)
@@ -148,9 +160,9 @@ def test_instants_are_floored_to_milliseconds_and_come_back_aware_utc() -> None:
 
 def test_round_trip_of_each_envelope_kind() -> None:
     assert decode_command(encode_command(ENV)) == ENV
-    assert decode_command(encode_command(Envelope("k", "j", PauseJob()))) == Envelope(
-        "k", "j", PauseJob()
-    )
+    assert decode_command(
+        encode_command(Envelope(idem_key="k", job_id="j", command=PauseJob()))
+    ) == Envelope(idem_key="k", job_id="j", command=PauseJob())
     assert decode_event(encode_event(EVENT)) == EVENT
     dl = DeadLetter(
         "cronlog.commands",
@@ -247,14 +259,27 @@ def test_non_bytes_input_is_a_decode_error() -> None:
 
 
 def test_naive_datetime_is_an_encode_error_naming_the_field() -> None:
-    naive = RunEvent("e", "j", datetime(2025, 1, 1), "k", 0, RunSucceeded("r"))
+    naive = RunEvent(
+        event_id="e",
+        job_id="j",
+        at=datetime(2025, 1, 1),
+        idem_key="k",
+        index=0,
+        event=RunSucceeded(run_id="r"),
+    )
     with pytest.raises(EncodeError, match=r"RunEvent\.at="):
         encode_event(naive)
 
 
 def test_int_beyond_64_bits_is_an_encode_error() -> None:
     with pytest.raises(EncodeError):
-        encode_command(Envelope("k", "j", ClaimTask("r", "t", 2**64, "w")))
+        encode_command(
+            Envelope(
+                idem_key="k",
+                job_id="j",
+                command=ClaimTask(run_id="r", task="t", attempt=2**64, worker_id="w"),
+            )
+        )
 
 
 def test_wrong_envelope_type_is_an_encode_error() -> None:
@@ -309,10 +334,10 @@ def test_records_of_an_older_version_decode_with_current_defaults(tmp_path: Path
         )
     )
     expected = Envelope(
-        "k",
-        "j",
-        RegisterJob(
-            JobSpec(
+        idem_key="k",
+        job_id="j",
+        command=RegisterJob(
+            spec=JobSpec(
                 "n",
                 Schedule(ScheduleKind.CRON, "* * * * *"),
                 ("true",),
@@ -649,6 +674,10 @@ def test_a_non_finite_number_is_a_decode_error_naming_the_field(bad: float) -> N
     # may be one: a NaN backoff_coefficient would pass `< 1.0` checks and crash the fold.
     policy = dataclasses.replace(SPEC.retry_policy, jitter=bad)
     data = encode_command(
-        Envelope("k", "j", RegisterJob(dataclasses.replace(SPEC, retry_policy=policy)))
+        Envelope(
+            idem_key="k",
+            job_id="j",
+            command=RegisterJob(spec=dataclasses.replace(SPEC, retry_policy=policy)),
+        )
     )
     assert _reason(decode_command, data) == f"non-finite number {bad!r} for RetryPolicy.jitter"

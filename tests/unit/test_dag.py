@@ -184,20 +184,27 @@ def test_claiming_a_task_whose_upstream_has_not_succeeded_is_refused() -> None:
 
 def test_extract_success_readies_transform_then_load_and_the_run_succeeds() -> None:
     state, events = _run(_start(ETL), "extract")
-    assert events[1:] == [ev.TaskReady(RUN, "transform", 1, TICK)]
+    assert events[1:] == [ev.TaskReady(run_id=RUN, task="transform", attempt=1, scheduled_for=TICK)]
     state, events = _run(state, "transform")
-    assert events[1:] == [ev.TaskReady(RUN, "load", 1, TICK)]
+    assert events[1:] == [ev.TaskReady(run_id=RUN, task="load", attempt=1, scheduled_for=TICK)]
     _, events = _run(state, "load")
-    assert events[1:] == [ev.RunSucceeded(RUN, TICK)]
+    assert events[1:] == [ev.RunSucceeded(run_id=RUN, scheduled_for=TICK)]
 
 
 def test_extract_dead_lettered_fails_everything_downstream_without_running_it() -> None:
     _, events = _run(_start(ETL), "extract", ok=False, exit_code=1)
     assert events[1:] == [
-        ev.TaskDeadLettered(RUN, "extract", 1, cmd.FailureKind.NONZERO_EXIT, 1, "tail"),
-        ev.TaskUpstreamFailed(RUN, "transform", "all_success"),
-        ev.TaskUpstreamFailed(RUN, "load", "all_success"),
-        ev.RunFailed(RUN, TICK),
+        ev.TaskDeadLettered(
+            run_id=RUN,
+            task="extract",
+            attempt=1,
+            failure_kind=cmd.FailureKind.NONZERO_EXIT,
+            exit_code=1,
+            output_tail="tail",
+        ),
+        ev.TaskUpstreamFailed(run_id=RUN, task="transform", trigger_rule="all_success"),
+        ev.TaskUpstreamFailed(run_id=RUN, task="load", trigger_rule="all_success"),
+        ev.RunFailed(run_id=RUN, scheduled_for=TICK),
     ]
 
 
@@ -206,23 +213,28 @@ DIAMOND = dag(t("a"), t("b", "a"), t("c", "a"), t("d", "b", "c", rule=TriggerRul
 
 def test_diamond_joins_after_both_branches_and_follows_its_rule_when_one_fails() -> None:
     state, events = _run(_start(DIAMOND), "a")
-    assert events[1:] == [ev.TaskReady(RUN, "b", 1, TICK), ev.TaskReady(RUN, "c", 1, TICK)]
+    assert events[1:] == [
+        ev.TaskReady(run_id=RUN, task="b", attempt=1, scheduled_for=TICK),
+        ev.TaskReady(run_id=RUN, task="c", attempt=1, scheduled_for=TICK),
+    ]
     state, events = _run(state, "b", ok=False, exit_code=2)
     assert [type(e) for e in events] == [ev.TaskFailed, ev.TaskDeadLettered]  # d waits for c
     assert _states(state)["d"] is TaskState.PENDING
     state, events = _run(state, "c")
-    assert events[1:] == [ev.TaskReady(RUN, "d", 1, TICK)]  # all_done: runs despite b
+    assert events[1:] == [
+        ev.TaskReady(run_id=RUN, task="d", attempt=1, scheduled_for=TICK)
+    ]  # all_done: runs despite b
     _, events = _run(state, "d")
-    assert events[1:] == [ev.RunFailed(RUN, TICK)]  # b failed: the run fails
+    assert events[1:] == [ev.RunFailed(run_id=RUN, scheduled_for=TICK)]  # b failed: the run fails
 
 
 def test_skips_propagate_and_a_run_of_successes_and_skips_succeeds() -> None:
     spec = dag(t("a"), t("cleanup", "a", rule=TriggerRule.ONE_FAILED), t("after", "cleanup"))
     _, events = _run(_start(spec), "a")
     assert events[1:] == [
-        ev.TaskSkipped(RUN, "cleanup", "one_failed"),
-        ev.TaskSkipped(RUN, "after", "all_success"),
-        ev.RunSucceeded(RUN, TICK),
+        ev.TaskSkipped(run_id=RUN, task="cleanup", trigger_rule="one_failed"),
+        ev.TaskSkipped(run_id=RUN, task="after", trigger_rule="all_success"),
+        ev.RunSucceeded(run_id=RUN, scheduled_for=TICK),
     ]
 
 
@@ -231,7 +243,7 @@ def test_max_active_tasks_holds_ready_tasks_back_until_a_slot_frees() -> None:
     state = _start(spec)
     assert _states(state) == {"a": TaskState.READY, "b": TaskState.READY, "c": TaskState.PENDING}
     _, events = _run(state, "a")
-    assert events[1:] == [ev.TaskReady(RUN, "c", 1, TICK)]
+    assert events[1:] == [ev.TaskReady(run_id=RUN, task="c", attempt=1, scheduled_for=TICK)]
 
 
 def test_an_always_task_is_ready_at_once() -> None:
@@ -249,12 +261,12 @@ def test_each_task_is_claimed_with_its_own_command_and_settings() -> None:
 
 def test_cancelling_an_upstream_task_fails_its_downstream() -> None:
     state = _start(ETL)
-    _, events = when(state, cmd.CancelRun(RUN, "extract"), TICK, key="cancel")
+    _, events = when(state, cmd.CancelRun(run_id=RUN, task="extract"), TICK, key="cancel")
     assert events == [
-        ev.TaskCancelled(RUN, "extract", 1, None),
-        ev.TaskUpstreamFailed(RUN, "transform", "all_success"),
-        ev.TaskUpstreamFailed(RUN, "load", "all_success"),
-        ev.RunFailed(RUN, TICK),
+        ev.TaskCancelled(run_id=RUN, task="extract", attempt=1, worker_id=None),
+        ev.TaskUpstreamFailed(run_id=RUN, task="transform", trigger_rule="all_success"),
+        ev.TaskUpstreamFailed(run_id=RUN, task="load", trigger_rule="all_success"),
+        ev.RunFailed(run_id=RUN, scheduled_for=TICK),
     ]
 
 
@@ -269,20 +281,20 @@ def _a_running_b_pending() -> JobState:
 
 
 def test_a_redefinition_dropping_a_pending_task_skips_it_and_never_runs_it() -> None:
-    state, events = when(_a_running_b_pending(), cmd.UpdateJob(dag(t("a"))), TICK, key="upd")
+    state, events = when(_a_running_b_pending(), cmd.UpdateJob(spec=dag(t("a"))), TICK, key="upd")
     assert [type(e) for e in events] == [ev.JobRedefined, ev.TaskSkipped]
-    assert events[1] == ev.TaskSkipped(RUN, "b", "removed")
+    assert events[1] == ev.TaskSkipped(run_id=RUN, task="b", trigger_rule="removed")
     _, events = when(state, complete(task="a"), FINISHED, key="done-a")
-    assert events[1:] == [ev.RunSucceeded(RUN, TICK)]
+    assert events[1:] == [ev.RunSucceeded(run_id=RUN, scheduled_for=TICK)]
 
 
 def test_a_dag_turned_into_a_one_task_job_stops_the_old_tasks() -> None:
     one_task = replace(SPEC, command=("echo", "main"))
-    state, events = when(_a_running_b_pending(), cmd.UpdateJob(one_task), TICK, key="upd")
+    state, events = when(_a_running_b_pending(), cmd.UpdateJob(spec=one_task), TICK, key="upd")
     assert events[1:] == [
-        ev.TaskCancelled(RUN, "a", 1, "w1"),
-        ev.TaskSkipped(RUN, "b", "removed"),
-        ev.RunFailed(RUN, TICK),
+        ev.TaskCancelled(run_id=RUN, task="a", attempt=1, worker_id="w1"),
+        ev.TaskSkipped(run_id=RUN, task="b", trigger_rule="removed"),
+        ev.RunFailed(run_id=RUN, scheduled_for=TICK),
     ]
     assert state is not None and state.runs == ()
 
@@ -292,18 +304,21 @@ def test_a_one_task_job_turned_into_a_dag_cancels_main_waiting_for_its_retry() -
     state: JobState | None = given(registered(spec), scheduled(spec=spec), clock=TICK)
     state, _ = _run(state, "main", ok=False, exit_code=3)
     assert _states(state)["main"] is TaskState.RETRY_WAIT
-    _, events = when(state, cmd.UpdateJob(dag(t("x"))), TICK, key="upd")
-    assert events[1:] == [ev.TaskCancelled(RUN, "main", 2, None), ev.RunFailed(RUN, TICK)]
+    _, events = when(state, cmd.UpdateJob(spec=dag(t("x"))), TICK, key="upd")
+    assert events[1:] == [
+        ev.TaskCancelled(run_id=RUN, task="main", attempt=2, worker_id=None),
+        ev.RunFailed(run_id=RUN, scheduled_for=TICK),
+    ]
 
 
 def test_a_deleted_jobs_active_dag_run_goes_on_to_its_end_and_can_be_cancelled() -> None:
     state, _ = when(_a_running_b_pending(), cmd.DeleteJob(), TICK, key="del")
     after_a, events = when(state, complete(task="a"), FINISHED, key="done-a")
-    assert events[1:] == [ev.TaskReady(RUN, "b", 1, TICK)]
+    assert events[1:] == [ev.TaskReady(run_id=RUN, task="b", attempt=1, scheduled_for=TICK)]
     state, events = when(after_a, claim(task="b"), FINISHED, key="claim-b")
     assert [type(e) for e in events] == [ev.TaskClaimed]
-    _, events = when(after_a, cmd.CancelRun(RUN), FINISHED, key="cancel")
-    assert events == [ev.RunCancelled(RUN, ev.CancelReason.USER, scheduled_for=TICK)]
+    _, events = when(after_a, cmd.CancelRun(run_id=RUN), FINISHED, key="cancel")
+    assert events == [ev.RunCancelled(run_id=RUN, reason=ev.CancelReason.USER, scheduled_for=TICK)]
 
 
 @pytest.mark.parametrize(
@@ -333,10 +348,10 @@ def test_a_run_past_its_run_timeout_cancels_what_has_not_ended_and_fails() -> No
     assert state.next_deadline() == FINISHED
     _, events = when(state, cmd.Tick(), FINISHED, key="tick")
     assert events == [
-        ev.RunTimedOut(RUN, FINISHED),
-        ev.TaskCancelled(RUN, "a", 1, "w1"),
-        ev.TaskCancelled(RUN, "b", 1, None),
-        ev.RunFailed(RUN, TICK),
+        ev.RunTimedOut(run_id=RUN, timeout_at=FINISHED),
+        ev.TaskCancelled(run_id=RUN, task="a", attempt=1, worker_id="w1"),
+        ev.TaskCancelled(run_id=RUN, task="b", attempt=1, worker_id=None),
+        ev.RunFailed(run_id=RUN, scheduled_for=TICK),
     ]
 
 
@@ -352,13 +367,13 @@ def test_a_scheduled_run_carries_its_timeout_instant() -> None:
 
 
 def snap(*rows: tuple[str, str, int, int]) -> tuple[cmd.TaskSnapshot, ...]:
-    return tuple(cmd.TaskSnapshot(*row) for row in rows)
+    return tuple(cmd.TaskSnapshot(task=t, state=s, attempt=a, epoch=e) for t, s, a, e in rows)
 
 
 def _etl_failed_at_transform(spec: JobSpec = ETL) -> JobState | None:
     state, _ = _run(_start(spec), "extract")
     state, events = _run(state, "transform", ok=False, exit_code=1)
-    assert events[-1] == ev.RunFailed(RUN, TICK)
+    assert events[-1] == ev.RunFailed(run_id=RUN, scheduled_for=TICK)
     return state
 
 
@@ -370,7 +385,14 @@ FAILED_RUN = snap(
 def rerun(
     task: str, downstream: bool, tasks: tuple[cmd.TaskSnapshot, ...] = FAILED_RUN
 ) -> cmd.RerunTask:
-    return cmd.RerunTask(RUN, task, downstream, TICK, "schedule", tasks)
+    return cmd.RerunTask(
+        run_id=RUN,
+        task=task,
+        downstream=downstream,
+        scheduled_for=TICK,
+        trigger="schedule",
+        tasks=tasks,
+    )
 
 
 def test_rerun_of_a_failed_middle_task_with_downstream_reopens_the_run_and_it_succeeds() -> None:
@@ -378,18 +400,20 @@ def test_rerun_of_a_failed_middle_task_with_downstream_reopens_the_run_and_it_su
         _etl_failed_at_transform(), rerun("transform", True), FINISHED, key="rerun"
     )
     assert events == [
-        ev.RunReopened(RUN, TICK, ev.RunTrigger.SCHEDULE, FAILED_RUN),
-        ev.TaskReset(RUN, "transform", 2),
-        ev.TaskReset(RUN, "load", 1),
-        ev.TaskReady(RUN, "transform", 2, TICK),
+        ev.RunReopened(
+            run_id=RUN, scheduled_for=TICK, trigger=ev.RunTrigger.SCHEDULE, tasks=FAILED_RUN
+        ),
+        ev.TaskReset(run_id=RUN, task="transform", attempt=2),
+        ev.TaskReset(run_id=RUN, task="load", attempt=1),
+        ev.TaskReady(run_id=RUN, task="transform", attempt=2, scheduled_for=TICK),
     ]
     state, _ = when(state, claim(task="transform", attempt=2), FINISHED, key="c-t2")
     state, events = when(
         state, complete(task="transform", attempt=2, epoch=3), FINISHED, key="d-t2"
     )
-    assert events[1:] == [ev.TaskReady(RUN, "load", 1, TICK)]
+    assert events[1:] == [ev.TaskReady(run_id=RUN, task="load", attempt=1, scheduled_for=TICK)]
     _, events = _run(state, "load", n=2)
-    assert events[1:] == [ev.RunSucceeded(RUN, TICK)]
+    assert events[1:] == [ev.RunSucceeded(run_id=RUN, scheduled_for=TICK)]
 
 
 def test_rerun_without_downstream_leaves_downstream_as_it_ended() -> None:
@@ -399,7 +423,9 @@ def test_rerun_without_downstream_leaves_downstream_as_it_ended() -> None:
     assert [type(e) for e in events] == [ev.RunReopened, ev.TaskReset, ev.TaskReady]
     state, _ = when(state, claim(task="transform", attempt=2), FINISHED, key="c-t2")
     _, events = when(state, complete(task="transform", attempt=2, epoch=3), FINISHED, key="d-t2")
-    assert events[1:] == [ev.RunFailed(RUN, TICK)]  # load stays upstream_failed
+    assert events[1:] == [
+        ev.RunFailed(run_id=RUN, scheduled_for=TICK)
+    ]  # load stays upstream_failed
 
 
 def test_a_rerun_series_gets_its_own_max_attempts() -> None:
@@ -414,7 +440,7 @@ def test_a_rerun_series_gets_its_own_max_attempts() -> None:
             ETL.task_specs[2],
         ),
     )
-    state, _ = when(_etl_failed_at_transform(), cmd.UpdateJob(retrying), FINISHED, key="upd")
+    state, _ = when(_etl_failed_at_transform(), cmd.UpdateJob(spec=retrying), FINISHED, key="upd")
     state, _ = when(state, rerun("transform", True), FINISHED, key="rerun")
     state, _ = when(state, claim(task="transform", attempt=2), FINISHED, key="c2")
     state, events = when(
@@ -423,7 +449,9 @@ def test_a_rerun_series_gets_its_own_max_attempts() -> None:
         FINISHED,
         key="d2",
     )
-    assert events[1] == ev.RetryScheduled(RUN, "transform", 3, FINISHED)  # 1 of 2 in series
+    assert events[1] == ev.RetryScheduled(
+        run_id=RUN, task="transform", attempt=3, retry_at=FINISHED
+    )  # 1 of 2 in series
 
 
 def test_rerun_of_a_task_that_has_not_ended_is_refused() -> None:

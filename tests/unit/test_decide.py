@@ -58,11 +58,11 @@ def given(*events: ev.Event, clock: datetime = T0) -> JobState:
 def when(
     state: JobState | None, command: cmd.Command, now: datetime, key: str = "cmd-1"
 ) -> tuple[JobState | None, list[ev.Event]]:
-    return handle(state, cmd.Envelope(key, JOB, command), now)
+    return handle(state, cmd.Envelope(idem_key=key, job_id=JOB, command=command), now)
 
 
 def registered(spec: JobSpec = SPEC, next_fire_at: datetime | None = TICK) -> ev.JobRegistered:
-    return ev.JobRegistered(spec, next_fire_at)
+    return ev.JobRegistered(spec=spec, next_fire_at=next_fire_at)
 
 
 def scheduled(
@@ -73,11 +73,19 @@ def scheduled(
     spec: JobSpec = SPEC,
 ) -> ev.RunScheduled:
     nxt = next_fire_at if next_fire_at is not None else tick + timedelta(minutes=5)
-    return ev.RunScheduled(run_id_for_tick(JOB, tick), tick, trigger, spec.tasks, nxt)
+    return ev.RunScheduled(
+        run_id=run_id_for_tick(JOB, tick),
+        scheduled_for=tick,
+        trigger=trigger,
+        tasks=spec.tasks,
+        next_fire_at=nxt,
+    )
 
 
 def ready(tick: datetime = TICK, task: str = "main", attempt: int = 1) -> ev.TaskReady:
-    return ev.TaskReady(run_id_for_tick(JOB, tick), task, attempt, tick)
+    return ev.TaskReady(
+        run_id=run_id_for_tick(JOB, tick), task=task, attempt=attempt, scheduled_for=tick
+    )
 
 
 def claimed(
@@ -91,30 +99,30 @@ def claimed(
     tick: datetime = TICK,
 ) -> ev.TaskClaimed:
     return ev.TaskClaimed(
-        run_id_for_tick(JOB, tick),
-        task,
-        attempt,
-        epoch,
-        worker,
-        now + spec.lease_ttl,
-        spec.lease_ttl,
-        tick,
-        spec.command,
-        spec.timeout,
-        spec.action(),
-        spec.grace,
-        now + spec.timeout + spec.grace + spec.lease_ttl,
+        run_id=run_id_for_tick(JOB, tick),
+        task=task,
+        attempt=attempt,
+        epoch=epoch,
+        worker_id=worker,
+        lease_expires_at=now + spec.lease_ttl,
+        lease_ttl=spec.lease_ttl,
+        scheduled_for=tick,
+        command=spec.command,
+        timeout=spec.timeout,
+        action=spec.action(),
+        grace=spec.grace,
+        deadline_at=now + spec.timeout + spec.grace + spec.lease_ttl,
     )
 
 
 def claim(
     worker: str = "w1", attempt: int = 1, task: str = "main", run_id: str = RUN
 ) -> cmd.ClaimTask:
-    return cmd.ClaimTask(run_id, task, attempt, worker)
+    return cmd.ClaimTask(run_id=run_id, task=task, attempt=attempt, worker_id=worker)
 
 
 def renew(epoch: int = 1, worker: str = "w1", attempt: int = 1) -> cmd.RenewLease:
-    return cmd.RenewLease(RUN, "main", attempt, epoch, worker)
+    return cmd.RenewLease(run_id=RUN, task="main", attempt=attempt, epoch=epoch, worker_id=worker)
 
 
 def complete(
@@ -128,18 +136,28 @@ def complete(
     attempt: int = 1,
 ) -> cmd.CompleteTask:
     return cmd.CompleteTask(
-        RUN, task, attempt, epoch, worker, ok, exit_code, kind, "tail", STARTED, FINISHED
+        run_id=RUN,
+        task=task,
+        attempt=attempt,
+        epoch=epoch,
+        worker_id=worker,
+        succeeded=ok,
+        exit_code=exit_code,
+        failure_kind=kind,
+        output_tail="tail",
+        started_at=STARTED,
+        finished_at=FINISHED,
     )
 
 
 def rejected(command: cmd.Command, reason: RejectReason, detail: str) -> ev.CommandRejected:
     return ev.CommandRejected(
-        type(command).__name__,
-        reason,
-        detail,
-        getattr(command, "run_id", None),
-        getattr(command, "task", None),
-        getattr(command, "worker_id", None),
+        command=type(command).__name__,
+        reason=reason,
+        detail=detail,
+        run_id=getattr(command, "run_id", None),
+        task=getattr(command, "task", None),
+        worker_id=getattr(command, "worker_id", None),
     )
 
 
@@ -166,33 +184,33 @@ def only_task(state: JobState | None) -> object:
 
 
 def test_register_cron_job_sets_cursor_to_first_tick_after_now() -> None:
-    state, events = when(None, cmd.RegisterJob(SPEC), at(minutes=1))
-    assert events == [ev.JobRegistered(SPEC, TICK)]
+    state, events = when(None, cmd.RegisterJob(spec=SPEC), at(minutes=1))
+    assert events == [ev.JobRegistered(spec=SPEC, next_fire_at=TICK)]
     assert state == JobState(JOB, SPEC, JobStatus.ACTIVE, at(minutes=1), TICK, (), ("cmd-1",))
 
 
 def test_register_exactly_on_a_tick_sets_cursor_to_the_following_tick() -> None:
-    _, events = when(None, cmd.RegisterJob(SPEC), T0)
-    assert events == [ev.JobRegistered(SPEC, TICK)]
+    _, events = when(None, cmd.RegisterJob(spec=SPEC), T0)
+    assert events == [ev.JobRegistered(spec=SPEC, next_fire_at=TICK)]
 
 
 @pytest.mark.parametrize("run_at", [at(hours=1), at(hours=-1)], ids=["future", "past"])
 def test_register_once_job_sets_cursor_to_run_at(run_at: datetime) -> None:
     spec = replace(SPEC, schedule=Schedule(ScheduleKind.ONCE, run_at=run_at))
-    state, events = when(None, cmd.RegisterJob(spec), T0)
-    assert events == [ev.JobRegistered(spec, run_at)]
+    state, events = when(None, cmd.RegisterJob(spec=spec), T0)
+    assert events == [ev.JobRegistered(spec=spec, next_fire_at=run_at)]
     assert state is not None and state.next_fire_at == run_at
 
 
 def test_register_manual_job_has_no_cursor() -> None:
     spec = replace(SPEC, schedule=Schedule(ScheduleKind.MANUAL))
-    state, events = when(None, cmd.RegisterJob(spec), T0)
-    assert events == [ev.JobRegistered(spec, None)]
+    state, events = when(None, cmd.RegisterJob(spec=spec), T0)
+    assert events == [ev.JobRegistered(spec=spec, next_fire_at=None)]
     assert state is not None and state.next_deadline() is None
 
 
 def test_register_of_a_live_job_is_rejected_job_exists() -> None:
-    command = cmd.RegisterJob(RETRYING)
+    command = cmd.RegisterJob(spec=RETRYING)
     state, events = when(given(registered()), command, at(minutes=1))
     assert events == [
         rejected(command, RejectReason.JOB_EXISTS, "job 'job-1' is already registered")
@@ -222,7 +240,7 @@ def test_register_of_a_live_job_is_rejected_job_exists() -> None:
 def test_register_invalid_definition_is_rejected_naming_the_field(
     spec: JobSpec, field: str
 ) -> None:
-    state, events = when(None, cmd.RegisterJob(spec), T0)
+    state, events = when(None, cmd.RegisterJob(spec=spec), T0)
     assert len(events) == 1
     event = events[0]
     assert isinstance(event, ev.CommandRejected)
@@ -232,15 +250,17 @@ def test_register_invalid_definition_is_rejected_naming_the_field(
 
 
 def test_register_after_delete_starts_the_job_again() -> None:
-    state, events = when(given(registered(), ev.JobDeleted()), cmd.RegisterJob(SPEC), at(minutes=7))
-    assert events == [ev.JobRegistered(SPEC, at(minutes=10))]
+    state, events = when(
+        given(registered(), ev.JobDeleted()), cmd.RegisterJob(spec=SPEC), at(minutes=7)
+    )
+    assert events == [ev.JobRegistered(spec=SPEC, next_fire_at=at(minutes=10))]
     assert state is not None and state.status is JobStatus.ACTIVE
 
 
 @pytest.mark.parametrize(
     "command",
     [
-        cmd.UpdateJob(SPEC),
+        cmd.UpdateJob(spec=SPEC),
         cmd.PauseJob(),
         cmd.ResumeJob(),
         cmd.DeleteJob(),
@@ -263,19 +283,19 @@ def test_command_for_an_unregistered_job_is_rejected_unknown_job(command: cmd.Co
 
 def test_update_with_the_same_schedule_keeps_the_cursor() -> None:
     new = replace(SPEC, command=("echo", "bye"))
-    state, events = when(given(registered()), cmd.UpdateJob(new), at(minutes=3))
-    assert events == [ev.JobRedefined(new, TICK)]
+    state, events = when(given(registered()), cmd.UpdateJob(spec=new), at(minutes=3))
+    assert events == [ev.JobRedefined(spec=new, next_fire_at=TICK)]
     assert state is not None and state.spec == new
 
 
 def test_update_with_a_new_schedule_recomputes_the_cursor_from_now() -> None:
     new = replace(SPEC, schedule=cron("0 * * * *"))
-    _, events = when(given(registered()), cmd.UpdateJob(new), at(minutes=3))
-    assert events == [ev.JobRedefined(new, at(hours=1))]
+    _, events = when(given(registered()), cmd.UpdateJob(spec=new), at(minutes=3))
+    assert events == [ev.JobRedefined(spec=new, next_fire_at=at(hours=1))]
 
 
 def test_update_with_an_invalid_definition_is_rejected() -> None:
-    command = cmd.UpdateJob(replace(SPEC, schedule=cron("* 25 * * *")))
+    command = cmd.UpdateJob(spec=replace(SPEC, schedule=cron("* 25 * * *")))
     state, events = when(given(registered()), command, at(minutes=3))
     assert events == [
         rejected(
@@ -310,7 +330,7 @@ def test_resume_of_an_active_job_is_rejected_already_in_state() -> None:
 
 def test_resume_sets_the_cursor_to_the_first_tick_after_now() -> None:
     state, events = when(given(registered(), ev.JobPaused()), cmd.ResumeJob(), at(minutes=23))
-    assert events == [ev.JobResumed(at(minutes=25))]
+    assert events == [ev.JobResumed(next_fire_at=at(minutes=25))]
     assert state is not None and state.status is JobStatus.ACTIVE
 
 
@@ -354,7 +374,7 @@ def test_delete_emits_job_deleted_and_stops_firing() -> None:
 
 @pytest.mark.parametrize(
     "command",
-    [cmd.UpdateJob(SPEC), cmd.PauseJob(), cmd.ResumeJob(), cmd.DeleteJob(), cmd.TriggerJob()],
+    [cmd.UpdateJob(spec=SPEC), cmd.PauseJob(), cmd.ResumeJob(), cmd.DeleteJob(), cmd.TriggerJob()],
     ids=lambda c: type(c).__name__,
 )
 def test_command_after_delete_is_rejected_job_deleted(command: cmd.Command) -> None:
@@ -367,8 +387,18 @@ def test_lease_holder_can_still_complete_after_delete() -> None:
     state = given(registered(), scheduled(), ready(), claimed(), ev.JobDeleted(), clock=TICK)
     _, events = when(state, complete(), FINISHED)
     assert events == [
-        ev.TaskSucceeded(RUN, "main", 1, 1, "w1", 0, "tail", STARTED, FINISHED),
-        ev.RunSucceeded(RUN, TICK),
+        ev.TaskSucceeded(
+            run_id=RUN,
+            task="main",
+            attempt=1,
+            epoch=1,
+            worker_id="w1",
+            exit_code=0,
+            output_tail="tail",
+            started_at=STARTED,
+            finished_at=FINISHED,
+        ),
+        ev.RunSucceeded(run_id=RUN, scheduled_for=TICK),
     ]
 
 
@@ -384,8 +414,14 @@ def test_trigger_starts_a_manual_run_now_without_moving_the_cursor(
     state, events = when(given(*events_before), cmd.TriggerJob(), at(minutes=2), key="trig-1")
     run_id = run_id_for_trigger(JOB, "trig-1")
     assert events == [
-        ev.RunScheduled(run_id, at(minutes=2), RunTrigger.MANUAL, ("main",), TICK),
-        ev.TaskReady(run_id, "main", 1, at(minutes=2)),
+        ev.RunScheduled(
+            run_id=run_id,
+            scheduled_for=at(minutes=2),
+            trigger=RunTrigger.MANUAL,
+            tasks=("main",),
+            next_fire_at=TICK,
+        ),
+        ev.TaskReady(run_id=run_id, task="main", attempt=1, scheduled_for=at(minutes=2)),
     ]
     assert state is not None
     assert state.next_fire_at == TICK
@@ -461,7 +497,16 @@ def test_tick_makes_every_task_of_the_dag_ready() -> None:
 def test_once_job_fires_once() -> None:
     spec = replace(SPEC, schedule=Schedule(ScheduleKind.ONCE, run_at=TICK))
     state, events = when(given(registered(spec, TICK)), cmd.Tick(), TICK, key="t1")
-    assert events == [ev.RunScheduled(RUN, TICK, RunTrigger.SCHEDULE, ("main",), None), ready(TICK)]
+    assert events == [
+        ev.RunScheduled(
+            run_id=RUN,
+            scheduled_for=TICK,
+            trigger=RunTrigger.SCHEDULE,
+            tasks=("main",),
+            next_fire_at=None,
+        ),
+        ready(TICK),
+    ]
     assert state is not None and state.next_fire_at is None
     _, events = when(state, cmd.Tick(), at(days=2), key="t2")
     assert events == []
@@ -477,12 +522,14 @@ def test_once_job_registered_after_run_at_fires_on_the_first_tick(
 ) -> None:
     run_at = T0 - past_by
     spec = replace(SPEC, schedule=Schedule(ScheduleKind.ONCE, run_at=run_at))
-    state = fold(None, (cmd.RegisterJob(spec), T0))
+    state = fold(None, (cmd.RegisterJob(spec=spec), T0))
     state, events = when(state, cmd.Tick(), T0, key="t1")
     run_id = run_id_for_tick(JOB, run_at)
     assert events == [
-        ev.RunScheduled(run_id, run_at, trigger, ("main",), None),
-        ev.TaskReady(run_id, "main", 1, run_at),
+        ev.RunScheduled(
+            run_id=run_id, scheduled_for=run_at, trigger=trigger, tasks=("main",), next_fire_at=None
+        ),
+        ev.TaskReady(run_id=run_id, task="main", attempt=1, scheduled_for=run_at),
     ]
     _, events = when(state, cmd.Tick(), at(minutes=1), key="t2")
     assert events == []
@@ -498,7 +545,7 @@ def test_once_job_registered_after_run_at_fires_whatever_its_catchup(
 ) -> None:
     run_at = T0 - past_by
     spec = replace(SPEC, schedule=Schedule(ScheduleKind.ONCE, run_at=run_at, catchup=catchup))
-    state = fold(None, (cmd.RegisterJob(spec), T0))
+    state = fold(None, (cmd.RegisterJob(spec=spec), T0))
     _, events = when(state, cmd.Tick(), T0, key="t1")
     assert [type(e) for e in events] == [ev.RunScheduled, ev.TaskReady]
 
@@ -509,7 +556,7 @@ ONCE = replace(SPEC, schedule=Schedule(ScheduleKind.ONCE, run_at=TICK))
 def test_once_job_does_not_fire_again_after_pause_and_resume() -> None:
     state = fold(
         None,
-        (cmd.RegisterJob(ONCE), T0),
+        (cmd.RegisterJob(spec=ONCE), T0),
         (cmd.Tick(), TICK),
         (cmd.PauseJob(), at(minutes=6)),
         (cmd.ResumeJob(), at(minutes=7)),
@@ -521,7 +568,10 @@ def test_once_job_does_not_fire_again_after_pause_and_resume() -> None:
 def test_once_job_does_not_fire_again_after_update() -> None:
     new = replace(ONCE, schedule=replace(ONCE.schedule, catchup=CatchupPolicy.ALL))
     state = fold(
-        None, (cmd.RegisterJob(ONCE), T0), (cmd.Tick(), TICK), (cmd.UpdateJob(new), at(minutes=6))
+        None,
+        (cmd.RegisterJob(spec=ONCE), T0),
+        (cmd.Tick(), TICK),
+        (cmd.UpdateJob(spec=new), at(minutes=6)),
     )
     _, events = when(state, cmd.Tick(), at(minutes=8), key="after-update")
     assert events == []
@@ -530,7 +580,7 @@ def test_once_job_does_not_fire_again_after_update() -> None:
 def test_resume_inside_a_fall_back_hour_does_not_refire_ticks() -> None:
     zurich = replace(SPEC, schedule=cron("*/5 * * * *", timezone="Europe/Zurich"))
     start = datetime(2023, 10, 29, 0, 30, tzinfo=UTC)
-    steps: list[tuple[cmd.Command, datetime]] = [(cmd.RegisterJob(zurich), start)]
+    steps: list[tuple[cmd.Command, datetime]] = [(cmd.RegisterJob(spec=zurich), start)]
     steps += [(cmd.Tick(), start + timedelta(minutes=m)) for m in range(29)]
     steps += [
         (cmd.PauseJob(), start + timedelta(minutes=28)),
@@ -555,7 +605,7 @@ def gap_events(spec: JobSpec, outcomes: list[str | SkipReason]) -> list[ev.Event
     for i, (tick, outcome) in enumerate(zip(GAP_TICKS, outcomes, strict=True)):
         nxt = GAP_TICKS[i + 1] if i + 1 < len(GAP_TICKS) else at(minutes=70)
         if isinstance(outcome, SkipReason):
-            expected.append(ev.TickSkipped(tick, outcome, nxt))
+            expected.append(ev.TickSkipped(scheduled_for=tick, reason=outcome, next_fire_at=nxt))
         else:
             trigger = RunTrigger.SCHEDULE if outcome == RUN_ON_TIME else RunTrigger.CATCHUP
             expected += [scheduled(tick, nxt, trigger=trigger, spec=spec), ready(tick)]
@@ -677,8 +727,8 @@ def test_catchup_decides_at_most_max_ticks_per_fold_per_tick() -> None:
 @pytest.mark.parametrize(
     ("state", "command"),
     [
-        (None, cmd.RegisterJob(SPEC)),
-        (given(registered()), cmd.UpdateJob(replace(SPEC, name="renamed"))),
+        (None, cmd.RegisterJob(spec=SPEC)),
+        (given(registered()), cmd.UpdateJob(spec=replace(SPEC, name="renamed"))),
         (given(registered()), cmd.PauseJob()),
         (given(registered(), ev.JobPaused()), cmd.ResumeJob()),
         (given(registered()), cmd.DeleteJob()),
@@ -769,7 +819,7 @@ def test_claim_of_another_attempt_is_rejected_not_ready() -> None:
         claim(run_id="r-unknown"),
         claim(task="nope"),
         complete(task="nope"),
-        cmd.RenewLease("r-unknown", "main", 1, 1, "w1"),
+        cmd.RenewLease(run_id="r-unknown", task="main", attempt=1, epoch=1, worker_id="w1"),
     ],
     ids=["claim-unknown-run", "claim-unknown-task", "complete-unknown-task", "renew-unknown-run"],
 )
@@ -786,7 +836,16 @@ def test_lease_command_for_an_unknown_task_instance_is_rejected(command: cmd.Com
 
 def test_renew_by_the_holder_extends_the_lease_from_now() -> None:
     state, events = when(CLAIMED, renew(), at(minutes=5, seconds=30))
-    assert events == [ev.LeaseRenewed(RUN, "main", 1, 1, "w1", at(minutes=6, seconds=30))]
+    assert events == [
+        ev.LeaseRenewed(
+            run_id=RUN,
+            task="main",
+            attempt=1,
+            epoch=1,
+            worker_id="w1",
+            lease_expires_at=at(minutes=6, seconds=30),
+        )
+    ]
     assert state is not None and state.next_deadline() == at(minutes=6, seconds=30)
 
 
@@ -813,8 +872,18 @@ def test_renew_by_a_non_holder_is_rejected() -> None:
 def test_complete_success_ends_the_run_succeeded() -> None:
     state, events = when(CLAIMED, complete(exit_code=None), FINISHED)
     assert events == [
-        ev.TaskSucceeded(RUN, "main", 1, 1, "w1", 0, "tail", STARTED, FINISHED),
-        ev.RunSucceeded(RUN, TICK),
+        ev.TaskSucceeded(
+            run_id=RUN,
+            task="main",
+            attempt=1,
+            epoch=1,
+            worker_id="w1",
+            exit_code=0,
+            output_tail="tail",
+            started_at=STARTED,
+            finished_at=FINISHED,
+        ),
+        ev.RunSucceeded(run_id=RUN, scheduled_for=TICK),
     ]
     assert state is not None and state.runs == ()
 
@@ -856,9 +925,27 @@ def test_complete_failure_without_retries_ends_the_run_failed(
 ) -> None:
     state, events = when(CLAIMED, complete(ok=False, exit_code=2, kind=kind), FINISHED)
     assert events == [
-        ev.TaskFailed(RUN, "main", 1, 1, "w1", expected_kind, 2, "tail", STARTED, FINISHED),
-        ev.TaskDeadLettered(RUN, "main", 1, expected_kind, 2, "tail"),
-        ev.RunFailed(RUN, TICK),
+        ev.TaskFailed(
+            run_id=RUN,
+            task="main",
+            attempt=1,
+            epoch=1,
+            worker_id="w1",
+            failure_kind=expected_kind,
+            exit_code=2,
+            output_tail="tail",
+            started_at=STARTED,
+            finished_at=FINISHED,
+        ),
+        ev.TaskDeadLettered(
+            run_id=RUN,
+            task="main",
+            attempt=1,
+            failure_kind=expected_kind,
+            exit_code=2,
+            output_tail="tail",
+        ),
+        ev.RunFailed(run_id=RUN, scheduled_for=TICK),
     ]
     assert state is not None and state.runs == ()
 
@@ -870,9 +957,18 @@ def test_complete_failure_with_attempts_left_schedules_a_retry() -> None:
     assert FINISHED + timedelta(seconds=8) <= retry_at <= FINISHED + timedelta(seconds=10)
     assert events == [
         ev.TaskFailed(
-            RUN, "main", 1, 1, "w1", FailureKind.NONZERO_EXIT, 1, "tail", STARTED, FINISHED
+            run_id=RUN,
+            task="main",
+            attempt=1,
+            epoch=1,
+            worker_id="w1",
+            failure_kind=FailureKind.NONZERO_EXIT,
+            exit_code=1,
+            output_tail="tail",
+            started_at=STARTED,
+            finished_at=FINISHED,
         ),
-        ev.RetryScheduled(RUN, "main", 2, retry_at),
+        ev.RetryScheduled(run_id=RUN, task="main", attempt=2, retry_at=retry_at),
     ]
     ti = only_task(state)
     assert ti == replace(
@@ -897,11 +993,33 @@ def test_dag_run_succeeds_only_when_every_task_succeeded() -> None:
         clock=TICK,
     )
     state, events = when(state, complete(task="extract"), FINISHED, key="c1")
-    assert events == [ev.TaskSucceeded(RUN, "extract", 1, 1, "w1", 0, "tail", STARTED, FINISHED)]
+    assert events == [
+        ev.TaskSucceeded(
+            run_id=RUN,
+            task="extract",
+            attempt=1,
+            epoch=1,
+            worker_id="w1",
+            exit_code=0,
+            output_tail="tail",
+            started_at=STARTED,
+            finished_at=FINISHED,
+        )
+    ]
     _, events = when(state, complete(task="load", worker="w2"), FINISHED, key="c2")
     assert events == [
-        ev.TaskSucceeded(RUN, "load", 1, 1, "w2", 0, "tail", STARTED, FINISHED),
-        ev.RunSucceeded(RUN, TICK),
+        ev.TaskSucceeded(
+            run_id=RUN,
+            task="load",
+            attempt=1,
+            epoch=1,
+            worker_id="w2",
+            exit_code=0,
+            output_tail="tail",
+            started_at=STARTED,
+            finished_at=FINISHED,
+        ),
+        ev.RunSucceeded(run_id=RUN, scheduled_for=TICK),
     ]
 
 
@@ -920,8 +1038,18 @@ def test_dag_run_fails_once_every_task_ended_and_one_failed() -> None:
     assert [type(e) for e in events] == [ev.TaskFailed, ev.TaskDeadLettered]
     _, events = when(state, complete(task="load", worker="w2"), FINISHED, key="c2")
     assert events == [
-        ev.TaskSucceeded(RUN, "load", 1, 1, "w2", 0, "tail", STARTED, FINISHED),
-        ev.RunFailed(RUN, TICK),
+        ev.TaskSucceeded(
+            run_id=RUN,
+            task="load",
+            attempt=1,
+            epoch=1,
+            worker_id="w2",
+            exit_code=0,
+            output_tail="tail",
+            started_at=STARTED,
+            finished_at=FINISHED,
+        ),
+        ev.RunFailed(run_id=RUN, scheduled_for=TICK),
     ]
 
 
@@ -938,11 +1066,20 @@ def test_lease_expiry_on_tick_fails_the_attempt_and_schedules_a_retry() -> None:
     retry_at = next_attempt_at(RETRYING.retry_policy, RUN, "main", 1, LEASE_END)
     assert retry_at is not None
     assert events == [
-        ev.LeaseExpired(RUN, "main", 1, 1, "w1"),
+        ev.LeaseExpired(run_id=RUN, task="main", attempt=1, epoch=1, worker_id="w1"),
         ev.TaskFailed(
-            RUN, "main", 1, 1, "w1", FailureKind.LEASE_EXPIRED, None, "", None, LEASE_END
+            run_id=RUN,
+            task="main",
+            attempt=1,
+            epoch=1,
+            worker_id="w1",
+            failure_kind=FailureKind.LEASE_EXPIRED,
+            exit_code=None,
+            output_tail="",
+            started_at=None,
+            finished_at=LEASE_END,
         ),
-        ev.RetryScheduled(RUN, "main", 2, retry_at),
+        ev.RetryScheduled(run_id=RUN, task="main", attempt=2, retry_at=retry_at),
     ]
     assert state is not None and state.next_deadline() == retry_at
 
@@ -950,12 +1087,28 @@ def test_lease_expiry_on_tick_fails_the_attempt_and_schedules_a_retry() -> None:
 def test_lease_expiry_on_the_last_attempt_ends_the_run_failed() -> None:
     state, events = when(CLAIMED, cmd.Tick(), LEASE_END)
     assert events == [
-        ev.LeaseExpired(RUN, "main", 1, 1, "w1"),
+        ev.LeaseExpired(run_id=RUN, task="main", attempt=1, epoch=1, worker_id="w1"),
         ev.TaskFailed(
-            RUN, "main", 1, 1, "w1", FailureKind.LEASE_EXPIRED, None, "", None, LEASE_END
+            run_id=RUN,
+            task="main",
+            attempt=1,
+            epoch=1,
+            worker_id="w1",
+            failure_kind=FailureKind.LEASE_EXPIRED,
+            exit_code=None,
+            output_tail="",
+            started_at=None,
+            finished_at=LEASE_END,
         ),
-        ev.TaskDeadLettered(RUN, "main", 1, FailureKind.LEASE_EXPIRED, None, ""),
-        ev.RunFailed(RUN, TICK),
+        ev.TaskDeadLettered(
+            run_id=RUN,
+            task="main",
+            attempt=1,
+            failure_kind=FailureKind.LEASE_EXPIRED,
+            exit_code=None,
+            output_tail="",
+        ),
+        ev.RunFailed(run_id=RUN, scheduled_for=TICK),
     ]
     assert state is not None and state.runs == ()
 
@@ -973,7 +1126,7 @@ def test_retry_is_released_by_a_tick_once_the_backoff_elapsed() -> None:
     _, events = when(state, cmd.Tick(), retry_at - timedelta(milliseconds=1), key="early")
     assert events == []
     state2, events = when(state, cmd.Tick(), retry_at, key="release")
-    assert events == [ev.TaskReady(RUN, "main", 2, TICK)]
+    assert events == [ev.TaskReady(run_id=RUN, task="main", attempt=2, scheduled_for=TICK)]
     _, events = when(state2, claim("w2", attempt=2), retry_at, key="claim-2")
     assert events == [
         replace(claimed(now=retry_at, spec=RETRYING), attempt=2, epoch=2, worker_id="w2")
@@ -1017,8 +1170,18 @@ def test_zombie_completion_after_reassignment_is_rejected_and_the_new_holder_win
     assert events == [rejected(impostor, RejectReason.NOT_HOLDER, "lease is held by w2")]
     _, events = when(state, complete(epoch=2, worker="w2", attempt=2), retry_at, key="w2-done")
     assert events == [
-        ev.TaskSucceeded(RUN, "main", 2, 2, "w2", 0, "tail", STARTED, FINISHED),
-        ev.RunSucceeded(RUN, TICK),
+        ev.TaskSucceeded(
+            run_id=RUN,
+            task="main",
+            attempt=2,
+            epoch=2,
+            worker_id="w2",
+            exit_code=0,
+            output_tail="tail",
+            started_at=STARTED,
+            finished_at=FINISHED,
+        ),
+        ev.RunSucceeded(run_id=RUN, scheduled_for=TICK),
     ]
 
 
@@ -1038,10 +1201,26 @@ def test_failure_of_the_last_attempt_ends_the_run_failed() -> None:
     )
     assert events == [
         ev.TaskFailed(
-            RUN, "main", 2, 2, "w2", FailureKind.NONZERO_EXIT, 1, "tail", STARTED, FINISHED
+            run_id=RUN,
+            task="main",
+            attempt=2,
+            epoch=2,
+            worker_id="w2",
+            failure_kind=FailureKind.NONZERO_EXIT,
+            exit_code=1,
+            output_tail="tail",
+            started_at=STARTED,
+            finished_at=FINISHED,
         ),
-        ev.TaskDeadLettered(RUN, "main", 2, FailureKind.NONZERO_EXIT, 1, "tail"),
-        ev.RunFailed(RUN, TICK),
+        ev.TaskDeadLettered(
+            run_id=RUN,
+            task="main",
+            attempt=2,
+            failure_kind=FailureKind.NONZERO_EXIT,
+            exit_code=1,
+            output_tail="tail",
+        ),
+        ev.RunFailed(run_id=RUN, scheduled_for=TICK),
     ]
 
 
@@ -1072,8 +1251,12 @@ def test_hashed_schedule_ticks_are_spread_by_job_id_and_stable() -> None:
     hashed = replace(SPEC, schedule=cron("H * * * *"))
     minutes = set()
     for job in ("job-a", "job-b", "job-c", "job-d"):
-        first, _ = handle(None, cmd.Envelope("k", job, cmd.RegisterJob(hashed)), T0)
-        again, _ = handle(None, cmd.Envelope("k2", job, cmd.RegisterJob(hashed)), T0)
+        first, _ = handle(
+            None, cmd.Envelope(idem_key="k", job_id=job, command=cmd.RegisterJob(spec=hashed)), T0
+        )
+        again, _ = handle(
+            None, cmd.Envelope(idem_key="k2", job_id=job, command=cmd.RegisterJob(spec=hashed)), T0
+        )
         assert first is not None and again is not None
         assert first.next_fire_at == again.next_fire_at  # deterministic per job_id
         assert first.next_fire_at is not None
@@ -1087,12 +1270,25 @@ def test_a_trigger_re_sent_after_many_runs_is_still_a_no_op() -> None:
     assert first and isinstance(first[0], ev.RunScheduled)
     for i in range(100):  # 100 runs' worth of worker commands
         state, _ = when(
-            state, cmd.ClaimTask("nope", "main", 1, "w"), at(minutes=2), key=f"claim-{i}"
+            state,
+            cmd.ClaimTask(run_id="nope", task="main", attempt=1, worker_id="w"),
+            at(minutes=2),
+            key=f"claim-{i}",
         )
         state, _ = when(
             state,
             cmd.CompleteTask(
-                "nope", "main", 1, 1, "w", True, 0, None, "", at(minutes=2), at(minutes=2)
+                run_id="nope",
+                task="main",
+                attempt=1,
+                epoch=1,
+                worker_id="w",
+                succeeded=True,
+                exit_code=0,
+                failure_kind=None,
+                output_tail="",
+                started_at=at(minutes=2),
+                finished_at=at(minutes=2),
             ),
             at(minutes=2),
             key=f"complete-{i}",
@@ -1104,11 +1300,11 @@ def test_a_trigger_re_sent_after_many_runs_is_still_a_no_op() -> None:
 def test_a_re_registered_once_job_gets_new_run_ids() -> None:
     """Delete + register again with the same run_at: a new run, not the deleted job's."""
     once = replace(SPEC, schedule=Schedule(ScheduleKind.ONCE, run_at=at(minutes=1)))
-    state, _ = when(None, cmd.RegisterJob(once), T0, key="r1")
+    state, _ = when(None, cmd.RegisterJob(spec=once), T0, key="r1")
     state, fired = when(state, cmd.Tick(), at(minutes=2), key="t1")
     first = next(e for e in fired if isinstance(e, ev.RunScheduled))
     state, _ = when(state, cmd.DeleteJob(), at(minutes=3), key="d1")
-    state, _ = when(state, cmd.RegisterJob(once), at(minutes=4), key="r2")
+    state, _ = when(state, cmd.RegisterJob(spec=once), at(minutes=4), key="r2")
     _, fired_again = when(state, cmd.Tick(), at(minutes=5), key="t2")
     second = next(e for e in fired_again if isinstance(e, ev.RunScheduled))
     assert second.scheduled_for == first.scheduled_for

@@ -35,7 +35,9 @@ def _rec(
 ) -> Record:
     p = partition if partition is not None else partition_for(job_id or "", N)
     key = job_id.encode() if job_id else None
-    value = encode_command(cmd.Envelope(f"c{offset}", job_id or "", command))
+    value = encode_command(
+        cmd.Envelope(idem_key=f"c{offset}", job_id=job_id or "", command=command)
+    )
     return Record(p, offset, int(at.timestamp() * 1000), key, value)
 
 
@@ -43,14 +45,19 @@ def _log() -> list[Record]:
     jobs = ["alpha", "beta", "gamma"]
     recs: list[Record] = []
     for j in jobs:
-        recs.append(_rec(len(recs), T0, j, cmd.RegisterJob(EVERY_2S)))
+        recs.append(_rec(len(recs), T0, j, cmd.RegisterJob(spec=EVERY_2S)))
     for s in range(1, 9):  # a Tick per second on every partition, some duplicated
         for p in range(N):
             for _ in range(2 if s % 3 == 0 else 1):
                 recs.append(_rec(len(recs), T0 + timedelta(seconds=s), None, cmd.Tick(), p))
     run = run_id_for_tick("alpha", T0 + timedelta(seconds=2))
     recs.append(
-        _rec(len(recs), T0 + timedelta(seconds=9), "alpha", cmd.ClaimTask(run, "main", 1, "w1"))
+        _rec(
+            len(recs),
+            T0 + timedelta(seconds=9),
+            "alpha",
+            cmd.ClaimTask(run_id=run, task="main", attempt=1, worker_id="w1"),
+        )
     )
     recs.append(_rec(len(recs), T0 + timedelta(seconds=9), "alpha", cmd.PauseJob()))
     return recs
@@ -92,9 +99,13 @@ def test_each_tick_fires_once_and_duplicate_ticks_add_nothing() -> None:
 
 
 def test_bad_records_become_dead_letters_and_the_rest_is_folded() -> None:
-    good = _rec(3, T0, "delta", cmd.RegisterJob(EVERY_2S))
+    good = _rec(3, T0, "delta", cmd.RegisterJob(spec=EVERY_2S))
     wrong_p = _rec(
-        4, T0, "epsilon", cmd.RegisterJob(EVERY_2S), partition=(partition_for("epsilon", N) + 1) % N
+        4,
+        T0,
+        "epsilon",
+        cmd.RegisterJob(spec=EVERY_2S),
+        partition=(partition_for("epsilon", N) + 1) % N,
     )
     garbage = Record(0, 5, int(T0.timestamp() * 1000), b"junk", b"\x00not avro")
     key_mismatch = Record(
@@ -102,7 +113,7 @@ def test_bad_records_become_dead_letters_and_the_rest_is_folded() -> None:
         6,
         int(T0.timestamp() * 1000),
         b"zeta",
-        encode_command(cmd.Envelope("k", "eta", cmd.PauseJob())),
+        encode_command(cmd.Envelope(idem_key="k", job_id="eta", command=cmd.PauseJob())),
     )
     sends, store = _fold([garbage, wrong_p, good, key_mismatch], 10)
     letters = [decode_dead_letter(m.value) for m in sends if m.topic == TOPICS.dead_letters]
@@ -115,7 +126,7 @@ def test_bad_records_become_dead_letters_and_the_rest_is_folded() -> None:
 
 
 def test_already_applied_command_re_puts_the_record_and_emits_nothing() -> None:
-    reg = _rec(0, T0, "alpha", cmd.RegisterJob(EVERY_2S))
+    reg = _rec(0, T0, "alpha", cmd.RegisterJob(spec=EVERY_2S))
     pause = _rec(1, T0, "alpha", cmd.PauseJob())
     sends_once, store_once = _fold([reg, pause], 10)
     sends_twice, store_twice = _fold([reg, pause, pause, reg], 10)
@@ -144,7 +155,7 @@ def test_a_command_that_would_outgrow_the_record_is_refused() -> None:
             command=("true",),
             tasks=tuple(f"t{i}" for i in range(20)),
         )
-        recs = [_rec(0, T0, "big", cmd.RegisterJob(many))]
+        recs = [_rec(0, T0, "big", cmd.RegisterJob(spec=many))]
         recs += [_rec(i, T0, "big", cmd.TriggerJob()) for i in range(1, 4)]
         sends, store = _fold(recs, 10)
     finally:

@@ -22,18 +22,49 @@ def dead_letter(rm: ReadModel, hours: int, job_id: str = JOB) -> str:
     tick = T0 + timedelta(hours=hours)
     rid = run_id_for_tick(job_id, tick)
     events: list[ev.Event] = [
-        ev.RunScheduled(rid, tick, ev.RunTrigger.SCHEDULE, ("main",), None),
-        ev.TaskReady(rid, "main", 1, tick),
-        ev.TaskFailed(rid, "main", 1, 1, "w", FailureKind.NONZERO_EXIT, 3, "boom", tick, tick),
-        ev.TaskDeadLettered(rid, "main", 1, FailureKind.NONZERO_EXIT, 3, "boom"),
-        ev.RunFailed(rid),
+        ev.RunScheduled(
+            run_id=rid,
+            scheduled_for=tick,
+            trigger=ev.RunTrigger.SCHEDULE,
+            tasks=("main",),
+            next_fire_at=None,
+        ),
+        ev.TaskReady(run_id=rid, task="main", attempt=1, scheduled_for=tick),
+        ev.TaskFailed(
+            run_id=rid,
+            task="main",
+            attempt=1,
+            epoch=1,
+            worker_id="w",
+            failure_kind=FailureKind.NONZERO_EXIT,
+            exit_code=3,
+            output_tail="boom",
+            started_at=tick,
+            finished_at=tick,
+        ),
+        ev.TaskDeadLettered(
+            run_id=rid,
+            task="main",
+            attempt=1,
+            failure_kind=FailureKind.NONZERO_EXIT,
+            exit_code=3,
+            output_tail="boom",
+        ),
+        ev.RunFailed(run_id=rid),
     ]
     batch_at = T0 + timedelta(hours=hours)  # the fold's now: when it was dead-lettered
     batch = Batch(rm.store)
     for i, event in enumerate(events):
         apply(
             batch,
-            ev.RunEvent(event_id(f"dl-{rid}", job_id, i), job_id, batch_at, f"dl-{rid}", i, event),
+            ev.RunEvent(
+                event_id=event_id(f"dl-{rid}", job_id, i),
+                job_id=job_id,
+                at=batch_at,
+                idem_key=f"dl-{rid}",
+                index=i,
+                event=event,
+            ),
         )
     batch.commit()
     return rid
@@ -76,11 +107,11 @@ def test_a_replay_run_is_linked_from_its_dead_letter(rm: ReadModel, client: Test
         rm,
         "replay",
         ev.RunScheduled(
-            "r-replay",
-            T0 + timedelta(hours=1),
-            ev.RunTrigger.REPLAY,
-            ("main",),
-            None,
+            run_id="r-replay",
+            scheduled_for=T0 + timedelta(hours=1),
+            trigger=ev.RunTrigger.REPLAY,
+            tasks=("main",),
+            next_fire_at=None,
             replay_of=original,
         ),
     )
@@ -110,9 +141,9 @@ def test_a_task_cancelled_alone_shows_on_its_attempt(rm: ReadModel, client: Test
     feed(
         rm,
         "c",
-        ev.TaskReady(rid, "main", 1, T0),
-        ev.TaskCancelled(rid, "main", 1, None),
-        ev.RunFailed(rid),
+        ev.TaskReady(run_id=rid, task="main", attempt=1, scheduled_for=T0),
+        ev.TaskCancelled(run_id=rid, task="main", attempt=1, worker_id=None),
+        ev.RunFailed(run_id=rid),
     )
     doc = client.get(f"/api/v1/runs/{rid}").json()
     assert doc["state"] == "failed" and doc["cancelled_tasks"] == ["main"]

@@ -21,26 +21,31 @@ def long_running(policy: OverlapPolicy, **kw: object) -> Fold:
     """A job every minute whose first run (12:01) was claimed by w1 and is still running."""
     f = Fold()
     kw.setdefault("lease_ttl", timedelta(minutes=10))
-    f.send(cmd.RegisterJob(spec(every(60), overlap=policy, **kw)), at())
+    f.send(cmd.RegisterJob(spec=spec(every(60), overlap=policy, **kw)), at())
     f.send(cmd.Tick(), at(minutes=1))
-    f.send(cmd.ClaimTask(run_id_for_tick(JOB, at(minutes=1)), "main", 1, "w1"), at(minutes=1))
+    f.send(
+        cmd.ClaimTask(
+            run_id=run_id_for_tick(JOB, at(minutes=1)), task="main", attempt=1, worker_id="w1"
+        ),
+        at(minutes=1),
+    )
     return f
 
 
 def complete_first(f: Fold, now: datetime) -> list[ev.Event]:
     return f.send(
         cmd.CompleteTask(
-            run_id_for_tick(JOB, at(minutes=1)),
-            "main",
-            1,
-            1,
-            "w1",
-            True,
-            0,
-            None,
-            "",
-            at(minutes=1),
-            now,
+            run_id=run_id_for_tick(JOB, at(minutes=1)),
+            task="main",
+            attempt=1,
+            epoch=1,
+            worker_id="w1",
+            succeeded=True,
+            exit_code=0,
+            failure_kind=None,
+            output_tail="",
+            started_at=at(minutes=1),
+            finished_at=now,
         ),
         now,
     )
@@ -86,9 +91,17 @@ def test_buffer_one_keeps_one_tick_and_starts_it_when_the_active_run_ends() -> N
     ]
     started = done[2]
     assert started == ev.RunScheduled(
-        buffered_run, at(minutes=2), RunTrigger.SCHEDULE, ("main",), at(minutes=4), None, None
+        run_id=buffered_run,
+        scheduled_for=at(minutes=2),
+        trigger=RunTrigger.SCHEDULE,
+        tasks=("main",),
+        next_fire_at=at(minutes=4),
+        runs_remaining=None,
+        release_at=None,
     )
-    assert done[3] == ev.TaskReady(buffered_run, "main", 1, at(minutes=2))
+    assert done[3] == ev.TaskReady(
+        run_id=buffered_run, task="main", attempt=1, scheduled_for=at(minutes=2)
+    )
     assert f.live().buffered is None and f.live().next_fire_at == at(minutes=4)
     # the buffered run is active now: the next tick is buffered in its turn
     assert [type(e) for e in f.send(cmd.Tick(), at(minutes=4))] == [ev.RunBuffered]
@@ -98,7 +111,7 @@ def test_buffer_one_counts_the_buffered_tick_against_max_runs_once() -> None:
     f = Fold()
     f.send(
         cmd.RegisterJob(
-            spec(
+            spec=spec(
                 every(60, max_runs=2),
                 overlap=OverlapPolicy.BUFFER_ONE,
                 lease_ttl=timedelta(minutes=10),
@@ -107,15 +120,20 @@ def test_buffer_one_counts_the_buffered_tick_against_max_runs_once() -> None:
         at(),
     )
     f.send(cmd.Tick(), at(minutes=1))
-    f.send(cmd.ClaimTask(run_id_for_tick(JOB, at(minutes=1)), "main", 1, "w1"), at(minutes=1))
+    f.send(
+        cmd.ClaimTask(
+            run_id=run_id_for_tick(JOB, at(minutes=1)), task="main", attempt=1, worker_id="w1"
+        ),
+        at(minutes=1),
+    )
     buffered = f.send(cmd.Tick(), at(minutes=2))
     assert buffered == [
         ev.RunBuffered(
-            run_id_for_tick(JOB, at(minutes=2)),
-            at(minutes=2),
-            RunTrigger.SCHEDULE,
-            at(minutes=3),
-            0,
+            run_id=run_id_for_tick(JOB, at(minutes=2)),
+            scheduled_for=at(minutes=2),
+            trigger=RunTrigger.SCHEDULE,
+            next_fire_at=at(minutes=3),
+            runs_remaining=0,
         )
     ]
     assert skipped(f.send(cmd.Tick(), at(minutes=3))) == [(at(minutes=3), SkipReason.MAX_RUNS)]
@@ -128,9 +146,14 @@ def test_cancel_previous_cancels_the_active_run_and_fences_its_worker() -> None:
     f = long_running(OverlapPolicy.CANCEL_PREVIOUS)
     first, second = run_id_for_tick(JOB, at(minutes=1)), run_id_for_tick(JOB, at(minutes=2))
     events = f.send(cmd.Tick(), at(minutes=2))
-    assert events[0] == ev.RunCancelled(first, CancelReason.OVERLAP, second, at(minutes=1))
+    assert events[0] == ev.RunCancelled(
+        run_id=first, reason=CancelReason.OVERLAP, replaced_by=second, scheduled_for=at(minutes=1)
+    )
     assert [r.run_id for r in f.live().runs] == [second]
-    renewal = f.send(cmd.RenewLease(first, "main", 1, 1, "w1"), at(minutes=2, seconds=10))
+    renewal = f.send(
+        cmd.RenewLease(run_id=first, task="main", attempt=1, epoch=1, worker_id="w1"),
+        at(minutes=2, seconds=10),
+    )
     assert [(type(e), e.reason) for e in renewal] == [  # type: ignore[union-attr]
         (ev.CommandRejected, RejectReason.UNKNOWN_TASK_INSTANCE)
     ]
@@ -175,7 +198,7 @@ def test_a_buffered_run_with_jitter_is_released_by_a_later_tick_or_at_once() -> 
     f = Fold()
     f.send(
         cmd.RegisterJob(
-            spec(
+            spec=spec(
                 every(60),
                 overlap=OverlapPolicy.BUFFER_ONE,
                 jitter=timedelta(seconds=50),
@@ -185,14 +208,19 @@ def test_a_buffered_run_with_jitter_is_released_by_a_later_tick_or_at_once() -> 
         at(),
     )
     f.send(cmd.Tick(), at(minutes=1, seconds=55))  # past any release of the 12:01 run
-    f.send(cmd.ClaimTask(run_id_for_tick(JOB, at(minutes=1)), "main", 1, "w1"), at(minutes=1))
+    f.send(
+        cmd.ClaimTask(
+            run_id=run_id_for_tick(JOB, at(minutes=1)), task="main", attempt=1, worker_id="w1"
+        ),
+        at(minutes=1),
+    )
     assert [type(e) for e in f.send(cmd.Tick(), at(minutes=2))] == [ev.RunBuffered]
     done = complete_first(f, at(minutes=2, seconds=1))
     started = next(e for e in done if isinstance(e, ev.RunScheduled))
     if started.release_at is not None:
         assert f.live().run(started.run_id).tasks[0].state is TaskState.DELAYED  # type: ignore[union-attr]
         assert f.send(cmd.Tick(), started.release_at) == [
-            ev.TaskReady(started.run_id, "main", 1, at(minutes=2))
+            ev.TaskReady(run_id=started.run_id, task="main", attempt=1, scheduled_for=at(minutes=2))
         ]
     else:
         assert isinstance(done[-1], ev.TaskReady)

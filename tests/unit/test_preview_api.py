@@ -23,13 +23,28 @@ T0 = datetime(2024, 3, 1, 12, 0, 0, tzinfo=UTC)
 def feed(rm: ReadModel, job_id: str, idem_key: str, *events: ev.Event, at: datetime = T0) -> None:
     batch = Batch(rm.store)
     for i, event in enumerate(events):
-        apply(batch, ev.RunEvent(event_id(idem_key, job_id, i), job_id, at, idem_key, i, event))
+        apply(
+            batch,
+            ev.RunEvent(
+                event_id=event_id(idem_key, job_id, i),
+                job_id=job_id,
+                at=at,
+                idem_key=idem_key,
+                index=i,
+                event=event,
+            ),
+        )
     batch.commit()
 
 
 def register(rm: ReadModel, job_id: str, schedule: Schedule) -> JobSpec:
     spec = JobSpec(f"job {job_id}", schedule, ("true",))
-    feed(rm, job_id, f"reg-{job_id}", ev.JobRegistered(spec, next_tick(schedule, T0)))
+    feed(
+        rm,
+        job_id,
+        f"reg-{job_id}",
+        ev.JobRegistered(spec=spec, next_fire_at=next_tick(schedule, T0)),
+    )
     return spec
 
 
@@ -90,7 +105,7 @@ def test_redefinition_changes_the_preview(rm: ReadModel, client: TestClient) -> 
         "2024-03-01T14:00:00.000Z",
     ]
     new = JobSpec(spec.name, cron("*/15 * * * *"), spec.command)
-    feed(rm, "edited", "patch", ev.JobRedefined(new, T0 + timedelta(minutes=15)))
+    feed(rm, "edited", "patch", ev.JobRedefined(spec=new, next_fire_at=T0 + timedelta(minutes=15)))
     assert utcs(client.get("/api/v1/jobs/edited/ticks", params=after).json()) == [
         "2024-03-01T12:15:00.000Z",
         "2024-03-01T12:30:00.000Z",
@@ -198,7 +213,9 @@ def skip(rm: ReadModel, job_id: str, n: int, reason: ev.SkipReason, start: int =
             rm,
             job_id,
             f"tick-{job_id}-{i}",
-            ev.TickSkipped(tick, reason, tick + timedelta(seconds=1)),
+            ev.TickSkipped(
+                scheduled_for=tick, reason=reason, next_fire_at=tick + timedelta(seconds=1)
+            ),
             at=tick + timedelta(milliseconds=5),
         )
 
@@ -258,12 +275,14 @@ def test_several_skips_in_one_batch_keep_their_order(rm: ReadModel) -> None:
         apply(
             batch,
             ev.RunEvent(
-                event_id(f"t{i}", "batched", 0),
-                "batched",
-                tick,
-                f"t{i}",
-                0,
-                ev.TickSkipped(tick, ev.SkipReason.CATCHUP_POLICY, None),
+                event_id=event_id(f"t{i}", "batched", 0),
+                job_id="batched",
+                at=tick,
+                idem_key=f"t{i}",
+                index=0,
+                event=ev.TickSkipped(
+                    scheduled_for=tick, reason=ev.SkipReason.CATCHUP_POLICY, next_fire_at=None
+                ),
             ),
         )
     batch.commit()
@@ -281,12 +300,14 @@ def test_only_the_last_1000_skips_are_kept_but_all_are_counted(
         apply(
             batch,
             ev.RunEvent(
-                event_id(f"t{i}", "flooded", 0),
-                "flooded",
-                tick,
-                f"t{i}",
-                0,
-                ev.TickSkipped(tick, ev.SkipReason.MAX_ACTIVE_RUNS, None),
+                event_id=event_id(f"t{i}", "flooded", 0),
+                job_id="flooded",
+                at=tick,
+                idem_key=f"t{i}",
+                index=0,
+                event=ev.TickSkipped(
+                    scheduled_for=tick, reason=ev.SkipReason.MAX_ACTIVE_RUNS, next_fire_at=None
+                ),
             ),
         )
     batch.commit()

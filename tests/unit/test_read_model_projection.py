@@ -32,7 +32,14 @@ def store(tmp_path: Path) -> Iterator[Store]:
 def rec(
     idem_key: str, index: int, event: ev.Event, at: datetime = T0, job_id: str = JOB
 ) -> ev.RunEvent:
-    return ev.RunEvent(event_id(idem_key, job_id, index), job_id, at, idem_key, index, event)
+    return ev.RunEvent(
+        event_id=event_id(idem_key, job_id, index),
+        job_id=job_id,
+        at=at,
+        idem_key=idem_key,
+        index=index,
+        event=event,
+    )
 
 
 def feed(store: Store, *records: ev.RunEvent) -> list[bool]:
@@ -49,7 +56,7 @@ def command(
 
 
 def register(store: Store, next_fire_at: datetime = T0 + timedelta(seconds=10)) -> None:
-    feed(store, *command("reg", ev.JobRegistered(SPEC, next_fire_at)))
+    feed(store, *command("reg", ev.JobRegistered(spec=SPEC, next_fire_at=next_fire_at)))
 
 
 def fire(store: Store, tick: datetime, worker: str = "w1", exit_code: int = 0) -> str:
@@ -60,46 +67,62 @@ def fire(store: Store, tick: datetime, worker: str = "w1", exit_code: int = 0) -
     finished = tick + timedelta(seconds=1)
     if exit_code == 0:
         outcome: list[ev.Event] = [
-            ev.TaskSucceeded(run_id, "main", 1, 1, worker, 0, "tick\n", started, finished),
-            ev.RunSucceeded(run_id),
+            ev.TaskSucceeded(
+                run_id=run_id,
+                task="main",
+                attempt=1,
+                epoch=1,
+                worker_id=worker,
+                exit_code=0,
+                output_tail="tick\n",
+                started_at=started,
+                finished_at=finished,
+            ),
+            ev.RunSucceeded(run_id=run_id),
         ]
     else:
         outcome = [
             ev.TaskFailed(
-                run_id,
-                "main",
-                1,
-                1,
-                worker,
-                FailureKind.NONZERO_EXIT,
-                exit_code,
-                "boom\n",
-                started,
-                finished,
+                run_id=run_id,
+                task="main",
+                attempt=1,
+                epoch=1,
+                worker_id=worker,
+                failure_kind=FailureKind.NONZERO_EXIT,
+                exit_code=exit_code,
+                output_tail="boom\n",
+                started_at=started,
+                finished_at=finished,
             ),
-            ev.RunFailed(run_id),
+            ev.RunFailed(run_id=run_id),
         ]
     feed(
         store,
         *command(
             f"tick-{tick}",
-            ev.RunScheduled(run_id, tick, ev.RunTrigger.SCHEDULE, ("main",), nxt),
-            ev.TaskReady(run_id, "main", 1, tick),
+            ev.RunScheduled(
+                run_id=run_id,
+                scheduled_for=tick,
+                trigger=ev.RunTrigger.SCHEDULE,
+                tasks=("main",),
+                next_fire_at=nxt,
+            ),
+            ev.TaskReady(run_id=run_id, task="main", attempt=1, scheduled_for=tick),
             at=tick,
         ),
         *command(
             f"claim-{run_id}",
             ev.TaskClaimed(
-                run_id,
-                "main",
-                1,
-                1,
-                worker,
-                claimed + timedelta(seconds=60),
-                timedelta(seconds=60),
-                tick,
-                SPEC.command,
-                SPEC.timeout,
+                run_id=run_id,
+                task="main",
+                attempt=1,
+                epoch=1,
+                worker_id=worker,
+                lease_expires_at=claimed + timedelta(seconds=60),
+                lease_ttl=timedelta(seconds=60),
+                scheduled_for=tick,
+                command=SPEC.command,
+                timeout=SPEC.timeout,
             ),
             at=claimed,
         ),
@@ -191,23 +214,29 @@ def test_running_run_shows_its_lease_and_renewals_move_it(store: Store) -> None:
         store,
         *command(
             "t",
-            ev.RunScheduled("r1", tick, ev.RunTrigger.SCHEDULE, ("main",), None),
-            ev.TaskReady("r1", "main", 1, tick),
+            ev.RunScheduled(
+                run_id="r1",
+                scheduled_for=tick,
+                trigger=ev.RunTrigger.SCHEDULE,
+                tasks=("main",),
+                next_fire_at=None,
+            ),
+            ev.TaskReady(run_id="r1", task="main", attempt=1, scheduled_for=tick),
             at=tick,
         ),
         *command(
             "c",
             ev.TaskClaimed(
-                "r1",
-                "main",
-                1,
-                1,
-                "w9",
-                tick + timedelta(seconds=61),
-                timedelta(seconds=60),
-                tick,
-                SPEC.command,
-                SPEC.timeout,
+                run_id="r1",
+                task="main",
+                attempt=1,
+                epoch=1,
+                worker_id="w9",
+                lease_expires_at=tick + timedelta(seconds=61),
+                lease_ttl=timedelta(seconds=60),
+                scheduled_for=tick,
+                command=SPEC.command,
+                timeout=SPEC.timeout,
             ),
             at=tick + timedelta(seconds=1),
         ),
@@ -219,7 +248,17 @@ def test_running_run_shows_its_lease_and_renewals_move_it(store: Store) -> None:
     assert run["trigger_lag_s"] == 1.0
     feed(
         store,
-        *command("renew", ev.LeaseRenewed("r1", "main", 1, 1, "w9", tick + timedelta(seconds=75))),
+        *command(
+            "renew",
+            ev.LeaseRenewed(
+                run_id="r1",
+                task="main",
+                attempt=1,
+                epoch=1,
+                worker_id="w9",
+                lease_expires_at=tick + timedelta(seconds=75),
+            ),
+        ),
     )
     run = views.get_run(store, "r1")
     assert run is not None
@@ -240,16 +279,16 @@ def test_redelivered_events_are_skipped(store: Store) -> None:
     claim = command(
         f"claim-{run_id}",
         ev.TaskClaimed(
-            run_id,
-            "main",
-            1,
-            1,
-            "w1",
-            tick,
-            timedelta(seconds=60),
-            tick,
-            SPEC.command,
-            SPEC.timeout,
+            run_id=run_id,
+            task="main",
+            attempt=1,
+            epoch=1,
+            worker_id="w1",
+            lease_expires_at=tick,
+            lease_ttl=timedelta(seconds=60),
+            scheduled_for=tick,
+            command=SPEC.command,
+            timeout=SPEC.timeout,
         ),
     )
     assert feed(store, *claim) == [False]  # the fold re-published it after a crash
@@ -267,7 +306,7 @@ def test_pause_hides_next_run_and_resume_restores_it(store: Store) -> None:
     job = views.get_job(store, JOB)
     assert job is not None
     assert (job["status"], job["next_run_at"]) == ("paused", None)
-    feed(store, *command("r", ev.JobResumed(T0 + timedelta(minutes=5))))
+    feed(store, *command("r", ev.JobResumed(next_fire_at=T0 + timedelta(minutes=5))))
     job = views.get_job(store, JOB)
     assert job is not None
     assert (job["status"], job["next_run_at"]) == ("active", "2026-03-01T12:05:00.000Z")
@@ -289,7 +328,7 @@ def test_deleted_job_keeps_its_history(store: Store) -> None:
 def test_redefinition_replaces_the_definition(store: Store) -> None:
     register(store)
     new = JobSpec("ten", Schedule(ScheduleKind.CRON, "0 * * * *", "Europe/Paris"), ("true",))
-    feed(store, *command("u", ev.JobRedefined(new, T0 + timedelta(hours=1))))
+    feed(store, *command("u", ev.JobRedefined(spec=new, next_fire_at=T0 + timedelta(hours=1))))
     job = views.get_job(store, JOB)
     assert job is not None
     assert job["schedule"]["timezone"] == "Europe/Paris"
@@ -305,22 +344,48 @@ def test_a_retry_is_a_new_attempt(store: Store) -> None:
         store,
         *command(
             "t",
-            ev.RunScheduled("r1", tick, ev.RunTrigger.SCHEDULE, ("main",), None),
-            ev.TaskReady("r1", "main", 1, tick),
+            ev.RunScheduled(
+                run_id="r1",
+                scheduled_for=tick,
+                trigger=ev.RunTrigger.SCHEDULE,
+                tasks=("main",),
+                next_fire_at=None,
+            ),
+            ev.TaskReady(run_id="r1", task="main", attempt=1, scheduled_for=tick),
         ),
         *command(
             "c1",
             ev.TaskClaimed(
-                "r1", "main", 1, 1, "w1", tick + lease, lease, tick, SPEC.command, SPEC.timeout
+                run_id="r1",
+                task="main",
+                attempt=1,
+                epoch=1,
+                worker_id="w1",
+                lease_expires_at=tick + lease,
+                lease_ttl=lease,
+                scheduled_for=tick,
+                command=SPEC.command,
+                timeout=SPEC.timeout,
             ),
         ),
         *command(
             "tick2",
-            ev.LeaseExpired("r1", "main", 1, 1, "w1"),
+            ev.LeaseExpired(run_id="r1", task="main", attempt=1, epoch=1, worker_id="w1"),
             ev.TaskFailed(
-                "r1", "main", 1, 1, "w1", FailureKind.LEASE_EXPIRED, None, "", None, tick + lease
+                run_id="r1",
+                task="main",
+                attempt=1,
+                epoch=1,
+                worker_id="w1",
+                failure_kind=FailureKind.LEASE_EXPIRED,
+                exit_code=None,
+                output_tail="",
+                started_at=None,
+                finished_at=tick + lease,
             ),
-            ev.RetryScheduled("r1", "main", 2, tick + lease + timedelta(seconds=10)),
+            ev.RetryScheduled(
+                run_id="r1", task="main", attempt=2, retry_at=tick + lease + timedelta(seconds=10)
+            ),
         ),
     )
     run = views.get_run(store, "r1")
@@ -329,10 +394,21 @@ def test_a_retry_is_a_new_attempt(store: Store) -> None:
     assert run["retry_at"] == "2026-03-01T12:01:20.000Z"
     feed(
         store,
-        *command("tick3", ev.TaskReady("r1", "main", 2, tick)),
+        *command("tick3", ev.TaskReady(run_id="r1", task="main", attempt=2, scheduled_for=tick)),
         *command(
             "c2",
-            ev.TaskClaimed("r1", "main", 2, 2, "w2", tick, lease, tick, SPEC.command, SPEC.timeout),
+            ev.TaskClaimed(
+                run_id="r1",
+                task="main",
+                attempt=2,
+                epoch=2,
+                worker_id="w2",
+                lease_expires_at=tick,
+                lease_ttl=lease,
+                scheduled_for=tick,
+                command=SPEC.command,
+                timeout=SPEC.timeout,
+            ),
         ),
     )
     run = views.get_run(store, "r1")
@@ -355,7 +431,13 @@ def test_manual_trigger_leaves_the_schedule_cursor(store: Store) -> None:
         store,
         *command(
             "trig",
-            ev.RunScheduled("rm", T0 + timedelta(seconds=3), ev.RunTrigger.MANUAL, ("main",), None),
+            ev.RunScheduled(
+                run_id="rm",
+                scheduled_for=T0 + timedelta(seconds=3),
+                trigger=ev.RunTrigger.MANUAL,
+                tasks=("main",),
+                next_fire_at=None,
+            ),
         ),
     )
     job = views.get_job(store, JOB)
@@ -371,15 +453,23 @@ def test_events_for_returns_what_a_command_caused(store: Store) -> None:
     register(store)
     caused = command(
         "k1",
-        ev.RunScheduled("r1", tick, ev.RunTrigger.MANUAL, ("main",), None),
-        ev.TaskReady("r1", "main", 1, tick),
+        ev.RunScheduled(
+            run_id="r1",
+            scheduled_for=tick,
+            trigger=ev.RunTrigger.MANUAL,
+            tasks=("main",),
+            next_fire_at=None,
+        ),
+        ev.TaskReady(run_id="r1", task="main", attempt=1, scheduled_for=tick),
     )
     feed(
         store,
         *caused,
         *command(
             "k1",
-            ev.CommandRejected("TriggerJob", RejectReason.UNKNOWN_JOB, "no such job"),
+            ev.CommandRejected(
+                command="TriggerJob", reason=RejectReason.UNKNOWN_JOB, detail="no such job"
+            ),
             job_id="other",
         ),
     )
@@ -411,7 +501,13 @@ def test_buffered_run_shows_buffered_then_scheduled_and_counts_once(store: Store
         store,
         *command(
             "t1",
-            ev.RunBuffered("rb", tick, ev.RunTrigger.SCHEDULE, tick + timedelta(seconds=10), 3),
+            ev.RunBuffered(
+                run_id="rb",
+                scheduled_for=tick,
+                trigger=ev.RunTrigger.SCHEDULE,
+                next_fire_at=tick + timedelta(seconds=10),
+                runs_remaining=3,
+            ),
         ),
     )
     run = views.get_run(store, "rb")
@@ -421,9 +517,15 @@ def test_buffered_run_shows_buffered_then_scheduled_and_counts_once(store: Store
         *command(
             "done",
             ev.RunScheduled(
-                "rb", tick, ev.RunTrigger.SCHEDULE, ("main",), tick + timedelta(seconds=10), 3, None
+                run_id="rb",
+                scheduled_for=tick,
+                trigger=ev.RunTrigger.SCHEDULE,
+                tasks=("main",),
+                next_fire_at=tick + timedelta(seconds=10),
+                runs_remaining=3,
+                release_at=None,
             ),
-            ev.TaskReady("rb", "main", 1, tick),
+            ev.TaskReady(run_id="rb", task="main", attempt=1, scheduled_for=tick),
             at=tick + timedelta(seconds=4),
         ),
     )
@@ -441,9 +543,13 @@ def test_cancelled_run_is_terminal_and_names_its_replacement(store: Store) -> No
         *command(
             "t1",
             ev.RunScheduled(
-                "r1", tick, ev.RunTrigger.SCHEDULE, ("main",), tick + timedelta(seconds=10)
+                run_id="r1",
+                scheduled_for=tick,
+                trigger=ev.RunTrigger.SCHEDULE,
+                tasks=("main",),
+                next_fire_at=tick + timedelta(seconds=10),
             ),
-            ev.TaskReady("r1", "main", 1, tick),
+            ev.TaskReady(run_id="r1", task="main", attempt=1, scheduled_for=tick),
             at=tick,
         ),
     )
@@ -451,11 +557,14 @@ def test_cancelled_run_is_terminal_and_names_its_replacement(store: Store) -> No
         store,
         *command(
             "t2",
-            ev.RunCancelled("r1", ev.CancelReason.OVERLAP, "r2"),
+            ev.RunCancelled(run_id="r1", reason=ev.CancelReason.OVERLAP, replaced_by="r2"),
             at=tick + timedelta(seconds=10),
         ),
     )
-    feed(store, *command("late", ev.TaskReady("r1", "main", 2, tick)))
+    feed(
+        store,
+        *command("late", ev.TaskReady(run_id="r1", task="main", attempt=2, scheduled_for=tick)),
+    )
     run = views.get_run(store, "r1")
     assert run is not None
     assert (run["state"], run["cancelled_by"]) == ("cancelled", "r2")
@@ -471,7 +580,13 @@ def test_jittered_run_shows_its_release_instant(store: Store) -> None:
         *command(
             "t1",
             ev.RunScheduled(
-                "r1", tick, ev.RunTrigger.SCHEDULE, ("main",), None, 0, tick + timedelta(seconds=3)
+                run_id="r1",
+                scheduled_for=tick,
+                trigger=ev.RunTrigger.SCHEDULE,
+                tasks=("main",),
+                next_fire_at=None,
+                runs_remaining=0,
+                release_at=tick + timedelta(seconds=3),
             ),
             at=tick,
         ),

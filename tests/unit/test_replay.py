@@ -48,7 +48,7 @@ def test_replayer_reproduces_the_scheduler_folds_state_and_run_events() -> None:
 
 def test_replayer_counts_dead_letters_and_keeps_going() -> None:
     replayer = Replayer(TOPICS, N, {})
-    good = _rec(1, T0, "alpha", cmd.RegisterJob(EVERY_2S))
+    good = _rec(1, T0, "alpha", cmd.RegisterJob(spec=EVERY_2S))
     bad = replace(good, offset=0, value=b"garbage")
     events = replayer.fold([bad, good])
     assert replayer.dead_letters == 1

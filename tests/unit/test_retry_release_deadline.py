@@ -106,15 +106,33 @@ def test_only_retryable_failures_are_retried(
 ) -> None:
     state = _claimed_with(policy)
     after, events = when(state, complete(ok=False, exit_code=exit_code, kind=kind), FINISHED)  # type: ignore[arg-type]
-    failed = ev.TaskFailed(RUN, "main", 1, 1, "w1", kind, exit_code, "tail", STARTED, FINISHED)
+    failed = ev.TaskFailed(
+        run_id=RUN,
+        task="main",
+        attempt=1,
+        epoch=1,
+        worker_id="w1",
+        failure_kind=kind,
+        exit_code=exit_code,
+        output_tail="tail",
+        started_at=STARTED,
+        finished_at=FINISHED,
+    )
     assert events[0] == failed
     if retried:
         assert [type(e) for e in events] == [ev.TaskFailed, ev.RetryScheduled]
         assert only_task(after).state is TaskState.RETRY_WAIT  # type: ignore[attr-defined]
     else:  # dead-lettered on the first attempt though attempts remain
         assert events[1:] == [
-            ev.TaskDeadLettered(RUN, "main", 1, kind, exit_code, "tail"),
-            ev.RunFailed(RUN, TICK),
+            ev.TaskDeadLettered(
+                run_id=RUN,
+                task="main",
+                attempt=1,
+                failure_kind=kind,
+                exit_code=exit_code,
+                output_tail="tail",
+            ),
+            ev.RunFailed(run_id=RUN, scheduled_for=TICK),
         ]
 
 
@@ -122,14 +140,18 @@ def test_only_retryable_failures_are_retried(
 
 
 def release(epoch: int = 1, worker: str = "w1") -> cmd.ReleaseTask:
-    return cmd.ReleaseTask(RUN, "main", 1, epoch, worker, "worker draining")
+    return cmd.ReleaseTask(
+        run_id=RUN, task="main", attempt=1, epoch=epoch, worker_id=worker, reason="worker draining"
+    )
 
 
 def test_release_makes_the_same_attempt_ready_again_and_the_next_claim_bumps_the_epoch() -> None:
     state, events = when(CLAIMED, release(), TICK + 5 * S)
     assert events == [
-        ev.TaskReleased(RUN, "main", 1, 1, "w1", "worker draining"),
-        ev.TaskReady(RUN, "main", 1, TICK),
+        ev.TaskReleased(
+            run_id=RUN, task="main", attempt=1, epoch=1, worker_id="w1", reason="worker draining"
+        ),
+        ev.TaskReady(run_id=RUN, task="main", attempt=1, scheduled_for=TICK),
     ]
     ti = only_task(state)
     assert (ti.state, ti.attempt, ti.epoch, ti.worker_id) == (  # type: ignore[attr-defined]

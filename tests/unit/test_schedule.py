@@ -525,7 +525,9 @@ class Scenario:
 
     def send(self, command: cmd.Command, at: datetime, idem_key: str | None = None) -> None:
         self.seq += 1
-        envelope = cmd.Envelope(idem_key or f"c{self.seq}", self.job_id, command)
+        envelope = cmd.Envelope(
+            idem_key=idem_key or f"c{self.seq}", job_id=self.job_id, command=command
+        )
         self.deliver(envelope, at)
 
     def deliver(self, envelope: cmd.Envelope, at: datetime) -> None:
@@ -563,7 +565,7 @@ def _k8s_downtime(case: dict[str, Any]) -> Scenario:
     start = utc(case["after"])
     down_from = _event_time(case, "scheduler_down", "from_utc")
     down_to = _event_time(case, "scheduler_down", "to_utc")
-    s.send(cmd.RegisterJob(_spec(case, CatchupPolicy(case["policy"]["catchup"]))), start)
+    s.send(cmd.RegisterJob(spec=_spec(case, CatchupPolicy(case["policy"]["catchup"]))), start)
     s.ticks(start, down_from, timedelta(seconds=30))  # the timer runs until the outage
     s.ticks(down_to, down_to + timedelta(minutes=2, seconds=1), timedelta(seconds=30))
     return s
@@ -574,7 +576,7 @@ def _pause_resume(case: dict[str, Any]) -> Scenario:
     start = utc(case["after"])
     paused = _event_time(case, "pause")
     resumed = _event_time(case, "resume")
-    s.send(cmd.RegisterJob(_spec(case)), start)
+    s.send(cmd.RegisterJob(spec=_spec(case)), start)
     s.send(cmd.PauseJob(), paused)
     s.ticks(paused, resumed, timedelta(hours=1))
     s.send(cmd.ResumeJob(), resumed)
@@ -587,7 +589,7 @@ def _restart_duplicate(case: dict[str, Any]) -> Scenario:
     s = Scenario()
     fired = _event_time(case, "fired")
     restart = _event_time(case, "scheduler_restart")
-    s.send(cmd.RegisterJob(_spec(case)), fired - timedelta(hours=1))
+    s.send(cmd.RegisterJob(spec=_spec(case)), fired - timedelta(hours=1))
     s.ticks(fired - timedelta(hours=1), fired + timedelta(hours=1), timedelta(minutes=15))
     # Restart: a new owner rebuilds the record by replaying the log from offset 0 (same events
     # as before), then the at-least-once consumer re-delivers the last ticks it had not
@@ -611,7 +613,7 @@ def _manual_trigger_drift(case: dict[str, Any]) -> Scenario:
     s = Scenario()
     trigger_at = _event_time(case, "manual_trigger")
     start = trigger_at - timedelta(minutes=30)
-    s.send(cmd.RegisterJob(_spec(case)), start)
+    s.send(cmd.RegisterJob(spec=_spec(case)), start)
     s.ticks(start, trigger_at, timedelta(minutes=15))
     assert s.state is not None
     cursor = s.state.next_fire_at

@@ -48,11 +48,17 @@ def at(seconds: float) -> datetime:
 def start(store: Store) -> None:
     feed(
         store,
-        *command("reg", ev.JobRegistered(SPEC, None), job_id=JOB),
+        *command("reg", ev.JobRegistered(spec=SPEC, next_fire_at=None), job_id=JOB),
         *command(
             "trigger",
-            ev.RunScheduled(RUN, T0, ev.RunTrigger.MANUAL, TASKS, None),
-            ev.TaskReady(RUN, "extract", 1, T0),
+            ev.RunScheduled(
+                run_id=RUN,
+                scheduled_for=T0,
+                trigger=ev.RunTrigger.MANUAL,
+                tasks=TASKS,
+                next_fire_at=None,
+            ),
+            ev.TaskReady(run_id=RUN, task="extract", attempt=1, scheduled_for=T0),
             job_id=JOB,
         ),
     )
@@ -62,16 +68,16 @@ def claim(task: str, attempt: int, epoch: int, when: float) -> list[ev.RunEvent]
     return command(
         f"claim-{task}-{epoch}",
         ev.TaskClaimed(
-            RUN,
-            task,
-            attempt,
-            epoch,
-            "w1",
-            at(when + 60),
-            timedelta(seconds=60),
-            T0,
-            ("true",),
-            timedelta(hours=1),
+            run_id=RUN,
+            task=task,
+            attempt=attempt,
+            epoch=epoch,
+            worker_id="w1",
+            lease_expires_at=at(when + 60),
+            lease_ttl=timedelta(seconds=60),
+            scheduled_for=T0,
+            command=("true",),
+            timeout=timedelta(hours=1),
         ),
         at=at(when),
         job_id=JOB,
@@ -81,7 +87,17 @@ def claim(task: str, attempt: int, epoch: int, when: float) -> list[ev.RunEvent]
 def succeeded(task: str, when: float, *then: ev.Event) -> list[ev.RunEvent]:
     return command(
         f"done-{task}",
-        ev.TaskSucceeded(RUN, task, 1, 1, "w1", 0, "", at(when - 0.5), at(when)),
+        ev.TaskSucceeded(
+            run_id=RUN,
+            task=task,
+            attempt=1,
+            epoch=1,
+            worker_id="w1",
+            exit_code=0,
+            output_tail="",
+            started_at=at(when - 0.5),
+            finished_at=at(when),
+        ),
         *then,
         at=at(when),
         job_id=JOB,
@@ -115,7 +131,9 @@ def test_each_task_keeps_its_own_state_worker_and_timings(store: Store) -> None:
     feed(
         store,
         *claim("extract", 1, 1, 0.1),
-        *succeeded("extract", 1, ev.TaskReady(RUN, "transform", 1, T0)),
+        *succeeded(
+            "extract", 1, ev.TaskReady(run_id=RUN, task="transform", attempt=1, scheduled_for=T0)
+        ),
         *claim("transform", 1, 1, 1.1),
     )
     tis = instances(store)
@@ -133,20 +151,41 @@ def test_each_task_keeps_its_own_state_worker_and_timings(store: Store) -> None:
 def test_a_retry_shows_retrying_then_the_next_attempt_ready(store: Store) -> None:
     start(store)
     failed = ev.TaskFailed(
-        RUN, "extract", 1, 1, "w1", FailureKind.NONZERO_EXIT, 3, "", at(0.5), at(1)
+        run_id=RUN,
+        task="extract",
+        attempt=1,
+        epoch=1,
+        worker_id="w1",
+        failure_kind=FailureKind.NONZERO_EXIT,
+        exit_code=3,
+        output_tail="",
+        started_at=at(0.5),
+        finished_at=at(1),
     )
     feed(
         store,
         *claim("extract", 1, 1, 0.1),
         *command(
-            "fail-1", failed, ev.RetryScheduled(RUN, "extract", 2, at(3)), at=at(1), job_id=JOB
+            "fail-1",
+            failed,
+            ev.RetryScheduled(run_id=RUN, task="extract", attempt=2, retry_at=at(3)),
+            at=at(1),
+            job_id=JOB,
         ),
     )
     ti = instances(store)["extract"]
     assert (ti["state"], ti["attempt"], ti["exit_code"]) == ("retrying", 1, 3)
     assert ti["failure_kind"] == "nonzero_exit"
     assert ti["retry_at"] == "2026-03-01T12:00:03.000Z"
-    feed(store, *command("retry", ev.TaskReady(RUN, "extract", 2, T0), at=at(3), job_id=JOB))
+    feed(
+        store,
+        *command(
+            "retry",
+            ev.TaskReady(run_id=RUN, task="extract", attempt=2, scheduled_for=T0),
+            at=at(3),
+            job_id=JOB,
+        ),
+    )
     ti = instances(store)["extract"]
     assert (ti["state"], ti["attempt"], ti["exit_code"], ti["retry_at"]) == ("ready", 2, None, None)
 
@@ -156,7 +195,16 @@ def test_a_failed_root_leaves_its_downstream_upstream_failed_and_all_done_runs(
 ) -> None:
     start(store)
     failed = ev.TaskFailed(
-        RUN, "extract", 1, 1, "w1", FailureKind.NONZERO_EXIT, 1, "", at(0.5), at(1)
+        run_id=RUN,
+        task="extract",
+        attempt=1,
+        epoch=1,
+        worker_id="w1",
+        failure_kind=FailureKind.NONZERO_EXIT,
+        exit_code=1,
+        output_tail="",
+        started_at=at(0.5),
+        finished_at=at(1),
     )
     feed(
         store,
@@ -164,8 +212,8 @@ def test_a_failed_root_leaves_its_downstream_upstream_failed_and_all_done_runs(
         *command(
             "fail",
             failed,
-            ev.TaskUpstreamFailed(RUN, "transform", "all_success"),
-            ev.TaskReady(RUN, "load", 1, T0),
+            ev.TaskUpstreamFailed(run_id=RUN, task="transform", trigger_rule="all_success"),
+            ev.TaskReady(run_id=RUN, task="load", attempt=1, scheduled_for=T0),
             at=at(1),
             job_id=JOB,
         ),
@@ -186,9 +234,9 @@ def test_skipped_tasks_show_their_rule(store: Store) -> None:
         *succeeded(
             "extract",
             1,
-            ev.TaskSkipped(RUN, "transform", "one_failed"),
-            ev.TaskSkipped(RUN, "load", "all_success"),
-            ev.RunSucceeded(RUN),
+            ev.TaskSkipped(run_id=RUN, task="transform", trigger_rule="one_failed"),
+            ev.TaskSkipped(run_id=RUN, task="load", trigger_rule="all_success"),
+            ev.RunSucceeded(run_id=RUN),
         ),
     )
     tis = instances(store)
@@ -208,8 +256,10 @@ def test_a_released_task_is_ready_again_and_a_cancelled_run_cancels_the_rest(sto
         *claim("extract", 1, 1, 0.1),
         *command(
             "release",
-            ev.TaskReleased(RUN, "extract", 1, 1, "w1", "drain"),
-            ev.TaskReady(RUN, "extract", 1, T0),
+            ev.TaskReleased(
+                run_id=RUN, task="extract", attempt=1, epoch=1, worker_id="w1", reason="drain"
+            ),
+            ev.TaskReady(run_id=RUN, task="extract", attempt=1, scheduled_for=T0),
             at=at(1),
             job_id=JOB,
         ),
@@ -219,7 +269,9 @@ def test_a_released_task_is_ready_again_and_a_cancelled_run_cancels_the_rest(sto
     feed(
         store,
         *claim("extract", 1, 2, 1.5),
-        *command("cancel", ev.RunCancelled(RUN, ev.CancelReason.USER), at=at(2), job_id=JOB),
+        *command(
+            "cancel", ev.RunCancelled(run_id=RUN, reason=ev.CancelReason.USER), at=at(2), job_id=JOB
+        ),
     )
     tis = instances(store)
     assert {t: ti["state"] for t, ti in tis.items()} == dict.fromkeys(TASKS, "cancelled")
@@ -237,9 +289,9 @@ def test_one_task_cancelled_alone(store: Store) -> None:
         store,
         *command(
             "cancel-t",
-            ev.TaskCancelled(RUN, "extract", 1),
-            ev.TaskUpstreamFailed(RUN, "transform", "all_success"),
-            ev.TaskReady(RUN, "load", 1, T0),
+            ev.TaskCancelled(run_id=RUN, task="extract", attempt=1),
+            ev.TaskUpstreamFailed(run_id=RUN, task="transform", trigger_rule="all_success"),
+            ev.TaskReady(run_id=RUN, task="load", attempt=1, scheduled_for=T0),
             at=at(1),
             job_id=JOB,
         ),
@@ -252,11 +304,17 @@ def test_a_one_task_run_has_one_instance_named_main(store: Store) -> None:
     spec = JobSpec("one", Schedule(ScheduleKind.MANUAL), ("true",))
     feed(
         store,
-        *command("reg", ev.JobRegistered(spec, None), job_id="one"),
+        *command("reg", ev.JobRegistered(spec=spec, next_fire_at=None), job_id="one"),
         *command(
             "trigger",
-            ev.RunScheduled("r1", T0, ev.RunTrigger.MANUAL, ("main",), None),
-            ev.TaskReady("r1", "main", 1, T0),
+            ev.RunScheduled(
+                run_id="r1",
+                scheduled_for=T0,
+                trigger=ev.RunTrigger.MANUAL,
+                tasks=("main",),
+                next_fire_at=None,
+            ),
+            ev.TaskReady(run_id="r1", task="main", attempt=1, scheduled_for=T0),
             job_id="one",
         ),
     )
@@ -272,7 +330,9 @@ def test_a_dag_runs_trigger_lag_and_start_are_its_first_tasks(store: Store) -> N
     feed(
         store,
         *claim("extract", 1, 1, 0.2),
-        *succeeded("extract", 1.0, ev.TaskReady(RUN, "transform", 1, T0)),
+        *succeeded(
+            "extract", 1.0, ev.TaskReady(run_id=RUN, task="transform", attempt=1, scheduled_for=T0)
+        ),
         *claim("transform", 1, 1, 3.0),
         *succeeded("transform", 5.0),
     )

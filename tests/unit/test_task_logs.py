@@ -128,7 +128,14 @@ def test_cap_zero_keeps_nothing_and_a_negative_cap_is_refused() -> None:
 
 
 def test_a_log_chunk_is_not_a_run_event() -> None:
-    record = ev.RunEvent(event_id("k", "j", 0), "j", T0, "k", 0, ev.RunSucceeded("r1"))
+    record = ev.RunEvent(
+        event_id=event_id("k", "j", 0),
+        job_id="j",
+        at=T0,
+        idem_key="k",
+        index=0,
+        event=ev.RunSucceeded(run_id="r1"),
+    )
     with pytest.raises(DecodeError, match="unknown fingerprint"):
         decode_chunk(encode_event(record))
 
@@ -233,7 +240,17 @@ def api(rm: ReadModel, logs: LogModel) -> TestClient:
 def _events(rm: ReadModel, *events: ev.Event) -> None:
     batch = Batch(rm.store)
     for i, event in enumerate(events):
-        apply(batch, ev.RunEvent(event_id(f"k{i}", "job", 0), "job", T0, f"k{i}", 0, event))
+        apply(
+            batch,
+            ev.RunEvent(
+                event_id=event_id(f"k{i}", "job", 0),
+                job_id="job",
+                at=T0,
+                idem_key=f"k{i}",
+                index=0,
+                event=event,
+            ),
+        )
     batch.commit()
 
 
@@ -241,19 +258,25 @@ def _claimed(rm: ReadModel, epoch: int = 1, attempt: int = 1) -> None:
     spec = BASE
     _events(
         rm,
-        ev.RunScheduled("r1", T0, ev.RunTrigger.MANUAL, ("main",), None),
-        ev.TaskReady("r1", "main", attempt, T0),
+        ev.RunScheduled(
+            run_id="r1",
+            scheduled_for=T0,
+            trigger=ev.RunTrigger.MANUAL,
+            tasks=("main",),
+            next_fire_at=None,
+        ),
+        ev.TaskReady(run_id="r1", task="main", attempt=attempt, scheduled_for=T0),
         ev.TaskClaimed(
-            "r1",
-            "main",
-            attempt,
-            epoch,
-            "w1",
-            T0 + timedelta(seconds=60),
-            timedelta(seconds=60),
-            T0,
-            spec.command,
-            spec.timeout,
+            run_id="r1",
+            task="main",
+            attempt=attempt,
+            epoch=epoch,
+            worker_id="w1",
+            lease_expires_at=T0 + timedelta(seconds=60),
+            lease_ttl=timedelta(seconds=60),
+            scheduled_for=T0,
+            command=spec.command,
+            timeout=spec.timeout,
         ),
     )
 
