@@ -20,6 +20,8 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from cronlog.vocabulary import RunTrigger
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -67,7 +69,7 @@ def synthetic(count: int, first: int = 0) -> list[ev.RunEvent]:
                 ev.RunScheduled(
                     run_id=run_id,
                     scheduled_for=at,
-                    trigger=ev.RunTrigger.MANUAL,
+                    trigger=RunTrigger.MANUAL,
                     tasks=("main",),
                     next_fire_at=None,
                 )

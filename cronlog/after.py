@@ -15,12 +15,19 @@ from cronlog.dag import initially_ready
 from cronlog.decision import Decision
 from cronlog.firing import run_timeout_at
 from cronlog.ids import run_id_for_after
-from cronlog.job import JobState, JobStatus
+from cronlog.job import JobState
 from cronlog.model import AfterOn, ScheduleKind
+from cronlog.vocabulary import (
+    OFF_SCHEDULE_TRIGGERS,
+    JobStatus,
+    RunTrigger,
+    SkipReason,
+    UpstreamOutcome,
+)
 
 QUALIFYING = {
-    AfterOn.SUCCESS: frozenset({cmd.UpstreamOutcome.SUCCEEDED}),
-    AfterOn.DONE: frozenset(cmd.UpstreamOutcome),
+    AfterOn.SUCCESS: frozenset({UpstreamOutcome.SUCCEEDED}),
+    AfterOn.DONE: frozenset(UpstreamOutcome),
 }
 """The upstream outcomes each ``after_on`` value starts a run for."""
 
@@ -74,12 +81,12 @@ def upstream_run_ended(
     remaining = state.runs_remaining()
     reason = None
     if remaining == 0:
-        reason = ev.SkipReason.MAX_RUNS
+        reason = SkipReason.MAX_RUNS
     elif (
-        sum(r.trigger not in ev.OFF_SCHEDULE_TRIGGERS for r in state.runs)
+        sum(r.trigger not in OFF_SCHEDULE_TRIGGERS for r in state.runs)
         >= state.spec.max_active_runs
     ):
-        reason = ev.SkipReason.MAX_ACTIVE_RUNS
+        reason = SkipReason.MAX_ACTIVE_RUNS
     if reason is not None:
         d.emit(
             ev.TickSkipped(
@@ -91,7 +98,7 @@ def upstream_run_ended(
         ev.RunScheduled(
             run_id=run_id,
             scheduled_for=scheduled_for,
-            trigger=ev.RunTrigger.AFTER,
+            trigger=RunTrigger.AFTER,
             tasks=state.spec.tasks,
             next_fire_at=state.next_fire_at,
             runs_remaining=None if remaining is None else remaining - 1,

@@ -9,19 +9,22 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.dag import RuleOutcome, Upstream, downstream_of, rule_outcome, wiring
 from cronlog.decision import Decision
-from cronlog.errors import InvariantViolation, RejectReason
+from cronlog.errors import InvariantViolation
 from cronlog.firing import start_run
-from cronlog.job import (
+from cronlog.job import JobState, Run, TaskInstance
+from cronlog.retry import next_attempt_at
+from cronlog.vocabulary import (
+    OFF_SCHEDULE_TRIGGERS,
     OK_TASK_STATES,
     TERMINAL_TASK_STATES,
     WAITING_TASK_STATES,
-    JobState,
+    CancelReason,
+    FailureKind,
     JobStatus,
-    Run,
-    TaskInstance,
+    RejectReason,
+    RunTrigger,
     TaskState,
 )
-from cronlog.retry import next_attempt_at
 
 REMOVED = "removed"
 """TaskSkipped.trigger_rule of a task a redefinition dropped before it ever ran."""
@@ -63,7 +66,7 @@ def tick_attempts(d: Decision, now: datetime) -> None:
                         attempt=ti.attempt,
                         epoch=ti.epoch,
                         worker_id=holder,
-                        failure_kind=cmd.FailureKind.LEASE_EXPIRED,
+                        failure_kind=FailureKind.LEASE_EXPIRED,
                         exit_code=None,
                         output_tail="",
                         started_at=None,
@@ -89,7 +92,7 @@ def tick_attempts(d: Decision, now: datetime) -> None:
                         attempt=ti.attempt,
                         epoch=ti.epoch,
                         worker_id=ti.worker_id or "",
-                        failure_kind=cmd.FailureKind.TIMEOUT,
+                        failure_kind=FailureKind.TIMEOUT,
                         exit_code=None,
                         output_tail=(
                             f"hard deadline {ti.deadline_at.isoformat()} passed (timeout + "
@@ -184,9 +187,7 @@ def rerun(d: Decision, command: cmd.RerunTask, now: datetime) -> None:
             )
             return
         trigger = (
-            ev.RunTrigger(command.trigger)
-            if command.trigger in set(ev.RunTrigger)
-            else ev.RunTrigger.MANUAL
+            RunTrigger(command.trigger) if command.trigger in set(RunTrigger) else RunTrigger.MANUAL
         )
         d.emit(
             ev.RunReopened(
@@ -241,7 +242,7 @@ def release_buffered(d: Decision, now: datetime) -> None:
     if (
         held is None
         or state.status is JobStatus.DELETED
-        or any(r.trigger not in ev.OFF_SCHEDULE_TRIGGERS for r in state.runs)
+        or any(r.trigger not in OFF_SCHEDULE_TRIGGERS for r in state.runs)
     ):
         return  # backfill runs do not hold the schedule back (docs/schedules.md, "Backfill")
     for event in start_run(
@@ -270,7 +271,7 @@ def cancel(d: Decision, state: JobState, command: cmd.CancelRun, now: datetime) 
     if command.task is None:
         d.emit(
             ev.RunCancelled(
-                run_id=run.run_id, reason=ev.CancelReason.USER, scheduled_for=run.scheduled_for
+                run_id=run.run_id, reason=CancelReason.USER, scheduled_for=run.scheduled_for
             )
         )
         release_buffered(d, now)
@@ -388,7 +389,7 @@ def lease_command(
         )
         advance_run(d, run.run_id, now)
     else:
-        kind = command.failure_kind or cmd.FailureKind.NONZERO_EXIT
+        kind = command.failure_kind or FailureKind.NONZERO_EXIT
         fail(
             d,
             run.run_id,

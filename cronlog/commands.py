@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 
-from cronlog.model import FailureKind as FailureKind  # re-exported: workers name it here
 from cronlog.model import JobSpec
+from cronlog.vocabulary import FailureKind, Reprocess, UpstreamOutcome
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,17 +49,6 @@ class DeleteJob:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TriggerJob:
     """Start one manual run now; its run_id derives from the command's idem_key."""
-
-
-class Reprocess(StrEnum):
-    """Which ticks of a backfill get a new run although a run for them exists."""
-
-    NONE = "none"
-    """None: a tick that already has a run is left alone (the run_id is the tick's own)."""
-    FAILED = "failed"
-    """Ticks whose runs all failed or were cancelled get a new run (a distinct run_id)."""
-    ALL = "all"
-    """Every tick gets a new run (a distinct run_id)."""
 
 
 MAX_BACKFILL_TICKS = 1000
@@ -245,17 +233,6 @@ class RerunTask:
     scheduled_for: datetime
     trigger: str
     tasks: tuple[TaskSnapshot, ...]
-
-
-class UpstreamOutcome(StrEnum):
-    """How an upstream run ended (UpstreamRunEnded.outcome)."""
-
-    SUCCEEDED = "succeeded"
-    """RunSucceeded."""
-    FAILED = "failed"
-    """RunFailed."""
-    CANCELLED = "cancelled"
-    """RunCancelled (by a user or by the ``cancel_previous`` overlap policy)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -19,7 +19,7 @@ from cronlog.attempts import (
 )
 from cronlog.dag import initially_ready
 from cronlog.decision import Decision
-from cronlog.errors import InvalidDefinition, RejectReason
+from cronlog.errors import InvalidDefinition
 from cronlog.firing import (
     fire_due_ticks,
     first_tick,
@@ -33,8 +33,9 @@ from cronlog.ids import (
     run_id_for_tick,
     run_id_for_trigger,
 )
-from cronlog.job import MAX_APPLIED_MARKERS, MAX_RENEWAL_MARKERS, JobState, JobStatus
+from cronlog.job import MAX_APPLIED_MARKERS, MAX_RENEWAL_MARKERS, JobState
 from cronlog.validation import validate_spec
+from cronlog.vocabulary import JobStatus, RejectReason, Reprocess, RunTrigger
 
 WORKER_COMMANDS = (cmd.ClaimTask, cmd.RenewLease, cmd.CompleteTask, cmd.ReleaseTask)
 """Commands whose dedupe markers live in the worker window (``JobState.renewals``)."""
@@ -126,7 +127,7 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
                 ev.RunScheduled(
                     run_id=run_id,
                     scheduled_for=now,
-                    trigger=ev.RunTrigger.MANUAL,
+                    trigger=RunTrigger.MANUAL,
                     tasks=state.spec.tasks,
                     next_fire_at=state.next_fire_at,
                     timeout_at=run_timeout_at(state.spec, now),
@@ -224,7 +225,7 @@ def _backfill(
         return
     held = state.buffered.run_id if state.buffered is not None else None
     for tick in backfill_ticks(state, command.ticks, now):
-        if command.reprocess is cmd.Reprocess.NONE:
+        if command.reprocess is Reprocess.NONE:
             run_id = run_id_for_tick(d.job_id, tick, state.incarnation)
         else:
             run_id = run_id_for_backfill(d.job_id, tick, idem_key)
@@ -235,7 +236,7 @@ def _backfill(
             ev.RunScheduled(
                 run_id=run_id,
                 scheduled_for=tick,
-                trigger=ev.RunTrigger.BACKFILL,
+                trigger=RunTrigger.BACKFILL,
                 tasks=current.spec.tasks,
                 next_fire_at=current.next_fire_at,
                 runs_remaining=current.runs_remaining(),
@@ -277,7 +278,7 @@ def _replay(
         ev.RunScheduled(
             run_id=run_id,
             scheduled_for=command.scheduled_for,
-            trigger=ev.RunTrigger.REPLAY,
+            trigger=RunTrigger.REPLAY,
             tasks=(command.task,),
             next_fire_at=state.next_fire_at,
             runs_remaining=state.runs_remaining(),

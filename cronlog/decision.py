@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.errors import InvariantViolation, RejectReason
+from cronlog.errors import InvariantViolation
 from cronlog.job import JobState, evolve
+from cronlog.vocabulary import CommandKind, RejectReason
 
 
 class Decision:
@@ -35,7 +36,7 @@ class Decision:
         """Emit a CommandRejected for ``command``."""
         self.emit(
             ev.CommandRejected(
-                command=type(command).__name__,
+                command=CommandKind(type(command).__name__),
                 reason=reason,
                 detail=detail,
                 run_id=getattr(command, "run_id", None),

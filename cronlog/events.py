@@ -4,66 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from enum import StrEnum
 
-from cronlog.commands import FailureKind, TaskSnapshot
-from cronlog.errors import RejectReason
+from cronlog.commands import TaskSnapshot
 from cronlog.model import JobSpec, TaskAction
-
-
-class RunTrigger(StrEnum):
-    """What started a run."""
-
-    SCHEDULE = "schedule"
-    """A tick of the job's schedule, on time."""
-    CATCHUP = "catchup"
-    """A tick missed while nothing was folding, fired late by the catch-up policy."""
-    MANUAL = "manual"
-    """A TriggerJob command."""
-    BACKFILL = "backfill"
-    """A BackfillJob command: a past tick run on request. Never moves the schedule's cursor,
-    does not count toward ``max_runs``, is exempt from the overlap policy and
-    ``max_active_runs``, and is not counted by them either (docs/schedules.md, "Backfill")."""
-    REPLAY = "replay"
-    """A ReplayTask command: one dead-lettered task instance run again as a new run. Like a
-    backfill run it never moves the cursor, does not count toward ``max_runs`` and is outside
-    the overlap policy and ``max_active_runs``."""
-    AFTER = "after"
-    """An ``after`` schedule: a run of the upstream job ended as the schedule asks
-    (UpstreamRunEnded); ``upstream_job_id``/``upstream_run_id`` name it."""
-
-
-OFF_SCHEDULE_TRIGGERS = frozenset({RunTrigger.BACKFILL, RunTrigger.REPLAY})
-"""Runs outside the schedule's overlap policy and ``max_active_runs``, both ways."""
-
-
-class SkipReason(StrEnum):
-    """Why a tick was not fired."""
-
-    CATCHUP_POLICY = "catchup_policy"
-    """Missed while nothing was folding; the catch-up policy does not fire it."""
-    CATCHUP_WINDOW = "catchup_window"
-    """Missed for longer than the job's catchup_window."""
-    MAX_ACTIVE_RUNS = "max_active_runs"
-    """The job already had ``max_active_runs`` runs active when the tick came due."""
-    EXCLUDED = "excluded"
-    """The tick falls in one of the schedule's exclusion windows."""
-    OVERLAP = "overlap"
-    """A run was still active and the overlap policy is ``skip`` (or ``buffer_one`` with a
-    tick already buffered)."""
-    END_AT = "end_at"
-    """The first tick after the schedule's ``end_at``; the schedule has no further tick."""
-    MAX_RUNS = "max_runs"
-    """The first tick after the schedule fired ``max_runs`` runs; it has no further tick."""
-
-
-class CancelReason(StrEnum):
-    """Why a run was cancelled."""
-
-    OVERLAP = "overlap"
-    """A new tick fired under the ``cancel_previous`` overlap policy."""
-    USER = "user"
-    """A CancelRun command (API ``POST /runs/{run_id}/cancel``)."""
+from cronlog.vocabulary import (
+    CancelReason,
+    CommandKind,
+    FailureKind,
+    RejectReason,
+    RunTrigger,
+    SkipReason,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -340,7 +291,7 @@ class RunFailed:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CommandRejected:
-    command: str
+    command: CommandKind
     reason: RejectReason
     detail: str
     run_id: str | None = None

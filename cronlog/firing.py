@@ -22,6 +22,7 @@ from cronlog.job import JobState
 from cronlog.model import CatchupPolicy, JobSpec, OverlapPolicy, Schedule, ScheduleKind
 from cronlog.schedule import next_tick
 from cronlog.time import to_ms
+from cronlog.vocabulary import OFF_SCHEDULE_TRIGGERS, CancelReason, RunTrigger, SkipReason
 
 ON_TIME_GRACE = timedelta(seconds=60)
 """The default ``Schedule.misfire_grace``: a tick folded at most this late counts as on time
@@ -130,7 +131,7 @@ def start_run(
     state: JobState,
     run_id: str,
     tick: datetime,
-    trigger: ev.RunTrigger,
+    trigger: RunTrigger,
     now: datetime,
     *,
     next_fire_at: datetime | None,
@@ -171,15 +172,15 @@ def _catchup_reason(
     late: list[datetime],
     any_on_time: bool,
     complete: bool,
-) -> ev.SkipReason | None:
+) -> SkipReason | None:
     if sched.kind is ScheduleKind.ONCE:
         return None  # the one and only tick is always the latest: it fires, late
     if now - tick > sched.catchup_window:
-        return ev.SkipReason.CATCHUP_WINDOW
+        return SkipReason.CATCHUP_WINDOW
     if sched.catchup is CatchupPolicy.NONE or (
         sched.catchup is CatchupPolicy.LATEST and (any_on_time or not complete or tick != late[-1])
     ):
-        return ev.SkipReason.CATCHUP_POLICY
+        return SkipReason.CATCHUP_POLICY
     return None
 
 
@@ -188,7 +189,7 @@ class _Fold:
 
     def __init__(self, state: JobState) -> None:
         # backfill runs are outside the overlap policy and max_active_runs, both ways
-        self.active = [r.run_id for r in state.runs if r.trigger not in ev.OFF_SCHEDULE_TRIGGERS]
+        self.active = [r.run_id for r in state.runs if r.trigger not in OFF_SCHEDULE_TRIGGERS]
         self.ticks = {r.run_id: r.scheduled_for for r in state.runs}
         self.buffered = state.buffered is not None
         self.fired = state.runs_fired
@@ -227,16 +228,14 @@ def fire_due_ticks(state: JobState, now: datetime) -> Iterator[ev.Event]:
     for i, tick in enumerate(due):
         cursor = due[i + 1] if i + 1 < len(due) else after_all
         if sched.end_at is not None and tick > sched.end_at:
-            yield ev.TickSkipped(scheduled_for=tick, reason=ev.SkipReason.END_AT, next_fire_at=None)
+            yield ev.TickSkipped(scheduled_for=tick, reason=SkipReason.END_AT, next_fire_at=None)
             return
         if fold.limit is not None and fold.fired >= fold.limit:
-            yield ev.TickSkipped(
-                scheduled_for=tick, reason=ev.SkipReason.MAX_RUNS, next_fire_at=None
-            )
+            yield ev.TickSkipped(scheduled_for=tick, reason=SkipReason.MAX_RUNS, next_fire_at=None)
             return
-        trigger = ev.RunTrigger.CATCHUP if tick in late else ev.RunTrigger.SCHEDULE
+        trigger = RunTrigger.CATCHUP if tick in late else RunTrigger.SCHEDULE
         reason = (
-            ev.SkipReason.EXCLUDED
+            SkipReason.EXCLUDED
             if tick in excluded
             else _catchup_reason(sched, tick, now, late, any_on_time, complete)
             if tick in late
@@ -247,7 +246,7 @@ def fire_due_ticks(state: JobState, now: datetime) -> Iterator[ev.Event]:
             if spec.overlap is OverlapPolicy.SKIP or (
                 spec.overlap is OverlapPolicy.BUFFER_ONE and fold.buffered
             ):
-                reason = ev.SkipReason.OVERLAP
+                reason = SkipReason.OVERLAP
             elif spec.overlap is OverlapPolicy.BUFFER_ONE:
                 fold.buffered, fold.fired = True, fold.fired + 1
                 yield ev.RunBuffered(
@@ -262,13 +261,13 @@ def fire_due_ticks(state: JobState, now: datetime) -> Iterator[ev.Event]:
                 for old in fold.active:
                     yield ev.RunCancelled(
                         run_id=old,
-                        reason=ev.CancelReason.OVERLAP,
+                        reason=CancelReason.OVERLAP,
                         replaced_by=run_id,
                         scheduled_for=fold.ticks.get(old),
                     )
                 fold.active = []
         if reason is None and len(fold.active) >= spec.max_active_runs:
-            reason = ev.SkipReason.MAX_ACTIVE_RUNS
+            reason = SkipReason.MAX_ACTIVE_RUNS
         if reason is not None:
             yield ev.TickSkipped(scheduled_for=tick, reason=reason, next_fire_at=cursor)
             continue

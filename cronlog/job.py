@@ -4,13 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime
-from enum import StrEnum
 from typing import assert_never
 
 from cronlog import events as ev
 from cronlog.dag import initially_ready
 from cronlog.model import JobSpec
 from cronlog.time import EPOCH
+from cronlog.vocabulary import (
+    OFF_SCHEDULE_TRIGGERS,
+    TERMINAL_TASK_STATES,
+    WAITING_TASK_STATES,
+    JobStatus,
+    RunTrigger,
+    TaskState,
+)
 
 MAX_APPLIED_MARKERS = 128
 """How many recent idem_keys of user commands (not Ticks, not worker commands) a job record
@@ -18,60 +25,6 @@ remembers."""
 MAX_RENEWAL_MARKERS = 64
 """How many recent idem_keys of worker commands (claim, renew, complete) a job record
 remembers (kept apart: they are frequent and would push out the user commands' markers)."""
-
-
-class JobStatus(StrEnum):
-    """Lifecycle of a job."""
-
-    ACTIVE = "active"
-    """Ticks fire."""
-    PAUSED = "paused"
-    """Ticks pass unfired; runs already started go on."""
-    DELETED = "deleted"
-    """No new runs ever; terminal. History stays on the run-events topic."""
-
-
-class TaskState(StrEnum):
-    """Lifecycle of a task instance's current attempt."""
-
-    PENDING = "pending"
-    """Waiting for its upstream tasks (trigger rule not met yet) or for a free task slot of
-    the run (``max_active_tasks``)."""
-    READY = "ready"
-    """Waiting for a worker to claim the attempt."""
-    CLAIMED = "claimed"
-    """A worker holds the lease on the attempt."""
-    RETRY_WAIT = "retry_wait"
-    """The last attempt failed; the next one is released at ``retry_at``."""
-    DELAYED = "delayed"
-    """The first attempt is held back by the job's jitter; released at ``retry_at``."""
-    SUCCEEDED = "succeeded"
-    """Terminal: an attempt succeeded."""
-    FAILED = "failed"
-    """Terminal: the last allowed attempt failed."""
-    CANCELLED = "cancelled"
-    """Terminal: cancelled by a CancelRun; counts as failed for the run's outcome."""
-    SKIPPED = "skipped"
-    """Terminal, never executed: its trigger rule says skip (an upstream skipped, or e.g.
-    ``one_failed`` and nothing failed). Counts as success for the run's outcome."""
-    UPSTREAM_FAILED = "upstream_failed"
-    """Terminal, never executed: its trigger rule can no longer be met because upstream
-    tasks failed. Counts as failed for the run's outcome."""
-
-
-TERMINAL_TASK_STATES = frozenset(
-    {
-        TaskState.SUCCEEDED,
-        TaskState.FAILED,
-        TaskState.CANCELLED,
-        TaskState.SKIPPED,
-        TaskState.UPSTREAM_FAILED,
-    }
-)
-OK_TASK_STATES = frozenset({TaskState.SUCCEEDED, TaskState.SKIPPED})
-"""Terminal states a run may end ``succeeded`` with."""
-WAITING_TASK_STATES = frozenset({TaskState.RETRY_WAIT, TaskState.DELAYED})
-"""States a Tick releases (TaskReady) once ``retry_at`` has passed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +63,7 @@ class Run:
 
     run_id: str
     scheduled_for: datetime
-    trigger: ev.RunTrigger
+    trigger: RunTrigger
     tasks: tuple[TaskInstance, ...]
     timeout_at: datetime | None = None
     """The run timeout as an instant (RunScheduled.timeout_at), or None."""
@@ -126,7 +79,7 @@ class Buffered:
 
     run_id: str
     scheduled_for: datetime
-    trigger: ev.RunTrigger
+    trigger: RunTrigger
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +184,7 @@ def _run_scheduled(state: JobState, event: ev.RunScheduled) -> JobState:
         event.timeout_at,
     )
     state = replace(state, runs=(*state.runs, run))
-    if event.trigger is ev.RunTrigger.MANUAL or event.trigger in ev.OFF_SCHEDULE_TRIGGERS:
+    if event.trigger is RunTrigger.MANUAL or event.trigger in OFF_SCHEDULE_TRIGGERS:
         return state  # neither moves the cursor nor counts toward max_runs
     if state.buffered is not None and state.buffered.run_id == event.run_id:
         return replace(state, buffered=None)  # counted when it was buffered

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from cronlog.vocabulary import ALL_FAILURE_KINDS, FailureKind
+
 
 class ScheduleKind(StrEnum):
     """How a job's ticks are produced."""
@@ -163,21 +165,6 @@ class Schedule:
     after_on: AfterOn = AfterOn.SUCCESS
 
 
-class FailureKind(StrEnum):
-    """Why an attempt failed."""
-
-    NONZERO_EXIT = "nonzero_exit"
-    """The command exited with a code other than 0 (python: raised; http: status not in the
-    success set)."""
-    TIMEOUT = "timeout"
-    """The worker killed the command after the job's timeout, or the fold's hard deadline
-    (timeout + grace + lease ttl after the claim) passed while it was still held."""
-    LEASE_EXPIRED = "lease_expired"
-    """The holder stopped renewing; the fold expired the lease on a tick."""
-    SPAWN_ERROR = "spawn_error"
-    """The command could not be started (missing executable, permissions)."""
-
-
 class BackoffKind(StrEnum):
     """How the delay between attempts grows (``base`` is ``RetryPolicy.backoff``)."""
 
@@ -187,9 +174,6 @@ class BackoffKind(StrEnum):
     """The retry after attempt n waits ``n * base``."""
     EXPONENTIAL = "exponential"
     """The retry after attempt n waits ``base * coefficient**(n-1)`` (Temporal's rule)."""
-
-
-ALL_FAILURE_KINDS = tuple(FailureKind)
 
 
 @dataclass(frozen=True, slots=True)

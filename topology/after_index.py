@@ -14,11 +14,12 @@ from datetime import datetime
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.model import ScheduleKind
+from cronlog.vocabulary import UpstreamOutcome
 
-OUTCOMES: dict[type, cmd.UpstreamOutcome] = {
-    ev.RunSucceeded: cmd.UpstreamOutcome.SUCCEEDED,
-    ev.RunFailed: cmd.UpstreamOutcome.FAILED,
-    ev.RunCancelled: cmd.UpstreamOutcome.CANCELLED,
+OUTCOMES: dict[type, UpstreamOutcome] = {
+    ev.RunSucceeded: UpstreamOutcome.SUCCEEDED,
+    ev.RunFailed: UpstreamOutcome.FAILED,
+    ev.RunCancelled: UpstreamOutcome.CANCELLED,
 }
 """Run-ending events and the outcome each reports."""
 

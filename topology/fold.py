@@ -17,10 +17,11 @@ from datetime import datetime
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.decide import WORKER_COMMANDS, handle
-from cronlog.errors import CronlogError, RejectReason
+from cronlog.errors import CronlogError
 from cronlog.ids import event_id
 from cronlog.job import JobState
 from cronlog.time import from_ms, to_ms
+from cronlog.vocabulary import CommandKind, RejectReason
 from topology.codec import Codec, DeadLetter
 from topology.due_index import DueIndex
 from topology.partitioning import partition_for
@@ -164,7 +165,7 @@ class BatchFolder:
             new, stored = state, None
             events = [
                 ev.CommandRejected(
-                    command=type(env.command).__name__,
+                    command=CommandKind(type(env.command).__name__),
                     reason=RejectReason.RECORD_TOO_LARGE,
                     detail=f"the job record would grow past {MAX_RECORD_BYTES} bytes",
                 )

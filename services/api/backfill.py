@@ -14,10 +14,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from cronlog.commands import MAX_BACKFILL_TICKS, Reprocess
+from cronlog.commands import MAX_BACKFILL_TICKS
 from cronlog.exclusions import is_excluded
 from cronlog.firing import schedule_tick
 from cronlog.model import DstGapPolicy, DstOverlapPolicy, Schedule
+from cronlog.vocabulary import Reprocess
 from services.api.mapping import to_spec
 from services.api.projection import run_key, tick_runs_prefix
 from services.api.schemas import JobDefinition

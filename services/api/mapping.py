@@ -11,7 +11,6 @@ from cronlog.model import (
     BackoffKind,
     CatchupPolicy,
     Exclusion,
-    FailureKind,
     HttpHeader,
     HttpTask,
     JobSpec,
@@ -24,6 +23,7 @@ from cronlog.model import (
     TriggerRule,
 )
 from cronlog.time import iso
+from cronlog.vocabulary import FailureKind
 from services.api.schemas import (
     ExclusionIn,
     HttpTaskIn,

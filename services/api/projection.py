@@ -17,6 +17,7 @@ from typing import Any
 
 from cronlog import events as ev
 from cronlog.time import iso, to_ms
+from cronlog.vocabulary import RunTrigger
 from services.api import dead_letters, skips, task_instances
 from services.api.mapping import spec_to_json
 from services.api.store import Batch
@@ -216,7 +217,7 @@ def _run_scheduled(
             job["runs"] += 1
     if job is None:
         return
-    if event.trigger not in (ev.RunTrigger.MANUAL, ev.RunTrigger.BACKFILL):
+    if event.trigger not in (RunTrigger.MANUAL, RunTrigger.BACKFILL):
         job["next_fire_at"] = _iso(event.next_fire_at)
         if existing is None:
             job["runs_remaining"] = event.runs_remaining

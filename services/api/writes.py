@@ -19,11 +19,12 @@ from pydantic import ValidationError
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.errors import InvalidDefinition, RejectReason
+from cronlog.errors import InvalidDefinition
 from cronlog.ids import run_id_for_tick, run_id_for_trigger
 from cronlog.model import JobSpec
 from cronlog.time import iso
 from cronlog.validation import validate_spec
+from cronlog.vocabulary import RejectReason, Reprocess
 from services.api import backfill as bf
 from services.api.answers import JobOut
 from services.api.mapping import merge_patch, spec_to_json, to_spec
@@ -290,7 +291,7 @@ async def backfill_job(
         if prior:  # a retried request: answer as the first time
             _check(prior)
             return _backfilled(job_id, prior)
-    reprocess = cmd.Reprocess(body.reprocess)
+    reprocess = Reprocess(body.reprocess)
     try:
         planned = bf.plan(
             rm.store,
@@ -304,7 +305,7 @@ async def backfill_job(
     except bf.TooManyTicks as exc:
         raise _invalid(exc.field, exc.reason) from exc
     if body.dry_run or not planned:
-        plain = reprocess is cmd.Reprocess.NONE
+        plain = reprocess is Reprocess.NONE
         return {
             "job_id": job_id,
             "dry_run": body.dry_run,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
-from cronlog.commands import FailureKind
+from cronlog.vocabulary import FailureKind
 
 TAIL_BYTES = 4096
 """How much of the end of the combined stdout/stderr travels with the completion."""

@@ -25,8 +25,8 @@ from typing import Any
 
 import httpx
 
-from cronlog.commands import FailureKind
 from cronlog.model import HttpTask, TaskAction, TaskKind
+from cronlog.vocabulary import FailureKind
 from services.worker.execute import DISCARD, Execution, Outcome, Output, ProcessExecution, tail
 
 _started: Any = None

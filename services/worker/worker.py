@@ -29,6 +29,7 @@ from cronlog import events as ev
 from cronlog.errors import CronlogError
 from cronlog.ids import task_idem_key
 from cronlog.time import iso
+from cronlog.vocabulary import CommandKind
 from services.worker.execute import Execution
 from services.worker.kinds import PythonPool, execution_for
 from services.worker.logsink import AttemptRef, LogShipper, LogSink
@@ -121,8 +122,8 @@ class Worker:
             case ev.LeaseRenewed():
                 key = ("renew", event.run_id, event.task)
             case ev.CommandRejected(command=command, run_id=run_id, task=task) if run_id and task:
-                key = ("claim" if command == "ClaimTask" else "renew", run_id, task)
-                if command == "RenewLease":
+                key = ("claim" if command is CommandKind.CLAIM_TASK else "renew", run_id, task)
+                if command is CommandKind.RENEW_LEASE:
                     self._revoke(run_id, task, event.detail)
             case _:
                 return

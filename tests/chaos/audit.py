@@ -12,21 +12,22 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from cronlog import events as ev
+from cronlog.vocabulary import RunTrigger, SkipReason
 from topology.codec import Codec
 
 LEGITIMATE_SKIPS = frozenset(
     {
-        ev.SkipReason.MAX_ACTIVE_RUNS,
-        ev.SkipReason.OVERLAP,
-        ev.SkipReason.EXCLUDED,
-        ev.SkipReason.END_AT,
-        ev.SkipReason.MAX_RUNS,
+        SkipReason.MAX_ACTIVE_RUNS,
+        SkipReason.OVERLAP,
+        SkipReason.EXCLUDED,
+        SkipReason.END_AT,
+        SkipReason.MAX_RUNS,
     }
 )
 """Skip reasons that account for a tick. ``catchup_*`` are not among them: a tick is only
 "missed" after the fold was down past the job's misfire grace (60 s), and no outage of the
 chaos run (a kill, a broker restart of seconds) may last that long."""
-SCHEDULED_TRIGGERS = frozenset({ev.RunTrigger.SCHEDULE, ev.RunTrigger.CATCHUP})
+SCHEDULED_TRIGGERS = frozenset({RunTrigger.SCHEDULE, RunTrigger.CATCHUP})
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +191,7 @@ def _ticks(
     a: Audit, events: list[ev.RunEvent], jobs: list[JobPlan], window: tuple[datetime, datetime]
 ) -> None:
     runs: dict[tuple[str, int], set[str]] = collections.defaultdict(set)
-    skips: dict[tuple[str, int], list[ev.SkipReason]] = collections.defaultdict(list)
+    skips: dict[tuple[str, int], list[SkipReason]] = collections.defaultdict(list)
     skipped: collections.Counter[str] = collections.Counter()
     for e in events:
         body = e.event

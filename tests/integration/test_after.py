@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from cronlog import events as ev
+from cronlog.vocabulary import RunTrigger
 from tests.integration.harness import Cluster, EventLog
 
 pytestmark = pytest.mark.broker
@@ -125,7 +126,7 @@ def test_after_jobs_run_once_per_qualifying_upstream_run_across_a_scheduler_kill
         assert set(per_upstream) == upstream and set(per_upstream.values()) == {1}, job_id
         assert len(ended(events, job_id)) == len(upstream), job_id
         for r in distinct.values():
-            assert r.trigger is ev.RunTrigger.AFTER and r.upstream_job_id == "x"
+            assert r.trigger is RunTrigger.AFTER and r.upstream_job_id == "x"
             assert r.scheduled_for == scheduled_up[r.upstream_run_id or ""]
     doc = api.get(f"/api/v1/runs/{next(iter(distinct))}").json()
     assert doc["upstream_job_id"] == "x" and doc["upstream_run_id"] in want["on-done"]

@@ -12,7 +12,7 @@ import pytest
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.errors import RejectReason
+from cronlog.vocabulary import RejectReason
 from tests.integration.harness import Cluster, DeadLetterLog, EventLog
 from tests.integration.helpers import cron_job, once_job, whole_seconds
 from topology.codec import encode_command

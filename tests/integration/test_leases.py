@@ -25,8 +25,8 @@ import pytest
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.errors import RejectReason
 from cronlog.model import JobSpec, RetryPolicy, Schedule, ScheduleKind
+from cronlog.vocabulary import FailureKind, RejectReason
 from tests.integration.harness import Cluster, EventLog, Proc
 from tests.integration.helpers import start_api, wait_for
 
@@ -285,7 +285,7 @@ def test_timeout_kills_the_task_and_its_child_process(
         assert alive(shell) and alive(child)
         assert events.wait_until(lambda log, j=job_id: log.of_type(ev.RunFailed, j), 30)
         [failed] = [e.event for e in events.of_type(ev.TaskFailed, job_id)]
-        assert failed.failure_kind is cmd.FailureKind.TIMEOUT, failed
+        assert failed.failure_kind is FailureKind.TIMEOUT, failed
         assert failed.exit_code is None
         assert not alive(shell), f"{job_id}: the shell {shell} survived its timeout"
         assert not alive(child), f"{job_id}: the child {child} survived its timeout"

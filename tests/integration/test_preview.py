@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from cronlog import events as ev
+from cronlog.vocabulary import SkipReason
 from tests.integration.harness import EventLog
 
 pytestmark = pytest.mark.broker
@@ -91,7 +92,7 @@ def test_ticks_skipped_for_max_active_runs_are_served(api: httpx.Client, events:
             <= {
                 r.event.scheduled_for.isoformat(timespec="milliseconds").replace("+00:00", "Z")
                 for r in log.of_type(ev.TickSkipped, "preview-busy")
-                if r.event.reason is ev.SkipReason.MAX_ACTIVE_RUNS
+                if r.event.reason is SkipReason.MAX_ACTIVE_RUNS
             }
         ),
         timeout=30,

@@ -10,7 +10,8 @@ import pytest
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.model import BackoffKind, FailureKind, JobSpec, RetryPolicy, Schedule, ScheduleKind
+from cronlog.model import BackoffKind, JobSpec, RetryPolicy, Schedule, ScheduleKind
+from cronlog.vocabulary import FailureKind
 from tests.integration.harness import Cluster, EventLog
 
 pytestmark = pytest.mark.broker

@@ -14,6 +14,7 @@ import pytest
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.model import CatchupPolicy, Exclusion, JobSpec, OverlapPolicy, Schedule, ScheduleKind
+from cronlog.vocabulary import RunTrigger, SkipReason
 from tests.integration.harness import Cluster, EventLog
 
 pytestmark = pytest.mark.broker
@@ -48,7 +49,7 @@ def decided(events: EventLog, job_id: str) -> list[datetime]:
         e.event.scheduled_for
         for e in events.events(job_id)
         if isinstance(e.event, ev.RunScheduled | ev.RunBuffered | ev.TickSkipped)
-        and not (isinstance(e.event, ev.RunScheduled) and e.event.trigger is ev.RunTrigger.MANUAL)
+        and not (isinstance(e.event, ev.RunScheduled) and e.event.trigger is RunTrigger.MANUAL)
     ]
 
 
@@ -93,11 +94,11 @@ def test_overlap_policy_with_a_long_running_task(
         assert skipped == Counter()
         assert len(claims) >= 3  # runs overlapped: a 5 s task every 2 s
     elif policy is OverlapPolicy.SKIP:
-        assert skipped[ev.SkipReason.OVERLAP] >= 3
+        assert skipped[SkipReason.OVERLAP] >= 3
         assert not of(events, job, ev.RunBuffered) and not of(events, job, ev.RunCancelled)
     elif policy is OverlapPolicy.BUFFER_ONE:
         buffered = of(events, job, ev.RunBuffered)
-        assert buffered and skipped[ev.SkipReason.OVERLAP] >= 1
+        assert buffered and skipped[SkipReason.OVERLAP] >= 1
         released = {r.run_id for r in started}
         assert {b.run_id for b in buffered[:-1]} <= released  # each started after its turn
         for b in buffered[:-1]:  # ... with its nominal tick
@@ -165,17 +166,17 @@ def test_catchup_policy_after_the_scheduler_was_down(
         lambda log: any(t > down_at + timedelta(seconds=20) for t in decided(log, job)), 120
     )
     runs = of(events, job, ev.RunScheduled)
-    caught_up = [r for r in runs if r.trigger is ev.RunTrigger.CATCHUP]
+    caught_up = [r for r in runs if r.trigger is RunTrigger.CATCHUP]
     skipped = Counter(s.reason for s in of(events, job, ev.TickSkipped))
     assert_each_tick_decided_once(events, job, 1)
-    missed = len(caught_up) + skipped[ev.SkipReason.CATCHUP_POLICY]
+    missed = len(caught_up) + skipped[SkipReason.CATCHUP_POLICY]
     assert missed >= 5, "the downtime did not make ticks late"
     if policy is CatchupPolicy.ALL:
         assert len(caught_up) >= 5 and skipped == Counter()
     elif policy is CatchupPolicy.LATEST:
-        assert len(caught_up) <= 1 and skipped[ev.SkipReason.CATCHUP_POLICY] >= 4
+        assert len(caught_up) <= 1 and skipped[SkipReason.CATCHUP_POLICY] >= 4
     else:
-        assert caught_up == [] and skipped[ev.SkipReason.CATCHUP_POLICY] >= 5
+        assert caught_up == [] and skipped[SkipReason.CATCHUP_POLICY] >= 5
 
 
 # --- pause / resume -----------------------------------------------------------------------------
@@ -207,7 +208,7 @@ def test_resume_fires_paused_over_ticks_only_with_catchup(
     if catchup:
         assert len(paused_over) >= 4
         assert_each_tick_decided_once(events, job, 1)
-        late = [r for r in of(events, job, ev.RunScheduled) if r.trigger is ev.RunTrigger.CATCHUP]
+        late = [r for r in of(events, job, ev.RunScheduled) if r.trigger is RunTrigger.CATCHUP]
         assert len(late) >= 3  # catch-up all: fired late, marked as catch-up
     else:
         assert paused_over == []
@@ -234,15 +235,15 @@ def test_max_runs_end_at_and_exclusions_skip_with_their_reasons(
     events.poll(2)
     limited = of(events, "limited", ev.RunScheduled)
     assert [r.runs_remaining for r in limited] == [2, 1, 0]
-    assert [s.reason for s in of(events, "limited", ev.TickSkipped)] == [ev.SkipReason.MAX_RUNS]
+    assert [s.reason for s in of(events, "limited", ev.TickSkipped)] == [SkipReason.MAX_RUNS]
     ending = of(events, "ending", ev.TickSkipped)
     assert [(s.scheduled_for, s.reason, s.next_fire_at) for s in ending] == [
-        (now + timedelta(seconds=15), ev.SkipReason.END_AT, None)
+        (now + timedelta(seconds=15), SkipReason.END_AT, None)
     ]
     assert max(r.scheduled_for for r in of(events, "ending", ev.RunScheduled)) == (
         now + timedelta(seconds=14)
     )
     excluded = [s.scheduled_for for s in of(events, "holiday", ev.TickSkipped)]
     assert excluded == [now + timedelta(seconds=s) for s in (12, 13, 14)]
-    assert {s.reason for s in of(events, "holiday", ev.TickSkipped)} == {ev.SkipReason.EXCLUDED}
+    assert {s.reason for s in of(events, "holiday", ev.TickSkipped)} == {SkipReason.EXCLUDED}
     assert_each_tick_decided_once(events, "holiday", 1)

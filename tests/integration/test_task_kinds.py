@@ -15,6 +15,7 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.ids import task_idem_key
 from cronlog.model import HttpHeader, HttpTask, JobSpec, TaskKind
+from cronlog.vocabulary import FailureKind
 from tests.integration.harness import Cluster, EventLog
 from tests.integration.helpers import once_job
 
@@ -53,7 +54,7 @@ def test_python_task_return_succeeds_and_exception_fails(
     assert context["idem_key"] == task_idem_key(ok.run_id, "main")
     assert (context["attempt"], context["epoch"]) == (1, ok.epoch)
     failed = events.of_type(ev.TaskFailed, "py-fail")[0].event
-    assert failed.failure_kind is cmd.FailureKind.NONZERO_EXIT
+    assert failed.failure_kind is FailureKind.NONZERO_EXIT
     assert "ValueError: task failed on attempt 1" in failed.output_tail
 
 
@@ -104,7 +105,7 @@ def test_http_task_succeeds_by_status_and_sends_context(
     ok = events.of_type(ev.TaskSucceeded, "http-ok")[0].event
     assert ok.output_tail.startswith("HTTP 202")
     failed = events.of_type(ev.TaskFailed, "http-fail")[0].event
-    assert (failed.exit_code, failed.failure_kind) == (503, cmd.FailureKind.NONZERO_EXIT)
+    assert (failed.exit_code, failed.failure_kind) == (503, FailureKind.NONZERO_EXIT)
     sent = next(h for h in _Hook.seen if h.get("X-Cronlog-Job-Id") == "http-ok")
     assert sent["X-Token"] == "t"
     assert sent["X-Cronlog-Idem-Key"] == task_idem_key(ok.run_id, "main")

@@ -12,6 +12,7 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.ids import task_idem_key
 from cronlog.time import iso
+from cronlog.vocabulary import FailureKind
 from tests.integration.harness import Cluster, EventLog
 from tests.integration.helpers import once_job
 
@@ -34,7 +35,7 @@ def test_failing_command_is_recorded_with_exit_code_and_output(
     failed = [e.event for e in events.of_type(ev.TaskFailed, "fails")]
     assert len(failed) == 1
     assert failed[0].exit_code == 3
-    assert failed[0].failure_kind is cmd.FailureKind.NONZERO_EXIT
+    assert failed[0].failure_kind is FailureKind.NONZERO_EXIT
     assert "about to fail" in failed[0].output_tail
     assert "on stderr" in failed[0].output_tail
     claimed = events.of_type(ev.TaskClaimed, "fails")

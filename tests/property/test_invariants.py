@@ -23,20 +23,22 @@ from hypothesis import strategies as st
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.commands import FailureKind
 from cronlog.decide import handle
 from cronlog.firing import ON_TIME_GRACE
 from cronlog.ids import run_id_for_tick
-from cronlog.job import TERMINAL_TASK_STATES, JobState, JobStatus, TaskState, evolve
-from cronlog.model import (
-    CatchupPolicy,
-    JobSpec,
-    OverlapPolicy,
-    RetryPolicy,
-    Schedule,
-    ScheduleKind,
-)
+from cronlog.job import JobState, evolve
+from cronlog.model import CatchupPolicy, JobSpec, OverlapPolicy, RetryPolicy, Schedule, ScheduleKind
 from cronlog.schedule import next_tick
+from cronlog.vocabulary import (
+    OFF_SCHEDULE_TRIGGERS,
+    TERMINAL_TASK_STATES,
+    FailureKind,
+    JobStatus,
+    Reprocess,
+    RunTrigger,
+    SkipReason,
+    TaskState,
+)
 
 JOB = "job-p"
 T0 = datetime(2024, 6, 10, 12, 0, tzinfo=UTC)  # June: no DST transition within reach
@@ -207,7 +209,7 @@ class Driver:
     def do_backfill(self) -> None:
         """A BackfillJob with the ticks the API would send (services/api/backfill.py): past
         ticks of the schedule, filtered by the runs each tick ever had."""
-        reprocess = self.draw(st.sampled_from(cmd.Reprocess))
+        reprocess = self.draw(st.sampled_from(Reprocess))
         start = self.t - timedelta(
             seconds=self.draw(  # type: ignore[operator]
                 st.sampled_from([60, 300, 1200, 3600])
@@ -217,10 +219,10 @@ class Driver:
         while tick is not None and tick <= self.t and len(ticks) < 20:
             runs = self.tick_runs.get(tick, [])
             if (
-                reprocess is cmd.Reprocess.ALL
+                reprocess is Reprocess.ALL
                 or not runs
                 or (
-                    reprocess is cmd.Reprocess.FAILED
+                    reprocess is Reprocess.FAILED
                     and all(self.outcome.get(r) in ("failed", "cancelled") for r in runs)
                 )
             ):
@@ -356,9 +358,9 @@ def check_one_run_per_tick(steps: list[Step]) -> None:
     per_tick = Counter(  # reprocessing backfill runs are the documented exception
         e.scheduled_for
         for e in runs
-        if e.trigger not in (ev.RunTrigger.MANUAL, ev.RunTrigger.REPLAY)  # replays: any tick
+        if e.trigger not in (RunTrigger.MANUAL, RunTrigger.REPLAY)  # replays: any tick
         and (
-            e.trigger is not ev.RunTrigger.BACKFILL
+            e.trigger is not RunTrigger.BACKFILL
             or e.run_id == run_id_for_tick(JOB, e.scheduled_for)
         )
     )
@@ -399,11 +401,11 @@ def check_every_tick_is_accounted(steps: list[Step]) -> None:
                 case ev.JobDeleted():
                     cursor = None
                     buffered.clear()  # a deleted job drops its buffered tick
-                case ev.RunScheduled(trigger=ev.RunTrigger.MANUAL):
+                case ev.RunScheduled(trigger=RunTrigger.MANUAL):
                     assert e.scheduled_for == now
-                case ev.RunScheduled(trigger=ev.RunTrigger.REPLAY):
+                case ev.RunScheduled(trigger=RunTrigger.REPLAY):
                     assert e.replay_of is not None and e.tasks == (e.tasks[0],)
-                case ev.RunScheduled(trigger=ev.RunTrigger.BACKFILL):
+                case ev.RunScheduled(trigger=RunTrigger.BACKFILL):
                     assert e.scheduled_for <= now, "a backfill ran a future tick"
                     assert cursor is None or e.scheduled_for < cursor, (
                         "a backfill ran a tick the schedule still owns"
@@ -412,8 +414,8 @@ def check_every_tick_is_accounted(steps: list[Step]) -> None:
                     assert spec is not None
                     assert e.scheduled_for == cursor, "a tick was decided out of order or lost"
                     ends = isinstance(e, ev.TickSkipped) and e.reason in (
-                        ev.SkipReason.MAX_RUNS,
-                        ev.SkipReason.END_AT,
+                        SkipReason.MAX_RUNS,
+                        SkipReason.END_AT,
                     )
                     assert e.next_fire_at == (
                         None
@@ -428,13 +430,11 @@ def check_every_tick_is_accounted(steps: list[Step]) -> None:
                     late = now - e.scheduled_for
                     once = spec.schedule.kind is ScheduleKind.ONCE
                     if isinstance(e, ev.TickSkipped) and e.reason in (
-                        ev.SkipReason.OVERLAP,
-                        ev.SkipReason.MAX_RUNS,
+                        SkipReason.OVERLAP,
+                        SkipReason.MAX_RUNS,
                     ):
                         pass  # overlap: checked by check_overlap; max_runs: by check_max_runs
-                    elif (
-                        isinstance(e, ev.TickSkipped) and e.reason is ev.SkipReason.MAX_ACTIVE_RUNS
-                    ):
+                    elif isinstance(e, ev.TickSkipped) and e.reason is SkipReason.MAX_ACTIVE_RUNS:
                         active = len(s.before.runs) if s.before is not None else 0
                         fired = sum(isinstance(x, ev.RunScheduled) for x in s.events)
                         assert active + fired >= spec.max_active_runs, "skipped below the cap"
@@ -442,11 +442,11 @@ def check_every_tick_is_accounted(steps: list[Step]) -> None:
                         assert not once, "a once job's only tick was skipped"
                         assert late > ON_TIME_GRACE, "an on-time tick was skipped"
                         window = late > spec.schedule.catchup_window
-                        assert (e.reason is ev.SkipReason.CATCHUP_WINDOW) == window
+                        assert (e.reason is SkipReason.CATCHUP_WINDOW) == window
                         assert spec.schedule.catchup is not CatchupPolicy.ALL or window
                     else:
                         on_time = late <= ON_TIME_GRACE
-                        assert (e.trigger is ev.RunTrigger.SCHEDULE) == on_time
+                        assert (e.trigger is RunTrigger.SCHEDULE) == on_time
                         # a once job's only tick fires however late (firing.first_tick)
                         assert on_time or once or spec.schedule.catchup is not CatchupPolicy.NONE
                         assert on_time or once or late <= spec.schedule.catchup_window
@@ -665,7 +665,7 @@ def check_overlap_and_max_runs(steps: list[Step]) -> None:
     fired = 0
 
     def lane(state: JobState) -> list[object]:  # backfill runs are outside the overlap policy
-        return [r for r in state.runs if r.trigger not in ev.OFF_SCHEDULE_TRIGGERS]
+        return [r for r in state.runs if r.trigger not in OFF_SCHEDULE_TRIGGERS]
 
     for s in steps:
         state = s.before
@@ -678,14 +678,14 @@ def check_overlap_and_max_runs(steps: list[Step]) -> None:
             elif (
                 state is not None
                 and isinstance(e, ev.RunScheduled)
-                and e.trigger is not ev.RunTrigger.MANUAL
-                and e.trigger not in ev.OFF_SCHEDULE_TRIGGERS
+                and e.trigger is not RunTrigger.MANUAL
+                and e.trigger not in OFF_SCHEDULE_TRIGGERS
             ):
                 if state.buffered is None or state.buffered.run_id != e.run_id:
                     fired += 1
                 if state.spec.overlap is not OverlapPolicy.ALLOW:
                     assert not lane(state), "a run started beside an active one"
-            elif isinstance(e, ev.TickSkipped) and e.reason is ev.SkipReason.OVERLAP:
+            elif isinstance(e, ev.TickSkipped) and e.reason is SkipReason.OVERLAP:
                 assert state is not None and lane(state)
             limit = state.spec.schedule.max_runs if state is not None else None
             assert limit is None or fired <= limit, "more runs than max_runs"

@@ -27,6 +27,7 @@ from cronlog.model import (
     TaskSpec,
     TriggerRule,
 )
+from cronlog.vocabulary import Reprocess, UpstreamOutcome
 from tests.replay.sim import OK, Outcome, Sim
 
 S = timedelta(seconds=1)
@@ -264,9 +265,9 @@ def after_job(sim: Sim) -> None:
         for e in sim.events[relayed:]:  # what the after relay appends
             if e.job_id == "up" and isinstance(e.event, ev.RunSucceeded | ev.RunFailed):
                 outcome = (
-                    cmd.UpstreamOutcome.SUCCEEDED
+                    UpstreamOutcome.SUCCEEDED
                     if isinstance(e.event, ev.RunSucceeded)
-                    else cmd.UpstreamOutcome.FAILED
+                    else UpstreamOutcome.FAILED
                 )
                 for on in AfterOn:
                     down = f"down-{on.value}"
@@ -440,7 +441,7 @@ def leases_and_input(sim: Sim) -> None:
     )
     sim.send(
         "pausy",
-        cmd.BackfillJob(ticks=(at("2026-03-07T00:00:10"),), reprocess=cmd.Reprocess.ALL),
+        cmd.BackfillJob(ticks=(at("2026-03-07T00:00:10"),), reprocess=Reprocess.ALL),
         "backfill:pausy:2",
     )
     sim.send("every", cmd.DeleteJob(), "delete:every")

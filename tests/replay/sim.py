@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.time import from_ms, to_ms
+from cronlog.vocabulary import FailureKind
 from topology.codec import Codec
 from topology.config import KafkaSettings
 from topology.fold import Record
@@ -224,7 +225,7 @@ class Sim:
                     worker_id="w1",
                     succeeded=ok,
                     exit_code=outcome.exit_code,
-                    failure_kind=None if ok else cmd.FailureKind.NONZERO_EXIT,
+                    failure_kind=None if ok else FailureKind.NONZERO_EXIT,
                     output_tail="done" if ok else f"exit {outcome.exit_code}",
                     started_at=started,
                     finished_at=from_ms(self.now_ms),

@@ -12,13 +12,13 @@ import pytest
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.commands import UpstreamOutcome
 from cronlog.decide import handle
-from cronlog.errors import InvalidDefinition, RejectReason
+from cronlog.errors import InvalidDefinition
 from cronlog.ids import run_id_for_after
 from cronlog.job import JobState, evolve
 from cronlog.model import AfterOn, Exclusion, JobSpec, Schedule, ScheduleKind
 from cronlog.validation import validate_spec
+from cronlog.vocabulary import RejectReason, RunTrigger, SkipReason, UpstreamOutcome
 
 JOB, UP = "load", "extract"
 T0 = datetime(2024, 6, 10, 12, 0, tzinfo=UTC)
@@ -76,7 +76,7 @@ def started(
         ev.RunScheduled(
             run_id=run_id,
             scheduled_for=scheduled_for,
-            trigger=ev.RunTrigger.AFTER,
+            trigger=RunTrigger.AFTER,
             tasks=("main",),
             next_fire_at=None,
             runs_remaining=remaining,
@@ -90,7 +90,7 @@ def started(
 def test_an_upstream_success_starts_a_run_with_the_upstream_tick_and_ids() -> None:
     state, events = when(given(ev.JobRegistered(spec=after(), next_fire_at=None)), ended())
     assert events == started()
-    assert state is not None and state.runs[0].trigger is ev.RunTrigger.AFTER
+    assert state is not None and state.runs[0].trigger is RunTrigger.AFTER
     assert state.next_fire_at is None
 
 
@@ -180,9 +180,7 @@ def test_max_active_runs_reached_skips_with_the_upstream_tick() -> None:
     )
     _, events = when(state, ended(run="rup2"))
     assert events == [
-        ev.TickSkipped(
-            scheduled_for=UP_TICK, reason=ev.SkipReason.MAX_ACTIVE_RUNS, next_fire_at=None
-        )
+        ev.TickSkipped(scheduled_for=UP_TICK, reason=SkipReason.MAX_ACTIVE_RUNS, next_fire_at=None)
     ]
 
 
@@ -194,7 +192,7 @@ def test_max_runs_counts_after_runs_and_then_skips() -> None:
     assert events == started(remaining=0)
     _, events = when(state, ended(run="rup2"))
     assert events == [
-        ev.TickSkipped(scheduled_for=UP_TICK, reason=ev.SkipReason.MAX_RUNS, next_fire_at=None)
+        ev.TickSkipped(scheduled_for=UP_TICK, reason=SkipReason.MAX_RUNS, next_fire_at=None)
     ]
 
 

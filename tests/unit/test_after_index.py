@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.model import AfterOn, JobSpec, Schedule, ScheduleKind
+from cronlog.vocabulary import CancelReason, RunTrigger, UpstreamOutcome
 from topology.after_index import AfterIndex
 
 T = datetime(2024, 6, 10, 12, 0, tzinfo=UTC)
@@ -31,7 +32,7 @@ def test_a_run_end_of_an_upstream_sends_one_command_per_downstream_job() -> None
                 ev.RunScheduled(
                     run_id="r1",
                     scheduled_for=T,
-                    trigger=ev.RunTrigger.MANUAL,
+                    trigger=RunTrigger.MANUAL,
                     tasks=("main",),
                     next_fire_at=None,
                 ),
@@ -47,7 +48,7 @@ def test_a_run_end_of_an_upstream_sends_one_command_per_downstream_job() -> None
         upstream_job_id="x",
         upstream_run_id="r1",
         upstream_scheduled_for=T,
-        outcome=cmd.UpstreamOutcome.FAILED,
+        outcome=UpstreamOutcome.FAILED,
         upstream_event_id="e",
     )
     assert sent == [
@@ -64,7 +65,7 @@ def test_redefined_or_deleted_jobs_leave_the_index_and_unknown_ticks_are_none() 
     index.apply(rec("d2", ev.JobDeleted()))
     assert index.downstream("x") == frozenset()
     index.apply(rec("d3", ev.JobRegistered(spec=AFTER_X, next_fire_at=None)))
-    assert index.apply(rec("x", ev.RunCancelled(run_id="r9", reason=ev.CancelReason.USER))) == [
+    assert index.apply(rec("x", ev.RunCancelled(run_id="r9", reason=CancelReason.USER))) == [
         cmd.Envelope(
             idem_key="after:d3:r9:e",
             job_id="d3",
@@ -72,7 +73,7 @@ def test_redefined_or_deleted_jobs_leave_the_index_and_unknown_ticks_are_none() 
                 upstream_job_id="x",
                 upstream_run_id="r9",
                 upstream_scheduled_for=None,
-                outcome=cmd.UpstreamOutcome.CANCELLED,
+                outcome=UpstreamOutcome.CANCELLED,
                 upstream_event_id="e",
             ),
         )

@@ -8,6 +8,7 @@ import pytest
 
 from cronlog import events as ev
 from cronlog.model import AfterOn, JobSpec, Schedule, ScheduleKind
+from cronlog.vocabulary import CancelReason, RunTrigger
 from topology.after_index import AfterIndex
 from topology.after_snapshot import (
     AfterSnapshot,
@@ -31,7 +32,7 @@ def scheduled(run_id: str) -> ev.RunScheduled:
     return ev.RunScheduled(
         run_id=run_id,
         scheduled_for=T,
-        trigger=ev.RunTrigger.MANUAL,
+        trigger=RunTrigger.MANUAL,
         tasks=("main",),
         next_fire_at=None,
     )
@@ -90,7 +91,7 @@ def test_a_restored_index_answers_as_the_index_it_was_taken_from() -> None:
     ]
     tail = [
         rec("x", ev.RunFailed(run_id="r1"), "e1"),
-        rec("x", ev.RunCancelled(run_id="r3", reason=ev.CancelReason.USER), "e2"),
+        rec("x", ev.RunCancelled(run_id="r3", reason=CancelReason.USER), "e2"),
     ]
     full = AfterIndex()
     for record in history:

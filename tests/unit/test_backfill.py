@@ -8,11 +8,10 @@ from datetime import UTC, datetime, timedelta
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.decide import handle
-from cronlog.errors import RejectReason
-from cronlog.events import RunTrigger
 from cronlog.ids import run_id_for_backfill, run_id_for_tick
 from cronlog.job import JobState, evolve
 from cronlog.model import JobSpec, OverlapPolicy, Schedule, ScheduleKind
+from cronlog.vocabulary import RejectReason, Reprocess, RunTrigger
 
 JOB = "job-b"
 T0 = datetime(2024, 6, 10, 12, 0, tzinfo=UTC)
@@ -36,7 +35,7 @@ def given(*events: ev.Event, spec: JobSpec = SPEC, cursor: datetime | None = CUR
 def backfill(
     state: JobState | None,
     ticks: tuple[datetime, ...] = PAST,
-    reprocess: cmd.Reprocess = cmd.Reprocess.NONE,
+    reprocess: Reprocess = Reprocess.NONE,
     key: str = "bf-1",
     now: datetime = NOW,
 ) -> tuple[JobState | None, list[ev.Event]]:
@@ -103,10 +102,10 @@ def test_backfill_reprocess_gives_distinct_run_ids_per_command() -> None:
             next_fire_at=CURSOR,
         )
     )
-    after, events = backfill(state, (tick,), cmd.Reprocess.ALL)
+    after, events = backfill(state, (tick,), Reprocess.ALL)
     (run,) = runs(events)
     assert run.run_id == run_id_for_backfill(JOB, tick, "bf-1") != run_id_for_tick(JOB, tick)
-    _, events2 = backfill(after, (tick,), cmd.Reprocess.FAILED, key="bf-2")
+    _, events2 = backfill(after, (tick,), Reprocess.FAILED, key="bf-2")
     (run2,) = runs(events2)
     assert run2.run_id == run_id_for_backfill(JOB, tick, "bf-2") not in (run.run_id,)
 

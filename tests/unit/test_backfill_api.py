@@ -10,10 +10,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from cronlog import events as ev
-from cronlog.commands import FailureKind
 from cronlog.ids import event_id, run_id_for_backfill, run_id_for_tick
 from cronlog.model import JobSpec, Schedule, ScheduleKind
 from cronlog.time import iso
+from cronlog.vocabulary import FailureKind, RunTrigger
 from services.api.projection import apply
 from services.api.read_model import ReadModel
 from services.api.store import Batch
@@ -57,7 +57,7 @@ def run(
     tick: datetime,
     outcome: str,
     run_id: str | None = None,
-    trigger: ev.RunTrigger = ev.RunTrigger.SCHEDULE,
+    trigger: RunTrigger = RunTrigger.SCHEDULE,
 ) -> str:
     rid = run_id or run_id_for_tick(JOB, tick)
     events: list[ev.Event] = [
@@ -147,7 +147,7 @@ def test_reprocess_filters_by_the_runs_each_tick_had(rm: ReadModel, client: Test
     run(rm, h[1], "succeeded")
     run(rm, h[2], "failed")
     run(rm, h[3], "failed")
-    run(rm, h[3], "succeeded", run_id_for_backfill(JOB, h[3], "k"), ev.RunTrigger.BACKFILL)
+    run(rm, h[3], "succeeded", run_id_for_backfill(JOB, h[3], "k"), RunTrigger.BACKFILL)
     run(rm, h[4], "active")
     assert ticks(post(client)) == []  # every tick has a run
     assert ticks(post(client, reprocess="failed")) == [iso(h[2])]  # h3 succeeded once
@@ -229,7 +229,7 @@ def test_backfill_runs_do_not_move_the_jobs_next_run(rm: ReadModel, client: Test
         ev.RunScheduled(
             run_id=run_id_for_tick(JOB, tick),
             scheduled_for=tick,
-            trigger=ev.RunTrigger.BACKFILL,
+            trigger=RunTrigger.BACKFILL,
             tasks=("main",),
             next_fire_at=None,
         ),

@@ -13,14 +13,14 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.decide import handle
 from cronlog.errors import InvalidDefinition
-from cronlog.events import RunTrigger, SkipReason
 from cronlog.exclusions import is_excluded
 from cronlog.firing import release_at
 from cronlog.ids import run_id_for_tick
-from cronlog.job import JobState, TaskState
+from cronlog.job import JobState
 from cronlog.model import CatchupPolicy, Exclusion, JobSpec, Schedule, ScheduleKind
 from cronlog.schedule import every_tick, next_tick
 from cronlog.validation import validate_spec
+from cronlog.vocabulary import RunTrigger, SkipReason, TaskState
 
 JOB = "job-b"
 T0 = datetime(2024, 6, 10, 12, 0, tzinfo=UTC)  # a Monday

@@ -9,12 +9,9 @@ from datetime import timedelta
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.commands import FailureKind
-from cronlog.errors import RejectReason
-from cronlog.events import CancelReason, RunTrigger
 from cronlog.ids import run_id_for_replay
-from cronlog.job import TaskState
 from cronlog.model import OverlapPolicy
+from cronlog.vocabulary import CancelReason, FailureKind, RejectReason, RunTrigger, TaskState
 from tests.unit.test_decide import (
     CLAIMED,
     DAG,

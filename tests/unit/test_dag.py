@@ -11,10 +11,11 @@ import pytest
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.dag import RuleOutcome, Upstream, downstream_of, find_cycle, rule_outcome
-from cronlog.errors import InvalidDefinition, RejectReason
-from cronlog.job import JobState, TaskState
+from cronlog.errors import InvalidDefinition
+from cronlog.job import JobState
 from cronlog.model import JobSpec, RetryPolicy, TaskSpec, TriggerRule
 from cronlog.validation import validate_spec
+from cronlog.vocabulary import CancelReason, FailureKind, RejectReason, RunTrigger, TaskState
 from tests.unit.test_decide import (
     FINISHED,
     RUN,
@@ -198,7 +199,7 @@ def test_extract_dead_lettered_fails_everything_downstream_without_running_it() 
             run_id=RUN,
             task="extract",
             attempt=1,
-            failure_kind=cmd.FailureKind.NONZERO_EXIT,
+            failure_kind=FailureKind.NONZERO_EXIT,
             exit_code=1,
             output_tail="tail",
         ),
@@ -318,7 +319,7 @@ def test_a_deleted_jobs_active_dag_run_goes_on_to_its_end_and_can_be_cancelled()
     state, events = when(after_a, claim(task="b"), FINISHED, key="claim-b")
     assert [type(e) for e in events] == [ev.TaskClaimed]
     _, events = when(after_a, cmd.CancelRun(run_id=RUN), FINISHED, key="cancel")
-    assert events == [ev.RunCancelled(run_id=RUN, reason=ev.CancelReason.USER, scheduled_for=TICK)]
+    assert events == [ev.RunCancelled(run_id=RUN, reason=CancelReason.USER, scheduled_for=TICK)]
 
 
 @pytest.mark.parametrize(
@@ -401,7 +402,7 @@ def test_rerun_of_a_failed_middle_task_with_downstream_reopens_the_run_and_it_su
     )
     assert events == [
         ev.RunReopened(
-            run_id=RUN, scheduled_for=TICK, trigger=ev.RunTrigger.SCHEDULE, tasks=FAILED_RUN
+            run_id=RUN, scheduled_for=TICK, trigger=RunTrigger.SCHEDULE, tasks=FAILED_RUN
         ),
         ev.TaskReset(run_id=RUN, task="transform", attempt=2),
         ev.TaskReset(run_id=RUN, task="load", attempt=1),

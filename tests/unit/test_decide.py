@@ -13,15 +13,21 @@ import pytest
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.commands import FailureKind
 from cronlog.decide import handle
-from cronlog.errors import RejectReason
-from cronlog.events import RunTrigger, SkipReason
 from cronlog.firing import MAX_TICKS_PER_FOLD, ON_TIME_GRACE
 from cronlog.ids import run_id_for_tick, run_id_for_trigger
-from cronlog.job import MAX_APPLIED_MARKERS, JobState, JobStatus, TaskState, evolve
+from cronlog.job import MAX_APPLIED_MARKERS, JobState, evolve
 from cronlog.model import CatchupPolicy, JobSpec, RetryPolicy, Schedule, ScheduleKind
 from cronlog.retry import next_attempt_at
+from cronlog.vocabulary import (
+    CommandKind,
+    FailureKind,
+    JobStatus,
+    RejectReason,
+    RunTrigger,
+    SkipReason,
+    TaskState,
+)
 
 JOB = "job-1"
 T0 = datetime(2024, 6, 10, 12, 0, tzinfo=UTC)  # a Monday, no DST anywhere near
@@ -152,7 +158,7 @@ def complete(
 
 def rejected(command: cmd.Command, reason: RejectReason, detail: str) -> ev.CommandRejected:
     return ev.CommandRejected(
-        command=type(command).__name__,
+        command=CommandKind(type(command).__name__),
         reason=reason,
         detail=detail,
         run_id=getattr(command, "run_id", None),

@@ -143,7 +143,7 @@ def test_an_oversized_bad_record_is_dead_lettered_with_its_head() -> None:
 
 
 def test_a_command_that_would_outgrow_the_record_is_refused() -> None:
-    from cronlog.errors import RejectReason
+    from cronlog.vocabulary import RejectReason
     from topology import fold as fold_module
 
     limit = fold_module.MAX_RECORD_BYTES

@@ -9,9 +9,9 @@ from datetime import timedelta
 from fastapi.testclient import TestClient
 
 from cronlog import events as ev
-from cronlog.commands import FailureKind
 from cronlog.ids import event_id, run_id_for_tick
 from cronlog.time import iso
+from cronlog.vocabulary import FailureKind, RunTrigger
 from services.api.projection import apply
 from services.api.read_model import ReadModel
 from services.api.store import Batch
@@ -25,7 +25,7 @@ def dead_letter(rm: ReadModel, hours: int, job_id: str = JOB) -> str:
         ev.RunScheduled(
             run_id=rid,
             scheduled_for=tick,
-            trigger=ev.RunTrigger.SCHEDULE,
+            trigger=RunTrigger.SCHEDULE,
             tasks=("main",),
             next_fire_at=None,
         ),
@@ -109,7 +109,7 @@ def test_a_replay_run_is_linked_from_its_dead_letter(rm: ReadModel, client: Test
         ev.RunScheduled(
             run_id="r-replay",
             scheduled_for=T0 + timedelta(hours=1),
-            trigger=ev.RunTrigger.REPLAY,
+            trigger=RunTrigger.REPLAY,
             tasks=("main",),
             next_fire_at=None,
             replay_of=original,

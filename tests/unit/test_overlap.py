@@ -9,11 +9,9 @@ import pytest
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.errors import RejectReason
-from cronlog.events import CancelReason, RunTrigger, SkipReason
 from cronlog.ids import run_id_for_tick
-from cronlog.job import TaskState
 from cronlog.model import OverlapPolicy
+from cronlog.vocabulary import CancelReason, RejectReason, RunTrigger, SkipReason, TaskState
 from tests.unit.test_bounds import JOB, Fold, at, every, fired, skipped, spec
 
 

@@ -12,6 +12,7 @@ from cronlog import events as ev
 from cronlog.ids import event_id
 from cronlog.model import DstGapPolicy, DstOverlapPolicy, JobSpec, Schedule, ScheduleKind
 from cronlog.schedule import next_tick
+from cronlog.vocabulary import SkipReason
 from services.api import skips
 from services.api.projection import apply
 from services.api.read_model import ReadModel
@@ -205,7 +206,7 @@ def test_unknown_job_is_404(client: TestClient) -> None:
     assert client.get("/api/v1/jobs/nope/skipped").status_code == 404
 
 
-def skip(rm: ReadModel, job_id: str, n: int, reason: ev.SkipReason, start: int = 0) -> None:
+def skip(rm: ReadModel, job_id: str, n: int, reason: SkipReason, start: int = 0) -> None:
     """Feed ``n`` TickSkipped events, ticks ``T0 + start + i`` seconds, one command each."""
     for i in range(start, start + n):
         tick = T0 + timedelta(seconds=i)
@@ -226,8 +227,8 @@ def test_skipped_ticks_are_listed_newest_first_with_reason_and_counted(
     register(rm, "busy", cron("* * * * * *"))
     assert client.get("/api/v1/jobs/busy").json()["skipped_count"] == 0
     assert client.get("/api/v1/jobs/busy/skipped").json() == {"job_id": "busy", "skipped": []}
-    skip(rm, "busy", 3, ev.SkipReason.MAX_ACTIVE_RUNS)
-    skip(rm, "busy", 1, ev.SkipReason.CATCHUP_WINDOW, start=3)
+    skip(rm, "busy", 3, SkipReason.MAX_ACTIVE_RUNS)
+    skip(rm, "busy", 1, SkipReason.CATCHUP_WINDOW, start=3)
     answer = client.get("/api/v1/jobs/busy/skipped").json()
     assert answer["skipped"] == [
         {
@@ -261,8 +262,8 @@ def test_skipped_ticks_are_listed_newest_first_with_reason_and_counted(
 
 def test_a_redelivered_tick_skipped_is_stored_once(rm: ReadModel, client: TestClient) -> None:
     register(rm, "dup", cron("* * * * * *"))
-    skip(rm, "dup", 2, ev.SkipReason.MAX_ACTIVE_RUNS)
-    skip(rm, "dup", 2, ev.SkipReason.MAX_ACTIVE_RUNS)  # the fold re-delivers after a crash
+    skip(rm, "dup", 2, SkipReason.MAX_ACTIVE_RUNS)
+    skip(rm, "dup", 2, SkipReason.MAX_ACTIVE_RUNS)  # the fold re-delivers after a crash
     assert client.get("/api/v1/jobs/dup").json()["skipped_count"] == 2
     assert len(client.get("/api/v1/jobs/dup/skipped").json()["skipped"]) == 2
 
@@ -281,7 +282,7 @@ def test_several_skips_in_one_batch_keep_their_order(rm: ReadModel) -> None:
                 idem_key=f"t{i}",
                 index=0,
                 event=ev.TickSkipped(
-                    scheduled_for=tick, reason=ev.SkipReason.CATCHUP_POLICY, next_fire_at=None
+                    scheduled_for=tick, reason=SkipReason.CATCHUP_POLICY, next_fire_at=None
                 ),
             ),
         )
@@ -306,7 +307,7 @@ def test_only_the_last_1000_skips_are_kept_but_all_are_counted(
                 idem_key=f"t{i}",
                 index=0,
                 event=ev.TickSkipped(
-                    scheduled_for=tick, reason=ev.SkipReason.MAX_ACTIVE_RUNS, next_fire_at=None
+                    scheduled_for=tick, reason=SkipReason.MAX_ACTIVE_RUNS, next_fire_at=None
                 ),
             ),
         )

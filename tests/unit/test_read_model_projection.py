@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 
 from cronlog import events as ev
-from cronlog.commands import FailureKind
-from cronlog.errors import RejectReason
 from cronlog.ids import event_id
 from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.vocabulary import CancelReason, CommandKind, FailureKind, RejectReason, RunTrigger
 from services.api import views
 from services.api.projection import apply
 from services.api.store import FORMAT, Batch, Store
@@ -103,7 +102,7 @@ def fire(store: Store, tick: datetime, worker: str = "w1", exit_code: int = 0) -
             ev.RunScheduled(
                 run_id=run_id,
                 scheduled_for=tick,
-                trigger=ev.RunTrigger.SCHEDULE,
+                trigger=RunTrigger.SCHEDULE,
                 tasks=("main",),
                 next_fire_at=nxt,
             ),
@@ -217,7 +216,7 @@ def test_running_run_shows_its_lease_and_renewals_move_it(store: Store) -> None:
             ev.RunScheduled(
                 run_id="r1",
                 scheduled_for=tick,
-                trigger=ev.RunTrigger.SCHEDULE,
+                trigger=RunTrigger.SCHEDULE,
                 tasks=("main",),
                 next_fire_at=None,
             ),
@@ -347,7 +346,7 @@ def test_a_retry_is_a_new_attempt(store: Store) -> None:
             ev.RunScheduled(
                 run_id="r1",
                 scheduled_for=tick,
-                trigger=ev.RunTrigger.SCHEDULE,
+                trigger=RunTrigger.SCHEDULE,
                 tasks=("main",),
                 next_fire_at=None,
             ),
@@ -434,7 +433,7 @@ def test_manual_trigger_leaves_the_schedule_cursor(store: Store) -> None:
             ev.RunScheduled(
                 run_id="rm",
                 scheduled_for=T0 + timedelta(seconds=3),
-                trigger=ev.RunTrigger.MANUAL,
+                trigger=RunTrigger.MANUAL,
                 tasks=("main",),
                 next_fire_at=None,
             ),
@@ -456,7 +455,7 @@ def test_events_for_returns_what_a_command_caused(store: Store) -> None:
         ev.RunScheduled(
             run_id="r1",
             scheduled_for=tick,
-            trigger=ev.RunTrigger.MANUAL,
+            trigger=RunTrigger.MANUAL,
             tasks=("main",),
             next_fire_at=None,
         ),
@@ -468,7 +467,9 @@ def test_events_for_returns_what_a_command_caused(store: Store) -> None:
         *command(
             "k1",
             ev.CommandRejected(
-                command="TriggerJob", reason=RejectReason.UNKNOWN_JOB, detail="no such job"
+                command=CommandKind.TRIGGER_JOB,
+                reason=RejectReason.UNKNOWN_JOB,
+                detail="no such job",
             ),
             job_id="other",
         ),
@@ -504,7 +505,7 @@ def test_buffered_run_shows_buffered_then_scheduled_and_counts_once(store: Store
             ev.RunBuffered(
                 run_id="rb",
                 scheduled_for=tick,
-                trigger=ev.RunTrigger.SCHEDULE,
+                trigger=RunTrigger.SCHEDULE,
                 next_fire_at=tick + timedelta(seconds=10),
                 runs_remaining=3,
             ),
@@ -519,7 +520,7 @@ def test_buffered_run_shows_buffered_then_scheduled_and_counts_once(store: Store
             ev.RunScheduled(
                 run_id="rb",
                 scheduled_for=tick,
-                trigger=ev.RunTrigger.SCHEDULE,
+                trigger=RunTrigger.SCHEDULE,
                 tasks=("main",),
                 next_fire_at=tick + timedelta(seconds=10),
                 runs_remaining=3,
@@ -545,7 +546,7 @@ def test_cancelled_run_is_terminal_and_names_its_replacement(store: Store) -> No
             ev.RunScheduled(
                 run_id="r1",
                 scheduled_for=tick,
-                trigger=ev.RunTrigger.SCHEDULE,
+                trigger=RunTrigger.SCHEDULE,
                 tasks=("main",),
                 next_fire_at=tick + timedelta(seconds=10),
             ),
@@ -557,7 +558,7 @@ def test_cancelled_run_is_terminal_and_names_its_replacement(store: Store) -> No
         store,
         *command(
             "t2",
-            ev.RunCancelled(run_id="r1", reason=ev.CancelReason.OVERLAP, replaced_by="r2"),
+            ev.RunCancelled(run_id="r1", reason=CancelReason.OVERLAP, replaced_by="r2"),
             at=tick + timedelta(seconds=10),
         ),
     )
@@ -582,7 +583,7 @@ def test_jittered_run_shows_its_release_instant(store: Store) -> None:
             ev.RunScheduled(
                 run_id="r1",
                 scheduled_for=tick,
-                trigger=ev.RunTrigger.SCHEDULE,
+                trigger=RunTrigger.SCHEDULE,
                 tasks=("main",),
                 next_fire_at=None,
                 runs_remaining=0,

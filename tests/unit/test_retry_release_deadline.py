@@ -9,10 +9,9 @@ import pytest
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.errors import RejectReason
-from cronlog.job import TaskState
-from cronlog.model import BackoffKind, FailureKind, RetryPolicy
+from cronlog.model import BackoffKind, RetryPolicy
 from cronlog.retry import backoff_delay
+from cronlog.vocabulary import FailureKind, RejectReason, TaskState
 from tests.unit.test_decide import (
     CLAIMED,
     FINISHED,

@@ -36,6 +36,7 @@ from cronlog.schedule import (
     validate_schedule,
     zone,
 )
+from cronlog.vocabulary import RunTrigger
 
 CASES_PATH = Path("/work/shared/cases/schedule-cases.json")
 
@@ -548,7 +549,7 @@ class Scenario:
         return [
             (at, e)
             for at, e in self.emitted
-            if isinstance(e, ev.RunScheduled) and e.trigger is not ev.RunTrigger.MANUAL
+            if isinstance(e, ev.RunScheduled) and e.trigger is not RunTrigger.MANUAL
         ]
 
 
@@ -621,9 +622,7 @@ def _manual_trigger_drift(case: dict[str, Any]) -> Scenario:
     assert s.state.next_fire_at == cursor  # a manual run does not move the schedule
     assert s.emitted is not None
     manual = [
-        e
-        for _, e in s.emitted
-        if isinstance(e, ev.RunScheduled) and e.trigger is ev.RunTrigger.MANUAL
+        e for _, e in s.emitted if isinstance(e, ev.RunScheduled) and e.trigger is RunTrigger.MANUAL
     ]
     assert [e.scheduled_for for e in manual] == [trigger_at]
     last = max(utc(r["scheduled_for"]) for r in case["expected_runs"])

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from cronlog import events as ev
-from cronlog.commands import FailureKind
 from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskSpec, TriggerRule
+from cronlog.vocabulary import CancelReason, FailureKind, RunTrigger
 from services.api import views
 from services.api.answers import RunOut
 from services.api.store import Store
@@ -54,7 +54,7 @@ def start(store: Store) -> None:
             ev.RunScheduled(
                 run_id=RUN,
                 scheduled_for=T0,
-                trigger=ev.RunTrigger.MANUAL,
+                trigger=RunTrigger.MANUAL,
                 tasks=TASKS,
                 next_fire_at=None,
             ),
@@ -270,7 +270,7 @@ def test_a_released_task_is_ready_again_and_a_cancelled_run_cancels_the_rest(sto
         store,
         *claim("extract", 1, 2, 1.5),
         *command(
-            "cancel", ev.RunCancelled(run_id=RUN, reason=ev.CancelReason.USER), at=at(2), job_id=JOB
+            "cancel", ev.RunCancelled(run_id=RUN, reason=CancelReason.USER), at=at(2), job_id=JOB
         ),
     )
     tis = instances(store)
@@ -310,7 +310,7 @@ def test_a_one_task_run_has_one_instance_named_main(store: Store) -> None:
             ev.RunScheduled(
                 run_id="r1",
                 scheduled_for=T0,
-                trigger=ev.RunTrigger.MANUAL,
+                trigger=RunTrigger.MANUAL,
                 tasks=("main",),
                 next_fire_at=None,
             ),

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from cronlog.commands import FailureKind
 from cronlog.errors import InvalidDefinition
 from cronlog.model import HttpHeader, HttpTask, JobSpec, Schedule, ScheduleKind, TaskKind
 from cronlog.validation import validate_spec
+from cronlog.vocabulary import FailureKind
 from services.api.mapping import spec_to_json, to_spec
 from services.api.schemas import JobDefinition
 from services.worker.kinds import HttpExecution, PythonPool, execution_for

@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from cronlog import events as ev
 from cronlog.ids import event_id
 from cronlog.model import HttpTask, JobSpec, Schedule, ScheduleKind, TaskKind
+from cronlog.vocabulary import RunTrigger
 from services.api.app import create_app
 from services.api.logs import LogModel, put_chunk
 from services.api.projection import apply
@@ -261,7 +262,7 @@ def _claimed(rm: ReadModel, epoch: int = 1, attempt: int = 1) -> None:
         ev.RunScheduled(
             run_id="r1",
             scheduled_for=T0,
-            trigger=ev.RunTrigger.MANUAL,
+            trigger=RunTrigger.MANUAL,
             tasks=("main",),
             next_fire_at=None,
         ),
