@@ -1,4 +1,5 @@
-"""Identifier types and their deterministic derivations (run_id, event_id, idem_key)."""
+"""Identifier types and their formats: every run_id, event_id and idem_key format is written
+here, once, and used everywhere (fold, worker, API, relay, ticker)."""
 
 from __future__ import annotations
 
@@ -109,6 +110,57 @@ def event_id(idem_key: str, job_id: str, index: int) -> EventId:
 def task_idem_key(run_id: str, task: str) -> str:
     """Return the idem_key handed to a task instance: ``<run_id>:<task>``."""
     return f"{run_id}:{task}"
+
+
+def tick_idem_key(ticker_id: str, partition: int, seq: int) -> str:
+    """Return the idem_key of a Tick: ``tick:<ticker_id>:<partition>:<seq>``.
+
+    Ticks are never deduplicated by it (firing is idempotent by the schedule cursor); it names
+    the tick in the events it causes (their event_ids derive from it).
+    """
+    return f"tick:{ticker_id}:{partition}:{seq}"
+
+
+def claim_idem_key(run_id: str, task: str, attempt: int, worker_id: str, nonce: str) -> str:
+    """Return a worker's ClaimTask idem_key: ``claim:<run>:<task>:<attempt>:<worker>:<nonce>``.
+
+    The nonce (one per poll batch) lets a worker claim again the same ready record that a
+    rebalance re-delivered, rather than being deduplicated into silence.
+    """
+    return f"claim:{run_id}:{task}:{attempt}:{worker_id}:{nonce}"
+
+
+def renew_idem_key(run_id: str, task: str, epoch: int, n: int) -> str:
+    """Return the idem_key of a lease's ``n``-th RenewLease: ``renew:<run>:<task>:<epoch>:<n>``."""
+    return f"renew:{run_id}:{task}:{epoch}:{n}"
+
+
+def complete_idem_key(run_id: str, task: str, epoch: int) -> str:
+    """Return the idem_key of a lease's CompleteTask: ``complete:<run>:<task>:<epoch>`` (one
+    completion per lease: a re-sent completion is a no-op)."""
+    return f"complete:{run_id}:{task}:{epoch}"
+
+
+def release_idem_key(run_id: str, task: str, epoch: int) -> str:
+    """Return the idem_key of a lease's ReleaseTask: ``release:<run>:<task>:<epoch>``."""
+    return f"release:{run_id}:{task}:{epoch}"
+
+
+def after_idem_key(downstream_job_id: str, upstream_run_id: str, end_event_id: str = "") -> str:
+    """Return the idem_key of the UpstreamRunEnded for one (downstream job, end of an upstream
+    run): ``after:<downstream>:<upstream_run_id>:<event_id of the ending event>``.
+
+    Idempotency: every relay, and every re-send after a restart, uses the same key (event ids
+    are deterministic); a run reopened by a rerun and ended again has a new ending event.
+    """
+    return f"after:{downstream_job_id}:{upstream_run_id}:{end_event_id}"
+
+
+def step_idem_key(base: str, *parts: str) -> str:
+    """Return the idem_key of one command of a request that sends several:
+    ``<base>:<part>:…`` (base: the request's Idempotency-Key), so a retried request re-sends
+    each of them under the key it had."""
+    return ":".join((base, *parts))
 
 
 def stable_fraction(*parts: str) -> float:

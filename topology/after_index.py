@@ -13,6 +13,7 @@ from datetime import datetime
 
 from cronlog import commands as cmd
 from cronlog import events as ev
+from cronlog.ids import after_idem_key
 from cronlog.model import ScheduleKind
 from cronlog.vocabulary import UpstreamOutcome
 
@@ -22,16 +23,6 @@ OUTCOMES: dict[type, UpstreamOutcome] = {
     ev.RunCancelled: UpstreamOutcome.CANCELLED,
 }
 """Run-ending events and the outcome each reports."""
-
-
-def after_idem_key(downstream_job_id: str, upstream_run_id: str, end_event_id: str = "") -> str:
-    """Return the idem_key of the UpstreamRunEnded for one (downstream job, end of an upstream
-    run): ``after:<downstream>:<upstream_run_id>:<event_id of the ending event>``.
-
-    Idempotency: every relay, and every re-send after a restart, uses the same key (event ids
-    are deterministic); a run reopened by a rerun and ended again has a new ending event.
-    """
-    return f"after:{downstream_job_id}:{upstream_run_id}:{end_event_id}"
 
 
 class AfterIndex:

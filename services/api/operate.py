@@ -14,7 +14,7 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from pydantic import AwareDatetime, BaseModel, Field
 
 from cronlog import commands as cmd
-from cronlog.ids import run_id_for_replay
+from cronlog.ids import run_id_for_replay, step_idem_key
 from services.api import dead_letters
 from services.api.answers import RunOut
 from services.api.projection import TERMINAL_RUN_STATES
@@ -214,7 +214,7 @@ async def replay_dead_letters(
     replays = []
     for doc in _selected(request, body):
         job_id, run_id, task = doc["job_id"], doc["run_id"], doc["task"]
-        idem_key = f"{base}:{run_id}:{task}"
+        idem_key = step_idem_key(base, run_id, task)
         tick = datetime.fromisoformat(doc["scheduled_for"] or doc["dead_lettered_at"])
         events = await _command(
             request, job_id, idem_key, cmd.ReplayTask(run_id=run_id, task=task, scheduled_for=tick)

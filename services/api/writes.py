@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.errors import InvalidDefinition
-from cronlog.ids import run_id_for_tick, run_id_for_trigger
+from cronlog.ids import run_id_for_tick, run_id_for_trigger, step_idem_key
 from cronlog.model import JobSpec
 from cronlog.time import iso
 from cronlog.validation import validate_spec
@@ -208,7 +208,7 @@ async def patch_job(
         )
     base = idempotency_key or str(uuid.uuid4())
     for suffix, command in steps:
-        idem_key = f"{base}:{suffix}"
+        idem_key = step_idem_key(base, suffix)
         events = await _command(request, job_id, idem_key, command)
         if not events:
             return _accepted(job_id, idem_key, f"/api/v1/jobs/{job_id}")

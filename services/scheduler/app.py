@@ -21,6 +21,7 @@ import faust
 from faust.transport.drivers.aiokafka import Producer as AIOProducer
 
 from cronlog import commands as cmd
+from cronlog.ids import tick_idem_key
 from cronlog.time import to_ms
 from services.scheduler.faults import CrashPoints
 from services.scheduler.settings import SchedulerSettings
@@ -243,7 +244,7 @@ def create_app(settings: SchedulerSettings) -> faust.App:
             for p in range(n):
                 value = codec.encode_command(
                     cmd.Envelope(
-                        idem_key=f"tick:{ticker_id}:{p}:{seq}", job_id="", command=cmd.Tick()
+                        idem_key=tick_idem_key(ticker_id, p, seq), job_id="", command=cmd.Tick()
                     )
                 )
                 await commands.send(key=None, value=value, partition=p)

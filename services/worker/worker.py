@@ -27,7 +27,13 @@ from confluent_kafka import (
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.errors import CronlogError
-from cronlog.ids import task_idem_key
+from cronlog.ids import (
+    claim_idem_key,
+    complete_idem_key,
+    release_idem_key,
+    renew_idem_key,
+    task_idem_key,
+)
 from cronlog.time import iso
 from cronlog.vocabulary import CommandKind
 from services.worker.execute import Execution
@@ -270,7 +276,7 @@ class Worker:
         )
         self._send(
             job_id,
-            f"release:{grant.run_id}:{grant.task}:{grant.epoch}",
+            release_idem_key(grant.run_id, grant.task, grant.epoch),
             cmd.ReleaseTask(
                 run_id=grant.run_id,
                 task=grant.task,
@@ -314,7 +320,7 @@ class Worker:
         nonce = uuid.uuid4().hex[:8]
         self._send(
             record.job_id,
-            f"claim:{ready.run_id}:{ready.task}:{ready.attempt}:{wid}:{nonce}",
+            claim_idem_key(ready.run_id, ready.task, ready.attempt, wid, nonce),
             cmd.ClaimTask(
                 run_id=ready.run_id, task=ready.task, attempt=ready.attempt, worker_id=wid
             ),
@@ -414,7 +420,7 @@ class Worker:
             return
         self._send(
             held.job_id,
-            f"complete:{grant.run_id}:{grant.task}:{grant.epoch}",
+            complete_idem_key(grant.run_id, grant.task, grant.epoch),
             cmd.CompleteTask(
                 run_id=grant.run_id,
                 task=grant.task,
@@ -441,7 +447,7 @@ class Worker:
             n += 1
             self._send(
                 held.job_id,
-                f"renew:{grant.run_id}:{grant.task}:{grant.epoch}:{n}",
+                renew_idem_key(grant.run_id, grant.task, grant.epoch, n),
                 cmd.RenewLease(
                     run_id=grant.run_id,
                     task=grant.task,

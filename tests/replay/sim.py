@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 
 from cronlog import commands as cmd
 from cronlog import events as ev
+from cronlog.ids import claim_idem_key, complete_idem_key, renew_idem_key, tick_idem_key
 from cronlog.time import from_ms, to_ms
 from cronlog.vocabulary import FailureKind
 from topology.codec import Codec
@@ -110,7 +111,7 @@ class Sim:
 
     def tick(self, partition: int) -> list[ev.RunEvent]:
         """Append a Tick to ``partition`` (as the scheduler's ticker does, key-less)."""
-        env = cmd.Envelope(f"tick:golden:{partition}:{next(self._seq)}", "", cmd.Tick())
+        env = cmd.Envelope(tick_idem_key("golden", partition, next(self._seq)), "", cmd.Tick())
         return self.append(partition, None, self._encode(env))
 
     def _encode(self, env: cmd.Envelope) -> bytes:
@@ -185,7 +186,7 @@ class Sim:
         self.send(
             job_id,
             cmd.ClaimTask(run_id=run_id, task=task, attempt=attempt, worker_id="w1"),
-            f"claim:{run_id}:{task}:{attempt}:w1:{next(self._seq)}",
+            claim_idem_key(run_id, task, attempt, "w1", str(next(self._seq))),
         )
 
     def _run(self, job_id: str, c: ev.TaskClaimed) -> None:
@@ -207,7 +208,7 @@ class Sim:
                         epoch=c.epoch,
                         worker_id="w1",
                     ),
-                    f"renew:{c.run_id}:{c.task}:{c.epoch}:{n}",
+                    renew_idem_key(c.run_id, c.task, c.epoch, n),
                 ),
             )
         if outcome.die:
@@ -230,7 +231,7 @@ class Sim:
                     started_at=started,
                     finished_at=from_ms(self.now_ms),
                 ),
-                f"complete:{c.run_id}:{c.task}:{c.epoch}",
+                complete_idem_key(c.run_id, c.task, c.epoch),
             )
 
         self.later(finish, complete)
