@@ -11,12 +11,11 @@ from datetime import datetime
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.dag import initially_ready
 from cronlog.decision import Decision
-from cronlog.firing import run_timeout_at
 from cronlog.ids import run_id_for_after
 from cronlog.job import JobState
 from cronlog.model import AfterOn, ScheduleKind
+from cronlog.runs import start_run
 from cronlog.vocabulary import (
     OFF_SCHEDULE_TRIGGERS,
     JobStatus,
@@ -94,18 +93,16 @@ def upstream_run_ended(
             )
         )
         return
-    d.emit(
-        ev.RunScheduled(
+    d.emit_all(
+        start_run(
+            state,
             run_id=run_id,
             scheduled_for=scheduled_for,
             trigger=RunTrigger.AFTER,
-            tasks=state.spec.tasks,
+            now=now,
             next_fire_at=state.next_fire_at,
             runs_remaining=None if remaining is None else remaining - 1,
             upstream_job_id=command.upstream_job_id,
             upstream_run_id=command.upstream_run_id,
-            timeout_at=run_timeout_at(state.spec, now),
         )
     )
-    for task in initially_ready(state.spec, state.spec.tasks):
-        d.emit(ev.TaskReady(run_id=run_id, task=task, attempt=1, scheduled_for=scheduled_for))

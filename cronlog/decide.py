@@ -9,15 +9,6 @@ from typing import assert_never
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.after import upstream_run_ended
-from cronlog.attempts import (
-    cancel,
-    drop_removed_tasks,
-    lease_command,
-    release_buffered,
-    rerun,
-    tick_attempts,
-)
-from cronlog.dag import initially_ready
 from cronlog.decision import Decision
 from cronlog.errors import InvalidDefinition
 from cronlog.firing import (
@@ -25,7 +16,6 @@ from cronlog.firing import (
     first_tick,
     rescheduled_tick,
     resume_tick,
-    run_timeout_at,
 )
 from cronlog.ids import (
     run_id_for_backfill,
@@ -33,7 +23,11 @@ from cronlog.ids import (
     run_id_for_tick,
     run_id_for_trigger,
 )
+from cronlog.interventions import cancel, drop_removed_tasks, rerun
 from cronlog.job import MAX_APPLIED_MARKERS, MAX_RENEWAL_MARKERS, JobState
+from cronlog.leases import lease_command, tick_attempts
+from cronlog.progress import release_buffered
+from cronlog.runs import start_run
 from cronlog.validation import validate_spec
 from cronlog.vocabulary import JobStatus, RejectReason, Reprocess, RunTrigger
 
@@ -123,18 +117,17 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
             run_id = run_id_for_trigger(envelope.job_id, envelope.idem_key)
             if state.run(run_id) is not None:
                 return  # a re-delivered trigger whose run is still active: nothing new
-            d.emit(
-                ev.RunScheduled(
+            d.emit_all(
+                start_run(
+                    state,
                     run_id=run_id,
                     scheduled_for=now,
                     trigger=RunTrigger.MANUAL,
-                    tasks=state.spec.tasks,
+                    now=now,
                     next_fire_at=state.next_fire_at,
-                    timeout_at=run_timeout_at(state.spec, now),
+                    runs_remaining=None,
                 )
             )
-            for task in initially_ready(state.spec, state.spec.tasks):
-                d.emit(ev.TaskReady(run_id=run_id, task=task, attempt=1, scheduled_for=now))
         case cmd.BackfillJob():
             _backfill(d, state, command, envelope.idem_key, now)
         case cmd.Tick():
@@ -232,19 +225,17 @@ def _backfill(
         if run_id == held or d.live().run(run_id) is not None:
             continue
         current = d.live()
-        d.emit(
-            ev.RunScheduled(
+        d.emit_all(
+            start_run(
+                current,
                 run_id=run_id,
                 scheduled_for=tick,
                 trigger=RunTrigger.BACKFILL,
-                tasks=current.spec.tasks,
+                now=now,
                 next_fire_at=current.next_fire_at,
                 runs_remaining=current.runs_remaining(),
-                timeout_at=run_timeout_at(current.spec, now),
             )
         )
-        for task in initially_ready(current.spec, current.spec.tasks):
-            d.emit(ev.TaskReady(run_id=run_id, task=task, attempt=1, scheduled_for=tick))
 
 
 def _tick(d: Decision, now: datetime) -> None:
@@ -274,20 +265,16 @@ def _replay(
     run_id = run_id_for_replay(d.job_id, command.run_id, command.task, idem_key)
     if state.run(run_id) is not None:
         return
-    d.emit(
-        ev.RunScheduled(
+    d.emit_all(
+        start_run(
+            state,
             run_id=run_id,
             scheduled_for=command.scheduled_for,
             trigger=RunTrigger.REPLAY,
-            tasks=(command.task,),
+            now=now,
             next_fire_at=state.next_fire_at,
             runs_remaining=state.runs_remaining(),
+            tasks=(command.task,),
             replay_of=command.run_id,
-            timeout_at=run_timeout_at(state.spec, now),
-        )
-    )
-    d.emit(
-        ev.TaskReady(
-            run_id=run_id, task=command.task, attempt=1, scheduled_for=command.scheduled_for
         )
     )

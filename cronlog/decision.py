@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.errors import InvariantViolation
@@ -31,6 +33,11 @@ class Decision:
         """Append ``event`` and apply it to ``self.state``."""
         self.events.append(event)
         self.state = evolve(self.state, self.job_id, event)
+
+    def emit_all(self, events: Iterable[ev.Event]) -> None:
+        """Emit each of ``events`` in order."""
+        for event in events:
+            self.emit(event)
 
     def reject(self, command: cmd.Command, reason: RejectReason, detail: str) -> None:
         """Emit a CommandRejected for ``command``."""

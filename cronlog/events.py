@@ -71,6 +71,11 @@ class RunScheduled:
     """For an ``after`` run: the upstream job whose run triggered it; else None."""
     upstream_run_id: str | None = None
     """For an ``after`` run: the upstream run that triggered it; else None."""
+    ready: tuple[str, ...] = ()
+    """The tasks the run readies at once, in definition order (``cronlog.runs.start_run``
+    decides them): a TaskReady follows for each, at once or at ``release_at``; the other
+    tasks start pending. ``evolve`` copies it rather than recomputing the DAG's roots. Empty
+    in records written before schema v4 (they were decided by the rules of then)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,13 +15,12 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 from cronlog import events as ev
-from cronlog.dag import initially_ready
 from cronlog.exclusions import is_excluded
-from cronlog.ids import run_id_for_tick, stable_fraction
+from cronlog.ids import run_id_for_tick
 from cronlog.job import JobState
-from cronlog.model import CatchupPolicy, JobSpec, OverlapPolicy, Schedule, ScheduleKind
+from cronlog.model import CatchupPolicy, OverlapPolicy, Schedule, ScheduleKind
+from cronlog.runs import start_run
 from cronlog.schedule import next_tick
-from cronlog.time import to_ms
 from cronlog.vocabulary import OFF_SCHEDULE_TRIGGERS, CancelReason, RunTrigger, SkipReason
 
 ON_TIME_GRACE = timedelta(seconds=60)
@@ -104,56 +103,6 @@ def rescheduled_tick(
     if old.kind is ScheduleKind.ONCE and new.kind is ScheduleKind.ONCE and new.run_at == old.run_at:
         return cursor
     return first_tick(new, now, job_id)
-
-
-def release_at(spec: JobSpec, job_id: str, tick: datetime, now: datetime) -> datetime | None:
-    """Return when a run for ``tick`` is released under the job's jitter, or None for now.
-
-    The offset is ``jitter * stable_fraction(job_id, tick)``, whole milliseconds, in
-    [0, jitter); a release not after ``now`` (a late or buffered run) is immediate.
-
-    Determinism: a hash of (job_id, scheduled_for), never a random draw (DESIGN.md).
-    """
-    jitter_ms = to_ms(tick + spec.jitter) - to_ms(tick)
-    if jitter_ms <= 0:
-        return None
-    offset = int(stable_fraction(job_id, str(to_ms(tick))) * jitter_ms)
-    at = tick + timedelta(milliseconds=offset)
-    return at if at > now else None
-
-
-def run_timeout_at(spec: JobSpec, now: datetime) -> datetime | None:
-    """Return when a run scheduled at ``now`` times out (``spec.run_timeout``), or None."""
-    return None if spec.run_timeout is None else now + spec.run_timeout
-
-
-def start_run(
-    state: JobState,
-    run_id: str,
-    tick: datetime,
-    trigger: RunTrigger,
-    now: datetime,
-    *,
-    next_fire_at: datetime | None,
-    runs_remaining: int | None,
-) -> Iterator[ev.Event]:
-    """Yield RunScheduled, then TaskReady for each task ready at once (the DAG's roots, up to
-    ``max_active_tasks``) unless jitter delays the release."""
-    spec = state.spec
-    release = release_at(spec, state.job_id, tick, now)
-    yield ev.RunScheduled(
-        run_id=run_id,
-        scheduled_for=tick,
-        trigger=trigger,
-        tasks=spec.tasks,
-        next_fire_at=next_fire_at,
-        runs_remaining=runs_remaining,
-        release_at=release,
-        timeout_at=run_timeout_at(spec, now),
-    )
-    if release is None:
-        for task in initially_ready(spec, spec.tasks):
-            yield ev.TaskReady(run_id=run_id, task=task, attempt=1, scheduled_for=tick)
 
 
 def _due(state: JobState, now: datetime) -> tuple[list[datetime], datetime | None]:
@@ -275,5 +224,11 @@ def fire_due_ticks(state: JobState, now: datetime) -> Iterator[ev.Event]:
         fold.ticks[run_id] = tick
         fold.fired += 1
         yield from start_run(
-            state, run_id, tick, trigger, now, next_fire_at=cursor, runs_remaining=fold.remaining()
+            state,
+            run_id=run_id,
+            scheduled_for=tick,
+            trigger=trigger,
+            now=now,
+            next_fire_at=cursor,
+            runs_remaining=fold.remaining(),
         )

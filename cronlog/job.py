@@ -7,7 +7,6 @@ from datetime import datetime
 from typing import assert_never
 
 from cronlog import events as ev
-from cronlog.dag import initially_ready
 from cronlog.model import JobSpec
 from cronlog.time import EPOCH
 from cronlog.vocabulary import (
@@ -169,8 +168,11 @@ def _task(state: JobState, run_id: str, task: str) -> TaskInstance:
 
 
 def _run_scheduled(state: JobState, event: ev.RunScheduled) -> JobState:
+    """Add the run as the event says: its ``ready`` tasks ready (delayed until ``release_at``
+    under jitter), the others pending. Nothing is recomputed from the job's definition, so a
+    change of DAG rules never changes how an old RunScheduled folds."""
     first = TaskState.READY if event.release_at is None else TaskState.DELAYED
-    ready = initially_ready(state.spec, event.tasks)
+    ready = set(event.ready)
     run = Run(
         event.run_id,
         event.scheduled_for,
@@ -239,6 +241,8 @@ def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | N
             return state
     if state is None:
         return None
+    if isinstance(event, ev.RunScheduled):  # the run's start: copied from the event
+        return _run_scheduled(state, event)
     match event:
         case ev.JobRedefined(spec=spec, next_fire_at=nxt):
             return replace(state, spec=spec, next_fire_at=nxt)
@@ -248,8 +252,6 @@ def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | N
             return replace(state, status=JobStatus.ACTIVE, next_fire_at=nxt)
         case ev.JobDeleted():
             return replace(state, status=JobStatus.DELETED, next_fire_at=None, buffered=None)
-        case ev.RunScheduled():
-            return _run_scheduled(state, event)
         case ev.RunBuffered(run_id=run_id, scheduled_for=at, trigger=trigger):
             return replace(
                 state,

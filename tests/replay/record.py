@@ -23,7 +23,7 @@ from tests.replay.sim import Sim
 from topology.avro_mapping import plan_for
 from topology.codec import SCHEMA_DIR, SINGLE_OBJECT_MAGIC, schema_fingerprint
 
-CURRENT = "v3"
+CURRENT = "v4"
 """The version the current ``schemas/*.avsc`` are (written with the default codec)."""
 
 

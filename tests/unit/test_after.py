@@ -82,6 +82,7 @@ def started(
             runs_remaining=remaining,
             upstream_job_id=UP,
             upstream_run_id=run,
+            ready=("main",),
         ),
         ev.TaskReady(run_id=run_id, task="main", attempt=1, scheduled_for=scheduled_for),
     ]

@@ -14,10 +14,10 @@ from cronlog import events as ev
 from cronlog.decide import handle
 from cronlog.errors import InvalidDefinition
 from cronlog.exclusions import is_excluded
-from cronlog.firing import release_at
 from cronlog.ids import run_id_for_tick
 from cronlog.job import JobState
 from cronlog.model import CatchupPolicy, Exclusion, JobSpec, Schedule, ScheduleKind
+from cronlog.runs import release_at
 from cronlog.schedule import every_tick, next_tick
 from cronlog.validation import validate_spec
 from cronlog.vocabulary import RunTrigger, SkipReason, TaskState

@@ -539,6 +539,21 @@ def test_at_least_one_snapshot_exists() -> None:
     assert (HISTORY / "v1" / "cronlog.RunEvent.avsc").exists()
 
 
+def _fingerprints(folder: Path) -> tuple[str, ...]:
+    return tuple(
+        schema_fingerprint(load_schema(str(folder / f"cronlog.{name}.avsc"))).hex()
+        for name in ("Command", "RunEvent", "DeadLetter")
+    )
+
+
+def test_each_shipped_version_is_kept_once_and_the_current_one_is_new() -> None:
+    # One canonical copy per shipped version: two snapshots with the same framed schemas would
+    # be one version kept twice, and a snapshot equal to the current schemas a version that
+    # was never changed after it shipped (the current schemas are the next, unshipped one).
+    versions = [_fingerprints(p) for p in SNAPSHOTS] + [_fingerprints(SCHEMA_DIR)]
+    assert len(set(versions)) == len(versions), [p.name for p in SNAPSHOTS]
+
+
 @pytest.mark.parametrize("snapshot", SNAPSHOTS, ids=lambda p: p.name)
 def test_current_schemas_follow_the_evolution_rule(snapshot: Path) -> None:
     assert evolution_problems(snapshot, SCHEMA_DIR) == []

@@ -13,6 +13,7 @@ import pytest
 
 from cronlog import commands as cmd
 from cronlog import events as ev
+from cronlog.dag import initially_ready
 from cronlog.decide import handle
 from cronlog.firing import MAX_TICKS_PER_FOLD, ON_TIME_GRACE
 from cronlog.ids import run_id_for_tick, run_id_for_trigger
@@ -85,6 +86,7 @@ def scheduled(
         trigger=trigger,
         tasks=spec.tasks,
         next_fire_at=nxt,
+        ready=initially_ready(spec, spec.tasks),
     )
 
 
@@ -426,6 +428,7 @@ def test_trigger_starts_a_manual_run_now_without_moving_the_cursor(
             trigger=RunTrigger.MANUAL,
             tasks=("main",),
             next_fire_at=TICK,
+            ready=("main",),
         ),
         ev.TaskReady(run_id=run_id, task="main", attempt=1, scheduled_for=at(minutes=2)),
     ]
@@ -510,6 +513,7 @@ def test_once_job_fires_once() -> None:
             trigger=RunTrigger.SCHEDULE,
             tasks=("main",),
             next_fire_at=None,
+            ready=("main",),
         ),
         ready(TICK),
     ]
@@ -533,7 +537,12 @@ def test_once_job_registered_after_run_at_fires_on_the_first_tick(
     run_id = run_id_for_tick(JOB, run_at)
     assert events == [
         ev.RunScheduled(
-            run_id=run_id, scheduled_for=run_at, trigger=trigger, tasks=("main",), next_fire_at=None
+            run_id=run_id,
+            scheduled_for=run_at,
+            trigger=trigger,
+            tasks=("main",),
+            next_fire_at=None,
+            ready=("main",),
         ),
         ev.TaskReady(run_id=run_id, task="main", attempt=1, scheduled_for=run_at),
     ]

@@ -96,6 +96,7 @@ def test_buffer_one_keeps_one_tick_and_starts_it_when_the_active_run_ends() -> N
         next_fire_at=at(minutes=4),
         runs_remaining=None,
         release_at=None,
+        ready=("main",),
     )
     assert done[3] == ev.TaskReady(
         run_id=buffered_run, task="main", attempt=1, scheduled_for=at(minutes=2)

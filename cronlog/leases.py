@@ -1,0 +1,280 @@
+"""Leases and attempts: claims, renewals, completions and releases by workers, lease
+expiry and the hard deadline on a Tick, and what a failed attempt leads to (a retry after
+its backoff, or a dead letter).
+
+Fencing (DESIGN.md, invariant 3): every claim bumps the epoch; a renewal, completion or
+release with another epoch, or from a worker that is not the holder, is refused and the
+refusal is an event. Called by ``decide``; every function emits into a ``Decision``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from cronlog import commands as cmd
+from cronlog import events as ev
+from cronlog.decision import Decision
+from cronlog.job import TaskInstance
+from cronlog.progress import advance_run, time_out
+from cronlog.retry import next_attempt_at
+from cronlog.vocabulary import WAITING_TASK_STATES, FailureKind, RejectReason, TaskState
+
+
+def tick_attempts(d: Decision, now: datetime) -> None:
+    """On a Tick: stop runs past their timeout, expire lapsed leases, take back attempts past
+    their hard deadline, release retries and jittered starts whose time has come.
+
+    Emits:
+        ``time_out``'s events for a run past ``timeout_at``; LeaseExpired then ``fail``'s
+        events (kind ``lease_expired``) for a lease past ``lease_expires_at``; ``fail``'s
+        events (kind ``timeout``) for a claim past its hard deadline (claim + timeout +
+        grace + lease ttl, TaskClaimed.deadline_at); TaskReady for a retry or a delayed start
+        whose ``retry_at`` has passed.
+    Refusals: none (time passing is a fact).
+    """
+    for run in d.live().runs:
+        if run.timeout_at is not None and run.timeout_at <= now:
+            time_out(d, run, now)
+            continue
+        for ti in run.tasks:
+            if (
+                ti.state is TaskState.CLAIMED
+                and ti.lease_expires_at is not None
+                and ti.lease_expires_at <= now
+            ):
+                holder = ti.worker_id or ""
+                d.emit(
+                    ev.LeaseExpired(
+                        run_id=run.run_id,
+                        task=ti.task,
+                        attempt=ti.attempt,
+                        epoch=ti.epoch,
+                        worker_id=holder,
+                    )
+                )
+                fail(
+                    d,
+                    run.run_id,
+                    ti,
+                    ev.TaskFailed(
+                        run_id=run.run_id,
+                        task=ti.task,
+                        attempt=ti.attempt,
+                        epoch=ti.epoch,
+                        worker_id=holder,
+                        failure_kind=FailureKind.LEASE_EXPIRED,
+                        exit_code=None,
+                        output_tail="",
+                        started_at=None,
+                        finished_at=now,
+                    ),
+                    now,
+                )
+            elif (
+                ti.state is TaskState.CLAIMED
+                and ti.deadline_at is not None
+                and ti.deadline_at <= now
+            ):
+                # The holder still renews but is past timeout + grace + ttl: its own timeout
+                # enforcement failed (or the task ignores signals). Take the attempt back;
+                # its next renewal is refused and it kills the process group.
+                fail(
+                    d,
+                    run.run_id,
+                    ti,
+                    ev.TaskFailed(
+                        run_id=run.run_id,
+                        task=ti.task,
+                        attempt=ti.attempt,
+                        epoch=ti.epoch,
+                        worker_id=ti.worker_id or "",
+                        failure_kind=FailureKind.TIMEOUT,
+                        exit_code=None,
+                        output_tail=(
+                            f"hard deadline {ti.deadline_at.isoformat()} passed (timeout + "
+                            "grace + lease ttl after the claim); the attempt was taken back"
+                        ),
+                        started_at=None,
+                        finished_at=now,
+                    ),
+                    now,
+                )
+            elif ti.state in WAITING_TASK_STATES and ti.retry_at is not None and ti.retry_at <= now:
+                d.emit(
+                    ev.TaskReady(
+                        run_id=run.run_id,
+                        task=ti.task,
+                        attempt=ti.attempt,
+                        scheduled_for=run.scheduled_for,
+                    )
+                )
+
+
+def lease_command(
+    d: Decision,
+    command: cmd.ClaimTask | cmd.RenewLease | cmd.CompleteTask | cmd.ReleaseTask,
+    now: datetime,
+) -> None:
+    """Decide a worker's command on one attempt's lease.
+
+    Emits:
+        ClaimTask: TaskClaimed (epoch + 1, lease until now + lease ttl, what to run, the hard
+        deadline). RenewLease: LeaseRenewed (lease until now + lease ttl). ReleaseTask:
+        TaskReleased, then TaskReady for the same attempt (not a failure). CompleteTask:
+        TaskSucceeded then ``advance_run``'s events, or ``fail``'s events.
+    Refusals:
+        ``unknown_task_instance``: no such active run or task instance (it may have ended).
+        ``not_ready``: a claim of an attempt that is not ready (already claimed, or another
+        attempt). ``stale_epoch``: a renewal, completion or release whose epoch is not the
+        current lease's, or of an attempt no longer claimed. ``not_holder``: from a worker
+        that does not hold the lease.
+    """
+    state = d.live()
+    run = state.run(command.run_id)
+    ti = run.task(command.task) if run else None
+    if run is None or ti is None:
+        d.reject(
+            command,
+            RejectReason.UNKNOWN_TASK_INSTANCE,
+            f"no active task instance {command.run_id}/{command.task}",
+        )
+        return
+    task = state.spec.task_spec(ti.task)
+    lease_ttl = task.lease_ttl or state.spec.lease_ttl
+    if isinstance(command, cmd.ClaimTask):
+        if ti.state is not TaskState.READY or ti.attempt != command.attempt:
+            d.reject(
+                command,
+                RejectReason.NOT_READY,
+                f"task instance is {ti.state} at attempt {ti.attempt}",
+            )
+            return
+        timeout, grace = task.timeout or state.spec.timeout, state.spec.grace
+        d.emit(
+            ev.TaskClaimed(
+                run_id=run.run_id,
+                task=ti.task,
+                attempt=ti.attempt,
+                epoch=ti.epoch + 1,
+                worker_id=command.worker_id,
+                lease_expires_at=now + lease_ttl,
+                lease_ttl=lease_ttl,
+                scheduled_for=run.scheduled_for,
+                command=task.command,
+                timeout=timeout,
+                action=task.action(),
+                grace=grace,
+                deadline_at=now + timeout + grace + lease_ttl,
+            )
+        )
+        return
+    if ti.state is not TaskState.CLAIMED or command.epoch != ti.epoch:
+        d.reject(
+            command,
+            RejectReason.STALE_EPOCH,
+            f"epoch {command.epoch} is not the current lease (epoch {ti.epoch}, {ti.state})",
+        )
+        return
+    if command.worker_id != ti.worker_id:
+        d.reject(command, RejectReason.NOT_HOLDER, f"lease is held by {ti.worker_id}")
+        return
+    if isinstance(command, cmd.RenewLease):
+        d.emit(
+            ev.LeaseRenewed(
+                run_id=run.run_id,
+                task=ti.task,
+                attempt=ti.attempt,
+                epoch=ti.epoch,
+                worker_id=command.worker_id,
+                lease_expires_at=now + lease_ttl,
+            )
+        )
+    elif isinstance(command, cmd.ReleaseTask):
+        d.emit(
+            ev.TaskReleased(
+                run_id=run.run_id,
+                task=ti.task,
+                attempt=ti.attempt,
+                epoch=ti.epoch,
+                worker_id=command.worker_id,
+                reason=command.reason,
+            )
+        )
+        d.emit(
+            ev.TaskReady(
+                run_id=run.run_id, task=ti.task, attempt=ti.attempt, scheduled_for=run.scheduled_for
+            )
+        )
+    elif command.succeeded:
+        d.emit(
+            ev.TaskSucceeded(
+                run_id=run.run_id,
+                task=ti.task,
+                attempt=ti.attempt,
+                epoch=ti.epoch,
+                worker_id=command.worker_id,
+                exit_code=command.exit_code or 0,
+                output_tail=command.output_tail,
+                started_at=command.started_at,
+                finished_at=command.finished_at,
+            )
+        )
+        advance_run(d, run.run_id, now)
+    else:
+        kind = command.failure_kind or FailureKind.NONZERO_EXIT
+        fail(
+            d,
+            run.run_id,
+            ti,
+            ev.TaskFailed(
+                run_id=run.run_id,
+                task=ti.task,
+                attempt=ti.attempt,
+                epoch=ti.epoch,
+                worker_id=command.worker_id,
+                failure_kind=kind,
+                exit_code=command.exit_code,
+                output_tail=command.output_tail,
+                started_at=command.started_at,
+                finished_at=command.finished_at,
+            ),
+            now,
+        )
+
+
+def fail(d: Decision, run_id: str, ti: TaskInstance, failed: ev.TaskFailed, now: datetime) -> None:
+    """Record a failed attempt, then retry it or dead-letter the task instance.
+
+    The attempt counts toward ``max_attempts`` within its series (a RerunTask starts a new
+    one); a failure kind outside ``retry_on`` or a non-retryable exit code is final at once.
+
+    Emits:
+        ``failed`` (TaskFailed); then RetryScheduled (attempt + 1, at its backoff, released
+        by a later Tick) or TaskDeadLettered followed by ``advance_run``'s events.
+    Refusals: none.
+    """
+    spec = d.live().spec
+    policy = spec.task_spec(ti.task).retry_policy or spec.retry_policy
+    d.emit(failed)
+    retry_at = None
+    if policy.retryable(failed.failure_kind, failed.exit_code):
+        in_series = ti.attempt - ti.first_attempt + 1  # a rerun starts a new series
+        retry_at = next_attempt_at(policy, run_id, ti.task, in_series, now)
+    if retry_at is not None:
+        d.emit(
+            ev.RetryScheduled(
+                run_id=run_id, task=ti.task, attempt=ti.attempt + 1, retry_at=retry_at
+            )
+        )
+    else:
+        d.emit(
+            ev.TaskDeadLettered(
+                run_id=run_id,
+                task=ti.task,
+                attempt=ti.attempt,
+                failure_kind=failed.failure_kind,
+                exit_code=failed.exit_code,
+                output_tail=failed.output_tail,
+            )
+        )
+        advance_run(d, run_id, now)
