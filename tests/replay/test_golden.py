@@ -9,11 +9,15 @@ breaking change. If it is intended, rewrite the expectations with
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import replace
 
 import pytest
 from fastavro.schema import load_schema
 
+from cronlog import dag, progress, runs
+from cronlog.dag import RuleOutcome, Upstream
+from cronlog.model import TriggerRule
 from tests.replay.golden import LOGS, Folded, expected, first_difference, fold, log_names, read_log
 from topology.codec import SCHEMA_DIR, SINGLE_OBJECT_MAGIC, schema_fingerprint
 
@@ -70,3 +74,31 @@ def test_a_changed_state_fails_the_comparison() -> None:
     job["runs_fired"] += 1
     diff = first_difference(Folded(want.events, state), fold(read_log(LOGS / "rerun.jsonl")))
     assert diff is not None and "state differs" in diff
+
+
+def _failing_logs() -> list[str]:
+    return [
+        name
+        for name in NAMES
+        if first_difference(expected(name), fold(read_log(LOGS / f"{name}.jsonl"))) is not None
+    ]
+
+
+def test_a_changed_trigger_rule_fails_a_golden_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    # all_failed read as all_done: the DAG's 'audit' (all_failed after a 'load' that
+    # succeeded) would run instead of being skipped.
+    real = dag.rule_outcome
+
+    def drifted(rule: TriggerRule, upstream: Iterable[Upstream]) -> RuleOutcome:
+        if rule is TriggerRule.ALL_FAILED:
+            rule = TriggerRule.ALL_DONE
+        return real(rule, upstream)
+
+    monkeypatch.setattr(progress, "rule_outcome", drifted)
+    assert "dag" in _failing_logs()
+
+
+def test_a_changed_readiness_fails_golden_logs(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a new run readying every task, its DAG ignored
+    monkeypatch.setattr(runs, "initially_ready", lambda spec, tasks: tuple(tasks))
+    assert {"dag", "rerun", "cancel"} <= set(_failing_logs())
