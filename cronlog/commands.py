@@ -211,9 +211,10 @@ class TaskSnapshot:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RerunTask:
-    """Run a task of a run again, optionally with everything downstream of it (Airflow's
-    "clear" of a task instance): a new attempt series in the same run, which reopens if it
-    had ended.
+    """Run a task of a run again, optionally with everything downstream of it.
+
+    Airflow's "clear" of a task instance: a new attempt series in the same run, which reopens
+    if it had ended.
 
     The fold keeps only active runs, so for a run that ended the command carries the run as
     the sender's read model saw it (``scheduled_for``, ``trigger``, ``tasks``); for a run

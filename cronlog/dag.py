@@ -154,8 +154,11 @@ def initially_ready(spec: JobSpec, run_tasks: tuple[str, ...]) -> tuple[str, ...
 
 
 def downstream_of(specs: tuple[TaskSpec, ...], task: str) -> list[str]:
-    """Return every task that depends on ``task`` directly or transitively, in definition
-    order (``task`` itself excluded)."""
+    """Return every task depending on ``task`` directly or transitively (it excluded).
+
+    Returns:
+        Task names in definition order.
+    """
     below: set[str] = {task}
     changed = True
     while changed:

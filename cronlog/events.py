@@ -19,44 +19,66 @@ from cronlog.vocabulary import (
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobRegistered:
+    """A job was registered (or registered again after a delete): its definition and first tick."""
+
     spec: JobSpec
+    """The job's definition as registered."""
     next_fire_at: datetime | None
+    """The job's first tick, aware UTC; None for manual and after jobs."""
     runs_remaining: int | None = None
     """Runs the schedule may still fire (``max_runs`` bound); None when unbounded."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobRedefined:
+    """A job's definition was replaced (UpdateJob); the schedule's cursor is recomputed."""
+
     spec: JobSpec
+    """The new definition."""
     next_fire_at: datetime | None
+    """The schedule's cursor under the new definition (unchanged if the schedule is), aware UTC, or
+    None."""
     runs_remaining: int | None = None
     """Runs the schedule may still fire under the new definition; None when unbounded."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobPaused:
-    pass
+    """A job stopped firing ticks; its active runs go on."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobResumed:
+    """A paused job fires ticks again."""
+
     next_fire_at: datetime | None
+    """The schedule's cursor after the resume, aware UTC, or None."""
     catchup: bool = False
     """True: the ticks passed while paused are owed and follow the catch-up policy."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobDeleted:
-    pass
+    """A job was deleted: no new runs ever (its active runs go on to their end)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunScheduled:
+    """A run started: its tasks, which are ready at once, its release and its timeout.
+
+    Decided by ``cronlog.runs.start_run`` for every kind of trigger.
+    """
+
     run_id: str
+    """The run, ``r`` + 24 hex digits (``cronlog.ids``)."""
     scheduled_for: datetime
+    """The run's tick, aware UTC (manual runs: when they were triggered)."""
     trigger: RunTrigger
+    """What started it (schedule, catchup, manual, backfill, replay, after)."""
     tasks: tuple[str, ...]
+    """The run's task instances, in definition order (a replay run: only the replayed task)."""
     next_fire_at: datetime | None
+    """The schedule's cursor after this run, aware UTC, or None."""
     runs_remaining: int | None = None
     """Runs the schedule may still fire after this one; None when unbounded."""
     release_at: datetime | None = None
@@ -83,10 +105,15 @@ class RunBuffered:
     """A tick fired while a run was active under ``buffer_one``: it starts when they end."""
 
     run_id: str
+    """The run the buffered tick will start (its tick's own run_id)."""
     scheduled_for: datetime
+    """The run's tick, aware UTC (manual runs: when they were triggered)."""
     trigger: RunTrigger
+    """The trigger it will start with (schedule or catchup)."""
     next_fire_at: datetime | None
+    """The schedule's cursor after this tick, aware UTC, or None."""
     runs_remaining: int | None = None
+    """Runs the schedule may still fire after this one; None when unbounded."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,7 +121,9 @@ class RunCancelled:
     """An active run was cancelled (it leaves the record; its leases are revoked)."""
 
     run_id: str
+    """The run, ``r`` + 24 hex digits (``cronlog.ids``)."""
     reason: CancelReason
+    """Why: ``user`` (CancelRun) or ``overlap`` (``cancel_previous``)."""
     replaced_by: str | None = None
     """The run that displaced it (``cancel_previous``), or None."""
     scheduled_for: datetime | None = None
@@ -103,32 +132,57 @@ class RunCancelled:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TickSkipped:
+    """A tick of the job's schedule was not fired, for ``reason``."""
+
     scheduled_for: datetime
+    """The tick not fired, aware UTC."""
     reason: SkipReason
+    """Why it was not fired."""
     next_fire_at: datetime | None
+    """The schedule's cursor after it, aware UTC; None when the schedule ended (``end_at``,
+    ``max_runs``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TaskReady:
+    """An attempt of a task instance may be claimed by a worker (also copied to the ready topic)."""
+
     run_id: str
+    """The run, ``r`` + 24 hex digits (``cronlog.ids``)."""
     task: str
+    """The task instance's task name within the run."""
     attempt: int
+    """The attempt number, from 1 (a retry is a new attempt)."""
     scheduled_for: datetime
+    """The run's tick, aware UTC (manual runs: when they were triggered)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TaskClaimed:
+    """A worker was granted the lease on an attempt: what to run and under which limits."""
+
     run_id: str
+    """The run, ``r`` + 24 hex digits (``cronlog.ids``)."""
     task: str
+    """The task instance's task name within the run."""
     attempt: int
+    """The attempt number, from 1 (a retry is a new attempt)."""
     epoch: int
+    """The lease's fencing token (bumped by every claim)."""
     worker_id: str
+    """The worker that holds (or held) the lease."""
     lease_expires_at: datetime
+    """When the lease lapses unless renewed, aware UTC (claim + ``lease_ttl``)."""
     lease_ttl: timedelta
+    """The lease's duration; the worker renews every ``lease_ttl / 6``."""
     scheduled_for: datetime
+    """The run's tick, aware UTC (manual runs: when they were triggered)."""
     command: tuple[str, ...]
+    """The argv of an ``exec`` task (empty for other kinds)."""
     timeout: timedelta
+    """How long the attempt may run before the worker sends SIGTERM."""
     action: TaskAction | None = None
+    """What the worker runs (kind and its field); None in records from before task kinds (exec)."""
     grace: timedelta = timedelta(seconds=10)
     """How long the worker waits between SIGTERM and SIGKILL at the timeout."""
     deadline_at: datetime | None = None
@@ -138,48 +192,91 @@ class TaskClaimed:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeaseRenewed:
+    """The holder extended its lease."""
+
     run_id: str
+    """The run, ``r`` + 24 hex digits (``cronlog.ids``)."""
     task: str
+    """The task instance's task name within the run."""
     attempt: int
+    """The attempt number, from 1 (a retry is a new attempt)."""
     epoch: int
+    """The lease's fencing token (bumped by every claim)."""
     worker_id: str
+    """The worker that holds (or held) the lease."""
     lease_expires_at: datetime
+    """The lease's new expiry, aware UTC (the fold's now + lease ttl)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeaseExpired:
+    """The holder stopped renewing and the lease lapsed on a Tick; the attempt's outcome follows."""
+
     run_id: str
+    """The run, ``r`` + 24 hex digits (``cronlog.ids``)."""
     task: str
+    """The task instance's task name within the run."""
     attempt: int
+    """The attempt number, from 1 (a retry is a new attempt)."""
     epoch: int
+    """The lease's fencing token (bumped by every claim)."""
     worker_id: str
+    """The holder whose lease lapsed (empty if unknown)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TaskSucceeded:
+    """An attempt succeeded (the holder reported it)."""
+
     run_id: str
+    """The run, ``r`` + 24 hex digits (``cronlog.ids``)."""
     task: str
+    """The task instance's task name within the run."""
     attempt: int
+    """The attempt number, from 1 (a retry is a new attempt)."""
     epoch: int
+    """The lease's fencing token (bumped by every claim)."""
     worker_id: str
+    """The worker that holds (or held) the lease."""
     exit_code: int
+    """The process's exit code (0; an http task: its status code)."""
     output_tail: str
+    """The last bytes of the attempt's combined stdout/stderr (at most 4 KiB, UTF-8 text)."""
     started_at: datetime
+    """When the worker started the attempt, aware UTC (the worker's clock)."""
     finished_at: datetime
+    """When it ended, aware UTC (the worker's clock)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TaskFailed:
+    """An attempt failed: its holder said so, its lease lapsed, or its hard deadline passed.
+
+    RetryScheduled or TaskDeadLettered follows.
+    """
+
     run_id: str
+    """The run, ``r`` + 24 hex digits (``cronlog.ids``)."""
     task: str
+    """The task instance's task name within the run."""
     attempt: int
+    """The attempt number, from 1 (a retry is a new attempt)."""
     epoch: int
+    """The lease's fencing token (bumped by every claim)."""
     worker_id: str
+    """The holder (empty if unknown)."""
     failure_kind: FailureKind
+    """Why it failed."""
     exit_code: int | None
+    """The exit code; None when it never ran, was killed by a signal or was taken back by the fold.
+    """
     output_tail: str
+    """The last bytes of the attempt's combined stdout/stderr (at most 4 KiB, UTF-8 text)."""
     started_at: datetime | None
+    """When the worker started it, aware UTC; None when the fold ended it (lease, deadline)."""
     finished_at: datetime
+    """When it ended: the worker's clock, or the fold's now for lease expiry and the hard deadline.
+    """
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -187,63 +284,93 @@ class TaskCancelled:
     """One task instance was cancelled by a CancelRun; terminal ``cancelled`` for it."""
 
     run_id: str
+    """The run, ``r`` + 24 hex digits (``cronlog.ids``)."""
     task: str
+    """The task instance's task name within the run."""
     attempt: int
+    """The attempt current when it was cancelled."""
     worker_id: str | None = None
     """The lease holder when it was cancelled (it is refused at its next renewal), or None."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TaskReleased:
-    """The holder gave the attempt back unfinished (ReleaseTask); a TaskReady for the same
-    attempt follows. Not a failure: the attempt number does not advance."""
+    """The holder gave the attempt back unfinished (ReleaseTask).
+
+    A TaskReady for the same attempt follows. Not a failure: the attempt number stays.
+    """
 
     run_id: str
+    """The run, ``r`` + 24 hex digits (``cronlog.ids``)."""
     task: str
+    """The task instance's task name within the run."""
     attempt: int
+    """The attempt number, from 1 (a retry is a new attempt)."""
     epoch: int
+    """The lease's fencing token (bumped by every claim)."""
     worker_id: str
+    """The worker that holds (or held) the lease."""
     reason: str
+    """The holder's reason, free text (e.g. ``worker draining``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunReopened:
-    """A run that had ended is active again for a RerunTask: its task instances as the
-    command carried them (terminal states); TaskReset events follow."""
+    """A run that had ended is active again, for a RerunTask.
+
+    Its task instances are as the command carried them (terminal states); TaskReset follows.
+    """
 
     run_id: str
+    """The run, ``r`` + 24 hex digits (``cronlog.ids``)."""
     scheduled_for: datetime
+    """The run's tick, aware UTC (manual runs: when they were triggered)."""
     trigger: RunTrigger
+    """The run's original trigger."""
     tasks: tuple[TaskSnapshot, ...]
+    """Every task instance of the run as the RerunTask carried it (terminal states)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TaskReset:
-    """A task instance starts a new attempt series (RerunTask): pending again at
-    ``attempt``, which counts as the series' first toward max_attempts; the trigger rules
-    then decide when it runs."""
+    """A task instance starts a new attempt series (RerunTask).
+
+    It is pending again at ``attempt``, the series' first toward max_attempts; the trigger
+    rules then decide when it runs.
+    """
 
     run_id: str
+    """The run, ``r`` + 24 hex digits (``cronlog.ids``)."""
     task: str
+    """The task instance's task name within the run."""
     attempt: int
+    """The first attempt of the new series (the last attempt + 1 if it was ever claimed)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunTimedOut:
-    """The run's ``timeout_at`` passed: TaskCancelled follows for every task not ended, then
-    RunFailed."""
+    """The run's ``timeout_at`` passed.
+
+    TaskCancelled follows for every task not ended, then RunFailed.
+    """
 
     run_id: str
+    """The run, ``r`` + 24 hex digits (``cronlog.ids``)."""
     timeout_at: datetime
+    """The run's timeout instant that passed, aware UTC."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TaskSkipped:
-    """A task of a run will not execute: its trigger rule says skip (terminal ``skipped``,
-    counted as success for the run)."""
+    """A task of a run will not execute: its trigger rule says skip.
+
+    Terminal ``skipped``, counted as success for the run.
+    """
 
     run_id: str
+    """The run, ``r`` + 24 hex digits (``cronlog.ids``)."""
     task: str
+    """The task instance's task name within the run."""
     trigger_rule: str
     """The rule that decided it (a TriggerRule value), or ``removed`` when a redefinition of
     the job dropped the task before it ever ran."""
@@ -251,11 +378,15 @@ class TaskSkipped:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TaskUpstreamFailed:
-    """A task of a run will not execute: upstream failures mean its trigger rule can no
-    longer be met (terminal ``upstream_failed``, counted as failure for the run)."""
+    """A task of a run will not execute: upstream failures broke its trigger rule.
+
+    Terminal ``upstream_failed``, counted as failure for the run.
+    """
 
     run_id: str
+    """The run, ``r`` + 24 hex digits (``cronlog.ids``)."""
     task: str
+    """The task instance's task name within the run."""
     trigger_rule: str
     """The rule that decided it (a TriggerRule value)."""
 
@@ -265,43 +396,75 @@ class TaskDeadLettered:
     """A task instance's last allowed attempt failed: it is listed until replayed."""
 
     run_id: str
+    """The run, ``r`` + 24 hex digits (``cronlog.ids``)."""
     task: str
+    """The task instance's task name within the run."""
     attempt: int
+    """The last attempt, the one that failed."""
     failure_kind: FailureKind
+    """Why the last attempt failed."""
     exit_code: int | None
+    """Its exit code, or None (see TaskFailed)."""
     output_tail: str
+    """The last bytes of the attempt's combined stdout/stderr (at most 4 KiB, UTF-8 text)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RetryScheduled:
+    """A failed task instance gets another attempt.
+
+    The first Tick at or after ``retry_at`` releases it (TaskReady).
+    """
+
     run_id: str
+    """The run, ``r`` + 24 hex digits (``cronlog.ids``)."""
     task: str
+    """The task instance's task name within the run."""
     attempt: int
+    """The next attempt's number."""
     retry_at: datetime
+    """When it is released, aware UTC (the failure + backoff, jittered deterministically)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunSucceeded:
+    """A run ended: every task succeeded or was skipped."""
+
     run_id: str
+    """The run, ``r`` + 24 hex digits (``cronlog.ids``)."""
     scheduled_for: datetime | None = None
     """The run's tick (so a consumer needs no memory of RunScheduled); None in old records."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunFailed:
+    """A run ended: some task failed, was cancelled or upstream_failed (or the run timed out)."""
+
     run_id: str
+    """The run, ``r`` + 24 hex digits (``cronlog.ids``)."""
     scheduled_for: datetime | None = None
     """The run's tick (so a consumer needs no memory of RunScheduled); None in old records."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CommandRejected:
+    """``decide`` refused a command.
+
+    The refusal is data (DESIGN.md, invariant 3), never an exception.
+    """
+
     command: CommandKind
+    """Which command was refused."""
     reason: RejectReason
+    """Why."""
     detail: str
+    """A human explanation naming what is wrong."""
     run_id: str | None = None
+    """The command's run, when it names one (worker commands, cancel, rerun), else None."""
     task: str | None = None
+    """The command's task, when it names one, else None."""
     worker_id: str | None = None
+    """The sending worker, for worker commands, else None."""
 
 
 Event = (

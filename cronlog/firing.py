@@ -1,5 +1,6 @@
-"""Which ticks fire when the fold's now passes a job's cursor: bounds, exclusions, catch-up,
-overlap, jitter.
+"""Which ticks fire when the fold's now passes a job's cursor.
+
+Bounds, exclusions, catch-up, overlap and jitter decide it.
 
 Rules (docs/schedules.md): the first tick past ``end_at`` or past ``max_runs`` is skipped and
 ends the schedule; an excluded tick is skipped. A tick folded within the schedule's

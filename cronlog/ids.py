@@ -1,5 +1,8 @@
-"""Identifier types and their formats: every run_id, event_id and idem_key format is written
-here, once, and used everywhere (fold, worker, API, relay, ticker)."""
+"""Identifier types and their formats.
+
+Every run_id, event_id and idem_key format is written here, once, and used everywhere (fold,
+worker, API, relay, ticker).
+"""
 
 from __future__ import annotations
 
@@ -136,8 +139,10 @@ def renew_idem_key(run_id: str, task: str, epoch: int, n: int) -> str:
 
 
 def complete_idem_key(run_id: str, task: str, epoch: int) -> str:
-    """Return the idem_key of a lease's CompleteTask: ``complete:<run>:<task>:<epoch>`` (one
-    completion per lease: a re-sent completion is a no-op)."""
+    """Return the idem_key of a lease's CompleteTask: ``complete:<run>:<task>:<epoch>``.
+
+    One completion per lease: a re-sent completion is a no-op.
+    """
     return f"complete:{run_id}:{task}:{epoch}"
 
 
@@ -147,8 +152,9 @@ def release_idem_key(run_id: str, task: str, epoch: int) -> str:
 
 
 def after_idem_key(downstream_job_id: str, upstream_run_id: str, end_event_id: str = "") -> str:
-    """Return the idem_key of the UpstreamRunEnded for one (downstream job, end of an upstream
-    run): ``after:<downstream>:<upstream_run_id>:<event_id of the ending event>``.
+    """Return the idem_key of the UpstreamRunEnded for one downstream job and upstream end.
+
+    The format is ``after:<downstream>:<upstream_run_id>:<event_id of the ending event>``.
 
     Idempotency: every relay, and every re-send after a restart, uses the same key (event ids
     are deterministic); a run reopened by a rerun and ended again has a new ending event.
@@ -157,9 +163,11 @@ def after_idem_key(downstream_job_id: str, upstream_run_id: str, end_event_id: s
 
 
 def step_idem_key(base: str, *parts: str) -> str:
-    """Return the idem_key of one command of a request that sends several:
-    ``<base>:<part>:…`` (base: the request's Idempotency-Key), so a retried request re-sends
-    each of them under the key it had."""
+    """Return the idem_key of one command of a request that sends several.
+
+    The format is ``<base>:<part>:…`` (base: the request's Idempotency-Key), so a retried
+    request re-sends each of them under the key it had.
+    """
     return ":".join((base, *parts))
 
 

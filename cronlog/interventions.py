@@ -1,5 +1,7 @@
-"""A user's interventions on active and ended runs: cancel a run or a task, rerun a task
-(Airflow's "clear"), and the end of task instances a redefinition dropped.
+"""A user's interventions on runs: cancel, rerun, and the tasks a redefinition dropped.
+
+Cancel a run or one task of it, rerun a task (Airflow's "clear"), and end the task instances
+whose task a redefinition removed.
 
 Called by ``decide``; every function emits into a ``Decision``, refusals as CommandRejected.
 """
@@ -70,8 +72,10 @@ def cancel(d: Decision, state: JobState, command: cmd.CancelRun, now: datetime) 
 
 
 def rerun(d: Decision, command: cmd.RerunTask, now: datetime) -> None:
-    """Start a new attempt series for ``command.task`` (and, with ``downstream``, every task
-    below it) in its run, reopening the run if it had ended.
+    """Start a new attempt series for a task (and those below it), reopening its run.
+
+    With ``downstream``, every task below ``command.task`` is reset too; a run that had ended
+    is reopened.
 
     Emits:
         RunReopened (an ended run, from the command's snapshot), TaskReset for each target
@@ -81,6 +85,7 @@ def rerun(d: Decision, command: cmd.RerunTask, now: datetime) -> None:
         ``unknown_task_instance``: the run or the job's current definition lacks the task.
         ``already_in_state``: one of the targets is ready, running or waiting for a retry,
         or the snapshot of an ended run holds a task that has not ended.
+
     Raises:
         InvariantViolation: the run is neither active nor reopened after the checks (a bug).
     """

@@ -168,9 +168,11 @@ def _task(state: JobState, run_id: str, task: str) -> TaskInstance:
 
 
 def _run_scheduled(state: JobState, event: ev.RunScheduled) -> JobState:
-    """Add the run as the event says: its ``ready`` tasks ready (delayed until ``release_at``
-    under jitter), the others pending. Nothing is recomputed from the job's definition, so a
-    change of DAG rules never changes how an old RunScheduled folds."""
+    """Add the run as the event says, recomputing nothing.
+
+    Its ``ready`` tasks are ready (delayed until ``release_at`` under jitter), the others
+    pending: a change of DAG rules never changes how an old RunScheduled folds.
+    """
     first = TaskState.READY if event.release_at is None else TaskState.DELAYED
     ready = set(event.ready)
     run = Run(

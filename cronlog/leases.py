@@ -1,6 +1,7 @@
-"""Leases and attempts: claims, renewals, completions and releases by workers, lease
-expiry and the hard deadline on a Tick, and what a failed attempt leads to (a retry after
-its backoff, or a dead letter).
+"""Leases and attempts: what workers ask, what Ticks expire, what failures lead to.
+
+Claims, renewals, completions and releases by workers; lease expiry and the hard deadline on
+a Tick; a failed attempt's retry after its backoff, or its dead letter.
 
 Fencing (DESIGN.md, invariant 3): every claim bumps the epoch; a renewal, completion or
 release with another epoch, or from a worker that is not the holder, is refused and the
@@ -21,8 +22,10 @@ from cronlog.vocabulary import WAITING_TASK_STATES, FailureKind, RejectReason, T
 
 
 def tick_attempts(d: Decision, now: datetime) -> None:
-    """On a Tick: stop runs past their timeout, expire lapsed leases, take back attempts past
-    their hard deadline, release retries and jittered starts whose time has come.
+    """Decide what a Tick does to a job's runs: timeouts, lease expiry, retries.
+
+    Stops runs past their timeout, expires lapsed leases, takes back attempts past their hard
+    deadline, and releases retries and jittered starts whose time has come.
 
     Emits:
         ``time_out``'s events for a run past ``timeout_at``; LeaseExpired then ``fail``'s

@@ -274,8 +274,11 @@ class TaskAction:
 
 
 class TriggerRule(StrEnum):
-    """When a task with upstream tasks runs (Airflow's trigger rules, same names and meaning;
-    Airflow docs, "DAGs" → "Trigger Rules"). Upstream ``cancelled`` counts as ``failed``."""
+    """When a task with upstream tasks runs.
+
+    Airflow's trigger rules, same names and meaning (Airflow docs, "DAGs" → "Trigger Rules").
+    Upstream ``cancelled`` counts as ``failed``.
+    """
 
     ALL_SUCCESS = "all_success"
     """Every upstream succeeded (the default). One failed: upstream_failed; one skipped:

@@ -1,5 +1,7 @@
-"""A run's progress and end: the DAG's trigger rules applied as tasks end, the run's end,
-its timeout, and the release of a ``buffer_one`` tick once the job has no active run.
+"""A run's progress and end: trigger rules, the run's end, timeouts, buffered ticks.
+
+The DAG's trigger rules applied as tasks end, the run's end, its timeout, and the release of
+a ``buffer_one`` tick once the job has no active run.
 
 Called by ``decide`` (through ``leases`` and ``interventions``); every function emits into a
 ``Decision``. Trigger rules: ``cronlog.dag`` (Airflow's meaning).
@@ -34,8 +36,7 @@ _ACTIVE = frozenset({TaskState.READY, TaskState.CLAIMED, TaskState.RETRY_WAIT, T
 
 
 def advance_run(d: Decision, run_id: str, now: datetime) -> None:
-    """Apply the trigger rules to a run's pending tasks after a task ended, then end the run
-    if every task has.
+    """Apply the trigger rules to a run's pending tasks, then end the run if all ended.
 
     A pending task whose rule is met becomes ready while the run has fewer than
     ``max_active_tasks`` ready or running; one whose rule says skip or upstream_failed ends so
@@ -109,8 +110,9 @@ def finish_run_if_done(d: Decision, run_id: str, now: datetime) -> None:
 
 
 def time_out(d: Decision, run: Run, now: datetime) -> None:
-    """Stop a run past its ``timeout_at`` (the job's ``run_timeout``, Airflow's
-    ``dagrun_timeout``).
+    """Stop a run past its ``timeout_at``.
+
+    The job's ``run_timeout`` (Airflow's ``dagrun_timeout``).
 
     Emits:
         RunTimedOut; TaskCancelled for every task not ended (a holder is refused at its next

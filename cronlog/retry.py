@@ -44,7 +44,8 @@ def next_attempt_at(
 
     Args:
         policy: the task's retry policy.
-        run_id, task: the task instance (they seed the jitter).
+        run_id: the task instance's run (it seeds the jitter).
+        task: the task instance's task (it seeds the jitter).
         failed_attempt: the attempt that just failed, 1-based.
         now: the fold's now, aware UTC.
 

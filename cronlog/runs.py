@@ -66,8 +66,9 @@ def start_run(
     upstream_job_id: str | None = None,
     upstream_run_id: str | None = None,
 ) -> list[ev.Event]:
-    """Return the events that start a run: RunScheduled, then a TaskReady for each task
-    ready at once, unless jitter delays them (then a Tick at ``release_at`` readies them).
+    """Return the events that start a run: RunScheduled, then TaskReady for each ready task.
+
+    Under jitter the TaskReady events come later, from a Tick at ``release_at``.
 
     Args:
         state: the job (its definition decides jitter, readiness and the run timeout).
@@ -79,8 +80,9 @@ def start_run(
         runs_remaining: runs the schedule may still fire after this one, or None.
         tasks: the run's task instances; default every task of the job (a replay run holds
             only the task it replays).
-        replay_of: a replay run's original run; upstream_job_id, upstream_run_id: an after
-            run's upstream.
+        replay_of: a replay run's original run; None for other runs.
+        upstream_job_id: an after run's upstream job; None for other runs.
+        upstream_run_id: an after run's upstream run; None for other runs.
 
     Returns:
         ``[RunScheduled, TaskReady...]`` (TaskReady in definition order, attempt 1, with the

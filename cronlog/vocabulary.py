@@ -1,6 +1,8 @@
-"""The closed vocabularies of the job lifecycle, in one place: job and task states, run
-triggers, skip / cancel / failure / refusal reasons, and the other string-coded enums the
-wire contract carries (``schemas/README.md``: enums travel as strings)."""
+"""The closed vocabularies of the job lifecycle, in one place.
+
+Job and task states, run triggers, skip / cancel / failure / refusal reasons, and the other
+string-coded enums the wire contract carries (``schemas/README.md``: enums travel as strings).
+"""
 
 from __future__ import annotations
 
@@ -188,8 +190,10 @@ class UpstreamOutcome(StrEnum):
 
 
 class CommandKind(StrEnum):
-    """Which command a CommandRejected refused: the command's type name, as on the wire
-    (``cronlog.<Name>`` union branch of ``cronlog.Command`` without the namespace)."""
+    """Which command a CommandRejected refused: the command's type name, as on the wire.
+
+    The ``cronlog.<Name>`` union branch of ``cronlog.Command``, without the namespace.
+    """
 
     REGISTER_JOB = "RegisterJob"
     """RegisterJob."""

@@ -107,8 +107,9 @@ class AfterRelay:
             consumer.close()
 
     def _rebuild(self, consumer: Consumer) -> tuple[AfterIndex, dict[int, int], int]:
-        """Return the index of the log below the committed offsets, where to go on, and how
-        many run-events were folded to build it.
+        """Return the index below the committed offsets, where to go on, and its cost.
+
+        The cost is how many run-events were folded to build it.
 
         Starts from the newest usable snapshot (``AfterSnapshot.usable``) and folds the log
         from its offsets, or from each partition's first offset when there is none. A

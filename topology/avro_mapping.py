@@ -52,6 +52,7 @@ _NAMES: dict[object, str] = {Envelope: f"{NAMESPACE}.Command"}
 
 
 def avro_name(tp: object) -> str:
+    """Return the Avro full name of a mapped dataclass (``cronlog.<class name>`` by default)."""
     return _NAMES.get(tp) or f"{NAMESPACE}.{typing.cast(type, tp).__name__}"
 
 
@@ -82,6 +83,7 @@ class Plan:
         )
 
     def to_avro(self, obj: object) -> dict[str, Datum]:
+        """Return ``obj``'s Avro datum (field name → value). Raises EncodeError."""
         out = dict(zip(self.names, self.getter(obj), strict=True))
         for attr, name, enc in self.encoders:
             try:
@@ -92,6 +94,7 @@ class Plan:
         return out
 
     def from_avro(self, datum: dict[str, Datum]) -> object:
+        """Return the dataclass instance of an Avro datum. Raises DecodeError."""
         # Never mutate datum: under schema resolution fastavro hands out the reader schema's
         # own default objects for fields the writer lacked.
         values = list(self.picker(datum))
@@ -110,6 +113,11 @@ def _one_tuple(keys: list[str], item: bool = False) -> Callable[[Any], tuple[Any
 
 @cache
 def plan_for(cls: type) -> Plan:
+    """Return (built once per class) the plan that maps ``cls`` to its Avro record and back.
+
+    Raises:
+        TypeError: a field's type has no Avro mapping (schemas/README.md, "Mapping rules").
+    """
     hints = typing.get_type_hints(cls)
     fields = []
     for f in dataclasses.fields(cls):

@@ -104,7 +104,10 @@ def read_partition(
 
     Args:
         consumer: from ``reader`` (its assignment is replaced).
-        start, end: offsets; nothing is read when ``end <= start``.
+        topic: the topic to read.
+        partition: the partition to read.
+        start: the first offset to read.
+        end: the offset to stop before; nothing is read when ``end <= start``.
         batch: most records per yielded list.
 
     Raises:

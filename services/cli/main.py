@@ -235,16 +235,28 @@ def schedule_next(
     """
     if after is not None and before is not None:
         raise usage_error("give --after or --before, not both")
-    policy = {"hash_id": job_id, "dst_gap": dst_gap, "dst_overlap": dst_overlap}
     ticks: Iterator[datetime]
     try:
         validate_cron(cron, hash_id=job_id)
         zone(tz)
         if before is not None:
-            ticks = prev_ticks(cron, tz, instant("--before", before), count, **policy)
+            ticks = prev_ticks(
+                cron,
+                tz,
+                instant("--before", before),
+                count,
+                hash_id=job_id,
+                dst_gap=dst_gap,
+                dst_overlap=dst_overlap,
+            )
         else:
             start = instant("--after", after) if after is not None else datetime.now(UTC)
-            ticks = islice(cron_ticks(cron, tz, start, **policy), count)
+            ticks = islice(
+                cron_ticks(
+                    cron, tz, start, hash_id=job_id, dst_gap=dst_gap, dst_overlap=dst_overlap
+                ),
+                count,
+            )
         shown = [render.tick(t, tz) for t in ticks]
     except InvalidDefinition as exc:
         raise usage_error(str(exc)) from exc

@@ -9,11 +9,13 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import io
 import os
 import signal
 import subprocess
 import sys
 import threading
+import typing
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -211,9 +213,9 @@ class ProcessExecution:
 def _read_tail(proc: subprocess.Popen[bytes], tail: deque[bytes], output: Output) -> None:
     """Read the combined stdout/stderr pipe to its end: all of it to ``output``, the last
     ``TAIL_BYTES`` (at least) into ``tail``."""
-    stdout = proc.stdout
-    if stdout is None:
+    if proc.stdout is None:
         return
+    stdout = typing.cast(io.BufferedReader, proc.stdout)  # Popen pipes are buffered readers
     size = 0
     for chunk in iter(lambda: stdout.read1(65536), b""):
         output.write(chunk)
