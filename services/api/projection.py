@@ -108,6 +108,9 @@ def _job_event(batch: Batch, record: ev.RunEvent, event: ev.Event) -> None:
     key, at = job_key(record.job_id), iso(record.at)
     job = batch.get_json(key)
     if isinstance(event, ev.JobRegistered):
+        # a registration of a job_id seen before (deleted: the fold refuses the others) is a
+        # new incarnation, part of its schedule run_ids (cronlog.ids.run_id_for_tick)
+        incarnation = job.get("incarnation", 0) + 1 if job is not None else 0
         job = job or {
             "job_id": record.job_id,
             "runs": 0,
@@ -117,6 +120,7 @@ def _job_event(batch: Batch, record: ev.RunEvent, event: ev.Event) -> None:
             "last_scheduled_for": None,
         }
         job.update(
+            incarnation=incarnation,
             definition=spec_to_json(event.spec),
             status="active",
             created_at=at,

@@ -312,7 +312,11 @@ async def backfill_job(
             "runs": [
                 {
                     "scheduled_for": iso(p.tick),
-                    "run_id": run_id_for_tick(job_id, p.tick) if plain else None,
+                    "run_id": (
+                        run_id_for_tick(job_id, p.tick, doc.get("incarnation", 0))
+                        if plain
+                        else None
+                    ),
                 }
                 for p in planned
             ],

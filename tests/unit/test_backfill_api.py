@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from cronlog import commands as cmd
 from cronlog import events as ev
+from cronlog.decide import handle
 from cronlog.ids import event_id, run_id_for_backfill, run_id_for_tick
 from cronlog.model import JobSpec, Schedule, ScheduleKind
 from cronlog.time import iso
@@ -237,3 +239,28 @@ def test_backfill_runs_do_not_move_the_jobs_next_run(rm: ReadModel, client: Test
     job = client.get(f"/api/v1/jobs/{JOB}").json()
     assert job["next_run_at"] == iso(CURSOR)
     assert client.get(f"/api/v1/runs/{run_id_for_tick(JOB, tick)}").json()["trigger"] == "backfill"
+
+
+def test_dry_run_names_the_run_ids_a_re_registered_job_will_get(
+    rm: ReadModel, client: TestClient
+) -> None:
+    # The fold's run ids of a job registered again after a delete carry its incarnation
+    # (cronlog.ids.run_id_for_tick); the dry run must list those, not the first
+    # registration's.
+    spec = JobSpec("j", HOURLY, ("true",))
+    state, _ = handle(
+        None, cmd.Envelope(idem_key="r1", job_id=JOB, command=cmd.RegisterJob(spec=spec)), T0
+    )
+    state, _ = handle(state, cmd.Envelope(idem_key="d", job_id=JOB, command=cmd.DeleteJob()), T0)
+    state, _ = handle(
+        state, cmd.Envelope(idem_key="r2", job_id=JOB, command=cmd.RegisterJob(spec=spec)), T0
+    )
+    assert state is not None and state.incarnation == 1
+    register(rm)
+    feed(rm, "del", ev.JobDeleted())
+    feed(rm, "reg-again", ev.JobRegistered(spec=spec, next_fire_at=CURSOR))
+    answer = post(client)
+    assert answer.status_code == 200, answer.text
+    assert [r["run_id"] for r in answer.json()["runs"]] == [
+        run_id_for_tick(JOB, T0 + timedelta(hours=h), state.incarnation) for h in (1, 2, 3, 4)
+    ]
