@@ -116,16 +116,16 @@ def _parse(expression: str, hash_id: str | None) -> CronSpec:
     )
     nth, last_dows = dow_specials(raw["day_of_week"], dow_special, seed)
     day_and = _starred(raw["day_of_month"]) or _starred(raw["day_of_week"])
-    dom_all, dow_all = len(days - {0}) == 31, len(weekdays) == 7
+    dom_all, dow_all = len(days) == 31, len(weekdays) == 7
     return CronSpec(
         seconds=times.get("second", (0,)),
         minutes=times["minute"],
         hours=times["hour"],
         months=frozenset(plain_values("month", raw["month"], raw["month"], seed)),
-        days=frozenset(days - {0}),
-        last_day=0 in days,
+        days=frozenset(days),
+        last_day="l" in dom_special,
         last_weekday="lw" in dom_special,
-        nearest_weekdays=frozenset(int(t[:-1]) for t in dom_special if t != "lw"),
+        nearest_weekdays=frozenset(int(t[:-1]) for t in dom_special if t not in ("l", "lw")),
         weekdays=frozenset(weekdays),
         nth_weekdays=frozenset(((d - 1) % 7, n) for d, n in nth),
         last_weekdays=frozenset((d - 1) % 7 for d in last_dows),

@@ -1,8 +1,8 @@
 """One cron field at a time: croniter expands it, after the rewrites cronlog's dialect needs.
 
 croniter reads numbers, names, lists, ranges, steps, ``*``, ``L``, ``#`` and Jenkins ``H``;
-where its reading differs from docs/schedules.md (``a-a``, wrapping ranges, ``a/n``, ``?``,
-``5L``) the text is rewritten first, and ``W``/``LW``, which it lacks, are read here.
+where its reading differs from docs/schedules.md (``a-a``, wrapping ranges, ``a/n``, ``a-L``,
+``?``, ``5L``) the text is rewritten first, and ``W``/``LW``, which it lacks, are read here.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def bad(name: str, raw: str, why: str | None = None) -> InvalidDefinition:
 
 
 def plain_values(name: str, text: str, raw: str, seed: bytes) -> set[int]:
-    """Expand one field through croniter after normalising it; ``L`` in day_of_month is 0.
+    """Expand one field through croniter after normalising it (``split_specials`` first).
 
     ``text`` is what to expand (``raw`` less any W/#/L tokens); ``raw`` is named in errors.
     """
@@ -74,7 +74,7 @@ def plain_values(name: str, text: str, raw: str, seed: bytes) -> set[int]:
             if name == "day_of_week"
             else set(range(low, high + 1))
         )
-    return {0 if v == "l" else int(v) % 7 if name == "day_of_week" else int(v) for v in values}
+    return {int(v) % 7 if name == "day_of_week" else int(v) for v in values}
 
 
 def _normalise(name: str, text: str, raw: str) -> str:
@@ -95,32 +95,63 @@ def _normalise(name: str, text: str, raw: str) -> str:
 
 
 def _normalise_item(name: str, item: str) -> str:
+    """Rewrite one list item into a spelling croniter expands as docs/schedules.md says.
+
+    Ranges are resolved here, where the field's bounds are known: ``a/n`` becomes
+    ``a-max/n``, ``a-L`` (day_of_month) becomes ``a-31``, a range with equal ends becomes the
+    single value, and a wrapping range becomes its list. croniter then sees only values and
+    ascending ranges, which it expands correctly.
+    """
     low, high = _BOUNDS[name]
-    if name == "day_of_week":
-        high = 6  # 7 (Sunday again) is accepted as a value, but the cycle is 0-6
     start_step = _START_STEP.match(item)
-    if start_step:  # croniter reads "a/n" as a-max/n, but a-a (a == max) as the whole range
-        item = f"{start_step.group(1)}-{high}/{start_step.group(2)}"
+    if start_step:  # croniter reads 59/5 and 6/1 (day_of_week) as the whole cycle, 7/2 as 0/2
+        start = _number(name, start_step.group(1))
+        item = f"{start_step.group(1)}-{_step_end(name, start)}/{start_step.group(2)}"
     ranged = _RANGE.match(item)
     if not ranged:
         return item
-    first, last = _number(name, ranged.group(1)), _number(name, ranged.group(2))
+    first, last = _number(name, ranged.group(1)), _range_end(name, ranged.group(2))
     step = int(ranged.group(3) or 1)
     if (
         first is None
         or last is None
         or step == 0
-        or not (low <= first <= _BOUNDS[name][1] and low <= last <= _BOUNDS[name][1])
+        or not (low <= first <= high and low <= last <= high)
     ):
         return item  # croniter refuses it
-    if name == "day_of_week" and first == 7:
-        first = 0
+    if name == "day_of_week":
+        # 7 is Sunday again: as a start it is 0 (7-1 is Sunday, Monday), except in 7-7; as an
+        # end it stays 7 (5-7 is Friday to Sunday, 0-7 every day), which croniter reads as 0.
+        high = 6
+        if first == 7 and last != 7:
+            first = 0
     if first == last:
         return str(first)  # "a-a" is the single value a (croniter: the whole cycle)
     if first > last:
         cycle = [*range(first, high + 1), *range(low, last + 1)]
         return ",".join(str(v) for v in cycle[::step])  # croniter's wrap drops or shifts values
     return f"{first}-{last}/{step}"
+
+
+def _step_end(name: str, start: int | None) -> int:
+    """Return where ``a/n`` stops: the field's last value.
+
+    In day_of_week that is Saturday (6), unless a is 7, whose ``7/n`` is 7 alone (Sunday), as
+    a-max/n reads (docs/schedules.md, "a/n").
+    """
+    if name == "day_of_week":
+        return 7 if start == 7 else 6
+    return _BOUNDS[name][1]
+
+
+def _range_end(name: str, end: str) -> int | None:
+    """Return the end of a range: a number or name, or in day_of_month ``L``.
+
+    ``L`` as an end is 31: ``a-L`` is a..the month's last day, and days past that do not exist.
+    """
+    if name == "day_of_month" and end == "l":
+        return _BOUNDS[name][1]
+    return _number(name, end)
 
 
 def _number(name: str, token: str) -> int | None:
@@ -132,14 +163,16 @@ def _number(name: str, token: str) -> int | None:
 
 
 def split_specials(name: str, raw: str) -> tuple[str, set[str]]:
-    """Split a day field into the items croniter expands and the ``W``/``#``/``L`` tokens."""
+    """Split a day field into the items croniter expands and the ``L``/``W``/``#`` tokens."""
     text = raw.lower()
     if HASH.match(text) or text == "?":
         return raw, set()
     plain, special = [], set()
     for item in text.split(","):
-        if name == "day_of_month" and (item == "lw" or _NEAREST_WEEKDAY.match(item)):
-            if item != "lw" and not 1 <= int(item[:-1]) <= 31:
+        if name == "day_of_month" and (item in ("l", "lw") or _NEAREST_WEEKDAY.match(item)):
+            # L is read here, not by croniter: it reads a list of 1-27, 29-31 and L as every
+            # day, the 28th of every month included.
+            if item not in ("l", "lw") and not 1 <= int(item[:-1]) <= 31:
                 raise bad(name, raw, f"{item[:-1]} is outside 1-31")
             special.add(item)
         elif name == "day_of_week" and _DOW_SPECIAL.match(item):

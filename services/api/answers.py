@@ -49,6 +49,10 @@ class ScheduleOut(BaseModel):
     """The upstream job of an ``after`` schedule."""
     on: Literal["success", "done"] = "success"
     """Which upstream run ends start a run (``after`` only)."""
+    dst_gap: Literal["shift", "skip"] = "shift"
+    """Fixed-time cron ticks in a spring-forward gap (docs/schedules.md)."""
+    dst_overlap: Literal["first", "last", "both"] = "first"
+    """Fixed-time cron ticks whose wall time occurs twice (docs/schedules.md)."""
 
 
 class RetryPolicyOut(BaseModel):

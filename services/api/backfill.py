@@ -10,19 +10,20 @@ after ``end_at`` and excluded ticks are not the schedule's, so they are not back
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from cronlog.commands import MAX_BACKFILL_TICKS
 from cronlog.exclusions import is_excluded
 from cronlog.firing import schedule_tick
-from cronlog.model import DstGapPolicy, DstOverlapPolicy, Schedule
+from cronlog.model import Schedule
 from cronlog.vocabulary import Reprocess
 from services.api.mapping import to_spec
 from services.api.projection import run_key, tick_runs_prefix
 from services.api.schemas import JobDefinition
 from services.api.store import Store
+from services.api.views import stored_definition
 
 MAX_SCANNED_TICKS = 100_000
 """At most this many ticks of (start, end] are looked at per request (already-run ones too)."""
@@ -49,13 +50,7 @@ class Planned:
 
 def job_schedule(doc: dict[str, Any]) -> Schedule:
     """Return the core Schedule of a stored job document (its DST policies included)."""
-    schedule = to_spec(JobDefinition.model_validate(doc["definition"])).schedule
-    policy = {**doc.get("dst_policy", {}), **doc["definition"]["schedule"]}
-    return replace(
-        schedule,
-        dst_gap=DstGapPolicy(policy.get("dst_gap") or "shift"),
-        dst_overlap=DstOverlapPolicy(policy.get("dst_overlap") or "first"),
-    )
+    return to_spec(JobDefinition.model_validate(stored_definition(doc))).schedule
 
 
 def ticks_between(

@@ -147,9 +147,6 @@ def _job_event(batch: Batch, record: ev.RunEvent, event: ev.Event) -> None:
         skips.record(batch, record.job_id, event, at)
     else:
         return
-    if isinstance(event, ev.JobRegistered | ev.JobRedefined):  # not in the API's definition
-        s = event.spec.schedule
-        job["dst_policy"] = {"dst_gap": s.dst_gap.value, "dst_overlap": s.dst_overlap.value}
     job["updated_at"] = at
     batch.put_json(key, job)
 

@@ -38,6 +38,8 @@ Weekday = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
 Kind = Literal["cron", "once", "manual", "every", "after"]
 AfterOnName = Literal["success", "done"]
 Overlap = Literal["allow", "skip", "buffer_one", "cancel_previous"]
+DstGapName = Literal["shift", "skip"]
+DstOverlapName = Literal["first", "last", "both"]
 TaskKindName = Literal["exec", "shell", "python", "http"]
 
 
@@ -84,6 +86,9 @@ class ScheduleIn(_Strict):
             ends as ``on`` asks (docs/schedules.md, "After").
         on: ``success`` (default: the upstream run succeeded) or ``done`` (it ended in any
             way: succeeded, failed or cancelled); ``after`` only.
+        dst_gap / dst_overlap: fixed-time cron ticks in a spring-forward gap: ``shift``
+            (default: once, at the gap's end) or ``skip``; whose wall time occurs twice:
+            ``first`` (default), ``last`` or ``both`` (docs/schedules.md); cron only.
     """
 
     type: Kind
@@ -101,6 +106,8 @@ class ScheduleIn(_Strict):
     misfire_grace_s: Seconds = 60.0
     job_id: str | None = None
     on: AfterOnName = "success"
+    dst_gap: DstGapName = "shift"
+    dst_overlap: DstOverlapName = "first"
 
 
 BackoffName = Literal["constant", "linear", "exponential"]
@@ -291,6 +298,8 @@ class SchedulePatch(_Strict):
     misfire_grace_s: Seconds | None = None
     job_id: str | None = None
     on: AfterOnName | None = None
+    dst_gap: DstGapName | None = None
+    dst_overlap: DstOverlapName | None = None
 
 
 class RetryPolicyPatch(_Strict):

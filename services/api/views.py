@@ -33,7 +33,7 @@ def job_view(store: Store, doc: dict[str, Any]) -> dict[str, Any]:
     done = doc["succeeded"] + doc["failed"]
     return {
         "job_id": doc["job_id"],
-        **doc["definition"],
+        **stored_definition(doc),
         "status": doc["status"],
         "next_run_at": doc["next_fire_at"] if doc["status"] == "active" else None,
         "created_at": doc["created_at"],
@@ -52,6 +52,18 @@ def job_view(store: Store, doc: dict[str, Any]) -> dict[str, Any]:
         "skipped_count": skips.count(store, doc["job_id"]),
         "runs_remaining": doc.get("runs_remaining"),
     }
+
+
+def stored_definition(doc: dict[str, Any]) -> dict[str, Any]:
+    """Return the definition (the API's JSON shape) of a stored job document.
+
+    Documents projected before the definition carried ``dst_gap``/``dst_overlap`` kept them
+    beside it (``dst_policy``); they are merged in, so a PATCH does not reset them.
+    """
+    definition: dict[str, Any] = doc["definition"]
+    if "dst_policy" not in doc:
+        return definition
+    return {**definition, "schedule": {**doc["dst_policy"], **definition["schedule"]}}
 
 
 def get_job(store: Store, job_id: str) -> dict[str, Any] | None:
@@ -119,7 +131,7 @@ def preview(doc: dict[str, Any], after: datetime, count: int) -> list[dict[str, 
         century); a once job's ``run_at`` if it is after ``after``; nothing for a manual job
         or a deleted one. A paused job's ticks are shown: they are what it fires once resumed.
     """
-    schedule = doc["definition"]["schedule"]
+    schedule = stored_definition(doc)["schedule"]
     if doc["status"] == "deleted":
         return []
     tz = schedule.get("timezone") or "UTC"
@@ -128,13 +140,12 @@ def preview(doc: dict[str, Any], after: datetime, count: int) -> list[dict[str, 
         return [tick(run_at, tz)] if run_at > after and count > 0 else []
     if schedule["type"] != ScheduleKind.CRON.value or not schedule.get("expression"):
         return []
-    policy = {**doc.get("dst_policy", {}), **schedule}  # the definition wins once it has them
     ticks = cron_ticks(
         schedule["expression"],
         tz,
         after,
         hash_id=doc["job_id"],
-        dst_gap=DstGapPolicy(policy.get("dst_gap") or "shift"),
-        dst_overlap=DstOverlapPolicy(policy.get("dst_overlap") or "first"),
+        dst_gap=DstGapPolicy(schedule.get("dst_gap") or "shift"),
+        dst_overlap=DstOverlapPolicy(schedule.get("dst_overlap") or "first"),
     )
     return [tick(t, tz) for t in islice(ticks, count)]

@@ -116,6 +116,46 @@ def test_six_fields_put_seconds_first() -> None:
     assert ticks("3-3 * * * * *", 2) == ["01-01 00:00:03", "01-01 00:01:03"]
 
 
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        # a-L is a..the month's last day: 31-L is the 31st, in the months that have one
+        # (croniter reads 31-L as every day, 31-L/2 as the odd days).
+        ("0 0 31-L * *", ["01-31", "03-31", "05-31", "07-31"]),
+        ("0 0 31-L/2 * *", ["01-31", "03-31", "05-31"]),
+        ("0 0 30-L * *", ["01-30", "01-31", "03-30", "03-31", "04-30"]),  # none in February
+        ("0 0 28-L/2 * *", ["01-28", "01-30", "02-28", "03-28", "03-30"]),
+        ("0 0 1,31-L 2-4 *", ["02-01", "03-01", "03-31", "04-01"]),
+        # 7 is Sunday: 7-7 is a-a (not 0-7, the whole week); 7/n is 7..7, Sunday alone.
+        ("0 0 * * 7-7", ["01-07", "01-14", "01-21"]),
+        ("0 0 * * 7-7/2", ["01-07", "01-14"]),
+        ("0 0 * * 7/2", ["01-07", "01-14", "01-21"]),
+        ("0 0 * * 7/1", ["01-07", "01-14", "01-21"]),
+        ("0 0 * * 7-0", ["01-07", "01-14"]),  # both ends Sunday
+        ("0 0 * * 0-7/7", ["01-07", "01-14"]),
+        # a/n in day_of_week runs to Saturday, as croniter and Quartz read it.
+        ("0 0 * * 1/2", ["01-03", "01-05", "01-08", "01-10"]),  # Mon, Wed, Fri
+        ("0 0 * * 5/1", ["01-05", "01-06", "01-12", "01-13"]),  # Fri, Sat
+        ("0 0 * * fri/1", ["01-05", "01-06", "01-12"]),
+        ("0 0 * * 6/1", ["01-06", "01-13"]),  # croniter: every day
+        ("0 0 * * 0/3", ["01-03", "01-06", "01-07", "01-10"]),  # Sun, Wed, Sat
+        ("0 0 * * 6-1", ["01-06", "01-07", "01-08", "01-13"]),  # Sat, Sun, Mon (wraps)
+    ],
+)
+def test_last_day_ranges_sunday_as_7_and_weekday_steps(
+    expression: str, expected: list[str]
+) -> None:
+    assert days(expression, len(expected)) == expected
+
+
+def test_l_in_a_list_is_the_last_day_not_every_day() -> None:
+    # croniter reads 1-27,29-31,L as every day of the month; 2024-02-28 is not February's last.
+    feb_2024 = [f"02-{d:02}" for d in (*range(1, 28), 29)]
+    assert days("0 0 29-27,L 2 *", 28) == feb_2024
+    assert days("0 0 1-27,29-31,L 2 *", 28) == feb_2024
+    assert not parse("0 0 29-27,L * *").every_day
+
+
 # --- day of month / day of week (Vixie: AND if either starts with *, else OR) -------------------
 
 

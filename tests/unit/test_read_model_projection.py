@@ -142,6 +142,8 @@ def test_registered_job_shows_its_definition_status_and_next_run(store: Store) -
         "run_at": None,
         "catchup": "latest",
         "catchup_window_s": 86400,
+        "dst_gap": "shift",
+        "dst_overlap": "first",
         "interval_s": None,
         "anchor_at": None,
         "start_at": None,
