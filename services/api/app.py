@@ -18,11 +18,11 @@ from fastapi import APIRouter, FastAPI, HTTPException, Query, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import AwareDatetime
 
 from services.api import logs, operate, writes
 from services.api.answers import JobList, JobOut, RunList, RunOut, SkippedList, TickList
 from services.api.read_model import ReadModel
+from services.api.schemas import Instant
 from services.api.sender import CommandSender
 from services.api.settings import ApiSettings
 from topology.topics import Topics
@@ -73,7 +73,7 @@ def list_ticks(
     job_id: str,
     request: Request,
     count: Annotated[int, Query(ge=1, le=1000)] = 10,
-    after: Annotated[AwareDatetime | None, Query()] = None,
+    after: Annotated[Instant | None, Query()] = None,
 ) -> Any:
     """Preview: the job's next ``count`` ticks strictly after ``after`` (default: now).
 

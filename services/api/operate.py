@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
-from pydantic import AwareDatetime, BaseModel, Field
+from pydantic import BaseModel, Field
 
 from cronlog import commands as cmd
 from cronlog.ids import run_id_for_replay
@@ -19,6 +19,7 @@ from services.api import dead_letters
 from services.api.answers import RunOut
 from services.api.projection import TERMINAL_RUN_STATES
 from services.api.read_model import ReadModel
+from services.api.schemas import Instant
 from services.api.writes import IdemKey, _accepted, _check, _command, _invalid
 
 router = APIRouter(prefix="/api/v1")
@@ -74,8 +75,8 @@ class ReplayIn(BaseModel):
     run_id: str | None = None
     task: str | None = None
     job_id: str | None = None
-    since: AwareDatetime | None = None
-    until: AwareDatetime | None = None
+    since: Instant | None = None
+    until: Instant | None = None
 
 
 class Replayed(BaseModel):
@@ -167,8 +168,8 @@ async def rerun_task(
 def list_dead_letters(
     request: Request,
     job_id: str | None = None,
-    since: Annotated[AwareDatetime | None, Query()] = None,
-    until: Annotated[AwareDatetime | None, Query()] = None,
+    since: Annotated[Instant | None, Query()] = None,
+    until: Annotated[Instant | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Any:
     """Dead letters (filters: job_id, ``since <= dead_lettered_at < until``), newest first."""
