@@ -204,6 +204,8 @@ def create_app(
         version="0.1.0",
         lifespan=lifespan,
         description="Distributed cron on a Kafka log: jobs, runs, triggers.",
+        # FastAPI's own streaming cap (Starlette's RequestBodyLimitMiddleware): 413 before parsing
+        max_body_size=settings.api_max_body_bytes,
     )
     app.state.settings = settings
     app.state.read_model = read_model
