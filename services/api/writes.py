@@ -28,6 +28,7 @@ from services.api import backfill as bf
 from services.api.answers import JobOut
 from services.api.mapping import merge_patch, spec_to_json, to_spec
 from services.api.read_model import ReadModel
+from services.api.record_budget import RecordTooLarge, check_record_budget
 from services.api.schemas import (
     Accepted,
     Backfilled,
@@ -66,9 +67,8 @@ def _iso(instant: datetime | None) -> str | None:
 
 
 def _invalid(field: str, reason: str) -> RequestValidationError:
-    return RequestValidationError(
-        [{"type": "invalid_definition", "loc": ("body", *field.split(".")), "msg": reason}]
-    )
+    loc = ("body", *field.split(".")) if field else ("body",)
+    return RequestValidationError([{"type": "invalid_definition", "loc": loc, "msg": reason}])
 
 
 def validated_spec(body: JobDefinition, job_id: str | None = None) -> JobSpec:
@@ -76,12 +76,16 @@ def validated_spec(body: JobDefinition, job_id: str | None = None) -> JobSpec:
 
     Raises:
         RequestValidationError: 422 whose ``loc`` names the field (``schedule.expression``,
-            ``schedule.timezone``, ...), in FastAPI's usual shape.
+            ``schedule.timezone``, ...), in FastAPI's usual shape; also when the job's record
+            could outgrow the fold's limit (``record_budget``: ``max_active_runs`` or the body).
     """
     spec = to_spec(body)
     try:
         validate_spec(spec, job_id=job_id)
+        check_record_budget(job_id or "j" * 128, spec)  # an unchosen id: its longest form
     except InvalidDefinition as exc:
+        raise _invalid(exc.field, exc.reason) from exc
+    except RecordTooLarge as exc:
         raise _invalid(exc.field, exc.reason) from exc
     return spec
 
