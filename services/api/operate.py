@@ -10,19 +10,19 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from pydantic import BaseModel, Field
 
 from cronlog import commands as cmd
 from cronlog.ids import run_id_for_replay
-from services.api import dead_letters
+from services.api import dead_letters, idempotency
 from services.api.answers import RunOut
 from services.api.projection import TERMINAL_RUN_STATES
 from services.api.read_model import ReadModel
 from services.api.schemas import Instant
 from services.api.writes import IdemKey, _accepted, _check, _command, _invalid
 
-router = APIRouter(prefix="/api/v1")
+router = APIRouter(prefix="/api/v1", dependencies=[Depends(idempotency.guard)])
 MAX_REPLAYS = 100
 """At most this many dead letters are replayed per request."""
 

@@ -12,7 +12,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, HTTPException, Request, Response
+from fastapi import APIRouter, Depends, Header, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
@@ -25,6 +25,7 @@ from cronlog.model import JobSpec
 from cronlog.time import iso
 from cronlog.validation import validate_spec
 from services.api import backfill as bf
+from services.api import idempotency
 from services.api.answers import JobOut
 from services.api.mapping import merge_patch, spec_to_json, to_spec
 from services.api.read_model import ReadModel
@@ -42,15 +43,16 @@ from services.api.schemas import (
 from services.api.sender import CommandNotSent, CommandSender
 
 log = logging.getLogger("cronlog.api")
-router = APIRouter(prefix="/api/v1")
+router = APIRouter(prefix="/api/v1", dependencies=[Depends(idempotency.guard)])
 IdemKey = Annotated[
     str | None,
     Header(
         alias="Idempotency-Key",
         max_length=200,
         pattern=r"^[!-~]+$",
-        description="the command's idem_key (printable ASCII); "
-        "a retry with the same key changes nothing",
+        description="the command's idem_key (printable ASCII); a retry of the same "
+        "request with the same key changes nothing; the key reused for another request "
+        "(method, path or body) is a 422",
     ),
 ]
 _STATUS = {RejectReason.UNKNOWN_JOB: 404, RejectReason.INVALID_DEFINITION: 422}
@@ -112,6 +114,7 @@ async def _command(
     """Produce one command (unless its idem_key was applied already) and await its events."""
     rm, sender = _parts(request)
     settings = request.app.state.settings
+    idempotency.remember(request)  # the header's first use (a reuse was refused by guard)
     prior = rm.events_for(idem_key, job_id)
     if prior:  # a retried Idempotency-Key: answer as the first time, produce nothing
         return prior
