@@ -20,7 +20,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from services.api import logs, operate, writes
-from services.api.answers import JobList, JobOut, RunList, RunOut, SkippedList, TickList
+from services.api.answers import (
+    JobList,
+    JobOut,
+    RunList,
+    RunOut,
+    SkippedList,
+    TickList,
+    documented,
+)
 from services.api.read_model import ReadModel
 from services.api.schemas import Instant
 from services.api.sender import CommandSender
@@ -39,7 +47,7 @@ def _read_model(request: Request) -> ReadModel:
     return rm
 
 
-@reads.get("/jobs", response_model=JobList)
+@reads.get("/jobs", response_model=JobList, responses=documented(503))
 def list_jobs(
     request: Request,
     status: Annotated[str | None, Query(pattern="^(active|paused|deleted)$")] = None,
@@ -48,7 +56,7 @@ def list_jobs(
     return {"jobs": _read_model(request).jobs(status)}
 
 
-@reads.get("/jobs/{job_id}", response_model=JobOut, responses={404: {}})
+@reads.get("/jobs/{job_id}", response_model=JobOut, responses=documented(404, 503))
 def get_job(job_id: str, request: Request) -> Any:
     """One job: definition, status, next_run_at, counts, last run."""
     job = _read_model(request).job(job_id)
@@ -57,7 +65,7 @@ def get_job(job_id: str, request: Request) -> Any:
     return job
 
 
-@reads.get("/jobs/{job_id}/runs", response_model=RunList, responses={404: {}})
+@reads.get("/jobs/{job_id}/runs", response_model=RunList, responses=documented(404, 503))
 def list_runs(
     job_id: str, request: Request, limit: Annotated[int, Query(ge=1, le=1000)] = 20
 ) -> Any:
@@ -68,7 +76,7 @@ def list_runs(
     return {"job_id": job_id, "runs": rm.runs(job_id, limit)}
 
 
-@reads.get("/jobs/{job_id}/ticks", response_model=TickList, responses={404: {}})
+@reads.get("/jobs/{job_id}/ticks", response_model=TickList, responses=documented(404, 503))
 def list_ticks(
     job_id: str,
     request: Request,
@@ -89,7 +97,7 @@ def list_ticks(
     return {"job_id": job_id, "ticks": ticks}
 
 
-@reads.get("/jobs/{job_id}/skipped", response_model=SkippedList, responses={404: {}})
+@reads.get("/jobs/{job_id}/skipped", response_model=SkippedList, responses=documented(404, 503))
 def list_skipped(
     job_id: str, request: Request, limit: Annotated[int, Query(ge=1, le=1000)] = 100
 ) -> Any:
@@ -100,7 +108,7 @@ def list_skipped(
     return {"job_id": job_id, "skipped": rm.skipped(job_id, limit)}
 
 
-@reads.get("/runs/{run_id}", response_model=RunOut, responses={404: {}})
+@reads.get("/runs/{run_id}", response_model=RunOut, responses=documented(404, 503))
 def get_run(run_id: str, request: Request) -> Any:
     """One run: state, attempt, lease, exit code, output tail, timings, trigger lag."""
     run = _read_model(request).run(run_id)

@@ -26,7 +26,7 @@ from cronlog.time import iso
 from cronlog.validation import validate_spec
 from services.api import backfill as bf
 from services.api import idempotency
-from services.api.answers import JobOut
+from services.api.answers import JobOut, documented
 from services.api.mapping import merge_patch, spec_to_json, to_spec
 from services.api.read_model import ReadModel
 from services.api.record_budget import RecordTooLarge, check_record_budget
@@ -56,12 +56,7 @@ IdemKey = Annotated[
     ),
 ]
 _STATUS = {RejectReason.UNKNOWN_JOB: 404, RejectReason.INVALID_DEFINITION: 422}
-_ANSWERS: dict[int | str, dict[str, Any]] = {
-    202: {"model": Accepted},
-    404: {},
-    409: {},
-    503: {"description": "Kafka unreachable"},
-}
+_ANSWERS = documented(400, 404, 409, 413, 503, accepted=True)
 
 
 def _iso(instant: datetime | None) -> str | None:
