@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from services.api.schemas import Accepted
+
 Number = int | float
 """A JSON number; whole seconds stay ints on output."""
 
@@ -287,3 +289,31 @@ class SkippedList(BaseModel):
 
     job_id: str
     skipped: list[SkippedTick]
+
+
+class Problem(BaseModel):
+    """An error answer that is not a validation error: what went wrong (``HTTPException``)."""
+
+    detail: str
+
+
+_ERRORS: dict[int, dict[str, Any]] = {
+    400: {"model": Problem, "description": "The body is not parseable (not UTF-8 JSON)."},
+    404: {"model": Problem, "description": "Unknown job, run or task."},
+    409: {"model": Problem, "description": "The job was deleted, or the run or task ended."},
+    413: {"description": "The body is larger than CRONLOG_API_MAX_BODY_BYTES (default 1 MiB)."},
+    503: {"model": Problem, "description": "Kafka or the read model is not reachable yet."},
+}
+
+
+def documented(*codes: int, accepted: bool = False) -> dict[int | str, dict[str, Any]]:
+    """Return a route's OpenAPI ``responses=``: the error answers ``codes`` (400, 404, 409,
+    413, 503) and, with ``accepted``, the 202 of a write whose effect was not seen in time."""
+    out: dict[int | str, dict[str, Any]] = {code: _ERRORS[code] for code in codes}
+    if accepted:
+        out[202] = {
+            "model": Accepted,
+            "description": "The command is in the log; its effect was not seen in time: "
+            "poll the Location.",
+        }
+    return out

@@ -18,11 +18,19 @@ from fastapi import APIRouter, FastAPI, HTTPException, Query, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import AwareDatetime
 
 from services.api import logs, operate, writes
-from services.api.answers import JobList, JobOut, RunList, RunOut, SkippedList, TickList
+from services.api.answers import (
+    JobList,
+    JobOut,
+    RunList,
+    RunOut,
+    SkippedList,
+    TickList,
+    documented,
+)
 from services.api.read_model import ReadModel
+from services.api.schemas import Instant
 from services.api.sender import CommandSender
 from services.api.settings import ApiSettings
 from topology.topics import Topics
@@ -39,7 +47,7 @@ def _read_model(request: Request) -> ReadModel:
     return rm
 
 
-@reads.get("/jobs", response_model=JobList)
+@reads.get("/jobs", response_model=JobList, responses=documented(503))
 def list_jobs(
     request: Request,
     status: Annotated[str | None, Query(pattern="^(active|paused|deleted)$")] = None,
@@ -48,7 +56,7 @@ def list_jobs(
     return {"jobs": _read_model(request).jobs(status)}
 
 
-@reads.get("/jobs/{job_id}", response_model=JobOut, responses={404: {}})
+@reads.get("/jobs/{job_id}", response_model=JobOut, responses=documented(404, 503))
 def get_job(job_id: str, request: Request) -> Any:
     """One job: definition, status, next_run_at, counts, last run."""
     job = _read_model(request).job(job_id)
@@ -57,7 +65,7 @@ def get_job(job_id: str, request: Request) -> Any:
     return job
 
 
-@reads.get("/jobs/{job_id}/runs", response_model=RunList, responses={404: {}})
+@reads.get("/jobs/{job_id}/runs", response_model=RunList, responses=documented(404, 503))
 def list_runs(
     job_id: str, request: Request, limit: Annotated[int, Query(ge=1, le=1000)] = 20
 ) -> Any:
@@ -68,12 +76,12 @@ def list_runs(
     return {"job_id": job_id, "runs": rm.runs(job_id, limit)}
 
 
-@reads.get("/jobs/{job_id}/ticks", response_model=TickList, responses={404: {}})
+@reads.get("/jobs/{job_id}/ticks", response_model=TickList, responses=documented(404, 503))
 def list_ticks(
     job_id: str,
     request: Request,
     count: Annotated[int, Query(ge=1, le=1000)] = 10,
-    after: Annotated[AwareDatetime | None, Query()] = None,
+    after: Annotated[Instant | None, Query()] = None,
 ) -> Any:
     """Preview: the job's next ``count`` ticks strictly after ``after`` (default: now).
 
@@ -89,7 +97,7 @@ def list_ticks(
     return {"job_id": job_id, "ticks": ticks}
 
 
-@reads.get("/jobs/{job_id}/skipped", response_model=SkippedList, responses={404: {}})
+@reads.get("/jobs/{job_id}/skipped", response_model=SkippedList, responses=documented(404, 503))
 def list_skipped(
     job_id: str, request: Request, limit: Annotated[int, Query(ge=1, le=1000)] = 100
 ) -> Any:
@@ -100,7 +108,7 @@ def list_skipped(
     return {"job_id": job_id, "skipped": rm.skipped(job_id, limit)}
 
 
-@reads.get("/runs/{run_id}", response_model=RunOut, responses={404: {}})
+@reads.get("/runs/{run_id}", response_model=RunOut, responses=documented(404, 503))
 def get_run(run_id: str, request: Request) -> Any:
     """One run: state, attempt, lease, exit code, output tail, timings, trigger lag."""
     run = _read_model(request).run(run_id)
@@ -204,6 +212,8 @@ def create_app(
         version="0.1.0",
         lifespan=lifespan,
         description="Distributed cron on a Kafka log: jobs, runs, triggers.",
+        # FastAPI's own streaming cap (Starlette's RequestBodyLimitMiddleware): 413 before parsing
+        max_body_size=settings.api_max_body_bytes,
     )
     app.state.settings = settings
     app.state.read_model = read_model

@@ -10,18 +10,20 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Request
-from pydantic import AwareDatetime, BaseModel, Field
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from pydantic import BaseModel, Field
 
 from cronlog import commands as cmd
 from cronlog.ids import run_id_for_replay, step_idem_key
-from services.api import dead_letters
-from services.api.answers import RunOut
+from services.api import dead_letters, idempotency
+from services.api.answers import RunOut, documented
 from services.api.projection import TERMINAL_RUN_STATES
 from services.api.read_model import ReadModel
+from services.api.schemas import Instant
 from services.api.writes import IdemKey, _accepted, _check, _command, _invalid
 
-router = APIRouter(prefix="/api/v1")
+router = APIRouter(prefix="/api/v1", dependencies=[Depends(idempotency.guard)])
+_ANSWERS = documented(400, 404, 409, 413, 503, accepted=True)
 MAX_REPLAYS = 100
 """At most this many dead letters are replayed per request."""
 
@@ -74,8 +76,8 @@ class ReplayIn(BaseModel):
     run_id: str | None = None
     task: str | None = None
     job_id: str | None = None
-    since: AwareDatetime | None = None
-    until: AwareDatetime | None = None
+    since: Instant | None = None
+    until: Instant | None = None
 
 
 class Replayed(BaseModel):
@@ -93,7 +95,7 @@ class ReplayList(BaseModel):
     replays: list[Replayed]
 
 
-@router.post("/runs/{run_id}/cancel", response_model=RunOut, responses={202: {}, 404: {}, 409: {}})
+@router.post("/runs/{run_id}/cancel", response_model=RunOut, responses=_ANSWERS)
 async def cancel_run(
     run_id: str, request: Request, body: CancelIn | None = None, idempotency_key: IdemKey = None
 ) -> Any:
@@ -124,7 +126,7 @@ async def cancel_run(
 @router.post(
     "/runs/{run_id}/tasks/{task}/retry",
     response_model=RunOut,
-    responses={202: {}, 404: {}, 409: {}},
+    responses=_ANSWERS,
 )
 async def rerun_task(
     run_id: str,
@@ -170,12 +172,12 @@ async def rerun_task(
     return rm.run(run_id)
 
 
-@router.get("/dead-letters", response_model=DeadLetterList)
+@router.get("/dead-letters", response_model=DeadLetterList, responses=documented(503))
 def list_dead_letters(
     request: Request,
     job_id: str | None = None,
-    since: Annotated[AwareDatetime | None, Query()] = None,
-    until: Annotated[AwareDatetime | None, Query()] = None,
+    since: Annotated[Instant | None, Query()] = None,
+    until: Annotated[Instant | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Any:
     """Dead letters (filters: job_id, ``since <= dead_lettered_at < until``), newest first."""
@@ -202,9 +204,7 @@ def _selected(request: Request, body: ReplayIn) -> list[dict[str, Any]]:
     return dead_letters.listing(rm.store, body.job_id, body.since, body.until, MAX_REPLAYS)
 
 
-@router.post(
-    "/dead-letters/replay", response_model=ReplayList, responses={202: {}, 404: {}, 409: {}}
-)
+@router.post("/dead-letters/replay", response_model=ReplayList, responses=_ANSWERS)
 async def replay_dead_letters(
     body: ReplayIn, request: Request, idempotency_key: IdemKey = None
 ) -> Any:

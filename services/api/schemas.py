@@ -15,7 +15,12 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 """job_ids are URL-path safe: letters, digits, ``.``, ``_``, ``-``; 1..128 characters."""
 
-Seconds = Annotated[float, Field(allow_inf_nan=False, le=3.2e9)]
+MAX_DURATION_S = 10 * 365 * 86400
+"""Upper bound of every duration field, seconds (10 years of 365 days): instants are at most
+year 9000, so no sum of instants and durations in the core can overflow a datetime."""
+Seconds = Annotated[float, Field(allow_inf_nan=False, ge=0, le=MAX_DURATION_S)]
+"""A duration in seconds: finite, ``0..MAX_DURATION_S`` (the core asks more of some fields:
+``timeout_s`` > 0, ``lease_ttl_s`` and ``interval_s`` at least 1, ...)."""
 
 
 def _instant_in_range(value: datetime) -> datetime:
@@ -27,7 +32,6 @@ def _instant_in_range(value: datetime) -> datetime:
 
 Instant = Annotated[AwareDatetime, AfterValidator(_instant_in_range)]
 """An aware instant the fold can store as epoch milliseconds (1970..9000)."""
-"""A duration in seconds (finite; at most ~100 years so it fits a timedelta)."""
 
 
 class _Strict(BaseModel):
@@ -139,7 +143,7 @@ class RetryPolicyIn(_Strict):
         non_retryable_exit_codes: exit codes (1..255) dead-lettered at once. Default none.
     """
 
-    max_attempts: int = Field(default=1, le=10_000)
+    max_attempts: int = Field(default=1, ge=1, le=10_000)
     backoff: BackoffName = "exponential"
     base_s: Seconds = 10.0
     backoff_coefficient: float = Field(default=2.0, allow_inf_nan=False, le=1000)
@@ -305,7 +309,7 @@ class SchedulePatch(_Strict):
 class RetryPolicyPatch(_Strict):
     """A partial retry policy for PATCH (fields as in ``RetryPolicyIn``)."""
 
-    max_attempts: int | None = Field(default=None, le=10_000)
+    max_attempts: int | None = Field(default=None, ge=1, le=10_000)
     backoff: BackoffName | None = None
     base_s: Seconds | None = None
     backoff_coefficient: float | None = Field(default=None, allow_inf_nan=False, le=1000)
@@ -385,8 +389,8 @@ class BackfillIn(_Strict):
             needing more than 1000 runs is refused (422 naming ``end``).
     """
 
-    start: AwareDatetime
-    end: AwareDatetime
+    start: Instant
+    end: Instant
     reprocess: Literal["none", "failed", "all"] = "none"
     dry_run: bool = False
     max_runs: int | None = Field(default=None, ge=1, le=1000)

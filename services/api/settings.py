@@ -22,6 +22,11 @@ class ApiSettings(KafkaSettings):
             before answering 202 with a Location, seconds. Default 10.
         api_delivery_timeout_s: how long a write waits for the broker to acknowledge the command,
             seconds. Default 10.
+        api_max_body_bytes: the largest request body accepted, bytes; env
+            ``CRONLOG_API_MAX_BODY_BYTES``. Default 1 MiB (a job definition of 200 tasks with
+            long commands fits). A larger body is answered 413 while it streams in: a declared
+            Content-Length is checked before the body is read, a chunked body is counted as it
+            arrives, so nothing is parsed or held beyond the cap.
     """
 
     api_host: str = "127.0.0.1"
@@ -29,6 +34,7 @@ class ApiSettings(KafkaSettings):
     api_state_dir: Path | None = None
     api_write_timeout_s: float = Field(default=10.0, gt=0, le=300)
     api_delivery_timeout_s: float = Field(default=10.0, gt=0, le=300)
+    api_max_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
 
     def state_path(self) -> Path:
         """Return the read model's RocksDB directory."""

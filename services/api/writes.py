@@ -12,7 +12,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, HTTPException, Request, Response
+from fastapi import APIRouter, Depends, Header, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
@@ -26,9 +26,11 @@ from cronlog.time import iso
 from cronlog.validation import validate_spec
 from cronlog.vocabulary import RejectReason, Reprocess
 from services.api import backfill as bf
-from services.api.answers import JobOut
+from services.api import idempotency
+from services.api.answers import JobOut, documented
 from services.api.mapping import merge_patch, spec_to_json, to_spec
 from services.api.read_model import ReadModel
+from services.api.record_budget import RecordTooLarge, check_record_budget
 from services.api.schemas import (
     Accepted,
     Backfilled,
@@ -42,24 +44,20 @@ from services.api.schemas import (
 from services.api.sender import CommandNotSent, CommandSender
 
 log = logging.getLogger("cronlog.api")
-router = APIRouter(prefix="/api/v1")
+router = APIRouter(prefix="/api/v1", dependencies=[Depends(idempotency.guard)])
 IdemKey = Annotated[
     str | None,
     Header(
         alias="Idempotency-Key",
         max_length=200,
         pattern=r"^[!-~]+$",
-        description="the command's idem_key (printable ASCII); "
-        "a retry with the same key changes nothing",
+        description="the command's idem_key (printable ASCII); a retry of the same "
+        "request with the same key changes nothing; the key reused for another request "
+        "(method, path or body) is a 422",
     ),
 ]
 _STATUS = {RejectReason.UNKNOWN_JOB: 404, RejectReason.INVALID_DEFINITION: 422}
-_ANSWERS: dict[int | str, dict[str, Any]] = {
-    202: {"model": Accepted},
-    404: {},
-    409: {},
-    503: {"description": "Kafka unreachable"},
-}
+_ANSWERS = documented(400, 404, 409, 413, 503, accepted=True)
 
 
 def _iso(instant: datetime | None) -> str | None:
@@ -67,9 +65,8 @@ def _iso(instant: datetime | None) -> str | None:
 
 
 def _invalid(field: str, reason: str) -> RequestValidationError:
-    return RequestValidationError(
-        [{"type": "invalid_definition", "loc": ("body", *field.split(".")), "msg": reason}]
-    )
+    loc = ("body", *field.split(".")) if field else ("body",)
+    return RequestValidationError([{"type": "invalid_definition", "loc": loc, "msg": reason}])
 
 
 def validated_spec(body: JobDefinition, job_id: str | None = None) -> JobSpec:
@@ -77,12 +74,16 @@ def validated_spec(body: JobDefinition, job_id: str | None = None) -> JobSpec:
 
     Raises:
         RequestValidationError: 422 whose ``loc`` names the field (``schedule.expression``,
-            ``schedule.timezone``, ...), in FastAPI's usual shape.
+            ``schedule.timezone``, ...), in FastAPI's usual shape; also when the job's record
+            could outgrow the fold's limit (``record_budget``: ``max_active_runs`` or the body).
     """
     spec = to_spec(body)
     try:
         validate_spec(spec, job_id=job_id)
+        check_record_budget(job_id or "j" * 128, spec)  # an unchosen id: its longest form
     except InvalidDefinition as exc:
+        raise _invalid(exc.field, exc.reason) from exc
+    except RecordTooLarge as exc:
         raise _invalid(exc.field, exc.reason) from exc
     return spec
 
@@ -109,6 +110,7 @@ async def _command(
     """Produce one command (unless its idem_key was applied already) and await its events."""
     rm, sender = _parts(request)
     settings = request.app.state.settings
+    idempotency.remember(request)  # the header's first use (a reuse was refused by guard)
     prior = rm.events_for(idem_key, job_id)
     if prior:  # a retried Idempotency-Key: answer as the first time, produce nothing
         return prior

@@ -9,6 +9,9 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
+from tests.integration.harness import Cluster
+from tests.integration.helpers import start_api
+
 pytestmark = pytest.mark.broker
 
 
@@ -114,3 +117,29 @@ def test_bad_requests_name_the_field(api: httpx.Client) -> None:
     assert api.get("/api/v1/jobs/nope").status_code == 404
     assert api.get("/api/v1/runs/nope").status_code == 404
     assert api.get("/openapi.json").json()["info"]["title"]
+
+
+def test_an_idempotency_key_reused_for_a_delete_is_422_also_after_an_api_restart(
+    api: httpx.Client, cluster: Cluster
+) -> None:
+    # issue 11: the DELETE used to answer 200 with the trigger's events and delete nothing
+    body = {"job_id": "api-idem", "name": "idem", "schedule": {"type": "manual"}}
+    assert api.post("/api/v1/jobs", json={**body, "command": ["true"]}).status_code == 201
+    key = {"Idempotency-Key": "K1"}
+    first = api.post("/api/v1/jobs/api-idem/trigger", headers=key)
+    assert first.status_code == 201, first.text
+    again = api.post("/api/v1/jobs/api-idem/trigger", headers=key)  # a retry: same answer
+    assert again.status_code == 201 and again.json()["run_id"] == first.json()["run_id"]
+    reused = api.delete("/api/v1/jobs/api-idem", headers=key)
+    assert reused.status_code == 422, reused.text
+    assert reused.json()["detail"][0]["type"] == "idempotency_key_reused"
+    assert api.get("/api/v1/jobs/api-idem").json()["status"] == "active"
+    [old] = [p for p in cluster.procs if p.name == "api"]
+    old.stop()
+    restarted = start_api(cluster)  # another port, the same state directory
+    try:
+        after = restarted.delete("/api/v1/jobs/api-idem", headers=key)
+        assert after.status_code == 422, after.text
+        assert restarted.delete("/api/v1/jobs/api-idem").status_code == 200
+    finally:
+        restarted.close()

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 from fastapi.testclient import TestClient
 
 from services.api.app import create_app
@@ -26,3 +27,14 @@ def rm(tmp_path: Path) -> Iterator[ReadModel]:
 def client(rm: ReadModel) -> TestClient:
     """The API over ``rm``; its lifespan is not entered, so no Kafka client is made."""
     return TestClient(create_app(rm.settings, read_model=rm))
+
+
+@pytest.fixture
+def offline(rm: ReadModel) -> Iterator[TestClient]:
+    """The API over ``rm`` with a real producer whose broker never answers: a request is
+    validated in full (the core's checks included) and a valid write ends 503 after 0.3 s."""
+    settings = rm.settings.model_copy(update={"api_delivery_timeout_s": 0.3})
+    producer = Producer({"bootstrap.servers": "127.0.0.1:9", "log_level": 0})
+    app = create_app(settings, read_model=rm, producer=producer)
+    yield TestClient(app)
+    app.state.sender.close(0)
