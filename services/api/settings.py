@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 
@@ -22,6 +23,11 @@ class ApiSettings(KafkaSettings):
             before answering 202 with a Location, seconds. Default 10.
         api_delivery_timeout_s: how long a write waits for the broker to acknowledge the command,
             seconds. Default 10.
+        api_stall_s: a consumer thread (run-events, logs) that has not gone round its loop for
+            this many seconds is stuck: ``/healthz`` answers 503 so a supervisor restarts the
+            process. Default 60.
+        api_test_fault: tests only: ``fatal`` makes the read model meet a fatal KafkaError,
+            ``stall`` makes it hang. Default empty (none).
     """
 
     api_host: str = "127.0.0.1"
@@ -29,6 +35,8 @@ class ApiSettings(KafkaSettings):
     api_state_dir: Path | None = None
     api_write_timeout_s: float = Field(default=10.0, gt=0, le=300)
     api_delivery_timeout_s: float = Field(default=10.0, gt=0, le=300)
+    api_stall_s: float = Field(default=60.0, gt=0)
+    api_test_fault: Literal["", "fatal", "stall"] = ""
 
     def state_path(self) -> Path:
         """Return the read model's RocksDB directory."""
