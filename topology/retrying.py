@@ -13,10 +13,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import tenacity
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Message
 
 from cronlog.errors import CronlogError
 
@@ -119,8 +119,7 @@ class Liveness:
     The loop calls ``beat()`` every pass, ``failed(err)`` on each transient error (the first of
     an episode is logged, the rest only counted) and ``recovered()`` once a call works again
     (logged once). Meant as a client's ``error_cb`` too: librdkafka's error callback reports
-    errors it recovers from by itself (fatal ones are raised by ``poll`` instead). Owned by one
-    thread; ``troubled``, ``stalled`` and ``status`` may be read from any.
+    errors it recovers from by itself (fatal ones are raised by ``poll`` instead). Thread-safe.
 
     Args:
         name: the loop's name in log lines and health answers (e.g. ``read-model``).
@@ -134,6 +133,7 @@ class Liveness:
         self._error: str | None = None
         self._since = self._last_beat = time.monotonic()
         self._next_probe = 0.0
+        self._lock = threading.Lock()
 
     def beat(self) -> None:
         """Say the loop made progress (or at least went round) just now."""
@@ -141,10 +141,12 @@ class Liveness:
 
     def failed(self, err: object) -> None:
         """Count a transient error; the first of an episode is logged (warning)."""
-        self.failures += 1
-        first, self._error = self._error is None, str(err)
+        with self._lock:
+            self.failures += 1
+            first, self._error = self._error is None, str(err)
+            if first:
+                self._since = time.monotonic()
         if first:
-            self._since = time.monotonic()
             self.log.warning(
                 "action=broker_trouble thread=%s error=%s: retrying with backoff up to %.0fs "
                 "(logged once until it recovers)",
@@ -155,15 +157,16 @@ class Liveness:
 
     def recovered(self) -> None:
         """End the current episode, if any (logged once, info)."""
-        if self._error is not None:
+        with self._lock:
+            was, failures, self._error, self.failures = self._error, self.failures, None, 0
+        if was is not None:
             self.log.info(
                 "action=broker_recovered thread=%s after=%.1fs errors=%d last_error=%s",
                 self.name,
                 time.monotonic() - self._since,
-                self.failures,
-                self._error,
+                failures,
+                was,
             )
-        self._error, self.failures = None, 0
 
     @property
     def troubled(self) -> bool:
@@ -207,6 +210,43 @@ class Liveness:
             self.failed(exc)
             return
         self.recovered()
+
+
+def record_ok(msg: Message, liveness: Liveness) -> bool:
+    """True for a consumed record to use. An error record is a partition EOF (ignored), a
+    fatal error (raised as KafkaException), or else counted as trouble: librdkafka goes on
+    fetching by itself, so the loop goes on too.
+
+    Raises:
+        KafkaException: the record carries a fatal error.
+    """
+    err = msg.error()
+    if err is None:
+        liveness.recovered()
+        return True
+    if err.fatal():
+        raise KafkaException(err)
+    if err.code() != KafkaError._PARTITION_EOF:
+        liveness.failed(err)
+    return False
+
+
+def check_topic(client: Any, topic: str, timeout_s: float = 2.0) -> None:
+    """Ask the cluster for ``topic``'s metadata (a probe for ``Liveness.probe``).
+
+    Args:
+        client: a confluent-kafka Consumer, Producer or AdminClient.
+
+    Raises:
+        Unavailable: the topic is missing or a partition has no leader.
+        KafkaException: the request failed.
+    """
+    meta = client.list_topics(topic, timeout=timeout_s).topics.get(topic)
+    if meta is None or meta.error is not None or not meta.partitions:
+        raise Unavailable(f"topic {topic} not in the metadata")
+    leaderless = sorted(p for p, m in meta.partitions.items() if m.leader < 0)
+    if leaderless:
+        raise Unavailable(f"{topic} partitions {leaderless} have no leader")
 
 
 def call_with_retry(

@@ -27,6 +27,7 @@ from services.api.read_model import ReadModel
 from services.api.store import Batch
 from topology.config import KafkaSettings
 from topology.logs import LogChunk, decode_chunk
+from topology.retrying import record_ok
 from topology.topics import Topics
 
 log = logging.getLogger("cronlog.api.logs")
@@ -83,7 +84,7 @@ class LogModel(ReadModel):
         batch = Batch(self.store)
         for msg in messages:
             partition, offset = msg.partition(), msg.offset()
-            if not self._usable(msg) or partition is None or offset is None:
+            if not record_ok(msg, self.liveness) or partition is None or offset is None:
                 continue
             try:
                 put_chunk(batch, decode_chunk(msg.value() or b""))

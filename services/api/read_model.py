@@ -32,14 +32,19 @@ from services.api.projection import apply, job_key
 from services.api.store import Batch, Store
 from topology.codec import DecodeError, decode_event
 from topology.config import KafkaSettings
-from topology.retrying import Liveness, Unavailable, call_with_retry, start_thread
+from topology.retrying import (
+    Liveness,
+    Unavailable,
+    call_with_retry,
+    check_topic,
+    record_ok,
+    start_thread,
+)
 from topology.topics import Topics
 
 log = logging.getLogger("cronlog.api.read_model")
 POLL_BATCH = 500
 """At most this many records are applied per RocksDB write batch."""
-PROBE_TIMEOUT_S = 2.0
-"""Timeout of the metadata request that checks for recovery during a broker episode."""
 
 
 class ReadModel:
@@ -203,7 +208,7 @@ class ReadModel:
                 messages = consumer.consume(POLL_BATCH, timeout=0.2)
                 if messages:
                     self._apply(messages)
-                self.liveness.probe(lambda: self._probe(consumer))
+                self.liveness.probe(lambda: check_topic(consumer, self.topic))
                 if not self._ready.is_set():
                     self._check_caught_up(consumer)
         finally:
@@ -216,28 +221,6 @@ class ReadModel:
             )
         if self.fault == "stall":
             self._stop.wait()
-
-    def _probe(self, consumer: Consumer) -> None:
-        """Raise Unavailable unless the topic's metadata answers with a leader everywhere."""
-        meta = consumer.list_topics(self.topic, timeout=PROBE_TIMEOUT_S).topics.get(self.topic)
-        if meta is None or meta.error is not None or not meta.partitions:
-            raise Unavailable(f"topic {self.topic} not in the metadata")
-        leaderless = [p for p, m in meta.partitions.items() if m.leader < 0]
-        if leaderless:
-            raise Unavailable(f"{self.topic} partitions {leaderless} have no leader")
-
-    def _usable(self, msg: Message) -> bool:
-        """True for a record to apply; an error record is counted (transient: librdkafka
-        fetches again) or raised (fatal)."""
-        err = msg.error()
-        if err is None and msg.partition() is not None and msg.offset() is not None:
-            self.liveness.recovered()
-            return True
-        if err is not None and err.fatal():
-            raise KafkaException(err)
-        if err is not None and err.code() != KafkaError._PARTITION_EOF:
-            self.liveness.failed(err)
-        return False
 
     def _assign(self, consumer: Consumer) -> None:
         partitions = self._wait_for_topic(consumer)
@@ -288,7 +271,7 @@ class ReadModel:
         batch, touched = Batch(self.store), set()
         for msg in messages:
             partition, offset = msg.partition(), msg.offset()
-            if not self._usable(msg) or partition is None or offset is None:
+            if not record_ok(msg, self.liveness) or partition is None or offset is None:
                 continue
             try:
                 record = decode_event(msg.value() or b"")

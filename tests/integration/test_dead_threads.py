@@ -11,28 +11,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from services.api.logs import LogModel
 from services.api.read_model import ReadModel
 from services.api.settings import ApiSettings
 from tests.integration.harness import Cluster
-from tests.integration.helpers import free_port, wait_for
+from tests.integration.helpers import create_topics_now, free_port, wait_for
 from topology.retrying import FATAL_EXIT
-from topology.topics import topic_specs
 
 pytestmark = pytest.mark.broker
-
-
-def _create_without_waiting(settings: ApiSettings) -> None:
-    """Create every topic; return once the controller accepted them, leaders or not."""
-    admin = AdminClient({"bootstrap.servers": settings.bootstrap})
-    specs = topic_specs(settings)
-    futures = admin.create_topics(
-        [NewTopic(s.name, s.partitions, 1, config=s.config) for s in specs]
-    )
-    for future in futures.values():
-        future.result(30)
 
 
 def test_readers_started_as_their_topics_are_created_catch_up(
@@ -48,7 +35,7 @@ def test_readers_started_as_their_topics_are_created_catch_up(
         )
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="cronlog"):
-            _create_without_waiting(settings)
+            create_topics_now(settings)
             models = [
                 ReadModel(settings, settings.state_path()),
                 LogModel(settings, settings.logs_state_path()),
