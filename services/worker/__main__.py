@@ -8,7 +8,7 @@ import signal
 from cronlog.errors import CronlogError
 from services.worker.settings import WorkerSettings
 from services.worker.worker import Worker
-from topology.bootstrap import ensure_topics
+from topology.bootstrap import ensure_topics_retrying
 from topology.retrying import FATAL_EXIT
 
 
@@ -16,7 +16,7 @@ def main() -> None:
     """Start a worker with settings from the environment (``CRONLOG_*``)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     settings = WorkerSettings()
-    ensure_topics(settings)  # idempotent; any service may start first
+    ensure_topics_retrying(settings)  # idempotent; any service may start first
     worker = Worker(settings)
     signal.signal(signal.SIGTERM, lambda *_: worker.stop())
     signal.signal(signal.SIGINT, lambda *_: worker.stop())
