@@ -156,11 +156,12 @@ def read_run_events(settings: KafkaSettings, kinds: tuple[type, ...]) -> list[Se
     out: list[Seen] = []
     while left:
         for msg in consumer.consume(10000, 1.0):
-            if msg.error():
+            partition, offset = msg.partition(), msg.offset()
+            if msg.error() or partition is None or offset is None:
                 continue
-            if msg.offset() + 1 >= ends[msg.partition()]:
-                left.discard(msg.partition())
-            e = decode_event(msg.value())
+            if offset + 1 >= ends[partition]:
+                left.discard(partition)
+            e = decode_event(msg.value() or b"")
             if isinstance(e.event, kinds):
                 out.append(Seen(msg.timestamp()[1] / 1000, e))
     consumer.close()
