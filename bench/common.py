@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,9 +27,32 @@ from tests.integration.harness import Cluster  # noqa: E402
 from topology.bootstrap import ensure_topics  # noqa: E402
 from topology.codec import decode_event, encode_command  # noqa: E402
 from topology.config import KafkaSettings  # noqa: E402
+from topology.retrying import Unavailable, call_with_retry  # noqa: E402
 from topology.topics import Topics  # noqa: E402
 
 NOOP = "tests.unit.tasks_for_tests:noop"
+RETRY_S = 60.0
+"""How long a gauge's request is retried through transient broker errors (a partition without
+a leader right after topic creation) before the benchmark fails."""
+
+
+def _partitions(consumer: Consumer, topic: str) -> list[int]:
+    def listed() -> list[int]:
+        meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if meta is None or meta.error is not None or not meta.partitions:
+            raise Unavailable(f"topic {topic} not in the metadata (yet)")
+        return sorted(meta.partitions)
+
+    return call_with_retry(listed, what=f"listing {topic}", deadline_s=RETRY_S)
+
+
+def _high(consumer: Consumer, tp: TopicPartition) -> int:
+    low_high = call_with_retry(
+        partial(consumer.get_watermark_offsets, tp, timeout=10, cached=False),
+        what=f"reading the offsets of {tp.topic}/{tp.partition}",
+        deadline_s=RETRY_S,
+    )
+    return int(low_high[1])
 
 
 def new_cluster(bootstrap: str, label: str) -> Cluster:
@@ -68,10 +92,7 @@ def run_event_count(settings: KafkaSettings) -> int:
     topic = Topics.of(settings).run_events
     consumer = Consumer(settings.consumer_config(f"wm-{uuid.uuid4().hex}"))
     try:
-        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        return sum(
-            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts
-        )
+        return sum(_high(consumer, TopicPartition(topic, p)) for p in _partitions(consumer, topic))
     finally:
         consumer.close()
 
@@ -82,14 +103,11 @@ class Gauge:
     def __init__(self, settings: KafkaSettings) -> None:
         self.topic = Topics.of(settings).run_events
         self.consumer = Consumer(settings.consumer_config(f"wm-{uuid.uuid4().hex}"))
-        parts = self.consumer.list_topics(self.topic, timeout=10).topics[self.topic].partitions
+        parts = _partitions(self.consumer, self.topic)
         self.parts = [TopicPartition(self.topic, p) for p in parts]
 
     def count(self) -> int:
-        return sum(
-            self.consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1]
-            for tp in self.parts
-        )
+        return sum(_high(self.consumer, tp) for tp in self.parts)
 
     def wait_for(self, target: int, timeout_s: float, every_s: float = 0.5) -> bool:
         """Wait until at least ``target`` run-events exist."""
@@ -133,20 +151,19 @@ def read_run_events(settings: KafkaSettings, kinds: tuple[type, ...]) -> list[Se
             f"read-{uuid.uuid4().hex}", **{"fetch.max.bytes": 64 * 1024 * 1024}
         )
     )
-    parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-    ends = {
-        p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts
-    }
+    parts = _partitions(consumer, topic)
+    ends = {p: _high(consumer, TopicPartition(topic, p)) for p in parts}
     consumer.assign([TopicPartition(topic, p, 0) for p in parts if ends[p] > 0])
     left = {p for p, end in ends.items() if end > 0}
     out: list[Seen] = []
     while left:
         for msg in consumer.consume(10000, 1.0):
-            if msg.error():
+            partition, offset = msg.partition(), msg.offset()
+            if msg.error() or partition is None or offset is None:
                 continue
-            if msg.offset() + 1 >= ends[msg.partition()]:
-                left.discard(msg.partition())
-            e = decode_event(msg.value())
+            if offset + 1 >= ends[partition]:
+                left.discard(partition)
+            e = decode_event(msg.value() or b"")
             if isinstance(e.event, kinds):
                 out.append(Seen(msg.timestamp()[1] / 1000, e))
     consumer.close()

@@ -6,6 +6,8 @@ progress is a consumer group's committed offsets, committed only after the comma
 event below them were delivered; on start it rebuilds the index from its latest snapshot
 (``cronlog.after-relay``, written at committed offsets) and the log from there up to the
 committed offsets, without sending. Design and guarantees: docs/architecture.md, "Job after job".
+Transient broker errors restart the session with capped backoff (logged once per episode);
+anything else ends the scheduler process (``topology.retrying.fatal``).
 """
 
 from __future__ import annotations
@@ -30,20 +32,32 @@ from topology.after_snapshot import (
 from topology.codec import Codec, DecodeError
 from topology.config import KafkaSettings
 from topology.log_reader import offset_of, partition_count, read_partition, watermarks
+from topology.retrying import (
+    Liveness,
+    Stopped,
+    Unavailable,
+    call_with_retry,
+    check_topic,
+    is_transient,
+    record_ok,
+    start_thread,
+)
 from topology.topics import Topics
 
 log = logging.getLogger("cronlog.after_relay")
 FLUSH_TIMEOUT_S = 30.0
 """A batch's commands not delivered within this long fail the session (nothing committed)."""
-RESTART_DELAY_S = 2.0
-"""Pause before a failed session starts over from the committed offsets."""
 SNAPSHOT_SCAN = 16
 """How many of the last snapshot records a starting relay considers (several relays write
 to the one key; the cleaner may not have compacted them yet)."""
 
 
 class RelayError(CronlogError):
-    """The relay could not deliver its commands or read its progress; the session restarts."""
+    """The relay cannot go on: a command refused for good (the process ends)."""
+
+
+class RelayUnavailable(RelayError, Unavailable):
+    """The relay could not deliver its commands in time; the session restarts."""
 
 
 def relay_group(settings: KafkaSettings) -> str:
@@ -79,25 +93,40 @@ class AfterRelay:
         self.commit_interval_s = commit_interval_s
         self.snapshot_interval_s = snapshot_interval_s
         self.codec = Codec()
+        self.liveness = Liveness("after-relay", log)
 
     def run(self, stop: threading.Event) -> None:
-        """Relay until ``stop`` is set; a failed session starts over from committed offsets."""
-        while not stop.is_set():
-            try:
-                self._session(stop)
-            except Exception:  # the relay must outlive broker hiccups; progress is durable
-                log.exception("action=after_relay_failed restarting from committed offsets")
-                stop.wait(RESTART_DELAY_S)
+        """Relay until ``stop`` is set.
+
+        A session that fails with a transient error starts over from the committed offsets
+        (progress is durable) after a capped backoff; the episode is logged once.
+
+        Raises:
+            Exception: anything not transient (a bug, a fatal or permanent broker error).
+        """
+        try:
+            call_with_retry(
+                lambda: self._session(stop),
+                what="after relay session",
+                liveness=self.liveness,
+                stop=stop,
+            )
+        except Stopped:
+            return
 
     def _session(self, stop: threading.Event) -> None:
         consumer = Consumer(
             self.settings.consumer_config(
-                relay_group(self.settings), **{"enable.partition.eof": False}
+                relay_group(self.settings),
+                **{"enable.partition.eof": False, "error_cb": self.liveness.failed},
             )
         )
-        producer = Producer(self.settings.producer_config(acks="all"))
+        producer = Producer(
+            self.settings.producer_config(acks="all", error_cb=self.liveness.failed)
+        )
         try:
             index, start, folded = self._rebuild(consumer)
+            self.liveness.recovered()
             snapshots = partition_count(consumer, self.snapshots) is not None
             if snapshots and folded:  # the next start need not fold that again
                 self._snapshot(producer, index, start)
@@ -118,8 +147,8 @@ class AfterRelay:
         later would otherwise get runs for old upstream runs).
         """
         n = partition_count(consumer, self.topic)
-        if n is None:
-            raise RelayError(f"topic {self.topic!r} does not exist")
+        if n is None:  # created a moment ago by another process, or not yet
+            raise RelayUnavailable(f"topic {self.topic!r} does not exist (yet)")
         tps = consumer.committed([TopicPartition(self.topic, p) for p in range(n)], timeout=10)
         marks = watermarks(consumer, self.topic, n)
         start = {
@@ -231,12 +260,11 @@ class AfterRelay:
         while True:
             stopping = stop.is_set()
             sent = 0
+            self.liveness.beat()
+            self.liveness.probe(lambda: check_topic(consumer, self.topic))
             for m in consumer.consume(num_messages=500, timeout=0.5):
-                err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        continue
-                    raise RelayError(f"{self.topic}: {err}")
+                if not record_ok(m, self.liveness):
+                    continue
                 for env in self._decode_apply(index, m):
                     producer.produce(
                         self.commands,
@@ -271,9 +299,18 @@ class AfterRelay:
                 return
 
     def _flush(self, producer: Producer, errors: list[KafkaError]) -> None:
+        """Wait for every queued command's ack.
+
+        Raises:
+            RelayUnavailable: some were not acknowledged in time, or failed transiently.
+            RelayError: one was refused for good (too large, not authorised, …).
+        """
         left = producer.flush(FLUSH_TIMEOUT_S)
         if left or errors:
-            raise RelayError(f"{left} commands undelivered, errors: {errors[:3]}")
+            detail = f"{left} commands undelivered, errors: {errors[:3]}"
+            if all(is_transient(e) for e in errors):
+                raise RelayUnavailable(detail)
+            raise RelayError(detail)
 
     def _decode_apply(self, index: AfterIndex, m: Message) -> list[Envelope]:
         try:
@@ -290,10 +327,11 @@ class AfterRelay:
 
 
 def start_after_relay(settings: KafkaSettings) -> tuple[threading.Thread, threading.Event]:
-    """Start a relay in a daemon thread; set the returned event to stop it."""
+    """Start a relay in a daemon thread; set the returned event to stop it.
+
+    Whatever ends the relay but the event (a bug, a fatal or permanent broker error) ends
+    the process (``topology.retrying.start_thread``).
+    """
     stop = threading.Event()
-    thread = threading.Thread(
-        target=AfterRelay(settings).run, args=(stop,), name="after-relay", daemon=True
-    )
-    thread.start()
-    return thread, stop
+    relay = AfterRelay(settings)
+    return start_thread("after-relay", lambda: relay.run(stop)), stop

@@ -15,6 +15,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from cronlog.errors import CronlogError
 from topology.config import KafkaSettings
+from topology.retrying import Unavailable, call_with_retry
 from topology.topics import TopicSpec, topic_specs
 
 
@@ -66,6 +67,21 @@ def ensure_topics(settings: KafkaSettings, timeout_s: float = 30.0) -> list[str]
     return created
 
 
+def ensure_topics_retrying(settings: KafkaSettings, deadline_s: float = 120.0) -> list[str]:
+    """Run ``ensure_topics``, retrying transient errors for up to ``deadline_s`` seconds.
+
+    What a service runs at start: the broker may still be starting, leaders still being
+    elected.
+
+    Raises:
+        TopologyMismatch: at once, as ``ensure_topics``.
+        CronlogError: the cluster could not be reached, or refused, within ``deadline_s``.
+    """
+    return call_with_retry(
+        lambda: ensure_topics(settings), what="ensuring cronlog's topics", deadline_s=deadline_s
+    )
+
+
 def _check_timestamp_type(admin: AdminClient, specs: list[TopicSpec], timeout_s: float) -> None:
     """Refuse an existing topic whose spec asks for LogAppendTime but which stamps CreateTime.
 
@@ -103,7 +119,7 @@ def _wait_for_leaders(admin: AdminClient, names: list[str], timeout_s: float) ->
         ):
             return
         time.sleep(0.2)
-    raise CronlogError(f"topics {names} have partitions without a leader after {timeout_s}s")
+    raise Unavailable(f"topics {names} have partitions without a leader after {timeout_s}s")
 
 
 def _check_partitions(specs: list[TopicSpec], existing: Mapping[str, Any]) -> None:

@@ -2,27 +2,43 @@
 
 For tools that read a topic from its beginning up to offsets sampled once (replay, verify):
 watermarks, a consumer group's committed offsets, the offset of an instant, and one
-partition's records in batches.
+partition's records in batches. Transient broker errors (a partition without a leader right
+after creation, a broker restarting) are retried for up to RETRY_DEADLINE_S.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import TypeVar
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from cronlog.errors import CronlogError
 from topology.config import KafkaSettings
+from topology.retrying import Unavailable, call_with_retry, is_transient
 
+T = TypeVar("T")
 TIMEOUT_S = 10.0
 STALL_S = 30.0
 """A partition read that gets nothing for this long before its end offset fails."""
+RETRY_DEADLINE_S = 60.0
+"""How long a request failing with transient errors is retried before it fails."""
 
 
 class LogReadError(CronlogError):
     """A topic could not be read as asked (missing, unreachable, or stalled before its end)."""
+
+
+class LogStalled(LogReadError, Unavailable):
+    """A partition read got nothing for STALL_S before its end offset (transient)."""
+
+
+def _retried(fn: Callable[[], T], what: str) -> T:
+    """``fn()`` with transient errors retried up to RETRY_DEADLINE_S (then raised)."""
+    return call_with_retry(fn, what=what, deadline_s=RETRY_DEADLINE_S)
 
 
 def reader(settings: KafkaSettings) -> Consumer:
@@ -41,7 +57,10 @@ def partition_count(consumer: Consumer, topic: str) -> int | None:
         LogReadError: the cluster did not answer within TIMEOUT_S.
     """
     try:
-        meta = consumer.list_topics(topic, timeout=TIMEOUT_S).topics.get(topic)
+        meta = _retried(
+            lambda: consumer.list_topics(topic, timeout=TIMEOUT_S).topics.get(topic),
+            f"listing {topic}",
+        )
     except KafkaException as exc:
         raise LogReadError(f"cannot list topic {topic!r}: {exc}") from exc
     if meta is None or meta.error is not None or not meta.partitions:
@@ -53,8 +72,12 @@ def watermarks(consumer: Consumer, topic: str, partitions: int) -> dict[int, tup
     """Return partition → (low, high) offsets: the first kept record and the next to write."""
     out = {}
     for p in range(partitions):
+        tp = TopicPartition(topic, p)
         try:
-            out[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=TIMEOUT_S)
+            out[p] = _retried(
+                partial(consumer.get_watermark_offsets, tp, timeout=TIMEOUT_S),
+                f"reading the offsets of {topic}/{p}",
+            )
         except KafkaException as exc:
             raise LogReadError(f"cannot read the offsets of {topic}/{p}: {exc}") from exc
     return out
@@ -68,9 +91,10 @@ def committed(
     Reads the group's offsets without joining the group (no subscribe, no rebalance).
     """
     consumer = Consumer(settings.consumer_config(group))
+    asked = [TopicPartition(topic, p) for p in range(partitions)]
     try:
-        tps = consumer.committed(
-            [TopicPartition(topic, p) for p in range(partitions)], timeout=TIMEOUT_S
+        tps = _retried(
+            lambda: consumer.committed(asked, timeout=TIMEOUT_S), f"reading {group}'s offsets"
         )
     except KafkaException as exc:
         raise LogReadError(f"cannot read group {group!r}'s offsets: {exc}") from exc
@@ -90,7 +114,10 @@ def offsets_after(
     """
     asked = [TopicPartition(topic, p, instant_ms + 1) for p in range(partitions)]
     try:
-        found = consumer.offsets_for_times(asked, timeout=TIMEOUT_S)
+        found = _retried(
+            lambda: consumer.offsets_for_times(asked, timeout=TIMEOUT_S),
+            f"looking up offsets by time in {topic}",
+        )
     except KafkaException as exc:
         raise LogReadError(f"cannot look up offsets by time in {topic}: {exc}") from exc
     high = watermarks(consumer, topic, partitions)
@@ -122,18 +149,19 @@ def read_partition(
         # consume() waits for all it asked for: never ask past the end, or the last batch of
         # every partition would cost the whole timeout.
         msgs = consumer.consume(num_messages=min(batch, end - position), timeout=1.0)
+        permanent = [e for m in msgs if (e := m.error()) is not None and not is_transient(e)]
+        if permanent:
+            raise LogReadError(f"{topic}/{partition}: {permanent[0]}")
+        msgs = [m for m in msgs if m.error() is None]  # transient: librdkafka fetches again
         if not msgs:
             idle += 1.0
             if idle >= STALL_S:
-                raise LogReadError(
+                raise LogStalled(
                     f"{topic}/{partition}: nothing after offset {position} "
                     f"for {STALL_S:.0f}s, expected records up to {end}"
                 )
             continue
         idle = 0.0
-        for m in msgs:
-            if m.error() is not None:
-                raise LogReadError(f"{topic}/{partition}: {m.error()}")
         kept = [m for m in msgs if offset_of(m) < end]
         position = offset_of(msgs[-1]) + 1
         if kept:
@@ -158,7 +186,9 @@ def ensure_topic(
         LogReadError: it exists with another partition count, or creation failed.
     """
     admin = AdminClient({"bootstrap.servers": settings.bootstrap})
-    meta = admin.list_topics(name, timeout=TIMEOUT_S).topics.get(name)
+    meta = _retried(
+        lambda: admin.list_topics(name, timeout=TIMEOUT_S).topics.get(name), f"listing {name}"
+    )
     if meta is not None and meta.error is None and meta.partitions:
         if len(meta.partitions) != partitions:
             raise LogReadError(

@@ -8,14 +8,14 @@ import uvicorn
 
 from services.api.app import create_app
 from services.api.settings import ApiSettings
-from topology.bootstrap import ensure_topics
+from topology.bootstrap import ensure_topics_retrying
 
 
 def main() -> None:
     """Run the API until SIGTERM/SIGINT (uvicorn handles both gracefully)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     settings = ApiSettings()
-    ensure_topics(settings)  # idempotent; any service may start first
+    ensure_topics_retrying(settings)  # idempotent; any service may start first
     uvicorn.run(
         create_app(settings), host=settings.api_host, port=settings.api_port, log_level="info"
     )

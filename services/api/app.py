@@ -117,20 +117,38 @@ def get_run(run_id: str, request: Request) -> Any:
     return run
 
 
-@health.get("/healthz")
-def healthz() -> dict[str, str]:
-    """Liveness: the process answers."""
+def _models(request: Request) -> list[ReadModel]:
+    state = request.app.state
+    return [m for m in (state.read_model, getattr(state, "log_model", None)) if m is not None]
+
+
+@health.get("/healthz", responses={503: {}})
+def healthz(request: Request) -> Any:
+    """Liveness: 200 while the process and its consumer threads make progress; 503 (restart
+    the process) when one died or has not gone round its loop for ``api_stall_s`` seconds."""
+    stall_s = request.app.state.settings.api_stall_s
+    stuck = [m.thread_name for m in _models(request) if m.stuck(stall_s)]
+    if stuck:
+        return JSONResponse({"status": "stuck", "threads": stuck}, status_code=503)
     return {"status": "ok"}
 
 
 @health.get("/readyz", responses={503: {}})
 def readyz(request: Request) -> Any:
-    """Readiness: the read model has consumed up to the end offsets seen at start."""
+    """Readiness: the read model has consumed up to the end offsets seen at start, and no
+    consumer thread (run-events, logs) is stuck or in an episode of broker errors."""
     rm: ReadModel | None = request.app.state.read_model
-    if rm is not None and rm.ready:
+    models = _models(request)
+    stall_s = request.app.state.settings.api_stall_s
+    working = all(m.working and not m.stuck(stall_s) for m in models)
+    if rm is not None and rm.ready and working:
         return {"status": "ready"}
-    lag = rm.lag() if rm is not None else None
-    return JSONResponse({"status": "catching_up", "lag": lag}, status_code=503)
+    body = {
+        "status": "catching_up" if working else "unavailable",
+        "lag": rm.lag() if rm is not None else None,
+        "threads": [m.liveness.status() for m in models],
+    }
+    return JSONResponse(body, status_code=503)
 
 
 async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
@@ -188,7 +206,9 @@ def create_app(
         log.info("api starting", extra={"action": "api.start", "settings": settings.redacted()})
         own_model = app.state.read_model is None
         if own_model:
-            app.state.read_model = ReadModel(settings, settings.state_path())
+            app.state.read_model = ReadModel(
+                settings, settings.state_path(), fault=settings.api_test_fault
+            )
             app.state.read_model.start()
         own_logs = app.state.log_model is None
         if own_logs:

@@ -27,6 +27,7 @@ from services.api.read_model import ReadModel
 from services.api.store import Batch
 from topology.config import KafkaSettings
 from topology.logs import LogChunk, decode_chunk
+from topology.retrying import record_ok
 from topology.topics import Topics
 
 log = logging.getLogger("cronlog.api.logs")
@@ -72,6 +73,8 @@ class LogModel(ReadModel):
     its job and run reads do not (this store holds no jobs or runs).
     """
 
+    thread_name = "log-model"
+
     def __init__(self, settings: KafkaSettings, path: Path) -> None:
         """Open the store at ``path`` (its own directory); nothing is read before ``start()``."""
         super().__init__(settings, path)
@@ -81,8 +84,7 @@ class LogModel(ReadModel):
         batch = Batch(self.store)
         for msg in messages:
             partition, offset = msg.partition(), msg.offset()
-            if msg.error() or partition is None or offset is None:
-                log.warning("consume error: %s", msg.error(), extra={"action": "logs.error"})
+            if not record_ok(msg, self.liveness) or partition is None or offset is None:
                 continue
             try:
                 put_chunk(batch, decode_chunk(msg.value() or b""))

@@ -13,10 +13,18 @@ import logging
 import threading
 import uuid
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 
 from cronlog import events as ev
 from services.api import views
@@ -24,6 +32,14 @@ from services.api.projection import apply, job_key
 from services.api.store import Batch, Store
 from topology.codec import DecodeError, decode_event
 from topology.config import KafkaSettings
+from topology.retrying import (
+    Liveness,
+    Unavailable,
+    call_with_retry,
+    check_topic,
+    record_ok,
+    start_thread,
+)
 from topology.topics import Topics
 
 log = logging.getLogger("cronlog.api.read_model")
@@ -35,11 +51,21 @@ class ReadModel:
     """The projection of the run-events topic, kept up to date by a daemon thread.
 
     Reads (``job``, ``jobs``, ``runs``, ``run``, ``events_for``) may come from any thread.
+    Transient broker errors are retried (``topology.retrying``) and shown by ``liveness``;
+    anything else ends the process (``topology.retrying.fatal``).
     """
 
-    def __init__(self, settings: KafkaSettings, path: Path) -> None:
-        """Open the store at ``path``; nothing is consumed before ``start()``."""
+    thread_name = "read-model"
+
+    def __init__(self, settings: KafkaSettings, path: Path, *, fault: str = "") -> None:
+        """Open the store at ``path``; nothing is consumed before ``start()``.
+
+        ``fault`` is for tests only: ``fatal`` makes the thread meet a fatal KafkaError once
+        assigned, ``stall`` makes it hang without a heartbeat.
+        """
         self.settings = settings
+        self.fault = fault
+        self.liveness = Liveness(self.thread_name, log)
         self.topic = Topics.of(settings).run_events
         self.store = Store(path)
         self._lock = threading.Lock()
@@ -53,8 +79,8 @@ class ReadModel:
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
         """Start consuming in a daemon thread (returns at once; see ``ready``)."""
-        self._thread = threading.Thread(target=self._run, name="read-model", daemon=True)
-        self._thread.start()
+        self.liveness.beat()
+        self._thread = start_thread(self.thread_name, self._run)
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop consuming, wait up to ``timeout_s`` seconds for the thread, close the store."""
@@ -67,6 +93,17 @@ class ReadModel:
     def ready(self) -> bool:
         """True once every partition was consumed up to the end offset seen at start."""
         return self._ready.is_set()
+
+    @property
+    def working(self) -> bool:
+        """True while the thread runs without a broker episode (not started: True)."""
+        return self._thread is None or (self._thread.is_alive() and not self.liveness.troubled)
+
+    def stuck(self, max_age_s: float) -> bool:
+        """True when the started thread died or made no progress for ``max_age_s`` seconds."""
+        if self._thread is None or self._stop.is_set():
+            return False
+        return not self._thread.is_alive() or self.liveness.stalled(max_age_s)
 
     def lag(self) -> int | None:
         """Return how many records remain before ``ready`` (None before assignment)."""
@@ -159,28 +196,43 @@ class ReadModel:
     # -- the consumer thread -----------------------------------------------------------------
     def _run(self) -> None:
         conf = self.settings.consumer_config(
-            f"cronlog-api-{uuid.uuid4().hex}", **{"enable.partition.eof": False}
+            f"cronlog-api-{uuid.uuid4().hex}",
+            **{"enable.partition.eof": False, "error_cb": self.liveness.failed},
         )
         consumer = Consumer(conf)
         try:
             self._assign(consumer)
             while not self._stop.is_set():
+                self.liveness.beat()
+                self._inject_fault()
                 messages = consumer.consume(POLL_BATCH, timeout=0.2)
                 if messages:
                     self._apply(messages)
+                self.liveness.probe(lambda: check_topic(consumer, self.topic))
                 if not self._ready.is_set():
                     self._check_caught_up(consumer)
-        except Exception:
-            log.exception("read model stopped", extra={"action": "read_model.crash"})
-            raise
         finally:
             consumer.close()
+
+    def _inject_fault(self) -> None:
+        if self.fault == "fatal":
+            raise KafkaException(
+                KafkaError(KafkaError._FATAL, "injected by CRONLOG_API_TEST_FAULT", fatal=True)
+            )
+        if self.fault == "stall":
+            self._stop.wait()
 
     def _assign(self, consumer: Consumer) -> None:
         partitions = self._wait_for_topic(consumer)
         offsets, wipe = {}, False
         for p in partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=30)
+            tp = TopicPartition(self.topic, p)
+            low, high = call_with_retry(
+                partial(consumer.get_watermark_offsets, tp, timeout=10),
+                what=f"reading the offsets of {self.topic}/{p}",
+                liveness=self.liveness,
+                stop=self._stop,
+            )
             self._targets[p] = high
             raw = self.store.get(self._offset_key(p))
             offsets[p] = int(raw) if raw is not None else low
@@ -202,16 +254,15 @@ class ReadModel:
         )
 
     def _wait_for_topic(self, consumer: Consumer) -> list[int]:
-        while not self._stop.is_set():
-            try:
-                meta = consumer.list_topics(timeout=10).topics.get(self.topic)
-            except KafkaException as exc:
-                log.warning("cannot list topics: %s", exc, extra={"action": "read_model.wait"})
-                meta = None
-            if meta is not None and meta.partitions:
-                return sorted(meta.partitions)
-            self._stop.wait(1.0)
-        return []
+        def partitions() -> list[int]:
+            meta = consumer.list_topics(self.topic, timeout=10).topics.get(self.topic)
+            if meta is None or meta.error is not None or not meta.partitions:
+                raise Unavailable(f"topic {self.topic} does not exist (yet)")
+            return sorted(meta.partitions)
+
+        return call_with_retry(
+            partitions, what=f"listing {self.topic}", liveness=self.liveness, stop=self._stop
+        )
 
     def _offset_key(self, partition: int) -> bytes:
         return b"off:" + self.topic.encode() + b"\x00" + b"%d" % partition
@@ -220,8 +271,7 @@ class ReadModel:
         batch, touched = Batch(self.store), set()
         for msg in messages:
             partition, offset = msg.partition(), msg.offset()
-            if msg.error() or partition is None or offset is None:
-                log.warning("consume error: %s", msg.error(), extra={"action": "read_model.error"})
+            if not record_ok(msg, self.liveness) or partition is None or offset is None:
                 continue
             try:
                 record = decode_event(msg.value() or b"")

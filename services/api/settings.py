@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 
@@ -27,6 +28,11 @@ class ApiSettings(KafkaSettings):
             long commands fits). A larger body is answered 413 while it streams in: a declared
             Content-Length is checked before the body is read, a chunked body is counted as it
             arrives, so nothing is parsed or held beyond the cap.
+        api_stall_s: a consumer thread (run-events, logs) that has not gone round its loop for
+            this many seconds is stuck: ``/healthz`` answers 503 so a supervisor restarts the
+            process. Default 60.
+        api_test_fault: tests only: ``fatal`` makes the read model meet a fatal KafkaError,
+            ``stall`` makes it hang. Default empty (none).
     """
 
     api_host: str = "127.0.0.1"
@@ -35,6 +41,8 @@ class ApiSettings(KafkaSettings):
     api_write_timeout_s: float = Field(default=10.0, gt=0, le=300)
     api_delivery_timeout_s: float = Field(default=10.0, gt=0, le=300)
     api_max_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
+    api_stall_s: float = Field(default=60.0, gt=0)
+    api_test_fault: Literal["", "fatal", "stall"] = ""
 
     def state_path(self) -> Path:
         """Return the read model's RocksDB directory."""

@@ -1,7 +1,9 @@
 """``cronlog up``: broker (unless KAFKA_BOOTSTRAP), topics, scheduler, worker, API; runs live.
 
 Everything it starts it stops on exit (Ctrl-C, SIGTERM or ``--duration``): the services with
-SIGTERM, then SIGKILL after a grace period; the broker only if this command started it.
+SIGTERM, then SIGKILL after a grace period; the broker only if this command started it. A service
+that exits meanwhile is reported and restarted, at most RESTARTS times within RESTART_WINDOW_S
+(then everything stops): ``Supervisor``.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -32,6 +36,10 @@ SERVICES = ("scheduler", "worker", "api")
 READY_TIMEOUT_S = 120.0
 STOP_GRACE_S = 20.0
 """Seconds the services get between SIGTERM and SIGKILL (the worker drains its slots)."""
+RESTARTS = 3
+RESTART_WINDOW_S = 60.0
+"""A service that exits is restarted, unless it already was RESTARTS times within this many
+seconds: then everything stops (a crash loop is shown, not hidden)."""
 console = Console()
 
 
@@ -43,11 +51,82 @@ class Service:
     proc: subprocess.Popen[bytes]
     log_path: Path
     log_file: IO[bytes]
+    restarts: int = 0
+    """How many times ``Supervisor`` restarted this service."""
 
     def state(self) -> Text:
-        """Return ``running`` or ``exited <rc>``, coloured."""
+        """Return ``running`` (with its restarts) or ``exited <rc>``, coloured."""
         rc = self.proc.poll()
-        return Text("running", "green") if rc is None else Text(f"exited {rc}", "bold red")
+        if rc is not None:
+            return Text(f"exited {rc}", "bold red")
+        if self.restarts:
+            return Text(f"running (restarted {self.restarts}x)", "yellow")
+        return Text("running", "green")
+
+
+class Supervisor:
+    """Watches the services ``up`` started and restarts one that exited, like a supervisor.
+
+    Each exit is reported on the terminal (exit status and the last lines of the service's
+    log). More than ``max_restarts`` restarts of one service within ``window_s`` seconds raise
+    instead, and ``up`` stops everything.
+
+    Args:
+        services: the running services; a restarted one replaces its entry in place.
+        respawn: starts a service again by name (its log is appended to).
+        max_restarts, window_s: the restart budget per service.
+        out: where the reports go.
+    """
+
+    def __init__(
+        self,
+        services: list[Service],
+        respawn: Callable[[str], Service],
+        *,
+        max_restarts: int = RESTARTS,
+        window_s: float = RESTART_WINDOW_S,
+        out: Console | None = None,
+    ) -> None:
+        self.services, self.respawn = services, respawn
+        self.max_restarts, self.window_s = max_restarts, window_s
+        self.out = out or console
+        self._restarted: dict[str, deque[float]] = {}
+
+    def check(self) -> list[str]:
+        """Restart every service that exited; return the names restarted.
+
+        Raises:
+            CronlogError: a service exited once more than its restart budget allows.
+        """
+        restarted = []
+        for i, s in enumerate(self.services):
+            rc = s.proc.poll()
+            if rc is None:
+                continue
+            s.log_file.close()
+            recent = self._restarted.setdefault(s.name, deque())
+            now = time.monotonic()
+            while recent and now - recent[0] > self.window_s:
+                recent.popleft()
+            report = f"{s.name} (pid {s.proc.pid}) exited with {rc}; last lines of {s.log_path}:"
+            if len(recent) >= self.max_restarts:
+                raise CronlogError(
+                    f"{report}\n{_tail(s.log_path)}\n{s.name} exited {len(recent) + 1} times "
+                    f"within {self.window_s:.0f} s: stopping everything"
+                )
+            self.out.print(f"[bold red]{report}[/bold red]", highlight=False)
+            self.out.print(_tail(s.log_path), highlight=False, markup=False)
+            recent.append(now)
+            fresh = self.respawn(s.name)
+            fresh.restarts = s.restarts + 1
+            self.services[i] = fresh
+            self.out.print(
+                f"[yellow]restarted {s.name} (pid {fresh.proc.pid}), restart {len(recent)} of "
+                f"at most {self.max_restarts} within {self.window_s:.0f} s[/yellow]",
+                highlight=False,
+            )
+            restarted.append(s.name)
+        return restarted
 
 
 def _sigterm_as_interrupt(_sig: int, _frame: FrameType | None) -> None:
@@ -79,9 +158,9 @@ def _start_broker() -> tuple[str, bool]:
     return lines[-1], True
 
 
-def _spawn(name: str, env: dict[str, str], logs: Path) -> Service:
+def _spawn(name: str, env: dict[str, str], logs: Path, *, append: bool = False) -> Service:
     log_path = logs / f"{name}.log"
-    log_file = log_path.open("wb")
+    log_file = log_path.open("ab" if append else "wb")
     # argv is fixed (this interpreter, a module of ours); own session: Ctrl-C reaches only us.
     proc = subprocess.Popen(  # noqa: S603
         [sys.executable, "-m", f"services.{name}"],
@@ -101,20 +180,11 @@ def _tail(path: Path, lines: int = 20) -> str:
         return ""
 
 
-def _check_alive(services: list[Service]) -> None:
-    for s in services:
-        if s.proc.poll() is not None:
-            raise CronlogError(
-                f"{s.name} exited with {s.proc.returncode}; last lines of "
-                f"{s.log_path}:\n{_tail(s.log_path)}"
-            )
-
-
-def _wait_ready(client: ApiClient, services: list[Service], timeout_s: float) -> None:
+def _wait_ready(client: ApiClient, supervisor: Supervisor, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     with console.status(f"waiting for {client.base_url}/readyz …"):
         while time.monotonic() < deadline:
-            _check_alive(services)
+            supervisor.check()
             try:
                 client.request("GET", "/readyz")
                 return
@@ -145,20 +215,21 @@ def _snapshot(client: ApiClient, services: list[Service], limit: int = 25) -> Gr
     return Group(body, caption)
 
 
-def _show_live(client: ApiClient, services: list[Service], duration_s: float | None) -> None:
+def _show_live(client: ApiClient, supervisor: Supervisor, duration_s: float | None) -> None:
     end = time.monotonic() + duration_s if duration_s is not None else None
+    services = supervisor.services
     if not console.is_terminal:  # CI, nohup, a pipe: a line per run change, not a live table
-        _print_changes(client, services, end)
+        _print_changes(client, supervisor, end)
         return
     with Live(_snapshot(client, services), console=console, auto_refresh=False) as live:
         while end is None or time.monotonic() < end:
             time.sleep(1.0)
+            supervisor.check()
             live.update(_snapshot(client, services), refresh=True)
-            _check_alive(services)
     console.line()
 
 
-def _print_changes(client: ApiClient, services: list[Service], end: float | None) -> None:
+def _print_changes(client: ApiClient, supervisor: Supervisor, end: float | None) -> None:
     """Print one line each time a run appears or changes state (for output that is not a
     terminal, where a live table would show nothing until exit)."""
     seen: dict[str, str] = {}
@@ -179,7 +250,7 @@ def _print_changes(client: ApiClient, services: list[Service], end: float | None
                         )
         except ApiError as exc:
             console.print(f"API: {exc.describe()}", highlight=False)
-        _check_alive(services)
+        supervisor.check()
         time.sleep(1.0)
 
 
@@ -232,13 +303,14 @@ def run_up(examples: bool, duration_s: float | None, api_url: str | None) -> int
         console.print(
             f"started {', '.join(f'{s.name} (pid {s.proc.pid})' for s in services)}; logs in {logs}"
         )
+        supervisor = Supervisor(services, lambda name: _spawn(name, env, logs, append=True))
         settings = ApiSettings()
         host = "127.0.0.1" if settings.api_host in ("0.0.0.0", "::") else settings.api_host  # noqa: S104
         client = ApiClient(api_url or f"http://{host}:{settings.api_port}")
-        _wait_ready(client, services, READY_TIMEOUT_S)
+        _wait_ready(client, supervisor, READY_TIMEOUT_S)
         if examples:
             _apply_examples(client)
-        _show_live(client, services, duration_s)
+        _show_live(client, supervisor, duration_s)
     except KeyboardInterrupt:
         console.print("\nstopping …")
     except (CronlogError, ApiError) as exc:

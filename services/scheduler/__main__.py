@@ -11,14 +11,14 @@ import faust
 from services.scheduler.app import create_app
 from services.scheduler.settings import SchedulerSettings
 from topology.after_relay import start_after_relay
-from topology.bootstrap import ensure_topics
+from topology.bootstrap import ensure_topics_retrying
 
 
 def main() -> None:
     """Start one scheduler process with settings from the environment (``CRONLOG_*``)."""
     settings = SchedulerSettings()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    ensure_topics(settings)
+    ensure_topics_retrying(settings)
     if not settings.keep_local_state:
         # State is the changelog, never a local store that may be ahead of it.
         shutil.rmtree(settings.state_path(), ignore_errors=True)

@@ -8,22 +8,36 @@ import signal
 from cronlog.errors import CronlogError
 from services.worker.settings import WorkerSettings
 from services.worker.worker import Worker
-from topology.bootstrap import ensure_topics
+from topology.bootstrap import ensure_topics_retrying
+from topology.retrying import FATAL_EXIT
 
 
 def main() -> None:
     """Start a worker with settings from the environment (``CRONLOG_*``)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     settings = WorkerSettings()
-    ensure_topics(settings)  # idempotent; any service may start first
+    ensure_topics_retrying(settings)  # idempotent; any service may start first
     worker = Worker(settings)
     signal.signal(signal.SIGTERM, lambda *_: worker.stop())
     signal.signal(signal.SIGINT, lambda *_: worker.stop())
+    log = logging.getLogger("cronlog.worker")
     try:
         worker.run()
-    except CronlogError as exc:
-        logging.getLogger("cronlog.worker").critical("worker stopped: %s", exc)
-        raise SystemExit(1) from exc
+    except Exception as exc:  # a fatal broker error, or a reader that could not go on
+        log.critical(
+            "action=fatal thread=main error=%s: the worker stopped (exit %d)",
+            exc,
+            FATAL_EXIT,
+            exc_info=not isinstance(exc, CronlogError),
+        )
+        raise SystemExit(FATAL_EXIT) from exc
+    if worker.failure is not None:
+        log.critical(
+            "action=fatal thread=replies error=%s: the worker stopped (exit %d)",
+            worker.failure,
+            FATAL_EXIT,
+        )
+        raise SystemExit(FATAL_EXIT)
 
 
 if __name__ == "__main__":

@@ -15,10 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from topology.config import KafkaSettings
 from topology.logs import CHUNK_BYTES, LogChunk, encode_chunk
+from topology.retrying import Liveness, kafka_error, start_thread
 
 log = logging.getLogger("cronlog.worker.logs")
 Send = Callable[[str, bytes], None]
@@ -141,7 +142,9 @@ class LogShipper:
 
     Logs are best effort next to commands: a chunk the producer cannot queue within
     ``queue_wait_s`` is dropped and logged (the reader sees a gap in ``offset``), and a
-    broken producer loses chunks rather than stall an attempt.
+    broken producer loses chunks rather than stall an attempt. Broker trouble is logged once
+    per episode (``liveness``); a producer in a fatal state is replaced (chunks are
+    idempotent by their key); anything else that ends the flusher thread ends the process.
 
     Args:
         settings: cluster and cap/flush settings (``log_cap_bytes``, ``log_flush_s``).
@@ -159,14 +162,31 @@ class LogShipper:
     ) -> None:
         self.topic, self.cap_bytes, self.flush_s = topic, cap_bytes, flush_s
         self.queue_wait_s = queue_wait_s
-        self.producer = Producer(
-            settings.producer_config(**{"compression.type": "lz4", "linger.ms": 20})
-        )
+        self.settings = settings
+        self.liveness = Liveness("log-shipper", log)
+        self.producer = self._new_producer()
         self._lock = threading.Lock()
         self._sinks: set[LogSink] = set()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._flush_loop, name="log-flusher", daemon=True)
-        self._thread.start()
+        self._thread = start_thread("log-flusher", self._flush_loop)
+
+    def _new_producer(self) -> Producer:
+        return Producer(
+            self.settings.producer_config(
+                **{
+                    "compression.type": "lz4",
+                    "linger.ms": 20,
+                    "error_cb": self.liveness.failed,
+                    "on_delivery": self._delivered,
+                }
+            )
+        )
+
+    def _delivered(self, err: KafkaError | None, _msg: Message) -> None:
+        if err is None:
+            self.liveness.recovered()
+        else:
+            self.liveness.failed(f"a log chunk was not delivered: {err}")
 
     def open(self, ref: AttemptRef) -> LogSink:
         """Return a new sink for ``ref``'s output, flushed every ``flush_s`` until closed."""
@@ -223,4 +243,11 @@ class LogShipper:
                     sink.flush()
                 except Exception:  # an encode bug must not stop every other log
                     log.exception("flushing a log failed", extra={"run_id": sink.ref.run_id})
-            self.producer.poll(0)
+            try:
+                self.producer.poll(0)
+            except KafkaException as exc:
+                err = kafka_error(exc)
+                if err is None or not err.fatal():
+                    raise
+                log.error("action=logs_producer_replaced error=%s: queued log chunks are lost", err)
+                self.producer = self._new_producer()

@@ -5,33 +5,18 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
-from typing import TypeVar
+from functools import partial
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from cronlog import events as ev
-from cronlog.errors import CronlogError
 from services.worker.settings import WorkerSettings
 from topology.codec import DecodeError, decode_event
 from topology.partitioning import partition_for
+from topology.retrying import Liveness, call_with_retry, check_topic, record_ok
 
 log = logging.getLogger("cronlog.worker")
-T = TypeVar("T")
-
-
-def retry(call: Callable[[], T], what: str, attempts: int = 20) -> T:
-    """Call ``call`` until it succeeds (right after topic creation leaders may still move)."""
-    for attempt in range(1, attempts + 1):
-        try:
-            return call()
-        except KafkaException as exc:
-            if attempt == attempts:
-                raise CronlogError(f"{what}: {exc}") from exc
-            log.warning("%s failed (%s); retrying", what, exc)
-            time.sleep(min(0.2 * 2**attempt, 3.0))
-    raise AssertionError("unreachable")
 
 
 def read_replies(
@@ -40,28 +25,42 @@ def read_replies(
     ready: threading.Event,
     keep_going: Callable[[], bool],
     on_answer: Callable[[str, ev.Event], None],
+    *,
+    liveness: Liveness,
+    stop: threading.Event,
 ) -> None:
     """Read this worker's replies until ``keep_going()`` is false, calling
     ``on_answer(job_id, event)`` for each; ``ready`` is set once reading from the end.
 
+    Transient broker errors are retried and reported through ``liveness`` (right after topic
+    creation the partition may have no leader yet); ``stop`` ends the wait for the end offset.
+
     Raises:
-        CronlogError: the partition's end offset could not be read (after retries).
+        topology.retrying.Stopped: ``stop`` was set before the end offset could be read.
+        KafkaException: a fatal or permanent broker error.
     """
     consumer = Consumer(
-        settings.consumer_config(f"{settings.ready_group()}-replies-{settings.worker_id}")
+        settings.consumer_config(
+            f"{settings.ready_group()}-replies-{settings.worker_id}",
+            **{"error_cb": liveness.failed},
+        )
     )
     tp = TopicPartition(topic, partition_for(settings.worker_id, settings.partitions))
-    high = retry(
-        lambda: consumer.get_watermark_offsets(tp, timeout=10)[1],
-        "reading the replies partition's end offset",
-    )
-    consumer.assign([TopicPartition(tp.topic, tp.partition, high)])
-    ready.set()
-    me = settings.worker_id.encode()
     try:
+        _low, high = call_with_retry(
+            partial(consumer.get_watermark_offsets, tp, timeout=10),
+            what="reading the replies partition's end offset",
+            liveness=liveness,
+            stop=stop,
+        )
+        consumer.assign([TopicPartition(tp.topic, tp.partition, high)])
+        ready.set()
+        me = settings.worker_id.encode()
         while keep_going():
+            liveness.beat()
             msg = consumer.poll(0.2)
-            if msg is None or msg.error() or msg.key() != me:
+            liveness.probe(lambda: check_topic(consumer, topic))
+            if msg is None or not record_ok(msg, liveness) or msg.key() != me:
                 continue
             try:
                 record = decode_event(msg.value() or b"")

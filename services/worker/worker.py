@@ -18,7 +18,6 @@ from typing import TypeVar
 
 from confluent_kafka import (
     Consumer,
-    KafkaError,
     KafkaException,
     Message,
     Producer,
@@ -42,6 +41,7 @@ from services.worker.logsink import AttemptRef, LogShipper, LogSink
 from services.worker.replies import read_replies
 from services.worker.settings import WorkerSettings
 from topology.codec import DecodeError, decode_event, encode_command
+from topology.retrying import Liveness, Stopped, check_topic, record_ok, start_thread
 from topology.topics import Topics
 
 log = logging.getLogger("cronlog.worker")
@@ -85,7 +85,10 @@ class Worker:
         self._lock = threading.Lock()
         self._held: dict[tuple[str, str], Held] = {}
         self._replies_ready = threading.Event()
-        self._replies_failed = False
+        self.failure: str | None = None
+        """Why a thread of this worker could not go on (the process then exits non-zero)."""
+        self.replies_liveness = Liveness("replies", log)
+        self.ready_liveness = Liveness("ready", log)
         self.python_pool = PythonPool(settings.slots)
         self.logs = LogShipper(
             settings,
@@ -113,11 +116,20 @@ class Worker:
                 self._replies_ready,
                 lambda: not self._stop.is_set() or bool(self._held),
                 self._on_answer,
+                liveness=self.replies_liveness,
+                stop=self._stop,
             )
-        except Exception:
-            # Without answers the worker would claim work it can never run: stop it loudly.
-            log.critical("replies reader died; stopping the worker", exc_info=True)
-            self._replies_failed = True
+        except Stopped:
+            return
+        except Exception as exc:
+            # Without answers the worker would claim work it can never run: stop pulling,
+            # drain what runs, and exit non-zero (__main__).
+            log.critical(
+                "action=thread_failed thread=replies error=%s: stopping the worker",
+                exc,
+                exc_info=True,
+            )
+            self.failure = f"replies reader: {exc}"
             self._replies_ready.set()
             self.stop()
 
@@ -196,15 +208,18 @@ class Worker:
     def run(self) -> None:
         """Pull, claim and execute until stopped; then drain for ``drain_s`` seconds."""
         s = self.settings
-        replies = threading.Thread(target=self._replies_loop, name="replies", daemon=True)
-        replies.start()
-        if not self._replies_ready.wait(120) or self._replies_failed:
-            raise CronlogError("worker cannot read its replies partition; not pulling work")
-        ready = Consumer(s.ready_consumer_config())
+        start_thread("replies", self._replies_loop)  # a bug in it ends the process
+        while not self._replies_ready.wait(0.5) and not self._stop.is_set():
+            pass  # the reader retries transient errors itself (logged once)
+        if self.failure is not None:
+            raise CronlogError(f"worker cannot read its replies partition: {self.failure}")
+        ready = Consumer({**s.ready_consumer_config(), "error_cb": self.ready_liveness.failed})
         ready.subscribe([self.topics.ready])
         log.info("worker started", extra={"worker_id": s.worker_id, "slots": s.slots})
         try:
             while not self._stop.is_set():
+                self.ready_liveness.beat()
+                self.ready_liveness.probe(lambda: check_topic(ready, self.topics.ready))
                 free = s.slots - len(self._held)
                 if free <= 0:
                     time.sleep(0.05)
@@ -298,9 +313,7 @@ class Worker:
         attempt ran here) must be answered — refused ``not_ready`` — not swallowed by the
         fold's dedupe, which would leave this worker waiting ``claim_timeout_s`` for nothing.
         """
-        if (error := msg.error()) is not None:
-            if error.code() != KafkaError._PARTITION_EOF:
-                log.warning("ready topic error: %s", error)
+        if not record_ok(msg, self.ready_liveness):
             return None
         try:
             record = decode_event(msg.value() or b"")

@@ -117,12 +117,14 @@ class Cluster:
         self.procs.append(proc)
         return proc.start()
 
-    def api(self, port: int, name: str = "api") -> Proc:
+    def api(self, port: int, name: str = "api", **extra: str) -> Proc:
         """Start an API process on ``port`` with its read model under the test's tmp dir."""
         proc = Proc(
             "api",
             self.env(
-                CRONLOG_API_PORT=str(port), CRONLOG_API_STATE_DIR=str(self.tmp / f"state-{name}")
+                CRONLOG_API_PORT=str(port),
+                CRONLOG_API_STATE_DIR=str(self.tmp / f"state-{name}"),
+                **extra,
             ),
             self.tmp / f"{name}.log",
         )

@@ -9,9 +9,12 @@ from datetime import datetime, timedelta
 from typing import TypeVar
 
 import httpx
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from cronlog.model import CatchupPolicy, JobSpec, RetryPolicy, Schedule, ScheduleKind
 from tests.integration.harness import Cluster
+from topology.config import KafkaSettings
+from topology.topics import topic_specs
 
 T = TypeVar("T")
 
@@ -36,6 +39,18 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def create_topics_now(settings: KafkaSettings) -> None:
+    """Create every cronlog topic of ``settings``; return once the controller accepted them,
+    without waiting for their partitions' leaders (what a process sees that lost the creation
+    race to another one; ``ensure_topics`` waits for them)."""
+    admin = AdminClient({"bootstrap.servers": settings.bootstrap})
+    futures = admin.create_topics(
+        [NewTopic(s.name, s.partitions, 1, config=s.config) for s in topic_specs(settings)]
+    )
+    for future in futures.values():
+        future.result(30)
 
 
 def start_api(cluster: Cluster, timeout: float = 90) -> httpx.Client:

@@ -1,0 +1,146 @@
+"""A 30 s broker outage under load: every service rides it out (no process exits), each of
+their reader threads logs the episode once and its end once, /readyz answers 503 during it and
+200 after, and nothing is lost: every due tick of every job has a run that the worker ran to
+success, and the API lists them all.
+
+The broker is one of the test's own (``PrivateBroker``: another port and CRONLOG_KAFKA_HOME),
+since the test stops it.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.chaos.harness import PrivateBroker
+from tests.integration.harness import Cluster
+from tests.integration.helpers import start_api, wait_for, whole_seconds
+from topology.bootstrap import ensure_topics
+from topology.config import KafkaSettings
+
+pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(600)]
+JOBS = 3
+LOAD_S = 10.0
+OUTAGE_S = 30.0
+AFTER_S = 10.0
+"""Seconds of normal running after the broker is back whose ticks are checked too."""
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[PrivateBroker]:
+    b = PrivateBroker(tmp_path / "kafka")
+    b.start()
+    yield b
+    b.destroy()
+
+
+def _parse(iso: str) -> datetime:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00"))
+
+
+def _runs(api: httpx.Client, job_id: str) -> list[dict]:
+    return api.get(f"/api/v1/jobs/{job_id}/runs", params={"limit": 1000}).json()["runs"]
+
+
+def _ready(api: httpx.Client) -> int | None:
+    try:
+        return api.get("/readyz", timeout=3).status_code
+    except httpx.TransportError:
+        return None
+
+
+def test_every_service_rides_out_a_30s_broker_outage_and_nothing_is_lost(
+    broker: PrivateBroker, tmp_path: Path
+) -> None:
+    settings = KafkaSettings(
+        bootstrap=broker.bootstrap, topic_prefix=f"out{uuid.uuid4().hex[:6]}.", partitions=4
+    )
+    ensure_topics(settings)
+    cluster = Cluster(settings, tmp_path)
+    try:
+        cluster.scheduler()
+        cluster.worker(CRONLOG_SLOTS="8")
+        api = start_api(cluster)
+        jobs = [f"every-second-{i}" for i in range(JOBS)]
+        for job_id in jobs:
+            body = {
+                "job_id": job_id,
+                "name": "every second",
+                "schedule": {
+                    "type": "cron",
+                    "expression": "* * * * * *",
+                    "timezone": "UTC",
+                    "catchup": "all",
+                },
+                "command": ["true"],
+                "max_active_runs": 256,
+            }
+            created = api.post("/api/v1/jobs", json=body)
+            assert created.status_code == 201, created.text
+        registered = datetime.now(UTC)
+        time.sleep(LOAD_S)
+
+        broker.stop()
+        down_at = time.monotonic()
+        answers = set()
+        while time.monotonic() - down_at < OUTAGE_S:
+            answers.add(_ready(api))
+            time.sleep(1.0)
+        assert 503 in answers, f"/readyz answered {answers} while the broker was down"
+        broker.start()
+        back = datetime.now(UTC)
+        wait_for(lambda: _ready(api) == 200, 120, "/readyz 200 after the outage")
+        recovered_s = time.monotonic() - down_at - OUTAGE_S
+        time.sleep(AFTER_S)
+
+        # Every tick from the first after registration to AFTER_S after the broker came back.
+        due = whole_seconds(registered + timedelta(seconds=1), back + timedelta(seconds=AFTER_S))
+
+        def all_succeeded() -> bool:
+            for job_id in jobs:
+                done = {_parse(r["scheduled_for"]) for r in _runs(api, job_id)}
+                if not set(due) <= done:
+                    return False
+            return all(
+                r["state"] == "succeeded"
+                for job_id in jobs
+                for r in _runs(api, job_id)
+                if _parse(r["scheduled_for"]) in set(due)
+            )
+
+        wait_for(all_succeeded, 180, "every due tick has a succeeded run", every=2.0)
+        triggers: dict[str, int] = {}
+        for job_id in jobs:
+            runs = {_parse(r["scheduled_for"]): r for r in _runs(api, job_id)}
+            for tick in due:
+                run = runs[tick]
+                assert run["exit_code"] == 0
+                assert run["claimed_by"] == f"{settings.topic_prefix}w1"
+                triggers[run["trigger"]] = triggers.get(run["trigger"], 0) + 1
+        for proc in cluster.procs:
+            assert proc.popen is not None
+            assert proc.popen.poll() is None, f"{proc.name} exited:\n{proc.log_tail()}"
+        episodes = {
+            proc.name: (
+                proc.log_path.read_text().count("action=broker_trouble"),
+                proc.log_path.read_text().count("action=broker_recovered"),
+            )
+            for proc in cluster.procs
+            if proc.name in ("api", "worker")
+        }
+        for name, (trouble, recovered) in episodes.items():
+            assert 1 <= trouble <= 10, f"{name}: {trouble} trouble lines"
+            assert recovered >= 1, f"{name}: no recovery line"
+        print(
+            f"{len(due)} ticks x {JOBS} jobs all ran (triggers {triggers}); "
+            f"/readyz 200 again {recovered_s:.1f}s after "
+            f"the broker restart began; episode lines (trouble, recovered): {episodes}"
+        )
+    finally:
+        cluster.stop_all()

@@ -1,0 +1,96 @@
+"""Nothing dies quietly: the API's readers survive topics whose partitions have no leader yet,
+a fatal error in a reader thread ends the API process (exit 70, a clear last line), and a
+reader that hangs makes /healthz answer 503 so that a supervisor restarts the process."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+from services.api.logs import LogModel
+from services.api.read_model import ReadModel
+from services.api.settings import ApiSettings
+from tests.integration.harness import Cluster
+from tests.integration.helpers import create_topics_now, free_port, wait_for
+from topology.retrying import FATAL_EXIT
+
+pytestmark = pytest.mark.broker
+
+
+def test_readers_started_as_their_topics_are_created_catch_up(
+    kafka_bootstrap: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    troubled, example = 0, ""
+    for i in range(5):
+        settings = ApiSettings(
+            bootstrap=kafka_bootstrap,
+            topic_prefix=f"lead{uuid.uuid4().hex[:8]}.",
+            partitions=12,
+            api_state_dir=tmp_path / f"rm{i}",
+        )
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="cronlog"):
+            create_topics_now(settings)
+            models = [
+                ReadModel(settings, settings.state_path()),
+                LogModel(settings, settings.logs_state_path()),
+            ]
+            for model in models:
+                model.start()  # within milliseconds of the creation: leaders may be missing
+            try:
+                wait_for(
+                    lambda ms=models: all(m.ready for m in ms), 60, f"round {i}: readers ready"
+                )
+                assert all(m.working for m in models)
+                assert not any(m.stuck(10) for m in models)
+            finally:
+                for model in models:
+                    model.stop()
+        met = [r.getMessage() for r in caplog.records if "broker_trouble" in r.getMessage()]
+        troubled += bool(met)
+        example = met[0] if met else example
+    print(f"rounds in which a reader met (and retried) a transient error: {troubled}/5")
+    print(f"e.g. {example}")
+
+
+def test_a_fatal_error_in_the_read_model_ends_the_api_with_70(cluster: Cluster) -> None:
+    proc = cluster.api(free_port(), CRONLOG_API_TEST_FAULT="fatal")
+    assert proc.popen is not None
+    rc = proc.popen.wait(90)
+    assert rc == FATAL_EXIT
+    lines = proc.log_tail(200).splitlines()
+    fatal = [ln for ln in lines if "action=fatal" in ln]
+    assert len(fatal) == 1
+    assert "CRITICAL" in fatal[0]
+    assert "thread=read-model" in fatal[0]
+    assert "injected by CRONLOG_API_TEST_FAULT" in fatal[0]
+    assert "ending the process (exit 70)" in fatal[0]
+    assert lines[-1].startswith("cimpl.KafkaException: KafkaError{FATAL,code=_FATAL")
+
+
+def test_a_stuck_read_model_makes_healthz_and_readyz_503(cluster: Cluster) -> None:
+    port = free_port()
+    cluster.api(port, CRONLOG_API_TEST_FAULT="stall", CRONLOG_API_STALL_S="2")
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as api:
+
+        def health() -> httpx.Response | None:
+            try:
+                r = api.get("/healthz")
+            except httpx.TransportError:
+                return None
+            return r if r.status_code == 503 else None
+
+        started = time.monotonic()
+        stuck = wait_for(health, 60, "/healthz 503")
+        assert stuck.json() == {"status": "stuck", "threads": ["read-model"]}
+        ready = api.get("/readyz")
+        assert ready.status_code == 503
+        threads = {t["thread"]: t for t in ready.json()["threads"]}
+        assert threads["read-model"]["beat_age_s"] > 2
+        assert threads["log-model"]["beat_age_s"] < 2
+    print(f"/healthz 503 after {time.monotonic() - started:.1f}s")
