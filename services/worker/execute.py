@@ -217,9 +217,10 @@ def _read_tail(proc: subprocess.Popen[bytes], tail: deque[bytes], output: Output
         return
     stdout = typing.cast(io.BufferedReader, proc.stdout)  # Popen pipes are buffered readers
     size = 0
-    for chunk in iter(lambda: stdout.read1(65536), b""):
-        output.write(chunk)
-        tail.append(chunk)
-        size += len(chunk)
-        while size - len(tail[0]) >= TAIL_BYTES and len(tail) > 1:
-            size -= len(tail.popleft())
+    with stdout:  # closed at EOF: the pipe's fd is not left to the garbage collector
+        for chunk in iter(lambda: stdout.read1(65536), b""):
+            output.write(chunk)
+            tail.append(chunk)
+            size += len(chunk)
+            while size - len(tail[0]) >= TAIL_BYTES and len(tail) > 1:
+                size -= len(tail.popleft())

@@ -81,6 +81,7 @@ def hook() -> Iterator[str]:
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()
+    httpd.server_close()
 
 
 def test_http_task_succeeds_by_status_and_sends_context(

@@ -447,7 +447,9 @@ def leases_and_input(sim: Sim) -> None:
     sim.send("every", cmd.DeleteJob(), "delete:every")
     sim.send("slowpoke", cmd.PauseJob(), "pause:slowpoke")
     sim.append(0, b"garbage", b"\x00\x01not avro at all")
-    bad = sim.codec.encode_command(cmd.Envelope("pause:x", "pausy", cmd.PauseJob()))
+    bad = sim.codec.encode_command(
+        cmd.Envelope(idem_key="pause:x", job_id="pausy", command=cmd.PauseJob())
+    )
     sim.append(0, b"someone-else", bad)  # key differs from the envelope's job_id
     wrong = next(p for p in range(sim.partitions) if p != partition_for_("pausy", sim.partitions))
     sim.append(wrong, b"pausy", bad)  # right key, wrong partition

@@ -106,12 +106,16 @@ class Sim:
     ) -> list[ev.RunEvent]:
         """Append ``command`` for ``job_id`` (idem_key: given, else a fresh one)."""
         key = idem_key or f"{type(command).__name__.lower()}:{job_id}:{next(self._seq)}"
-        value = self._encode(cmd.Envelope(key, job_id, command))
+        value = self._encode(cmd.Envelope(idem_key=key, job_id=job_id, command=command))
         return self.append(partition_for(job_id.encode(), self.partitions), job_id.encode(), value)
 
     def tick(self, partition: int) -> list[ev.RunEvent]:
         """Append a Tick to ``partition`` (as the scheduler's ticker does, key-less)."""
-        env = cmd.Envelope(tick_idem_key("golden", partition, next(self._seq)), "", cmd.Tick())
+        env = cmd.Envelope(
+            idem_key=tick_idem_key("golden", partition, next(self._seq)),
+            job_id="",
+            command=cmd.Tick(),
+        )
         return self.append(partition, None, self._encode(env))
 
     def _encode(self, env: cmd.Envelope) -> bytes:

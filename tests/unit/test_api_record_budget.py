@@ -99,9 +99,9 @@ def test_the_estimate_bounds_a_record_folded_to_the_jobs_largest(client: TestCli
 
     def apply(key: str, command: cmd.Command, at: datetime) -> None:
         nonlocal state
-        state, _ = handle(state, cmd.Envelope(key, JOB_ID, command), at)
+        state, _ = handle(state, cmd.Envelope(idem_key=key, job_id=JOB_ID, command=command), at)
 
-    apply("register", cmd.RegisterJob(spec), t0)
+    apply("register", cmd.RegisterJob(spec=spec), t0)
     for n in range(spec.max_active_runs):
         apply(f"trigger-{n}".ljust(MARKER_CHARS, "k"), cmd.TriggerJob(), t0)
     worker = "w" * WORKER_ID_CHARS
@@ -109,7 +109,11 @@ def test_the_estimate_bounds_a_record_folded_to_the_jobs_largest(client: TestCli
     for run in state.runs:
         for task in spec.tasks:
             key = f"claim:{run.run_id}:{task}".ljust(MARKER_CHARS, "k")
-            apply(key, cmd.ClaimTask(run.run_id, task, 1, worker), t0 + timedelta(seconds=1))
+            apply(
+                key,
+                cmd.ClaimTask(run_id=run.run_id, task=task, attempt=1, worker_id=worker),
+                t0 + timedelta(seconds=1),
+            )
     for n in range(MAX_APPLIED_MARKERS):  # fill the user markers with long keys
         command = cmd.PauseJob() if n % 2 == 0 else cmd.ResumeJob()
         apply(f"op-{n}".ljust(MARKER_CHARS, "k"), command, t0 + timedelta(seconds=2))

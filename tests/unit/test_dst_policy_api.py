@@ -50,8 +50,18 @@ def register(rm: ReadModel, job_id: str, gap: GAP, overlap: OVERLAP) -> None:
     )
     spec = JobSpec(job_id, schedule, ("true",))
     batch = Batch(rm.store)
-    registered = ev.JobRegistered(spec, T0)
-    apply(batch, ev.RunEvent(event_id("reg", job_id, 0), job_id, T0, "reg", 0, registered))
+    registered = ev.JobRegistered(spec=spec, next_fire_at=T0)
+    apply(
+        batch,
+        ev.RunEvent(
+            event_id=event_id("reg", job_id, 0),
+            job_id=job_id,
+            at=T0,
+            idem_key="reg",
+            index=0,
+            event=registered,
+        ),
+    )
     batch.commit()
 
 

@@ -268,6 +268,7 @@ def server() -> Iterator[str]:
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()
+    httpd.server_close()
 
 
 def _http(task: HttpTask) -> JobSpec:

@@ -217,6 +217,8 @@ def test_http_log_has_the_status_line_and_the_body(pool: PythonPool) -> None:
         data, _ = _log_of(replace(BASE, kind=TaskKind.HTTP, command=(), http=HttpTask(url)), pool)
     finally:
         httpd.shutdown()
+        httpd.server_close()
+    httpd.server_close()
     assert data == b"HTTP/1.0 418 I'm a Teapot\nshort and stout\n"
     closed = replace(BASE, kind=TaskKind.HTTP, command=(), http=HttpTask("http://127.0.0.1:9/"))
     data, _ = _log_of(closed, pool)
