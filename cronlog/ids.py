@@ -124,6 +124,17 @@ def tick_idem_key(ticker_id: str, partition: int, seq: int) -> str:
     return f"tick:{ticker_id}:{partition}:{seq}"
 
 
+def continuation_idem_key(tick_idem_key: str) -> str:
+    """Return the idem_key of the Tick that continues a Tick with more due jobs than a slice.
+
+    ``<tick idem_key>+1``, then ``+2`` …; the fold appends it (topology/fold.py).
+    """
+    base, sep, n = tick_idem_key.rpartition("+")
+    if sep and n.isdigit():
+        return f"{base}+{int(n) + 1}"
+    return f"{tick_idem_key}+1"
+
+
 def claim_idem_key(run_id: str, task: str, attempt: int, worker_id: str, nonce: str) -> str:
     """Return a worker's ClaimTask idem_key: ``claim:<run>:<task>:<attempt>:<worker>:<nonce>``.
 

@@ -48,6 +48,9 @@ class KafkaSettings(BaseSettings):
             "group.id": group_id,
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
+            # cronlog's outputs are written in transactions: never read an aborted one (and
+            # librdkafka's default, said out loud)
+            "isolation.level": "read_committed",
         }
         conf.update(extra)
         return conf

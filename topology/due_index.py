@@ -1,14 +1,18 @@
 """The per-partition due index: a heap of (deadline, job_id), so a Tick never scans all jobs.
 
-In memory only: rebuilt from the table after every recovery, dropped for revoked partitions,
+In memory only: rebuilt from the store after every restore, dropped for revoked partitions,
 updated by the fold after each command. An entry is stale when the job's recorded deadline
-has moved; stale entries are skipped when popped.
+has moved; stale entries are skipped when popped. A batch whose transaction aborts undoes
+its changes (``begin`` / ``rollback``), so a retried batch pops the same jobs.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable
+
+_UNSET = -1
+"""Journal marker: the job had no deadline before the batch changed it."""
 
 
 class DueIndex:
@@ -17,6 +21,8 @@ class DueIndex:
     def __init__(self) -> None:
         self._heaps: dict[int, list[tuple[int, str]]] = {}
         self._deadline: dict[str, int] = {}
+        self._partition: dict[str, int] = {}
+        self._journal: dict[str, int] | None = None
 
     def __len__(self) -> int:
         return len(self._deadline)
@@ -25,15 +31,65 @@ class DueIndex:
         """Forget everything; own exactly ``partitions`` (each starts empty)."""
         self._heaps = {p: [] for p in partitions}
         self._deadline = {}
+        self._partition = {}
+
+    def add_partition(self, partition: int, deadlines: Iterable[tuple[str, int]]) -> int:
+        """Own ``partition`` with these ``(job_id, deadline ms)``; return how many."""
+        heap = [(deadline, job_id) for job_id, deadline in deadlines]
+        heapq.heapify(heap)
+        self._heaps[partition] = heap
+        for deadline, job_id in heap:
+            self._deadline[job_id] = deadline
+            self._partition[job_id] = partition
+        return len(heap)
+
+    def drop_partition(self, partition: int) -> None:
+        """Forget ``partition`` (revoked or lost) and its jobs."""
+        for _, job_id in self._heaps.pop(partition, []):
+            if self._partition.get(job_id) == partition:
+                self._deadline.pop(job_id, None)
+                self._partition.pop(job_id, None)
+
+    def partitions(self) -> list[int]:
+        """Return the partitions owned, ascending."""
+        return sorted(self._heaps)
+
+    def begin(self) -> None:
+        """Start recording changes, so ``rollback`` can undo them (one batch)."""
+        self._journal = {}
+
+    def commit(self) -> None:
+        """Keep the changes since ``begin``."""
+        self._journal = None
+
+    def rollback(self) -> None:
+        """Undo every change since ``begin`` (the batch's transaction aborted)."""
+        journal, self._journal = self._journal or {}, None
+        for job_id, before in journal.items():
+            if before == _UNSET:
+                self._deadline.pop(job_id, None)
+                continue
+            self._deadline[job_id] = before
+            heap = self._heaps.get(self._partition.get(job_id, -1))
+            if heap is not None:
+                heapq.heappush(heap, (before, job_id))
+
+    def _remember(self, job_id: str) -> None:
+        if self._journal is not None and job_id not in self._journal:
+            self._journal[job_id] = self._deadline.get(job_id, _UNSET)
 
     def set(self, partition: int, job_id: str, deadline_ms: int | None) -> None:
         """Record the job's next deadline (None: nothing due ever, until a command says so)."""
         if deadline_ms is None:
-            self._deadline.pop(job_id, None)
+            if job_id in self._deadline:
+                self._remember(job_id)
+                del self._deadline[job_id]
             return
         if self._deadline.get(job_id) == deadline_ms:
             return
+        self._remember(job_id)
         self._deadline[job_id] = deadline_ms
+        self._partition[job_id] = partition
         heap = self._heaps.get(partition)
         if heap is not None:
             heapq.heappush(heap, (deadline_ms, job_id))
@@ -49,6 +105,20 @@ class DueIndex:
         while heap and heap[0][0] <= now_ms and len(due) < limit:
             deadline, job_id = heapq.heappop(heap)
             if self._deadline.get(job_id) == deadline:
+                self._remember(job_id)
                 del self._deadline[job_id]
                 due.append(job_id)
         return due
+
+    def has_due(self, partition: int, now_ms: int) -> bool:
+        """Return whether some job of ``partition`` is due at ``now_ms``.
+
+        Stale entries are dropped on the way.
+        """
+        heap = self._heaps.get(partition)
+        while heap and heap[0][0] <= now_ms:
+            deadline, job_id = heap[0]
+            if self._deadline.get(job_id) == deadline:
+                return True
+            heapq.heappop(heap)
+        return False

@@ -1,10 +1,12 @@
-"""The generic fold adapter: a batch of command records in, events out, then table records.
+"""The generic fold adapter: a batch of command records in; events, records and ticks out.
 
-Order per batch (DESIGN.md, "The adapter protocol"): decode each record (undecodable → dead
-letter), dedupe by idem_key and decide/evolve through ``cronlog.decide.handle`` against an
-in-batch overlay of job records, *deliver every outgoing message and wait for the acks*, and only
-then write the job records. A crash anywhere before the writes re-delivers the batch, which
-recomputes the same events with the same event_ids.
+Per record (DESIGN.md, "The adapter protocol"): decode (undecodable → dead letter), check the
+key and partition, then dedupe by idem_key and decide/evolve through
+``cronlog.decide.handle`` against an in-batch overlay of job records. A Tick decides its
+partition's due jobs from the due index, at most ``tick_slice`` of them; if more are due, the
+batch appends a continuation Tick to the same partition, which the fold reads after what was
+appended meanwhile. The runtime (``services/scheduler/runtime.py``) commits everything a
+batch decided in one Kafka transaction, then writes the job records to RocksDB.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.decide import WORKER_COMMANDS, handle
 from cronlog.errors import CronlogError
-from cronlog.ids import event_id
+from cronlog.ids import continuation_idem_key, event_id
 from cronlog.job import JobState
 from cronlog.time import from_ms, to_ms
 from cronlog.vocabulary import CommandKind, RejectReason
@@ -34,6 +36,15 @@ MAX_DEAD_LETTER_VALUE = 256 * 1024
 MAX_RECORD_BYTES = 512 * 1024
 """A command whose resulting job record would exceed this is refused (record_too_large):
 the record must fit one changelog message whatever the input."""
+MAX_OUTPUT_BYTES = 900 * 1024
+"""A decision whose events would not fit a Kafka message (the producer's ``message.max.bytes``
+is 1,000,000) is not applied: its input is dead-lettered instead of crash-looping the fold."""
+TICK_SLICE = 250
+"""At most this many due jobs are decided per Tick (~50 ms of fold time); the rest continue
+on a Tick the batch appends to the same partition."""
+TOO_LARGE_RETRY_MS = 60_000
+"""A due job whose decision was refused as too large is due again this much later (not at
+once: it would keep every Tick busy deciding it again)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +55,6 @@ class Record:
         partition, offset: where it was read from.
         timestamp_ms: the record timestamp (LogAppendTime on the commands topic), epoch ms.
         key, value: raw bytes.
-        context: the stream processor's own event object (opaque here; needed for table writes).
     """
 
     partition: int
@@ -52,7 +62,6 @@ class Record:
     timestamp_ms: int
     key: bytes | None
     value: bytes
-    context: object = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,17 +80,21 @@ class Outgoing:
 
 @dataclass
 class BatchResult:
-    """What one batch decided: messages to deliver, then job records to write.
+    """What one batch decided: messages to produce, then job records to write.
 
     Attributes:
-        sends: in order of decision.
-        writes: job_id → (context of the last record that touched it, partition, stored bytes).
+        sends: in order of decision (run-events, ready and reply copies, dead letters,
+            continuation Ticks).
+        writes: job_id → (partition, stored bytes, next deadline epoch ms or None), the last
+            record of each job the batch touched.
         commands: how many command records were decoded.
+        decisions: how many (command, job) decisions were made (a Tick makes one per due job).
     """
 
     sends: list[Outgoing] = field(default_factory=list)
-    writes: dict[str, tuple[object, int, bytes]] = field(default_factory=dict)
+    writes: dict[str, tuple[int, bytes, int | None]] = field(default_factory=dict)
     commands: int = 0
+    decisions: int = 0
 
 
 class BatchFolder:
@@ -90,25 +103,28 @@ class BatchFolder:
     Args:
         topics: topic names.
         partitions: partition count of the commands topic.
-        load: job_id → stored record bytes or None (reads the table).
+        load: (partition, job_id) → stored record bytes or None (reads the table).
         due: the due index; updated as each command is decided, so a Tick later in the same
             batch sees deadlines set earlier in it (batch boundaries never change the outcome).
         codec: the Avro codec.
+        tick_slice: most due jobs one Tick decides (TICK_SLICE).
     """
 
     def __init__(
         self,
         topics: Topics,
         partitions: int,
-        load: Callable[[str], bytes | None],
+        load: Callable[[int, str], bytes | None],
         due: DueIndex,
         codec: Codec,
+        tick_slice: int = TICK_SLICE,
     ) -> None:
         self.topics = topics
         self.partitions = partitions
         self.load = load
         self.due = due
         self.codec = codec
+        self.tick_slice = tick_slice
 
     def fold(self, records: list[Record]) -> BatchResult:
         """Decide a batch. Never raises for bad input: such records become dead letters."""
@@ -126,10 +142,12 @@ class BatchFolder:
                 self._dead_letter(rec, type(exc).__name__, f"internal error: {exc!r}", out)
         return out
 
-    def _state(self, job_id: str, overlay: dict[str, JobState | None]) -> JobState | None:
+    def _state(
+        self, partition: int, job_id: str, overlay: dict[str, JobState | None]
+    ) -> JobState | None:
         if job_id in overlay:
             return overlay[job_id]
-        raw = self.load(job_id)
+        raw = self.load(partition, job_id)
         return load_state(raw) if raw is not None else None
 
     def _fold_one(self, rec: Record, overlay: dict[str, JobState | None], out: BatchResult) -> None:
@@ -137,9 +155,7 @@ class BatchFolder:
         record_time = from_ms(rec.timestamp_ms)
         out.commands += 1
         if isinstance(env.command, cmd.Tick):
-            for job_id in self.due.pop_due(rec.partition, rec.timestamp_ms):
-                job_env = cmd.Envelope(idem_key=env.idem_key, job_id=job_id, command=env.command)
-                self._apply(rec, job_env, record_time, overlay, out)
+            self._tick(rec, env, record_time, overlay, out)
             return
         if rec.key is None or rec.key != env.job_id.encode():
             raise CronlogError(f"record key {rec.key!r} does not match job_id {env.job_id!r}")
@@ -150,6 +166,31 @@ class BatchFolder:
             )
         self._apply(rec, env, record_time, overlay, out)
 
+    def _tick(
+        self,
+        rec: Record,
+        env: cmd.Envelope,
+        record_time: datetime,
+        overlay: dict[str, JobState | None],
+        out: BatchResult,
+    ) -> None:
+        """Decide the partition's due jobs, at most ``tick_slice``; continue if more are due.
+
+        The continuation is a Tick appended to the same partition (idem_key lineage
+        ``continuation_idem_key``), so a replay reads it from the log like any command.
+        """
+        due = self.due.pop_due(rec.partition, rec.timestamp_ms, self.tick_slice)
+        for job_id in due:
+            job_env = cmd.Envelope(idem_key=env.idem_key, job_id=job_id, command=env.command)
+            self._apply(rec, job_env, record_time, overlay, out)
+        if len(due) == self.tick_slice and self.due.has_due(rec.partition, rec.timestamp_ms):
+            more = cmd.Envelope(
+                idem_key=continuation_idem_key(env.idem_key), job_id="", command=cmd.Tick()
+            )
+            out.sends.append(
+                Outgoing(self.topics.commands, None, self.codec.encode_command(more), rec.partition)
+            )
+
     def _apply(
         self,
         rec: Record,
@@ -158,32 +199,51 @@ class BatchFolder:
         overlay: dict[str, JobState | None],
         out: BatchResult,
     ) -> None:
-        state = self._state(env.job_id, overlay)
+        state = self._state(rec.partition, env.job_id, overlay)
         new, events = handle(state, env, record_time)
+        out.decisions += 1
         stored = dump_state(new) if new is not None else None
-        if stored is not None and len(stored) > MAX_RECORD_BYTES:
-            new, stored = state, None
-            events = [
-                ev.CommandRejected(
-                    command=CommandKind(type(env.command).__name__),
-                    reason=RejectReason.RECORD_TOO_LARGE,
-                    detail=f"the job record would grow past {MAX_RECORD_BYTES} bytes",
-                )
-            ]
-            if state is not None:
-                stored = dump_state(state)
-        overlay[env.job_id] = new
-        if new is not None and stored is not None:
-            out.writes[env.job_id] = (rec.context, rec.partition, stored)
-            deadline = new.next_deadline()
-            self.due.set(rec.partition, env.job_id, to_ms(deadline) if deadline else None)
+        refused = stored is not None and len(stored) > MAX_RECORD_BYTES
+        if refused:
+            new, events = (
+                state,
+                [self._too_large(env, f"the job record would grow past {MAX_RECORD_BYTES} bytes")],
+            )
         at = new.clock if new is not None else record_time
-        for i, event in enumerate(events):
-            self._emit(env, at, i, event, out)
+        sends = [s for i, e in enumerate(events) for s in self._emit(env, at, i, e)]
+        if any(len(s.value) > MAX_OUTPUT_BYTES for s in sends):
+            if not isinstance(env.command, cmd.Tick):
+                raise CronlogError(
+                    f"output_too_large: an event of this command would exceed "
+                    f"{MAX_OUTPUT_BYTES} bytes; nothing applied"
+                )
+            refused, new = True, state
+            events = [self._too_large(env, f"an event would exceed {MAX_OUTPUT_BYTES} bytes")]
+            sends = [s for i, e in enumerate(events) for s in self._emit(env, at, i, e)]
+        out.sends += sends
+        overlay[env.job_id] = new
+        if new is None:
+            return
+        deadline = new.next_deadline()
+        deadline_ms = to_ms(deadline) if deadline is not None else None
+        if refused and isinstance(env.command, cmd.Tick) and deadline_ms is not None:
+            deadline_ms = max(deadline_ms, to_ms(record_time) + TOO_LARGE_RETRY_MS)
+        if new is not state:  # unchanged (a duplicate, a refusal): nothing to write
+            out.writes[env.job_id] = (rec.partition, stored or dump_state(new), deadline_ms)
+        self.due.set(rec.partition, env.job_id, deadline_ms)
 
-    def _emit(
-        self, env: cmd.Envelope, at: datetime, index: int, event: ev.Event, out: BatchResult
-    ) -> None:
+    def _too_large(self, env: cmd.Envelope, detail: str) -> ev.CommandRejected:
+        command = env.command
+        return ev.CommandRejected(
+            command=CommandKind(type(command).__name__),
+            reason=RejectReason.RECORD_TOO_LARGE,
+            detail=detail,
+            run_id=getattr(command, "run_id", None),
+            task=getattr(command, "task", None),
+            worker_id=getattr(command, "worker_id", None),
+        )
+
+    def _emit(self, env: cmd.Envelope, at: datetime, index: int, event: ev.Event) -> list[Outgoing]:
         run_event = ev.RunEvent(
             event_id=event_id(env.idem_key, env.job_id, index),
             job_id=env.job_id,
@@ -194,12 +254,13 @@ class BatchFolder:
         )
         value = self.codec.encode_event(run_event)
         key = env.job_id.encode()
-        out.sends.append(Outgoing(self.topics.run_events, key, value))
+        sends = [Outgoing(self.topics.run_events, key, value)]
         if isinstance(event, ev.TaskReady):
-            out.sends.append(Outgoing(self.topics.ready, key, value))
+            sends.append(Outgoing(self.topics.ready, key, value))
         worker = getattr(env.command, "worker_id", None)
         if isinstance(env.command, WORKER_COMMANDS) and worker:
-            out.sends.append(Outgoing(self.topics.replies, worker.encode(), value))
+            sends.append(Outgoing(self.topics.replies, worker.encode(), value))
+        return sends
 
     def _dead_letter(self, rec: Record, error_type: str, reason: str, out: BatchResult) -> None:
         log.warning(

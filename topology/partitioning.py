@@ -1,4 +1,4 @@
-"""Key → partition, as the Java client and aiokafka compute it (murmur2, positive, mod N).
+"""Key → partition, as the Java client computes it (murmur2, positive, mod N).
 
 confluent-kafka producers get the same result with ``partitioner=murmur2_random``; this module
 is for code that must know the partition without producing (the worker's reply partition, the
@@ -7,7 +7,15 @@ fold's wrong-partition check, the due index).
 
 from __future__ import annotations
 
-from aiokafka.partitioner import murmur2
+from murmurhash2 import murmurhash2
+
+KAFKA_MURMUR2_SEED = 0x9747B28C
+"""The seed of the Java client's ``Utils.murmur2`` (org.apache.kafka.common.utils.Utils)."""
+
+
+def murmur2(data: bytes) -> int:
+    """Return the Java client's ``Utils.murmur2(data)`` as an unsigned 32-bit int."""
+    return int(murmurhash2(data, KAFKA_MURMUR2_SEED))
 
 
 def partition_for(key: bytes | str, partitions: int) -> int:

@@ -57,7 +57,7 @@ class Replayer:
         self.dead_letters = 0
         """Records dead-lettered so far."""
 
-    def _load(self, job_id: str) -> bytes | None:
+    def _load(self, partition: int, job_id: str) -> bytes | None:
         return self.store.get(job_id.encode())
 
     def fold(self, records: Sequence[Record]) -> list[Outgoing]:
@@ -73,7 +73,7 @@ class Replayer:
             dead-letters them.
         """
         out = self.folder.fold(list(records))
-        for job_id, (_, partition, value) in out.writes.items():
+        for job_id, (partition, value, _) in out.writes.items():
             key = job_id.encode()
             self.store[key] = value
             self.jobs[partition].add(key)

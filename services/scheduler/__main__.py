@@ -1,34 +1,61 @@
-"""``python -m services.scheduler``: ensure topics, then run the scheduler until SIGTERM."""
+"""``python -m services.scheduler``: ensure topics, then fold and tick until SIGTERM."""
 
 from __future__ import annotations
 
-import atexit
 import logging
-import shutil
+import signal
+import sys
+from types import FrameType
 
-import faust
-
-from services.scheduler.app import create_app
+from services.scheduler.runtime import Fenced, FoldRuntime
 from services.scheduler.settings import SchedulerSettings
+from services.scheduler.ticker import run_ticker
 from topology.after_relay import start_after_relay
 from topology.bootstrap import ensure_topics_retrying
+from topology.retrying import start_thread
+
+log = logging.getLogger("cronlog.scheduler")
 
 
 def main() -> None:
     """Start one scheduler process with settings from the environment (``CRONLOG_*``)."""
     settings = SchedulerSettings()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=settings.log_level_number(),
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
     ensure_topics_retrying(settings)
-    if not settings.keep_local_state:
-        # State is the changelog, never a local store that may be ahead of it.
-        shutil.rmtree(settings.state_path(), ignore_errors=True)
-    app = create_app(settings)
+    runtime = FoldRuntime(settings)
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("action=stopping signal=%d", signum)
+        runtime.stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    start_thread(
+        "ticker",
+        lambda: run_ticker(
+            settings,
+            runtime.owned_partitions,
+            runtime.stop,
+            interval_s=settings.tick_interval_s,
+            instance_id=settings.instance_id,
+        ),
+    )
+    relay_stop = None
     if settings.after_relay:
         # job after job: a thread beside the fold; its progress is its committed offsets
-        thread, stop = start_after_relay(settings)
-        atexit.register(lambda: (stop.set(), thread.join(5)))
-    worker = faust.Worker(app, loglevel=settings.log_level, redirect_stdouts=False)
-    worker.execute_from_commandline()
+        _, relay_stop = start_after_relay(settings)
+    try:
+        runtime.run()
+    except Fenced as exc:
+        log.critical("action=fenced error=%s: another instance owns this fold; exiting", exc)
+        sys.exit(70)
+    finally:
+        if relay_stop is not None:
+            relay_stop.set()
+    log.info("action=stopped")
 
 
 if __name__ == "__main__":

@@ -1,15 +1,15 @@
 """Crash points for the tests of invariant 6 ("no lost events across a crash").
 
 Off unless ``CRONLOG_FAULT_CRASH_AT`` names a point: the scheduler then exits with status 137
-(as ``kill -9`` would) the ``CRONLOG_FAULT_AFTER_BATCHES``-th time (default 1) a batch with
-something to deliver reaches that point. The points, in a batch's order
-(docs/architecture.md, "The fold under at-least-once"):
+(as ``kill -9`` would) the ``CRONLOG_FAULT_AFTER_BATCHES``-th time (default 1) a batch (or a
+restore) reaches that point. The points, in a batch's order (docs/architecture.md, "The fold
+runtime"):
 
-- ``after_events``: the batch's events are acknowledged; no changelog record, no RocksDB write;
-- ``after_changelog``: the job records are acknowledged on the changelog; RocksDB not written;
-- ``after_store``: RocksDB written; faust has not committed the batch's source offsets.
-
-No point is after the commit: from there a crash loses nothing to re-fold.
+- ``before_commit``: the batch's output is produced in its transaction, not committed;
+- ``after_commit``: the transaction (output, changelog records, offsets) committed; RocksDB
+  not written;
+- ``after_store``: RocksDB written too;
+- ``during_restore``: a partition's store is opened, its changelog not yet read.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Mapping
 
 from cronlog.errors import CronlogError
 
-POINTS = ("after_events", "after_changelog", "after_store")
+POINTS = ("before_commit", "after_commit", "after_store", "during_restore")
 log = logging.getLogger("cronlog.scheduler.faults")
 
 

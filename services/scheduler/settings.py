@@ -15,27 +15,29 @@ class SchedulerSettings(KafkaSettings):
     """Settings of one scheduler process.
 
     Attributes:
-        instance_id: unique per live process; the static group membership id, so keep it
-            stable across restarts of the same process (a restart then takes its partitions
-            back without a rebalance). Default ``<host>-<pid>``.
-        state_dir: where faust keeps RocksDB tables. Default ``state/scheduler-<instance_id>``.
-        tick_interval_s: seconds between the Ticks this process appends to every partition.
-        batch_size: most command records folded per batch.
-        batch_within_s: seconds a batch waits to fill up. Default 0.002: at low load every
-            fold pass waits this long, and a DAG hop takes two passes (bench/dag_chain.py:
-            10 ms made a hop 30 ms median, 2 ms 17 ms); under a burst batches fill at once,
-            so throughput did not change (bench/fold.py, same run).
-        standby_replicas: faust standby replicas of the job table.
-        web_port: faust's health server port; 0 disables it.
+        instance_id: unique per live process, stable across its restarts: the static group
+            membership id (a restart within the session takes its partitions back without a
+            rebalance) and the transactional.id suffix (a restart fences its previous
+            incarnation and aborts its open transaction at once). Default ``<host>-<pid>``.
+        state_dir: where the partitions' RocksDB stores live. Default
+            ``state/scheduler-<instance_id>``.
+        tick_interval_s: seconds between the Ticks this process appends to each partition it
+            owns. Default 1.
+        batch_size: most command records folded per batch (one transaction). Default 5000.
+        tick_slice: most due jobs one Tick decides; the rest continue on a Tick the fold
+            appends (topology/fold.py). Default 250 (about 50 ms of fold time).
+        transaction_timeout_s: the transactions' timeout, seconds: how long a killed
+            scheduler's open transaction holds its partitions' readers back. Default 10.
         session_timeout_s: consumer-group session timeout, seconds: how long a crashed
-            process keeps its partitions before the others take over. Default 15.
+            process keeps its partitions before the others take over. Default 6 (the broker's
+            floor).
+        static_membership: join the group with ``group.instance.id = instance_id``. Default
+            True.
         log_level: ``debug``, ``info`` (default), ``warning`` or ``error``.
-        keep_local_state: reuse the RocksDB tables left by a previous run instead of
-            recovering every owned partition from its changelog. Default False: after a
-            kill -9 the local store can be *ahead* of the changelog (faust writes RocksDB
-            first and the changelog asynchronously), and a store ahead of the changelog is a
-            store ahead of the committed offsets (docs/architecture.md).
-        rocksdb_block_cache_mb: per-partition RocksDB block cache, MiB.
+        keep_local_state: reuse the stores left by a previous run (read from the changelog
+            only what they lack). Default True: the fold writes RocksDB only after the
+            transaction that put the same records on the changelog committed, so a store is
+            never ahead of it. False rebuilds every owned partition from its changelog.
         rocksdb_write_buffer_mb: per-partition RocksDB write buffer, MiB.
         after_relay: run the after relay (run-events → UpstreamRunEnded, job after job) in
             a thread of this process. Default True; any number of processes may run one.
@@ -46,14 +48,13 @@ class SchedulerSettings(KafkaSettings):
     instance_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     state_dir: str = ""
     tick_interval_s: float = Field(default=1.0, gt=0)
-    batch_size: int = Field(default=1000, ge=1)
-    batch_within_s: float = Field(default=0.002, gt=0)
-    standby_replicas: int = Field(default=1, ge=0)
-    web_port: int = 0
-    session_timeout_s: float = Field(default=15.0, ge=6.0)
+    batch_size: int = Field(default=5000, ge=1, le=100_000)
+    tick_slice: int = Field(default=250, ge=1)
+    transaction_timeout_s: float = Field(default=10.0, ge=1.0, le=900.0)
+    session_timeout_s: float = Field(default=6.0, ge=6.0)
+    static_membership: bool = True
     log_level: str = "info"
-    keep_local_state: bool = False
-    rocksdb_block_cache_mb: int = 8
+    keep_local_state: bool = True
     rocksdb_write_buffer_mb: int = 4
     after_relay: bool = True
     fold_stats_s: float = Field(default=10.0, gt=0)

@@ -34,15 +34,15 @@ class Proc:
 
     def start(self) -> Proc:
         """Start (or restart) the process; its output is appended to ``log_path``."""
-        log = self.log_path.open("ab")
-        self.popen = subprocess.Popen(
-            [sys.executable, "-m", f"services.{self.name}"],
-            cwd=ROOT,
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        with self.log_path.open("ab") as log:  # the child keeps its own copy of the fd
+            self.popen = subprocess.Popen(
+                [sys.executable, "-m", f"services.{self.name}"],
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         return self
 
     def kill9(self) -> None:

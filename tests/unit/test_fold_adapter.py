@@ -67,12 +67,12 @@ def _fold(records: list[Record], batch: int) -> tuple[list[Outgoing], dict[str, 
     store: dict[str, bytes] = {}
     due = DueIndex()
     due.reset(range(N))  # this process owns every partition
-    folder = BatchFolder(TOPICS, N, store.get, due, Codec())
+    folder = BatchFolder(TOPICS, N, lambda _, job_id: store.get(job_id), due, Codec())
     sends: list[Outgoing] = []
     for i in range(0, len(records), batch):
         out = folder.fold(records[i : i + batch])
         sends.extend(out.sends)
-        store.update({job: value for job, (_, _, value) in out.writes.items()})
+        store.update({job: value for job, (_, value, _) in out.writes.items()})
     return sends, store
 
 

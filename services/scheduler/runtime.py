@@ -1,0 +1,403 @@
+"""The fold runtime: a transactional read-process-write loop on confluent-kafka + rocksdict.
+
+Shaped like Kafka Streams' exactly-once (EOS v2, KIP-447) and Quix Streams' checkpointing: one
+consumer in the scheduler group on ``cronlog.commands`` (cooperative-sticky, static membership,
+``read_committed``), one transactional producer per process. A batch is what is available (up to
+``batch_size`` records); ``topology.fold.BatchFolder`` decides it; its run-events, ready and reply
+copies, dead letters, continuation Ticks, the latest changelog record per job touched *and the
+consumed offsets* commit in one transaction; RocksDB is written after the commit. A partition
+is folded only once its store is restored (``topology.restore``) and its due index rebuilt.
+Rules and measurements: docs/architecture.md, "The fold runtime".
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+
+from services.scheduler.faults import CrashPoints
+from services.scheduler.settings import SchedulerSettings
+from topology.codec import Codec
+from topology.due_index import DueIndex
+from topology.fold import BatchFolder, BatchResult, Record
+from topology.partition_store import PartitionStore
+from topology.restore import restore
+from topology.retrying import is_transient
+from topology.topics import Topics
+
+log = logging.getLogger("cronlog.scheduler")
+UNASSIGNED = -1
+"""librdkafka's RD_KAFKA_PARTITION_UA: let the (murmur2) partitioner choose."""
+COMMIT_BACKOFF_S = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
+"""Waits between attempts to commit a batch through transient broker errors, seconds."""
+GROUP_ERRORS = frozenset(
+    {
+        KafkaError.ILLEGAL_GENERATION,
+        KafkaError.UNKNOWN_MEMBER_ID,
+        KafkaError.FENCED_INSTANCE_ID,
+        KafkaError.REBALANCE_IN_PROGRESS,
+    }
+)
+"""Offsets refused because the group moved on: this batch's partitions may be another
+process's now. The transaction is aborted and the loop polls (and is told of the revoke)."""
+
+
+class Fenced(Exception):
+    """This process may no longer write: its producer was fenced (a newer instance with the
+    same transactional.id started) or hit a fatal error. The process must end."""
+
+
+@dataclass
+class FoldStats:
+    """Counts and timings of the fold, logged every ``every_s`` seconds (action=fold_stats)."""
+
+    every_s: float = 10.0
+    since: float = field(default_factory=time.monotonic)
+    batches: int = 0
+    records: int = 0
+    decisions: int = 0
+    fold_s: float = 0.0
+    commit_s: float = 0.0
+    store_s: float = 0.0
+
+    def record(
+        self, out: BatchResult, records: int, fold_s: float, commit_s: float, store_s: float
+    ) -> None:
+        """Add one batch; log and reset when the period is over."""
+        self.batches += 1
+        self.records += records
+        self.decisions += out.decisions
+        self.fold_s += fold_s
+        self.commit_s += commit_s
+        self.store_s += store_s
+        now = time.monotonic()
+        if now - self.since >= self.every_s:
+            log.info(
+                "action=fold_stats records=%d decisions=%d batches=%d rate=%.0f/s fold=%.2fs "
+                "commit=%.2fs store=%.2fs",
+                self.records,
+                self.decisions,
+                self.batches,
+                self.records / (now - self.since),
+                self.fold_s,
+                self.commit_s,
+                self.store_s,
+            )
+            self.since, self.batches, self.records, self.decisions = now, 0, 0, 0
+            self.fold_s = self.commit_s = self.store_s = 0.0
+
+
+class FoldRuntime:
+    """One scheduler process's fold: assignment, restore, batches, transactions.
+
+    Args:
+        settings: the scheduler's settings.
+        faults: crash points for the tests of invariant 6 (off unless configured).
+
+    Thread safety: ``run`` is the only thread that touches the consumer, the transactional
+    producer, the stores and the due index; ``owned`` is read by the ticker under ``lock``.
+    """
+
+    def __init__(self, settings: SchedulerSettings, faults: CrashPoints | None = None) -> None:
+        self.settings = settings
+        self.topics = Topics.of(settings)
+        self.n = settings.partitions
+        self.faults = faults or CrashPoints()
+        self.codec = Codec()
+        self.due = DueIndex()
+        self.due.reset(())
+        self.stores: dict[int, PartitionStore] = {}
+        self.pending: list[int] = []
+        self.owned: set[int] = set()
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.stats = FoldStats(settings.fold_stats_s)
+        self.folder = BatchFolder(
+            self.topics, self.n, self._load, self.due, self.codec, settings.tick_slice
+        )
+        self.consumer = Consumer(settings.consumer_config(self.topics.scheduler_app, **self._cc()))
+        self.restorer = Consumer(
+            settings.consumer_config(
+                f"{self.topics.scheduler_app}-restore", **{"enable.partition.eof": True}
+            )
+        )
+        self.producer = Producer(
+            settings.producer_config(
+                **{
+                    "transactional.id": f"{self.topics.scheduler_app}-{settings.instance_id}",
+                    "transaction.timeout.ms": int(settings.transaction_timeout_s * 1000),
+                    "linger.ms": 1,
+                    "queue.buffering.max.messages": 500_000,
+                }
+            )
+        )
+
+    def _cc(self) -> dict[str, object]:
+        s = self.settings
+        conf: dict[str, object] = {
+            "partition.assignment.strategy": "cooperative-sticky",
+            "session.timeout.ms": int(s.session_timeout_s * 1000),
+            "heartbeat.interval.ms": max(500, int(s.session_timeout_s * 1000 / 3)),
+            "max.poll.interval.ms": 300_000,
+            "enable.auto.offset.store": False,
+            "fetch.wait.max.ms": 50,
+        }
+        if s.static_membership:
+            conf["group.instance.id"] = s.instance_id
+        return conf
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Fold until ``stop`` is set (SIGTERM), then leave cleanly.
+
+        Raises:
+            Fenced: the producer was fenced or hit a fatal error (the caller exits the process).
+        """
+        self.producer.init_transactions(60)
+        self.consumer.subscribe(
+            [self.topics.commands],
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_revoke,
+        )
+        try:
+            while not self.stop.is_set():
+                self._restore_pending()
+                msgs = self._poll()
+                if msgs:
+                    self._process(msgs)
+        finally:
+            self._close()
+
+    def _poll(self) -> list[Message]:
+        """Return what is available: wait up to 0.1 s for one record, then take the rest
+        already fetched (at most ``batch_size``) without waiting."""
+        first = self.consumer.poll(0.1)
+        if first is None:
+            return []
+        return [first, *self.consumer.consume(self.settings.batch_size - 1, timeout=0)]
+
+    def _process(self, msgs: list[Message]) -> None:
+        records, starts, ends = self._records(msgs)
+        if not records:
+            return
+        t0 = time.perf_counter()
+        self.due.begin()
+        out = self.folder.fold(records)
+        t1 = time.perf_counter()
+        offsets = self._commit(out, ends)
+        t2 = time.perf_counter()
+        if offsets is None:  # aborted: nothing of the batch happened; fold it again
+            self.due.rollback()
+            for p, offset in starts.items():
+                self.consumer.seek(TopicPartition(self.topics.commands, p, offset))
+            return
+        self.due.commit()
+        self.faults.reached("after_commit")
+        self._write(out, offsets)
+        self.faults.reached("after_store")
+        self.stats.record(out, len(records), t1 - t0, t2 - t1, time.perf_counter() - t2)
+
+    def _records(self, msgs: list[Message]) -> tuple[list[Record], dict[int, int], dict[int, int]]:
+        records: list[Record] = []
+        starts: dict[int, int] = {}
+        ends: dict[int, int] = {}
+        unready: dict[int, int] = {}
+        for m in msgs:
+            err = m.error()
+            if err is not None:
+                self._consumer_error(err)
+                continue
+            p, offset = m.partition(), m.offset()
+            if p is None or offset is None:
+                continue
+            if p not in self.owned:  # not restored yet: read again once it is
+                unready.setdefault(p, offset)
+                continue
+            _, ts = m.timestamp()
+            records.append(Record(p, offset, ts, m.key(), m.value() or b""))
+            starts.setdefault(p, offset)
+            ends[p] = offset + 1
+        for p, offset in unready.items():
+            self.consumer.seek(TopicPartition(self.topics.commands, p, offset))
+        return records, starts, ends
+
+    def _consumer_error(self, err: KafkaError) -> None:
+        if err.fatal():
+            raise Fenced(f"consumer: {err}")
+        if err.code() != KafkaError._PARTITION_EOF:
+            log.warning("action=consume_error error=%s transient=%s", err, is_transient(err))
+
+    # -- the transaction ---------------------------------------------------------------------
+
+    def _commit(self, out: BatchResult, ends: dict[int, int]) -> dict[int, int] | None:
+        """Produce the batch's output and its offsets in one transaction and commit it.
+
+        Returns:
+            partition → offset of the last changelog record produced there (empty when the
+            batch wrote no record); None when the transaction was aborted (the caller
+            re-folds the batch: nothing of it is visible, nothing was written).
+
+        Raises:
+            Fenced: the producer is fenced or failed fatally.
+        """
+        for attempt, backoff in enumerate((0.0, *COMMIT_BACKOFF_S)):
+            time.sleep(backoff)
+            changelog: dict[int, int] = {}
+            try:
+                self.producer.begin_transaction()
+                self._produce(out, changelog)
+                self.faults.reached("before_commit")
+                self.producer.send_offsets_to_transaction(
+                    [TopicPartition(self.topics.commands, p, o) for p, o in ends.items()],
+                    self.consumer.consumer_group_metadata(),
+                    30,
+                )
+                self.producer.commit_transaction(30)
+                return changelog
+            except KafkaException as exc:
+                err = exc.args[0]
+                if err.fatal():
+                    raise Fenced(f"producer: {err}") from exc
+                log.warning("action=txn_failed attempt=%d error=%s", attempt + 1, err)
+                self._abort()
+                if err.code() in GROUP_ERRORS or (
+                    not is_transient(err) and not err.txn_requires_abort()
+                ):
+                    return None
+        return None
+
+    def _abort(self) -> None:
+        try:
+            self.producer.abort_transaction(30)
+        except KafkaException as exc:
+            if exc.args[0].fatal():
+                raise Fenced(f"producer: {exc.args[0]}") from exc
+            log.warning("action=txn_abort_failed error=%s", exc.args[0])
+
+    def _produce(self, out: BatchResult, changelog: dict[int, int]) -> None:
+        def track(err: KafkaError | None, msg: Message) -> None:
+            p, offset = msg.partition(), msg.offset()
+            if err is None and p is not None and offset is not None:
+                changelog[p] = max(changelog.get(p, -1), offset)
+
+        send = self._sender()
+        for s in out.sends:
+            send(s.topic, s.key, s.value, s.partition, None)
+        for job_id, (p, value, _) in out.writes.items():
+            send(self.topics.job_table_changelog, job_id.encode(), value, p, track)
+        self.producer.flush(30)  # serves the delivery reports: the changelog offsets
+
+    def _sender(self) -> Callable[..., None]:
+        produce, poll = self.producer.produce, self.producer.poll
+
+        def send(
+            topic: str,
+            key: bytes | None,
+            value: bytes,
+            partition: int | None,
+            cb: Callable[[KafkaError | None, Message], None] | None,
+        ) -> None:
+            p = UNASSIGNED if partition is None else partition
+            while True:
+                try:
+                    produce(topic, value, key, p, on_delivery=cb)
+                    return
+                except BufferError:
+                    poll(0.05)  # the local queue is full: let deliveries drain
+
+        return send
+
+    def _write(self, out: BatchResult, offsets: dict[int, int]) -> None:
+        rows: dict[int, list[tuple[str, bytes | None, int | None]]] = {}
+        for job_id, (p, value, deadline) in out.writes.items():
+            rows.setdefault(p, []).append((job_id, value, deadline))
+        for p, batch in rows.items():
+            store = self.stores.get(p)
+            if store is not None:
+                store.write(batch, offsets.get(p))
+
+    def _load(self, partition: int, job_id: str) -> bytes | None:
+        store = self.stores.get(partition)
+        return store.get(job_id) if store is not None else None
+
+    # -- assignment --------------------------------------------------------------------------
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        consumer.incremental_assign(partitions)
+        consumer.pause(partitions)  # folded once restored (_restore_pending)
+        new = [tp.partition for tp in partitions]
+        self.pending += [p for p in new if p not in self.pending]
+        log.info("action=partitions_assigned partitions=%s", sorted(new))
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        gone = [tp.partition for tp in partitions]
+        with self.lock:
+            self.owned.difference_update(gone)
+        for p in gone:
+            self.due.drop_partition(p)
+            if p in self.pending:
+                self.pending.remove(p)
+            store = self.stores.pop(p, None)
+            if store is not None:
+                store.close()
+        consumer.incremental_unassign(partitions)
+        log.info("action=partitions_revoked partitions=%s", sorted(gone))
+
+    def _restore_pending(self) -> None:
+        while self.pending and not self.stop.is_set():
+            p = self.pending.pop(0)
+            self._restore(p)
+
+    def _restore(self, p: int) -> None:
+        tp = TopicPartition(self.topics.commands, p)
+        started = time.monotonic()
+        # Wait for stable offsets first (read_committed: librdkafka asks with require_stable,
+        # so a previous owner's open transaction is resolved), then read the changelog to the
+        # end: whatever that owner committed is in it.
+        self.consumer.committed([tp], timeout=60)
+        path = Path(self.settings.state_path()) / f"jobs-{p}"
+        if not self.settings.keep_local_state:
+            PartitionStore.wipe(path)
+        store = PartitionStore(path, self.settings.rocksdb_write_buffer_mb)
+        self.faults.reached("during_restore")
+        done = restore(self.restorer, self.topics.job_table_changelog, p, store)
+        if store.changelog_offset() >= done.end:  # the store is ahead: not this changelog's
+            log.warning("action=store_ahead partition=%d: rebuilt from the changelog", p)
+            store.close()
+            PartitionStore.wipe(path)
+            store = PartitionStore(path, self.settings.rocksdb_write_buffer_mb)
+            done = restore(self.restorer, self.topics.job_table_changelog, p, store)
+        self.stores[p] = store
+        jobs = self.due.add_partition(p, store.deadlines())
+        with self.lock:
+            self.owned.add(p)
+        self.consumer.resume([tp])
+        log.info(
+            "action=partition_restored partition=%d changelog_records=%d due_jobs=%d seconds=%.2f",
+            p,
+            done.records,
+            jobs,
+            time.monotonic() - started,
+        )
+
+    def _close(self) -> None:
+        try:
+            self.consumer.close()
+        finally:
+            self.restorer.close()
+            for store in self.stores.values():
+                store.close()
+            self.stores.clear()
+
+    def owned_partitions(self) -> list[int]:
+        """Return the partitions this process folds now (for the ticker)."""
+        with self.lock:
+            return sorted(self.owned)

@@ -1,0 +1,105 @@
+"""One command partition's job table on disk: a rocksdict (RocksDB) opened on assignment.
+
+Keys: ``j:<job_id>`` → the stored JobState (``state_codec`` bytes), ``d:<job_id>`` → the
+job's next deadline (8-byte big-endian epoch ms; absent when it has none), and ``m:changelog``
+→ the offset of the last changelog record the store holds. The fold writes a batch's records,
+deadlines and that offset in one RocksDB write batch, *after* the Kafka transaction that put
+them on the changelog committed; a restore trusts the store up to the offset it records and
+reads the changelog from there (docs/architecture.md, "The fold runtime").
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from rocksdict import Options, Rdict, WriteBatch
+
+_JOB = b"j:"
+_DUE = b"d:"
+_OFFSET = b"m:changelog"
+
+
+def _options(write_buffer_mb: int) -> Options:
+    opts = Options(raw_mode=True)
+    opts.create_if_missing(True)
+    opts.set_write_buffer_size(write_buffer_mb * 1024 * 1024)
+    opts.set_max_write_buffer_number(2)
+    return opts
+
+
+class PartitionStore:
+    """The job records of one partition, in their own RocksDB directory.
+
+    Args:
+        path: the directory (created if missing).
+        write_buffer_mb: RocksDB memtable size, MiB. Small: a partition holds thousands of
+            ~1 KB records and a process may own many partitions.
+    """
+
+    def __init__(self, path: Path, write_buffer_mb: int = 4) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._db = Rdict(str(path), _options(write_buffer_mb))
+
+    def get(self, job_id: str) -> bytes | None:
+        """Return the stored record of ``job_id``, or None."""
+        value = self._db.get(_JOB + job_id.encode())
+        return value if isinstance(value, bytes) else None
+
+    def changelog_offset(self) -> int:
+        """Return the offset of the last changelog record written here; -1 for none."""
+        raw = self._db.get(_OFFSET)
+        return int(raw.decode()) if isinstance(raw, bytes) else -1
+
+    def write(
+        self,
+        records: Iterable[tuple[str, bytes | None, int | None]],
+        changelog_offset: int | None,
+    ) -> None:
+        """Write records and their deadlines, and the changelog offset, atomically.
+
+        Args:
+            records: ``(job_id, stored bytes or None to delete, deadline epoch ms or None)``.
+            changelog_offset: the offset of the last changelog record these came from (the
+                store is trusted up to it); None leaves the recorded offset as it is.
+        """
+        batch = WriteBatch(raw_mode=True)
+        for job_id, value, deadline in records:
+            key = job_id.encode()
+            if value is None:
+                batch.delete(_JOB + key)
+            else:
+                batch.put(_JOB + key, value)
+            if deadline is None:
+                batch.delete(_DUE + key)
+            else:
+                batch.put(_DUE + key, deadline.to_bytes(8, "big", signed=True))
+        if changelog_offset is not None:
+            batch.put(_OFFSET, str(changelog_offset).encode())
+        self._db.write(batch)
+
+    def deadlines(self) -> Iterator[tuple[str, int]]:
+        """Yield ``(job_id, deadline epoch ms)`` of every job that has one (key order)."""
+        for job_id, value in self._prefixed(_DUE):
+            yield job_id, int.from_bytes(value, "big", signed=True)
+
+    def jobs(self) -> Iterator[tuple[str, bytes]]:
+        """Yield ``(job_id, stored bytes)`` of every job (key order)."""
+        yield from self._prefixed(_JOB)
+
+    def _prefixed(self, prefix: bytes) -> Iterator[tuple[str, bytes]]:
+        for key, value in self._db.items(from_key=prefix):
+            if not isinstance(key, bytes) or not key.startswith(prefix):
+                break
+            yield key[len(prefix) :].decode(), bytes(value)
+
+    def close(self) -> None:
+        """Flush and close the database (the directory stays for the next assignment)."""
+        self._db.close()
+
+    @staticmethod
+    def wipe(path: Path) -> None:
+        """Delete a store's directory (a store that cannot be trusted: rebuilt from scratch)."""
+        shutil.rmtree(path, ignore_errors=True)

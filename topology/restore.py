@@ -1,0 +1,118 @@
+"""Bringing a partition's store up to its changelog: bulk reads, one RocksDB batch per read.
+
+The changelog holds, per job, the record after every committed batch (latest value per key
+after compaction). A store is trusted up to the changelog offset it records; the restore
+reads from the next offset to the changelog's end as a ``read_committed`` consumer sees it
+(the last stable offset: an open transaction of a fenced owner is not waited for, an aborted
+one never read) and writes each consumed batch of records, with their deadlines, in one
+RocksDB write batch (Kafka Streams' restore consumer, Quix Streams' recovery: same shape).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from cronlog.time import to_ms
+from topology.partition_store import PartitionStore
+from topology.retrying import is_transient
+from topology.state_codec import load_state
+
+BATCH = 5000
+"""Changelog records per consume call and per RocksDB write batch."""
+STALL_S = 60.0
+"""A restore that receives nothing for this long before the changelog's end fails."""
+
+
+class RestoreError(Exception):
+    """The changelog could not be read to its end."""
+
+
+@dataclass(frozen=True, slots=True)
+class Restored:
+    """What a restore did.
+
+    Attributes:
+        records: changelog records applied to the store.
+        seconds: wall time, seconds.
+        start: the first changelog offset read (the store's recorded offset + 1).
+        end: the changelog's end (last stable offset) when the restore began.
+    """
+
+    records: int
+    seconds: float
+    start: int
+    end: int
+
+
+def deadline_ms(value: bytes | None) -> int | None:
+    """Return a stored job record's next deadline (epoch ms), or None (no record, none due)."""
+    if value is None:
+        return None
+    deadline = load_state(value).next_deadline()
+    return None if deadline is None else to_ms(deadline)
+
+
+def restore(consumer: Consumer, topic: str, partition: int, store: PartitionStore) -> Restored:
+    """Read ``topic/partition`` from after the store's offset to its end into ``store``.
+
+    Args:
+        consumer: a ``read_committed`` consumer with ``enable.partition.eof`` on, used with
+            manual assignment (its assignment is replaced and cleared).
+        topic: the job table's changelog topic.
+        partition: the partition (the command partition's number).
+        store: the partition's store.
+
+    Returns:
+        What was restored.
+
+    Raises:
+        RestoreError: a fetch error that is not transient, or nothing arrived for STALL_S
+            before the end.
+    """
+    started = time.monotonic()
+    start = store.changelog_offset() + 1
+    tp = TopicPartition(topic, partition)
+    low, end = consumer.get_watermark_offsets(tp, timeout=30, cached=False)
+    start = max(start, low)
+    if start >= end:
+        return Restored(0, time.monotonic() - started, start, end)
+    consumer.assign([TopicPartition(topic, partition, start)])
+    position, applied, idle_since = start, 0, time.monotonic()
+    try:
+        while position < end:
+            msgs = consumer.consume(num_messages=BATCH, timeout=0.5)
+            rows: list[tuple[str, bytes | None, int | None]] = []
+            last = -1
+            for m in msgs:
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        position = max(position, m.offset() or position)
+                    elif not is_transient(err):
+                        raise RestoreError(f"{topic}/{partition}: {err}")
+                    continue
+                offset = m.offset() or 0
+                key = m.key()
+                if key is not None and offset < end:
+                    value = m.value()
+                    rows.append((key.decode(), value, deadline_ms(value)))
+                    last = offset
+                position = max(position, offset + 1)
+            if rows:
+                store.write(rows, last)
+                applied += len(rows)
+            if msgs:
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since > STALL_S:
+                raise RestoreError(
+                    f"{topic}/{partition}: nothing after offset {position} for {STALL_S:.0f}s, "
+                    f"expected records up to {end}"
+                )
+    except KafkaException as exc:
+        raise RestoreError(f"{topic}/{partition}: {exc}") from exc
+    finally:
+        consumer.unassign()
+    return Restored(applied, time.monotonic() - started, start, end)
