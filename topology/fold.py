@@ -16,7 +16,7 @@ from datetime import datetime
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.decide import WORKER_COMMANDS, handle
+from cronlog.decide import WORKER_COMMANDS, event_key, handle
 from cronlog.errors import CronlogError
 from cronlog.ids import event_id
 from cronlog.job import JobState
@@ -185,7 +185,7 @@ class BatchFolder:
         self, env: cmd.Envelope, at: datetime, index: int, event: ev.Event, out: BatchResult
     ) -> None:
         run_event = ev.RunEvent(
-            event_id=event_id(env.idem_key, env.job_id, index),
+            event_id=event_id(event_key(env, event), env.job_id, index),
             job_id=env.job_id,
             at=at,
             idem_key=env.idem_key,
