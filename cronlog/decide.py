@@ -18,13 +18,15 @@ from cronlog.firing import (
     resume_tick,
 )
 from cronlog.ids import (
+    command_digest,
+    conflict_key,
     run_id_for_backfill,
     run_id_for_replay,
     run_id_for_tick,
     run_id_for_trigger,
 )
 from cronlog.interventions import cancel, drop_removed_tasks, rerun
-from cronlog.job import MAX_APPLIED_MARKERS, MAX_RENEWAL_MARKERS, JobState
+from cronlog.job import MAX_RENEWAL_MARKERS, JobState
 from cronlog.leases import lease_command, tick_attempts
 from cronlog.progress import release_buffered
 from cronlog.runs import start_run
@@ -47,19 +49,27 @@ def handle(
 
     Returns:
         ``(state after, events)``. A command whose idem_key is already applied returns the
-        state unchanged and no events.
+        state unchanged and no events, unless it is another command re-using the key: that
+        one is refused (``_refuse_reuse``).
 
     Idempotency: every applied command leaves its idem_key in the record's recent markers,
-    except Ticks (firing is idempotent by the schedule cursor and the deterministic run_id);
-    The keys of worker commands (ClaimTask, RenewLease, CompleteTask, ReleaseTask: several
-    per run) go to a
-    window of their own so that they never push out the markers of the rare user commands
-    (register, pause, trigger, …); a worker command older than its window is still fenced by
-    the task instance's state and epoch.
+    except Ticks (firing is idempotent by the schedule cursor and the deterministic run_id).
+    A user command's marker carries its ``command_digest``, so a re-delivery (same digest) is
+    told from a re-use of the key by another command (another digest: refused with
+    ``idempotency_conflict``). The keys of worker commands (ClaimTask, RenewLease,
+    CompleteTask, ReleaseTask: several per run) go to a window of their own, without digests,
+    so that they never push out the markers of the rare user commands (register, pause,
+    trigger, …); a worker command older than its window is still fenced by the task
+    instance's state and epoch.
     Determinism: now = max(state.clock, record_time); the same log gives the same result.
     """
+    user = not isinstance(envelope.command, (*WORKER_COMMANDS, cmd.Tick))
+    digest = command_digest(envelope.command) if user else ""
     if state is not None and state.has_applied(envelope.idem_key):
-        return state, []
+        first = state.applied_digest(envelope.idem_key) if user else None
+        if first is None or first == digest:  # a re-delivery (or a marker without digest)
+            return state, []
+        return _refuse_reuse(state, envelope, first, digest, record_time)
     now = max(state.clock, record_time) if state is not None else record_time
     decision = Decision(state, envelope.job_id)
     decide(decision, envelope, now)
@@ -68,9 +78,47 @@ def handle(
         new = replace(new, clock=now)
         if isinstance(envelope.command, WORKER_COMMANDS):
             new = replace(new, renewals=(*new.renewals, envelope.idem_key)[-MAX_RENEWAL_MARKERS:])
-        elif not isinstance(envelope.command, cmd.Tick):
-            new = replace(new, applied=(*new.applied, envelope.idem_key)[-MAX_APPLIED_MARKERS:])
+        elif user:
+            new = new.with_applied(envelope.idem_key, digest)
     return new, decision.events
+
+
+def _refuse_reuse(
+    state: JobState, envelope: cmd.Envelope, first: str, digest: str, record_time: datetime
+) -> tuple[JobState, list[ev.Event]]:
+    """Refuse a command that re-uses an applied idem_key with other content, once.
+
+    The refusal is marked applied under ``conflict_key(idem_key, digest)`` (with ``digest``),
+    so a re-delivery of the same conflicting command is a no-op; its events take their
+    event_ids from that key (``event_key``).
+    """
+    key = conflict_key(envelope.idem_key, digest)
+    if state.has_applied(key):
+        return state, []
+    d = Decision(state, envelope.job_id)
+    d.reject(
+        envelope.command,
+        RejectReason.IDEMPOTENCY_CONFLICT,
+        f"idem_key {envelope.idem_key!r} was already used on job {envelope.job_id!r} by "
+        f"another command (digest {first}; this {type(envelope.command).__name__}: {digest}); "
+        "a key names one command, send a new key for a new one",
+    )
+    now = max(state.clock, record_time)
+    return replace(state.with_applied(key, digest), clock=now), d.events
+
+
+def event_key(envelope: cmd.Envelope, event: ev.Event) -> str:
+    """Return the key the adapter derives ``event``'s event_id from (with job_id and index).
+
+    The command's idem_key, except for the refusal of a re-used key (``idempotency_conflict``):
+    ``conflict_key(idem_key, command_digest(command))``, since the first command's events own
+    the ids of the idem_key (DESIGN.md invariant 6: one event_id, one content).
+    """
+    if isinstance(event, ev.CommandRejected) and (
+        event.reason is RejectReason.IDEMPOTENCY_CONFLICT
+    ):
+        return conflict_key(envelope.idem_key, command_digest(envelope.command))
+    return envelope.idem_key
 
 
 def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:

@@ -6,11 +6,15 @@ worker, API, relay, ticker).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import hashlib
-from datetime import datetime
+import json
+from datetime import datetime, timedelta
+from enum import Enum
 from typing import NewType
 
-from cronlog.time import to_ms
+from cronlog.time import duration_ms, to_ms
 
 JobId = NewType("JobId", str)
 RunId = NewType("RunId", str)
@@ -108,6 +112,115 @@ def event_id(idem_key: str, job_id: str, index: int) -> EventId:
     so consumers can dedupe by event_id.
     """
     return EventId(_digest("event", idem_key, job_id, str(index), size=16))
+
+
+COMMAND_DIGEST_SIZE = 8
+"""Bytes of a command digest (``command_digest``: 16 hex digits)."""
+
+
+def command_digest(command: object) -> str:
+    """Return the fingerprint of a command's content, to tell a re-delivery from a key re-use.
+
+    A command re-delivered with its idem_key is a no-op; another command re-using the key is
+    refused (``idempotency_conflict``, the rule of the IETF draft "The Idempotency-Key HTTP
+    Header Field"). The job record keeps this digest beside each user command's marker.
+
+    Why this form: the digest must be the same for the same command whatever code version
+    computes it, including a re-delivery decoded after an upgrade that added a field with a
+    default. So only fields whose value differs from the dataclass default count (recursively:
+    JobSpec, Schedule, RetryPolicy …), in a canonical form (instants as epoch ms, durations as
+    ms, enums as their values, tuples as lists, sorted keys), with the command's type name.
+    Consequence: a default must never change (a command sent at the old default would then
+    count the field); that is the Avro evolution rule too (schemas/README.md).
+
+    Args:
+        command: a command dataclass instance (``cronlog.commands.Command``).
+
+    Returns:
+        ``COMMAND_DIGEST_SIZE * 2`` hex digits (blake2b).
+
+    Raises:
+        TypeError: ``command`` is not a dataclass instance, or holds a value of a type with no
+            canonical form (the message names the field).
+    """
+    if not dataclasses.is_dataclass(command) or isinstance(command, type):
+        raise TypeError(f"command: expected a command dataclass, got {type(command).__name__}")
+    name = type(command).__name__
+    canonical = json.dumps(
+        _canonical(command, name), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+    return _digest("command", name, canonical, size=COMMAND_DIGEST_SIZE)
+
+
+def _canonical(value: object, where: str) -> object:
+    """Return ``value`` as JSON data for ``command_digest``; ``where`` names it in errors."""
+    if value is None or type(value) in _PLAIN:
+        return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out = {}
+        for name, raw, default in _defaults(type(value)):
+            field = getattr(value, name)
+            if field is raw or (type(field) is type(raw) and field == raw):
+                continue  # at its default (the common case: no canonical form needed)
+            try:
+                v = _canonical(field, name)
+            except TypeError as exc:
+                raise TypeError(f"{where}.{exc}") from None
+            if default is _NO_DEFAULT or type(v) is not type(default) or v != default:
+                out[name] = v
+        return out
+    if isinstance(value, datetime):
+        return to_ms(value)
+    if isinstance(value, timedelta):
+        return duration_ms(value)
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, tuple | list):
+        return [_canonical(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, str | int | float):  # subclasses (enums are handled above)
+        return value
+    raise TypeError(f"{where}: no canonical form for a {type(value).__name__}")
+
+
+_PLAIN = frozenset({str, int, float, bool})
+
+
+_NO_DEFAULT = object()
+
+
+@functools.cache
+def _defaults(cls: type) -> tuple[tuple[str, object, object], ...]:
+    """Return each field of dataclass ``cls`` as ``(name, default, canonical default)``.
+
+    A field without a default has ``_NO_DEFAULT`` for both.
+    """
+    out: list[tuple[str, object, object]] = []
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            raw: object = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            raw = f.default_factory()
+        else:
+            out.append((f.name, _NO_DEFAULT, _NO_DEFAULT))
+            continue
+        out.append((f.name, raw, _canonical(raw, f"{cls.__name__}.{f.name}")))
+    return tuple(out)
+
+
+def conflict_key(idem_key: str, digest: str) -> str:
+    """Return the key of the refusal of a command that re-used ``idem_key`` with other content.
+
+    The format is ``conflict:<24 hex digits>``. The fold marks it applied (so a re-delivery of
+    the conflicting command stays a no-op) and the adapter derives the refusal's event_ids
+    from it, not from ``idem_key``: the original command's events own
+    ``event_id(idem_key, job_id, i)``, and a refusal under the same id would be another
+    content for the same event_id (DESIGN.md invariant 6).
+
+    Args:
+        idem_key: the re-used key.
+        digest: the conflicting command's ``command_digest``.
+    """
+    return "conflict:" + _digest("conflict", idem_key, digest)
 
 
 def task_idem_key(run_id: str, task: str) -> str:

@@ -20,7 +20,7 @@ from cronlog.vocabulary import (
 
 MAX_APPLIED_MARKERS = 128
 """How many recent idem_keys of user commands (not Ticks, not worker commands) a job record
-remembers."""
+remembers, each with its command's digest."""
 MAX_RENEWAL_MARKERS = 64
 """How many recent idem_keys of worker commands (claim, renew, complete) a job record
 remembers (kept apart: they are frequent and would push out the user commands' markers)."""
@@ -94,8 +94,14 @@ class JobState:
         runs: active runs, oldest first.
         applied: idem_keys of the most recent applied user commands (not Ticks, not worker
             commands), oldest first.
+        applied_digests: the ``command_digest`` of each of those commands (a re-use of the key
+            by another command is refused), aligned with the *end* of ``applied``: shorter
+            when the record was written before digests existed, whose older markers have
+            none (no conflict check for them). Only ``with_applied`` adds to both.
         renewals: idem_keys of the most recent applied worker commands (ClaimTask,
-            RenewLease, CompleteTask), oldest first.
+            RenewLease, CompleteTask, ReleaseTask), oldest first, without digests (no
+            conflict check): workers derive their keys from the lease they act on (run, task,
+            epoch), and the epoch fences a stale command whatever its key.
         incarnation: registrations of this job_id after a delete (0 for the first); part of
             every schedule run_id so a re-registered job never reuses a deleted one's runs.
         runs_fired: runs the schedule fired (or buffered) since registration; manual runs
@@ -110,6 +116,7 @@ class JobState:
     next_fire_at: datetime | None = None
     runs: tuple[Run, ...] = ()
     applied: tuple[str, ...] = ()
+    applied_digests: tuple[str, ...] = ()
     renewals: tuple[str, ...] = ()
     runs_fired: int = 0
     incarnation: int = 0
@@ -123,6 +130,25 @@ class JobState:
     def has_applied(self, idem_key: str) -> bool:
         """Return whether a command with ``idem_key`` was applied recently."""
         return idem_key in self.applied or idem_key in self.renewals
+
+    def applied_digest(self, idem_key: str) -> str | None:
+        """Return the digest of the user command applied with ``idem_key``.
+
+        None when there is no such marker, or it has no digest (written before digests).
+        """
+        for i in range(len(self.applied) - 1, -1, -1):  # the newest marker of the key
+            if self.applied[i] == idem_key:
+                j = i - (len(self.applied) - len(self.applied_digests))
+                return self.applied_digests[j] if j >= 0 else None
+        return None
+
+    def with_applied(self, idem_key: str, digest: str) -> JobState:
+        """Return the state with a user command's marker added (the oldest drop out)."""
+        return replace(
+            self,
+            applied=(*self.applied, idem_key)[-MAX_APPLIED_MARKERS:],
+            applied_digests=(*self.applied_digests, digest)[-MAX_APPLIED_MARKERS:],
+        )
 
     def run(self, run_id: str) -> Run | None:
         """Return the active run ``run_id``, or None."""

@@ -165,6 +165,11 @@ class RejectReason(StrEnum):
     """Applying the command would grow the job's table record past its size limit."""
     WRONG_PARTITION = "wrong_partition"
     """The record arrived on a partition its key does not map to."""
+    IDEMPOTENCY_CONFLICT = "idempotency_conflict"
+    """The command re-uses the idem_key of another command already applied to the job (other
+    content: ``cronlog.ids.command_digest``). A key names one command: a re-delivery of the
+    same command is a no-op, another command needs a new key (the rule of the IETF draft "The
+    Idempotency-Key HTTP Header Field", which the HTTP API applies to requests)."""
 
 
 class Reprocess(StrEnum):

@@ -18,7 +18,7 @@ from datetime import datetime
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.decide import WORKER_COMMANDS, handle
+from cronlog.decide import WORKER_COMMANDS, event_key, handle
 from cronlog.errors import CronlogError
 from cronlog.ids import continuation_idem_key, event_id
 from cronlog.job import JobState
@@ -245,7 +245,7 @@ class BatchFolder:
 
     def _emit(self, env: cmd.Envelope, at: datetime, index: int, event: ev.Event) -> list[Outgoing]:
         run_event = ev.RunEvent(
-            event_id=event_id(env.idem_key, env.job_id, index),
+            event_id=event_id(event_key(env, event), env.job_id, index),
             job_id=env.job_id,
             at=at,
             idem_key=env.idem_key,

@@ -10,7 +10,7 @@ largest record the job's own schedule can give it and encodes it with the fold's
   claimed, with every field at its longest: a worker id of ``WORKER_ID_CHARS`` characters,
   every instant set, 10-digit attempt and epoch numbers;
 - every dedupe marker slot full (``MAX_APPLIED_MARKERS`` + ``MAX_RENEWAL_MARKERS``), each
-  idem_key ``MARKER_CHARS`` characters.
+  idem_key ``MARKER_CHARS`` characters, each user command's with its digest.
 
 The definition is refused when that record exceeds ``MAX_RECORD_BYTES``. Runs outside
 ``max_active_runs`` (backfill and replay runs) are bounded by their commands and by the fold's
@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+from cronlog.ids import COMMAND_DIGEST_SIZE
 from cronlog.job import (
     MAX_APPLIED_MARKERS,
     MAX_RENEWAL_MARKERS,
@@ -99,6 +100,7 @@ def worst_case_record_bytes(job_id: str, spec: JobSpec, runs: int | None = None)
         next_fire_at=_LATEST,
         runs=tuple(_run(spec, n) for n in range(count)),
         applied=tuple("a" * MARKER_CHARS for _ in range(MAX_APPLIED_MARKERS)),
+        applied_digests=tuple("d" * 2 * COMMAND_DIGEST_SIZE for _ in range(MAX_APPLIED_MARKERS)),
         renewals=tuple("r" * MARKER_CHARS for _ in range(MAX_RENEWAL_MARKERS)),
         runs_fired=_BIG,
         incarnation=_BIG,

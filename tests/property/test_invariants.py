@@ -23,17 +23,19 @@ from hypothesis import strategies as st
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.decide import handle
+from cronlog.decide import WORKER_COMMANDS, handle
 from cronlog.firing import ON_TIME_GRACE
 from cronlog.ids import run_id_for_tick
-from cronlog.job import JobState, evolve
+from cronlog.job import MAX_RENEWAL_MARKERS, JobState, evolve
 from cronlog.model import CatchupPolicy, JobSpec, OverlapPolicy, RetryPolicy, Schedule, ScheduleKind
 from cronlog.schedule import next_tick
 from cronlog.vocabulary import (
     OFF_SCHEDULE_TRIGGERS,
     TERMINAL_TASK_STATES,
+    CommandKind,
     FailureKind,
     JobStatus,
+    RejectReason,
     Reprocess,
     RunTrigger,
     SkipReason,
@@ -310,6 +312,17 @@ class Driver:
         run_id, task = self.draw(st.sampled_from(self.instances))  # type: ignore[misc]
         self.send(cmd.ReplayTask(run_id=run_id, task=task, scheduled_for=self.t))  # type: ignore[arg-type]
 
+    def do_reuse(self) -> None:
+        """Another command under the idem_key of an earlier one (a sender's bug)."""
+        earlier = [e for e, _ in self.log if not isinstance(e.command, cmd.Tick)]
+        original: cmd.Envelope = self.draw(st.sampled_from(earlier))  # type: ignore[assignment]
+        command = self.draw(
+            st.sampled_from(
+                [cmd.PauseJob(), cmd.ResumeJob(), cmd.ResumeJob(catchup=True), cmd.TriggerJob()]
+            )
+        )
+        self.deliver(replace(original, command=command), self._maybe_late())  # type: ignore[arg-type]
+
     def do_duplicate(self) -> None:
         earlier = [(e, t) for e, t in self.log if not isinstance(e.command, cmd.Tick)]
         envelope, original_time = self.draw(st.sampled_from(earlier))  # type: ignore[misc]
@@ -526,16 +539,51 @@ def check_fenced_commands_are_rejected(steps: list[Step]) -> None:
 
 def check_duplicates_yield_nothing(steps: list[Step]) -> None:
     """Invariant 5: a command whose idem_key was applied is a no-op and emits nothing."""
-    applied: set[str] = set()
+    applied: dict[str, cmd.Command] = {}
     for s in steps:
-        key = s.envelope.idem_key
-        if isinstance(s.envelope.command, cmd.Tick):
+        key, command = s.envelope.idem_key, s.envelope.command
+        if isinstance(command, cmd.Tick):
             continue
         if key in applied:
-            assert s.events == (), f"re-delivered {key} emitted events"
-            assert s.after is s.before
+            if applied[key] == command:
+                assert s.events == (), f"re-delivered {key} emitted events"
+                assert s.after is s.before
         elif s.after is not None:
-            applied.add(key)
+            applied[key] = command
+
+
+def _is_user(command: cmd.Command) -> bool:
+    return not isinstance(command, (*WORKER_COMMANDS, cmd.Tick))
+
+
+def check_reused_keys_are_refused(steps: list[Step]) -> None:
+    """Another user command under an applied user command's idem_key is refused, once per
+    content, as one CommandRejected (idempotency_conflict) that changes nothing but the clock
+    and the markers; a re-used key of a worker command (markers without digests) stays a no-op."""
+    applied: dict[str, cmd.Command] = {}
+    refused: set[tuple[str, cmd.Command]] = set()
+    for s in steps:
+        key, command = s.envelope.idem_key, s.envelope.command
+        if isinstance(command, cmd.Tick):
+            continue
+        if key not in applied:
+            if s.after is not None:
+                applied[key] = command
+            continue
+        first = applied[key]
+        if first == command:
+            continue  # a re-delivery: check_duplicates_yield_nothing
+        if not (_is_user(first) and _is_user(command)) or (key, command) in refused:
+            assert s.events == () and s.after is s.before, f"re-used {key} was not a no-op"
+            continue
+        refused.add((key, command))
+        [refusal] = s.events
+        assert isinstance(refusal, ev.CommandRejected)
+        assert refusal.reason is RejectReason.IDEMPOTENCY_CONFLICT
+        assert refusal.command == CommandKind(type(command).__name__)
+        assert s.before is not None and s.after is not None
+        same = ("spec", "status", "next_fire_at", "runs", "buffered", "runs_fired", "renewals")
+        assert [getattr(s.after, f) for f in same] == [getattr(s.before, f) for f in same]
 
 
 def check_ticks_at_the_same_instant_fire_nothing(steps: list[Step]) -> None:
@@ -699,6 +747,7 @@ ALL_CHECKS: list[Callable[[list[Step]], None]] = [
     check_leases,
     check_fenced_commands_are_rejected,
     check_duplicates_yield_nothing,
+    check_reused_keys_are_refused,
     check_ticks_at_the_same_instant_fire_nothing,
     check_terminal_states_absorb,
     check_run_outcomes,
@@ -719,6 +768,7 @@ KINDS = (
         "update",
         "duplicate",
         "duplicate",
+        "reuse",
     ]
     + ["claim"] * 5
     + ["renew"] * 3
@@ -751,6 +801,36 @@ def test_random_command_sequences_keep_every_invariant(
         check(driver.steps)
     split = data.draw(st.integers(0, len(driver.log)))
     check_determinism(driver.log, driver.steps, split)
+
+
+@settings(COMMON, max_examples=max(10, EXAMPLES // 2))
+@given(
+    data=st.data(),
+    spec=st.one_of(cron_specs(), once_specs()),
+    n_steps=st.integers(5, MAX_STEPS),
+    later_s=st.integers(0, 3600),
+)
+def test_re_delivering_any_applied_command_emits_nothing(
+    data: st.DataObject, spec: JobSpec, n_steps: int, later_s: int
+) -> None:
+    """Invariant 5, at the end of a random history: each command that was applied (the first
+    delivery of its idem_key, in its marker window), delivered again later, is a no-op."""
+    driver = Driver(data, spec, [*KINDS, "delete", "register"])
+    driver.run(n_steps)
+    firsts: dict[str, cmd.Envelope] = {}
+    for s in driver.steps:
+        key = s.envelope.idem_key
+        if not isinstance(s.envelope.command, cmd.Tick) and key not in firsts and s.after:
+            firsts[key] = s.envelope
+    worker = [k for k, e in firsts.items() if not _is_user(e.command)]
+    in_window = set(worker[-MAX_RENEWAL_MARKERS:])  # user commands: MAX_STEPS < 128
+    state = driver.state
+    later = driver.t + timedelta(seconds=later_s)
+    for key, envelope in firsts.items():
+        if _is_user(envelope.command) or key in in_window:
+            after, events = handle(state, envelope, later)
+            assert events == [], f"re-delivered {key} emitted {events}"
+            assert after is state
 
 
 @settings(COMMON, max_examples=max(10, EXAMPLES // 2))

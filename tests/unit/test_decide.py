@@ -16,7 +16,7 @@ from cronlog import events as ev
 from cronlog.dag import initially_ready
 from cronlog.decide import handle
 from cronlog.firing import MAX_TICKS_PER_FOLD, ON_TIME_GRACE
-from cronlog.ids import run_id_for_tick, run_id_for_trigger
+from cronlog.ids import command_digest, run_id_for_tick, run_id_for_trigger
 from cronlog.job import MAX_APPLIED_MARKERS, JobState, evolve
 from cronlog.model import CatchupPolicy, JobSpec, RetryPolicy, Schedule, ScheduleKind
 from cronlog.retry import next_attempt_at
@@ -194,7 +194,10 @@ def only_task(state: JobState | None) -> object:
 def test_register_cron_job_sets_cursor_to_first_tick_after_now() -> None:
     state, events = when(None, cmd.RegisterJob(spec=SPEC), at(minutes=1))
     assert events == [ev.JobRegistered(spec=SPEC, next_fire_at=TICK)]
-    assert state == JobState(JOB, SPEC, JobStatus.ACTIVE, at(minutes=1), TICK, (), ("cmd-1",))
+    digest = command_digest(cmd.RegisterJob(spec=SPEC))
+    assert state == JobState(
+        JOB, SPEC, JobStatus.ACTIVE, at(minutes=1), TICK, (), ("cmd-1",), (digest,)
+    )
 
 
 def test_register_exactly_on_a_tick_sets_cursor_to_the_following_tick() -> None:
