@@ -179,7 +179,7 @@ def test_the_adapter_gives_the_refusal_event_ids_of_its_own() -> None:
     store: dict[str, bytes] = {}
     due = DueIndex()
     due.reset(range(N))
-    folder = BatchFolder(TOPICS, N, store.get, due, Codec())
+    folder = BatchFolder(TOPICS, N, lambda _, job_id: store.get(job_id), due, Codec())
     run_id = run_id_for_trigger(JOB, "t")
     cancel = cmd.CancelRun(run_id=run_id)
     records = [
