@@ -27,6 +27,7 @@ from tests.integration.harness import Cluster  # noqa: E402
 from topology.bootstrap import ensure_topics  # noqa: E402
 from topology.codec import decode_event, encode_command  # noqa: E402
 from topology.config import KafkaSettings  # noqa: E402
+from topology.log_reader import ends_reached  # noqa: E402
 from topology.retrying import Unavailable, call_with_retry  # noqa: E402
 from topology.topics import Topics  # noqa: E402
 
@@ -157,7 +158,8 @@ def read_run_events(settings: KafkaSettings, kinds: tuple[type, ...]) -> list[Se
     left = {p for p, end in ends.items() if end > 0}
     out: list[Seen] = []
     while left:
-        for msg in consumer.consume(10000, 1.0):
+        msgs = consumer.consume(10000, 1.0)
+        for msg in msgs:
             partition, offset = msg.partition(), msg.offset()
             if msg.error() or partition is None or offset is None:
                 continue
@@ -166,6 +168,8 @@ def read_run_events(settings: KafkaSettings, kinds: tuple[type, ...]) -> list[Se
             e = decode_event(msg.value() or b"")
             if isinstance(e.event, kinds):
                 out.append(Seen(msg.timestamp()[1] / 1000, e))
+        if not msgs:  # commit markers end transactional partitions: ask the position
+            left -= ends_reached(consumer, topic, {p: ends[p] for p in left})
     consumer.close()
     return out
 

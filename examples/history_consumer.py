@@ -204,6 +204,8 @@ def read_history(
             "bootstrap.servers": bootstrap,
             "enable.auto.commit": False,
             "group.id": f"history-{uuid.uuid4().hex}",
+            # run-events are written in transactions: read only committed ones
+            "isolation.level": "read_committed",
         }
     )
     try:
@@ -218,8 +220,15 @@ def read_history(
         silent = 0.0
         while pending:
             msgs = consumer.consume(max(1, min(500, left)), timeout=1.0)
+            if not msgs:
+                # cronlog writes run-events in transactions: each ends with a commit marker
+                # that takes an offset but is never delivered, so the consumer's position
+                # (which skips it), not the last record's offset, says a partition is done.
+                for tp in consumer.position([TopicPartition(topic, p) for p in pending]):
+                    if tp.offset >= ends[tp.partition]:
+                        pending.discard(tp.partition)
             silent = 0.0 if msgs else silent + 1.0
-            if silent >= timeout_s:
+            if pending and silent >= timeout_s:
                 raise TimeoutError(f"{topic}: no records for {timeout_s}s before the end")
             for m in msgs:
                 if m.error() is not None or m.offset() >= ends[m.partition()]:

@@ -154,6 +154,11 @@ def read_partition(
             raise LogReadError(f"{topic}/{partition}: {permanent[0]}")
         msgs = [m for m in msgs if m.error() is None]  # transient: librdkafka fetches again
         if not msgs:
+            # A transaction's commit marker takes an offset but is never delivered: after the
+            # last record the consumer's position (which skips markers) is what says "end".
+            position = max(position, _position(consumer, topic, partition))
+            if position >= end:
+                break
             idle += 1.0
             if idle >= STALL_S:
                 raise LogStalled(
@@ -167,6 +172,22 @@ def read_partition(
         if kept:
             yield kept
     consumer.unassign()
+
+
+def _position(consumer: Consumer, topic: str, partition: int) -> int:
+    [tp] = consumer.position([TopicPartition(topic, partition)])
+    return int(tp.offset) if tp.offset >= 0 else -1
+
+
+def ends_reached(consumer: Consumer, topic: str, ends: dict[int, int]) -> set[int]:
+    """Return the partitions whose consumer position reached their end offset.
+
+    Records of transactional topics are followed by commit markers, which take offsets but
+    are never delivered: "the last record's offset + 1" can stay below the end for ever, the
+    position (which skips markers) does not.
+    """
+    tps = consumer.position([TopicPartition(topic, p) for p in ends])
+    return {tp.partition for tp in tps if tp.offset >= 0 and tp.offset >= ends[tp.partition]}
 
 
 def offset_of(m: Message) -> int:

@@ -31,6 +31,7 @@ from tests.integration.harness import ROOT, Cluster, Proc
 from topology.bootstrap import ensure_topics
 from topology.codec import Codec, decode_dead_letter
 from topology.config import KafkaSettings
+from topology.log_reader import ends_reached
 from topology.partitioning import partition_for
 
 NOOP = "tests.unit.tasks_for_tests:noop"
@@ -102,17 +103,17 @@ class PrivateBroker:
 
 
 def owned_partitions(proc: Proc) -> list[int]:
-    """The command partitions a scheduler last said it owns (its due-index rebuild line)."""
+    """The command partitions a scheduler last said it folds (its ``partitions_owned`` line)."""
     if not proc.log_path.exists():
         return []
     lines = [
         ln
         for ln in proc.log_path.read_text(errors="replace").splitlines()
-        if "due index rebuilt" in ln
+        if "action=partitions_owned" in ln
     ]
     if not lines:
         return []
-    found = re.search(r"partitions \[([0-9, ]*)\]", lines[-1])
+    found = re.search(r"partitions=\[([0-9, ]*)\]", lines[-1])
     return [int(x) for x in found.group(1).split(",") if x.strip()] if found else []
 
 
@@ -130,7 +131,8 @@ def read_all(settings: KafkaSettings, topic: str, timeout: float = 300.0) -> lis
         out: list[Rec] = []
         deadline = time.monotonic() + timeout
         while todo and time.monotonic() < deadline:
-            for m in consumer.consume(2000, timeout=0.5):
+            msgs = consumer.consume(2000, timeout=0.5)
+            for m in msgs:
                 if m.error():
                     continue
                 p, off = m.partition(), m.offset()
@@ -138,6 +140,8 @@ def read_all(settings: KafkaSettings, topic: str, timeout: float = 300.0) -> lis
                     out.append(Rec(p, off, m.timestamp()[1], m.value() or b""))
                 if off + 1 >= ends[p]:
                     todo.discard(p)
+            if not msgs:  # commit markers end transactional partitions: ask the position
+                todo -= ends_reached(consumer, topic, {p: ends[p] for p in todo})
         if todo:
             raise TimeoutError(f"{topic}: partitions {sorted(todo)} not read to the end")
         return out

@@ -26,6 +26,7 @@ from services.cli.replay import ReplayOptions, run_replay
 from tests.integration.harness import Cluster, TopicReader
 from tests.integration.helpers import wait_for
 from topology.codec import decode_event
+from topology.log_reader import ends_reached
 from topology.partitioning import partition_for
 from topology.state_codec import dump_state, load_state
 
@@ -125,13 +126,12 @@ def _events_by_partition(cluster: Cluster, topic: str) -> dict[int, list[Any]]:
         if end == 0:
             continue
         reader.consumer.assign([TopicPartition(topic, p, 0)])
-        while True:
-            msg = reader.consumer.poll(5)
-            assert msg is not None, f"{topic}/{p} stalled"
-            if msg.error() is None:
+        deadline = time.monotonic() + 30
+        while not ends_reached(reader.consumer, topic, {p: end}):
+            assert time.monotonic() < deadline, f"{topic}/{p} stalled"
+            msg = reader.consumer.poll(0.5)
+            if msg is not None and msg.error() is None and (msg.offset() or 0) < end:
                 out[p].append(decode_event(msg.value()))
-            if msg.offset() + 1 >= end:
-                break
         reader.consumer.unassign()
     reader.close()
     return out
