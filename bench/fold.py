@@ -46,7 +46,9 @@ def bench_in_process(n: int, jobs: int) -> float:
     """Return commands/s of BatchFolder.fold alone (no Kafka), batches of 1000."""
     settings = KafkaSettings(partitions=12)
     store: dict[str, bytes] = {}
-    folder = BatchFolder(Topics.of(settings), 12, store.get, DueIndex(), Codec())
+    due = DueIndex()
+    due.reset(range(12))
+    folder = BatchFolder(Topics.of(settings), 12, lambda _, job: store.get(job), due, Codec())
     now_ms = int(time.time() * 1000)
 
     def records(cmds: list[tuple[str, cmd.Command]]) -> list[Record]:
@@ -64,7 +66,7 @@ def bench_in_process(n: int, jobs: int) -> float:
     def run(recs: list[Record]) -> None:
         for i in range(0, len(recs), 1000):
             out = folder.fold(recs[i : i + 1000])
-            store.update({j: v for j, (_, _, v) in out.writes.items()})
+            store.update({j: v for j, (_, v, _) in out.writes.items()})
 
     run(records([(f"job-{i}", cmd.RegisterJob(spec=SPEC)) for i in range(jobs)]))
     work = records(
