@@ -17,7 +17,6 @@ from cronlog.job import JobState
 from cronlog.model import AfterOn, ScheduleKind
 from cronlog.runs import start_run
 from cronlog.vocabulary import (
-    OFF_SCHEDULE_TRIGGERS,
     JobStatus,
     RunTrigger,
     SkipReason,
@@ -74,18 +73,29 @@ def upstream_run_ended(
     run_id = run_id_for_after(
         d.job_id, command.upstream_run_id, state.incarnation, command.upstream_event_id
     )
-    if state.run(run_id) is not None:
+    if state.run(run_id) is not None or state.is_queued(run_id):
         return
     scheduled_for = command.upstream_scheduled_for or now
     remaining = state.runs_remaining()
     reason = None
     if remaining == 0:
         reason = SkipReason.MAX_RUNS
-    elif (
-        sum(r.trigger not in OFF_SCHEDULE_TRIGGERS for r in state.runs)
-        >= state.spec.max_active_runs
-    ):
-        reason = SkipReason.MAX_ACTIVE_RUNS
+    elif state.queue or state.active_runs() >= state.spec.max_active_runs:
+        if len(state.queue) >= state.spec.max_queued_runs:
+            reason = SkipReason.QUEUE_FULL
+        else:  # delayed, not dropped: it starts when a slot frees (progress.release_queued)
+            d.emit(
+                ev.RunQueued(
+                    run_id=run_id,
+                    scheduled_for=scheduled_for,
+                    trigger=RunTrigger.AFTER,
+                    next_fire_at=state.next_fire_at,
+                    runs_remaining=None if remaining is None else remaining - 1,
+                    upstream_job_id=command.upstream_job_id,
+                    upstream_run_id=command.upstream_run_id,
+                )
+            )
+            return
     if reason is not None:
         d.emit(
             ev.TickSkipped(

@@ -28,10 +28,10 @@ from cronlog.ids import (
 from cronlog.interventions import cancel, drop_removed_tasks, rerun
 from cronlog.job import MAX_RENEWAL_MARKERS, JobState
 from cronlog.leases import lease_command, tick_attempts
-from cronlog.progress import release_buffered
+from cronlog.progress import release_waiting
 from cronlog.runs import start_run
 from cronlog.validation import validate_spec
-from cronlog.vocabulary import JobStatus, RejectReason, Reprocess, RunTrigger
+from cronlog.vocabulary import CancelReason, JobStatus, RejectReason, Reprocess, RunTrigger
 
 WORKER_COMMANDS = (cmd.ClaimTask, cmd.RenewLease, cmd.CompleteTask, cmd.ReleaseTask)
 """Commands whose dedupe markers live in the worker window (``JobState.renewals``)."""
@@ -160,6 +160,14 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
                 if command.catchup:  # the owed ticks are decided now, not on the next Tick
                     _fire(d, now)
         case cmd.DeleteJob():
+            for queued in state.queue:  # never started: cancelled with the job
+                d.emit(
+                    ev.RunCancelled(
+                        run_id=queued.run_id,
+                        reason=CancelReason.JOB_DELETED,
+                        scheduled_for=queued.scheduled_for,
+                    )
+                )
             d.emit(ev.JobDeleted())
         case cmd.TriggerJob():
             run_id = run_id_for_trigger(envelope.job_id, envelope.idem_key)
@@ -288,7 +296,7 @@ def _backfill(
 
 def _tick(d: Decision, now: datetime) -> None:
     tick_attempts(d, now)
-    release_buffered(d, now)
+    release_waiting(d, now)
     _fire(d, now)
 
 

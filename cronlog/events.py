@@ -117,6 +117,31 @@ class RunBuffered:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RunQueued:
+    """A tick (or an upstream run's end) found ``max_active_runs`` runs active: its run waits.
+
+    Overload delays, never drops (DESIGN.md): the run starts (RunScheduled, same run_id) in
+    queue order as soon as an active run ends; Airflow queues a DAG run the same way. The
+    schedule's cursor moves on and the run counts toward ``max_runs`` now.
+    """
+
+    run_id: str
+    """The run that will start (the tick's own run_id, or an after run's)."""
+    scheduled_for: datetime
+    """Its tick, aware UTC."""
+    trigger: RunTrigger
+    """The trigger it will start with (schedule, catchup or after)."""
+    next_fire_at: datetime | None
+    """The schedule's cursor after this tick, aware UTC, or None."""
+    runs_remaining: int | None = None
+    """Runs the schedule may still fire after this one; None when unbounded."""
+    upstream_job_id: str | None = None
+    """For an ``after`` run: the upstream job whose run ended; else None."""
+    upstream_run_id: str | None = None
+    """For an ``after`` run: the upstream run that ended; else None."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunCancelled:
     """An active run was cancelled (it leaves the record; its leases are revoked)."""
 
@@ -495,6 +520,7 @@ Event = (
     | RunTimedOut
     | RunReopened
     | TaskReset
+    | RunQueued
 )
 
 

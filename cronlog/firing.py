@@ -142,6 +142,7 @@ class _Fold:
         self.active = [r.run_id for r in state.runs if r.trigger not in OFF_SCHEDULE_TRIGGERS]
         self.ticks = {r.run_id: r.scheduled_for for r in state.runs}
         self.buffered = state.buffered is not None
+        self.queued = len(state.queue)
         self.fired = state.runs_fired
         self.limit = state.spec.schedule.max_runs
 
@@ -154,7 +155,8 @@ def fire_due_ticks(state: JobState, now: datetime) -> Iterator[ev.Event]:
 
     Per tick: TickSkipped (with its reason), or RunBuffered (``buffer_one``), or RunCancelled
     for the active runs (``cancel_previous``) then RunScheduled + TaskReady (TaskReady later,
-    on a Tick, when jitter delays the release).
+    on a Tick, when jitter delays the release), or RunQueued when ``max_active_runs`` runs are
+    active (TickSkipped ``queue_full`` past ``max_queued_runs``).
 
     Args:
         state: an active job.
@@ -216,8 +218,19 @@ def fire_due_ticks(state: JobState, now: datetime) -> Iterator[ev.Event]:
                         scheduled_for=fold.ticks.get(old),
                     )
                 fold.active = []
-        if reason is None and len(fold.active) >= spec.max_active_runs:
-            reason = SkipReason.MAX_ACTIVE_RUNS
+        if reason is None and (len(fold.active) >= spec.max_active_runs or fold.queued):
+            if fold.queued >= spec.max_queued_runs:
+                reason = SkipReason.QUEUE_FULL
+            else:  # overload delays, never drops: the run starts when a slot frees
+                fold.queued, fold.fired = fold.queued + 1, fold.fired + 1
+                yield ev.RunQueued(
+                    run_id=run_id,
+                    scheduled_for=tick,
+                    trigger=trigger,
+                    next_fire_at=cursor,
+                    runs_remaining=fold.remaining(),
+                )
+                continue
         if reason is not None:
             yield ev.TickSkipped(scheduled_for=tick, reason=reason, next_fire_at=cursor)
             continue

@@ -16,7 +16,7 @@ from cronlog.dag import downstream_of
 from cronlog.decision import Decision
 from cronlog.errors import InvariantViolation
 from cronlog.job import JobState
-from cronlog.progress import advance_run, release_buffered
+from cronlog.progress import advance_run, release_waiting
 from cronlog.vocabulary import (
     TERMINAL_TASK_STATES,
     CancelReason,
@@ -35,7 +35,7 @@ def cancel(d: Decision, state: JobState, command: cmd.CancelRun, now: datetime) 
     """Cancel a whole active run, or one task instance of it (a user's CancelRun).
 
     Emits:
-        Whole run: RunCancelled (reason ``user``), then what ``release_buffered`` emits. One
+        Whole run: RunCancelled (reason ``user``), then what ``release_waiting`` emits. One
         task: TaskCancelled (a holder is refused at its next renewal), then what
         ``advance_run`` emits (the run may end; a cancelled task counts as failed).
     Refusals:
@@ -44,6 +44,14 @@ def cancel(d: Decision, state: JobState, command: cmd.CancelRun, now: datetime) 
         ``already_in_state``: the task instance has already ended.
     """
     run = state.run(command.run_id)
+    if run is None and command.task is None and state.is_queued(command.run_id):
+        queued = next(q for q in state.queue if q.run_id == command.run_id)
+        d.emit(
+            ev.RunCancelled(
+                run_id=queued.run_id, reason=CancelReason.USER, scheduled_for=queued.scheduled_for
+            )
+        )  # a queued run never started: nothing else to stop
+        return
     if run is None:
         d.reject(command, RejectReason.UNKNOWN_TASK_INSTANCE, f"no active run {command.run_id}")
         return
@@ -53,7 +61,7 @@ def cancel(d: Decision, state: JobState, command: cmd.CancelRun, now: datetime) 
                 run_id=run.run_id, reason=CancelReason.USER, scheduled_for=run.scheduled_for
             )
         )
-        release_buffered(d, now)
+        release_waiting(d, now)
         return
     ti = run.task(command.task)
     if ti is None:

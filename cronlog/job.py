@@ -54,6 +54,10 @@ class TaskInstance:
     first_attempt: int = 1
     """The first attempt of the current series (a RerunTask starts a new one); retries count
     from it toward max_attempts."""
+    lease_expiries: int = 0
+    """Attempts of the current series whose lease lapsed (a worker that crashed or hung): they
+    were given back, not failed, and do not count toward max_attempts; past the job's
+    ``max_lease_expiries`` the task is dead-lettered (kind ``lease_expired``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +86,20 @@ class Buffered:
 
 
 @dataclass(frozen=True, slots=True)
+class Queued:
+    """A run waiting for a free slot under ``max_active_runs`` (from RunQueued).
+
+    Compact: it becomes a Run when it starts.
+    """
+
+    run_id: str
+    scheduled_for: datetime
+    trigger: RunTrigger
+    upstream_job_id: str | None = None
+    upstream_run_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class JobState:
     """Everything decisions about one job need; one table record keyed by job_id.
 
@@ -107,6 +125,8 @@ class JobState:
         runs_fired: runs the schedule fired (or buffered) since registration; manual runs
             do not count. ``max_runs`` bounds it.
         buffered: the tick a ``buffer_one`` job holds until its active runs end, or None.
+        queue: runs waiting for a slot under ``max_active_runs``, in the order they were
+            queued (tick order); at most ``max_queued_runs``.
     """
 
     job_id: str
@@ -121,6 +141,7 @@ class JobState:
     runs_fired: int = 0
     incarnation: int = 0
     buffered: Buffered | None = None
+    queue: tuple[Queued, ...] = ()
 
     def runs_remaining(self) -> int | None:
         """Return how many runs the schedule may still fire, or None when unbounded."""
@@ -153,6 +174,17 @@ class JobState:
     def run(self, run_id: str) -> Run | None:
         """Return the active run ``run_id``, or None."""
         return next((r for r in self.runs if r.run_id == run_id), None)
+
+    def is_queued(self, run_id: str) -> bool:
+        """Return whether ``run_id`` waits in the queue."""
+        return any(q.run_id == run_id for q in self.queue)
+
+    def active_runs(self) -> int:
+        """Return how many active runs count toward ``max_active_runs``.
+
+        Backfill and replay runs do not (docs/schedules.md, "Backfill").
+        """
+        return sum(r.trigger not in OFF_SCHEDULE_TRIGGERS for r in self.runs)
 
     def next_deadline(self) -> datetime | None:
         """Return the earliest instant a Tick has work for this job, or None.
@@ -218,6 +250,8 @@ def _run_scheduled(state: JobState, event: ev.RunScheduled) -> JobState:
         return state  # neither moves the cursor nor counts toward max_runs
     if state.buffered is not None and state.buffered.run_id == event.run_id:
         return replace(state, buffered=None)  # counted when it was buffered
+    if any(q.run_id == event.run_id for q in state.queue):  # counted when it was queued
+        return replace(state, queue=tuple(q for q in state.queue if q.run_id != event.run_id))
     return replace(state, next_fire_at=event.next_fire_at, runs_fired=state.runs_fired + 1)
 
 
@@ -263,6 +297,7 @@ def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | N
                 next_fire_at=nxt,
                 runs_fired=0,
                 buffered=None,
+                queue=(),
                 incarnation=state.incarnation + 1,
             )
         case ev.CommandRejected():
@@ -288,7 +323,25 @@ def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | N
                 next_fire_at=event.next_fire_at,
             )
         case ev.RunCancelled(run_id=run_id):
-            return replace(state, runs=tuple(r for r in state.runs if r.run_id != run_id))
+            return replace(
+                state,
+                runs=tuple(r for r in state.runs if r.run_id != run_id),
+                queue=tuple(q for q in state.queue if q.run_id != run_id),
+            )
+        case ev.RunQueued():
+            queued = Queued(
+                event.run_id,
+                event.scheduled_for,
+                event.trigger,
+                event.upstream_job_id,
+                event.upstream_run_id,
+            )
+            return replace(
+                state,
+                queue=(*state.queue, queued),
+                runs_fired=state.runs_fired + 1,
+                next_fire_at=event.next_fire_at,
+            )
         case ev.TickSkipped(next_fire_at=nxt):
             return replace(state, next_fire_at=nxt)
         case ev.TaskReady(run_id=run_id, task=task, attempt=attempt):
@@ -322,8 +375,11 @@ def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | N
         case ev.LeaseRenewed(run_id=run_id, task=task, lease_expires_at=until):
             ti = _task(state, run_id, task)
             return _with_task(state, run_id, replace(ti, lease_expires_at=until))
-        case ev.LeaseExpired():
-            return state  # the TaskFailed that always follows moves the task on
+        case ev.LeaseExpired(run_id=run_id, task=task):
+            # counted; the TaskReady (given back) or TaskFailed (bound reached) that follows
+            # moves the task on
+            ti = _task(state, run_id, task)
+            return _with_task(state, run_id, replace(ti, lease_expiries=ti.lease_expiries + 1))
         case ev.TaskSucceeded(run_id=run_id, task=task):
             ti = _task(state, run_id, task)
             return _with_task(

@@ -15,7 +15,7 @@ from datetime import datetime
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.decision import Decision
-from cronlog.job import TaskInstance
+from cronlog.job import Run, TaskInstance
 from cronlog.progress import advance_run, time_out
 from cronlog.retry import next_attempt_at
 from cronlog.vocabulary import WAITING_TASK_STATES, FailureKind, RejectReason, TaskState
@@ -28,8 +28,10 @@ def tick_attempts(d: Decision, now: datetime) -> None:
     deadline, and releases retries and jittered starts whose time has come.
 
     Emits:
-        ``time_out``'s events for a run past ``timeout_at``; LeaseExpired then ``fail``'s
-        events (kind ``lease_expired``) for a lease past ``lease_expires_at``; ``fail``'s
+        ``time_out``'s events for a run past ``timeout_at``; for a lease past
+        ``lease_expires_at``, LeaseExpired then TaskReady for the next attempt (a crash is not
+        a failure: it spends no retry), or, once the task's lease expiries exceed the job's
+        ``max_lease_expiries``, TaskFailed (kind ``lease_expired``) and TaskDeadLettered; ``fail``'s
         events (kind ``timeout``) for a claim past its hard deadline (claim + timeout +
         grace + lease ttl, TaskClaimed.deadline_at); TaskReady for a retry or a delayed start
         whose ``retry_at`` has passed.
@@ -45,34 +47,7 @@ def tick_attempts(d: Decision, now: datetime) -> None:
                 and ti.lease_expires_at is not None
                 and ti.lease_expires_at <= now
             ):
-                holder = ti.worker_id or ""
-                d.emit(
-                    ev.LeaseExpired(
-                        run_id=run.run_id,
-                        task=ti.task,
-                        attempt=ti.attempt,
-                        epoch=ti.epoch,
-                        worker_id=holder,
-                    )
-                )
-                fail(
-                    d,
-                    run.run_id,
-                    ti,
-                    ev.TaskFailed(
-                        run_id=run.run_id,
-                        task=ti.task,
-                        attempt=ti.attempt,
-                        epoch=ti.epoch,
-                        worker_id=holder,
-                        failure_kind=FailureKind.LEASE_EXPIRED,
-                        exit_code=None,
-                        output_tail="",
-                        started_at=None,
-                        finished_at=now,
-                    ),
-                    now,
-                )
+                expire_lease(d, run, ti, now)
             elif (
                 ti.state is TaskState.CLAIMED
                 and ti.deadline_at is not None
@@ -245,6 +220,63 @@ def lease_command(
         )
 
 
+def expire_lease(d: Decision, run: Run, ti: TaskInstance, now: datetime) -> None:
+    """A lease lapsed: give the task instance back, or end it once it has lapsed too often.
+
+    DESIGN.md's state machine: "claimed → scheduled: lease expired — reclaim". The holder
+    crashed or hung; that is not a failure of the task, so the next attempt is ready at once
+    (its claim bumps the epoch; the holder, if alive, is refused at its next renewal) and the
+    retry budget is untouched. A task that kills every worker it lands on is stopped by a
+    bound of its own: past ``max_lease_expiries`` lapses in the series it is dead-lettered
+    (kind ``lease_expired``) whatever its retry policy.
+
+    Emits:
+        LeaseExpired, then TaskReady (attempt + 1), or TaskFailed (``lease_expired``),
+        TaskDeadLettered and ``advance_run``'s events.
+    """
+    holder = ti.worker_id or ""
+    d.emit(
+        ev.LeaseExpired(
+            run_id=run.run_id, task=ti.task, attempt=ti.attempt, epoch=ti.epoch, worker_id=holder
+        )
+    )
+    if ti.lease_expiries + 1 <= d.live().spec.max_lease_expiries:
+        d.emit(
+            ev.TaskReady(
+                run_id=run.run_id,
+                task=ti.task,
+                attempt=ti.attempt + 1,
+                scheduled_for=run.scheduled_for,
+            )
+        )
+        return
+    failed = ev.TaskFailed(
+        run_id=run.run_id,
+        task=ti.task,
+        attempt=ti.attempt,
+        epoch=ti.epoch,
+        worker_id=holder,
+        failure_kind=FailureKind.LEASE_EXPIRED,
+        exit_code=None,
+        output_tail=f"the lease lapsed {ti.lease_expiries + 1} times (max_lease_expiries "
+        f"{d.live().spec.max_lease_expiries}): the task is not given back again",
+        started_at=None,
+        finished_at=now,
+    )
+    d.emit(failed)
+    d.emit(
+        ev.TaskDeadLettered(
+            run_id=run.run_id,
+            task=ti.task,
+            attempt=ti.attempt,
+            failure_kind=FailureKind.LEASE_EXPIRED,
+            exit_code=None,
+            output_tail=failed.output_tail,
+        )
+    )
+    advance_run(d, run.run_id, now)
+
+
 def fail(d: Decision, run_id: str, ti: TaskInstance, failed: ev.TaskFailed, now: datetime) -> None:
     """Record a failed attempt, then retry it or dead-letter the task instance.
 
@@ -261,7 +293,8 @@ def fail(d: Decision, run_id: str, ti: TaskInstance, failed: ev.TaskFailed, now:
     d.emit(failed)
     retry_at = None
     if policy.retryable(failed.failure_kind, failed.exit_code):
-        in_series = ti.attempt - ti.first_attempt + 1  # a rerun starts a new series
+        # a rerun starts a new series; attempts given back after a lapsed lease do not count
+        in_series = ti.attempt - ti.first_attempt + 1 - ti.lease_expiries
         retry_at = next_attempt_at(policy, run_id, ti.task, in_series, now)
     if retry_at is not None:
         d.emit(

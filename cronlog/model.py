@@ -344,9 +344,10 @@ class JobSpec:
         retry_policy: retries of failed attempts.
         lease_ttl: how long a claim holds without renewal. Default 60 s.
         tasks: task names of the job's DAG; a plain job has one task, ``"main"``.
-        max_active_runs: most runs active at once; a tick that would exceed it is skipped
-            (TickSkipped ``max_active_runs``). Default 16, as Airflow's
-            ``max_active_runs_per_dag``. It also bounds the job's table record.
+        max_active_runs: most runs active at once; a tick that would exceed it is queued
+            (RunQueued) and started, in tick order, when a run ends (Airflow queues a DAG
+            run at ``max_active_runs``). Default 16, as Airflow's ``max_active_runs_per_dag``.
+            It also bounds the job's table record.
         overlap: what a tick does while an earlier run is active. Default ``allow``.
         jitter: each scheduled run's release (TaskReady) is delayed by a deterministic offset
             in [0, jitter) hashed from (job_id, scheduled_for); ``scheduled_for`` stays the
@@ -362,6 +363,11 @@ class JobSpec:
         run_timeout: a run still going this long after it was scheduled is stopped: every
             task not ended is cancelled (RunTimedOut) and the run fails (Airflow's
             ``dagrun_timeout``). None (default): no limit.
+        max_lease_expiries: how often a task instance's lease may lapse (its worker crashed
+            or hung) and the attempt be given back before the task is dead-lettered as
+            ``lease_expired``; lapses never spend the retry budget. Default 3.
+        max_queued_runs: most runs kept queued while ``max_active_runs`` are active; a tick
+            past it is skipped (TickSkipped ``queue_full``). Default 100.
     """
 
     name: str
@@ -382,6 +388,8 @@ class JobSpec:
     task_specs: tuple[TaskSpec, ...] = ()
     max_active_tasks: int = 16
     run_timeout: timedelta | None = None
+    max_lease_expiries: int = 3
+    max_queued_runs: int = 100
 
     def action(self) -> TaskAction:
         """Return what a worker runs for a one-task job (travels in TaskClaimed)."""

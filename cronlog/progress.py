@@ -17,10 +17,10 @@ from cronlog.decision import Decision
 from cronlog.job import Run
 from cronlog.runs import start_run
 from cronlog.vocabulary import (
-    OFF_SCHEDULE_TRIGGERS,
     OK_TASK_STATES,
     TERMINAL_TASK_STATES,
     JobStatus,
+    RunTrigger,
     TaskState,
 )
 
@@ -92,7 +92,7 @@ def finish_run_if_done(d: Decision, run_id: str, now: datetime) -> None:
 
     Emits:
         RunSucceeded (every task succeeded or was skipped) or RunFailed (any failed, was
-        cancelled or upstream_failed), then what ``release_buffered`` emits. Nothing while a
+        cancelled or upstream_failed), then what ``release_waiting`` emits. Nothing while a
         task has not ended.
     Refusals: none.
     """
@@ -106,7 +106,7 @@ def finish_run_if_done(d: Decision, run_id: str, now: datetime) -> None:
         d.emit(ev.RunSucceeded(run_id=run_id, scheduled_for=run.scheduled_for))
     else:
         d.emit(ev.RunFailed(run_id=run_id, scheduled_for=run.scheduled_for))
-    release_buffered(d, now)
+    release_waiting(d, now)
 
 
 def time_out(d: Decision, run: Run, now: datetime) -> None:
@@ -131,34 +131,56 @@ def time_out(d: Decision, run: Run, now: datetime) -> None:
     finish_run_if_done(d, run.run_id, now)
 
 
-def release_buffered(d: Decision, now: datetime) -> None:
-    """Start the buffered tick of a ``buffer_one`` job once no run of it is active.
+def release_waiting(d: Decision, now: datetime) -> None:
+    """Start what waits for a free slot: the buffered tick, then queued runs.
 
-    Temporal's BUFFER_ONE: "start the workflow again soon as the current one completes". The
-    run keeps its nominal ``scheduled_for`` and run_id; a paused job releases it too (the
-    tick came due while it was active). Backfill and replay runs do not hold it back.
+    A ``buffer_one`` job's buffered tick starts once no run of the job is active; queued runs
+    start in queue order while fewer than ``max_active_runs`` are active.
+
+    Temporal's BUFFER_ONE: "start the workflow again soon as the current one completes". A
+    buffered or queued run keeps its nominal ``scheduled_for`` and run_id; a paused job
+    releases them too (their ticks came due while it was active). Backfill and replay runs
+    neither hold them back nor count (docs/schedules.md, "Backfill"). A deleted job releases
+    nothing (its queued runs were cancelled with it).
 
     Emits:
-        What ``cronlog.runs.start_run`` emits for the buffered tick (RunScheduled, TaskReady),
-        or nothing (no buffered tick, a run still active, or the job deleted).
+        What ``cronlog.runs.start_run`` emits for each run started (RunScheduled, TaskReady),
+        or nothing.
     Refusals: none.
     """
     state = d.live()
+    if state.status is JobStatus.DELETED:
+        return
     held = state.buffered
-    if (
-        held is None
-        or state.status is JobStatus.DELETED
-        or any(r.trigger not in OFF_SCHEDULE_TRIGGERS for r in state.runs)
-    ):
-        return  # docs/schedules.md, "Backfill": backfill runs do not hold the schedule back
+    if held is not None and state.active_runs() == 0:
+        _start_waiting(d, held.run_id, held.scheduled_for, held.trigger, now)
+    while (state := d.live()).queue and state.active_runs() < state.spec.max_active_runs:
+        q = state.queue[0]
+        _start_waiting(
+            d, q.run_id, q.scheduled_for, q.trigger, now, q.upstream_job_id, q.upstream_run_id
+        )
+
+
+def _start_waiting(
+    d: Decision,
+    run_id: str,
+    scheduled_for: datetime,
+    trigger: RunTrigger,
+    now: datetime,
+    upstream_job_id: str | None = None,
+    upstream_run_id: str | None = None,
+) -> None:
+    state = d.live()
     d.emit_all(
         start_run(
             state,
-            run_id=held.run_id,
-            scheduled_for=held.scheduled_for,
-            trigger=held.trigger,
+            run_id=run_id,
+            scheduled_for=scheduled_for,
+            trigger=trigger,
             now=now,
             next_fire_at=state.next_fire_at,
             runs_remaining=state.runs_remaining(),
+            upstream_job_id=upstream_job_id,
+            upstream_run_id=upstream_run_id,
         )
     )

@@ -18,6 +18,10 @@ MAX_TASKS = 200
 """Upper bound of a job's tasks (the whole DAG lives in one table record)."""
 MAX_ACTIVE_RUNS_LIMIT = 256
 """Upper bound of max_active_runs (active runs live in the job's table record)."""
+MAX_QUEUED_RUNS_LIMIT = 1000
+"""Upper bound of max_queued_runs (queued ticks live in the job's record, ~100 bytes each)."""
+MAX_LEASE_EXPIRIES_LIMIT = 100
+"""Upper bound of max_lease_expiries."""
 MAX_JITTER = timedelta(days=1)
 """Upper bound of a job's jitter."""
 MAX_TASK_NAME = 64
@@ -65,6 +69,10 @@ def validate_spec(spec: JobSpec, *, job_id: str | None = None) -> None:
         raise InvalidDefinition("tasks", f"task names are at most {MAX_TASK_NAME} characters")
     if not 1 <= spec.max_active_runs <= MAX_ACTIVE_RUNS_LIMIT:
         raise InvalidDefinition("max_active_runs", f"must be 1..{MAX_ACTIVE_RUNS_LIMIT}")
+    if not 0 <= spec.max_queued_runs <= MAX_QUEUED_RUNS_LIMIT:
+        raise InvalidDefinition("max_queued_runs", f"must be 0..{MAX_QUEUED_RUNS_LIMIT}")
+    if not 0 <= spec.max_lease_expiries <= MAX_LEASE_EXPIRIES_LIMIT:
+        raise InvalidDefinition("max_lease_expiries", f"must be 0..{MAX_LEASE_EXPIRIES_LIMIT}")
     if not timedelta(0) <= spec.jitter <= MAX_JITTER:
         raise InvalidDefinition("jitter_s", f"must be 0..{MAX_JITTER.total_seconds():g} s")
     if spec.max_active_runs * len(spec.tasks) > MAX_ACTIVE_TASK_INSTANCES:

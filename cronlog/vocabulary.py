@@ -101,7 +101,8 @@ class SkipReason(StrEnum):
     CATCHUP_WINDOW = "catchup_window"
     """Missed for longer than the job's catchup_window."""
     MAX_ACTIVE_RUNS = "max_active_runs"
-    """The job already had ``max_active_runs`` runs active when the tick came due."""
+    """The job already had ``max_active_runs`` runs active when the tick came due. Records
+    decided before runs were queued (schema v4) carry it; ticks now queue (RunQueued)."""
     EXCLUDED = "excluded"
     """The tick falls in one of the schedule's exclusion windows."""
     OVERLAP = "overlap"
@@ -111,6 +112,9 @@ class SkipReason(StrEnum):
     """The first tick after the schedule's ``end_at``; the schedule has no further tick."""
     MAX_RUNS = "max_runs"
     """The first tick after the schedule fired ``max_runs`` runs; it has no further tick."""
+    QUEUE_FULL = "queue_full"
+    """``max_active_runs`` runs were active and ``max_queued_runs`` more already queued: the
+    one bound past which overload drops a tick (visible, counted, never silent)."""
 
 
 class CancelReason(StrEnum):
@@ -120,6 +124,8 @@ class CancelReason(StrEnum):
     """A new tick fired under the ``cancel_previous`` overlap policy."""
     USER = "user"
     """A CancelRun command (API ``POST /runs/{run_id}/cancel``)."""
+    JOB_DELETED = "job_deleted"
+    """The job was deleted while the run was queued: it never started."""
 
 
 class FailureKind(StrEnum):

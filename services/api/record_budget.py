@@ -10,7 +10,8 @@ largest record the job's own schedule can give it and encodes it with the fold's
   claimed, with every field at its longest: a worker id of ``WORKER_ID_CHARS`` characters,
   every instant set, 10-digit attempt and epoch numbers;
 - every dedupe marker slot full (``MAX_APPLIED_MARKERS`` + ``MAX_RENEWAL_MARKERS``), each
-  idem_key ``MARKER_CHARS`` characters, each user command's with its digest.
+  idem_key ``MARKER_CHARS`` characters, each user command's with its digest;
+- a full queue: ``max_queued_runs`` queued runs (after runs' upstream ids included).
 
 The definition is refused when that record exceeds ``MAX_RECORD_BYTES``. Runs outside
 ``max_active_runs`` (backfill and replay runs) are bounded by their commands and by the fold's
@@ -28,6 +29,7 @@ from cronlog.job import (
     MAX_RENEWAL_MARKERS,
     Buffered,
     JobState,
+    Queued,
     Run,
     TaskInstance,
 )
@@ -105,6 +107,10 @@ def worst_case_record_bytes(job_id: str, spec: JobSpec, runs: int | None = None)
         runs_fired=_BIG,
         incarnation=_BIG,
         buffered=Buffered(f"r{count:024x}", _LATEST, RunTrigger.SCHEDULE),
+        queue=tuple(
+            Queued(f"r{n:024x}", _LATEST, RunTrigger.CATCHUP, "u" * 128, f"r{n:024x}")
+            for n in range(spec.max_queued_runs)
+        ),
     )
     return len(dump_state(state))
 

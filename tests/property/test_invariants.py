@@ -392,6 +392,7 @@ def check_every_tick_is_accounted(steps: list[Step]) -> None:
     fire; skips follow the catch-up policy."""
     cursor: datetime | None = None
     buffered: dict[str, datetime] = {}
+    queued: dict[str, datetime] = {}
     for s in steps:
         now = s.after.clock if s.after is not None else s.record_time
         spec = s.before.spec if s.before is not None else None
@@ -411,9 +412,14 @@ def check_every_tick_is_accounted(steps: list[Step]) -> None:
                     cursor = e.next_fire_at
                 case ev.RunScheduled() if e.run_id in buffered:
                     assert buffered.pop(e.run_id) == e.scheduled_for  # a buffered tick starts
+                case ev.RunScheduled() if e.run_id in queued:
+                    assert queued.pop(e.run_id) == e.scheduled_for  # a queued run starts
+                case ev.RunCancelled() if e.run_id in queued:
+                    queued.pop(e.run_id)  # a queued run cancelled before it started
                 case ev.JobDeleted():
                     cursor = None
                     buffered.clear()  # a deleted job drops its buffered tick
+                    assert not queued, "a deleted job's queued runs were not cancelled"
                 case ev.RunScheduled(trigger=RunTrigger.MANUAL):
                     assert e.scheduled_for == now
                 case ev.RunScheduled(trigger=RunTrigger.REPLAY):
@@ -423,7 +429,7 @@ def check_every_tick_is_accounted(steps: list[Step]) -> None:
                     assert cursor is None or e.scheduled_for < cursor, (
                         "a backfill ran a tick the schedule still owns"
                     )
-                case ev.RunScheduled() | ev.TickSkipped() | ev.RunBuffered():
+                case ev.RunScheduled() | ev.TickSkipped() | ev.RunBuffered() | ev.RunQueued():
                     assert spec is not None
                     assert e.scheduled_for == cursor, "a tick was decided out of order or lost"
                     ends = isinstance(e, ev.TickSkipped) and e.reason in (
@@ -440,6 +446,20 @@ def check_every_tick_is_accounted(steps: list[Step]) -> None:
                         buffered[e.run_id] = e.scheduled_for
                         cursor = e.next_fire_at
                         continue
+                    if isinstance(e, ev.RunQueued):  # delayed, never dropped, in tick order
+                        active = s.before.active_runs() if s.before is not None else 0
+                        started = sum(
+                            isinstance(x, ev.RunScheduled)
+                            and x.trigger in (RunTrigger.SCHEDULE, RunTrigger.CATCHUP)
+                            for x in s.events[: s.events.index(e)]
+                        )
+                        assert queued or active + started >= spec.max_active_runs, (
+                            "queued below the cap"
+                        )
+                        queued[e.run_id] = e.scheduled_for
+                        assert len(queued) <= spec.max_queued_runs
+                        cursor = e.next_fire_at
+                        continue
                     late = now - e.scheduled_for
                     once = spec.schedule.kind is ScheduleKind.ONCE
                     if isinstance(e, ev.TickSkipped) and e.reason in (
@@ -447,10 +467,8 @@ def check_every_tick_is_accounted(steps: list[Step]) -> None:
                         SkipReason.MAX_RUNS,
                     ):
                         pass  # overlap: checked by check_overlap; max_runs: by check_max_runs
-                    elif isinstance(e, ev.TickSkipped) and e.reason is SkipReason.MAX_ACTIVE_RUNS:
-                        active = len(s.before.runs) if s.before is not None else 0
-                        fired = sum(isinstance(x, ev.RunScheduled) for x in s.events)
-                        assert active + fired >= spec.max_active_runs, "skipped below the cap"
+                    elif isinstance(e, ev.TickSkipped) and e.reason is SkipReason.QUEUE_FULL:
+                        assert len(queued) >= spec.max_queued_runs, "skipped with room queued"
                     elif isinstance(e, ev.TickSkipped):
                         assert not once, "a once job's only tick was skipped"
                         assert late > ON_TIME_GRACE, "an on-time tick was skipped"

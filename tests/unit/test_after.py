@@ -174,15 +174,24 @@ def test_an_unknown_job_rejects_it() -> None:
     assert events[0].reason is RejectReason.UNKNOWN_JOB
 
 
-def test_max_active_runs_reached_skips_with_the_upstream_tick() -> None:
+def test_max_active_runs_reached_queues_the_run_with_the_upstream_tick_and_ids() -> None:
     state, _ = when(
         given(ev.JobRegistered(spec=replace(after(), max_active_runs=1), next_fire_at=None)),
         ended(),
     )
-    _, events = when(state, ended(run="rup2"))
+    state, events = when(state, ended(run="rup2"))
     assert events == [
-        ev.TickSkipped(scheduled_for=UP_TICK, reason=SkipReason.MAX_ACTIVE_RUNS, next_fire_at=None)
+        ev.RunQueued(
+            run_id=run_id_for_after(JOB, "rup2"),
+            scheduled_for=UP_TICK,
+            trigger=RunTrigger.AFTER,
+            next_fire_at=None,
+            upstream_job_id=UP,
+            upstream_run_id="rup2",
+        )
     ]
+    _, again = when(state, ended(run="rup2"))  # a re-sent end: the run is queued already
+    assert again == []
 
 
 def test_max_runs_counts_after_runs_and_then_skips() -> None:

@@ -29,7 +29,7 @@ JOB_ID = "big-dag"
 
 
 def dag(
-    pad: int, max_active_runs: int = 5, command_chars: int = 1, count: int = 200
+    pad: int, max_active_runs: int = 5, command_chars: int = 1, count: int = 180
 ) -> dict[str, Any]:
     """``count`` independent tasks with 64-character names; task 0's argv padded by ``pad``."""
     tasks = [

@@ -1079,60 +1079,80 @@ def test_tick_before_the_lease_ends_expires_nothing() -> None:
     assert events == []
 
 
-def test_lease_expiry_on_tick_fails_the_attempt_and_schedules_a_retry() -> None:
-    state, events = when(CLAIMED_RETRYING, cmd.Tick(), LEASE_END)
-    retry_at = next_attempt_at(RETRYING.retry_policy, RUN, "main", 1, LEASE_END)
-    assert retry_at is not None
-    assert events == [
-        ev.LeaseExpired(run_id=RUN, task="main", attempt=1, epoch=1, worker_id="w1"),
-        ev.TaskFailed(
-            run_id=RUN,
-            task="main",
-            attempt=1,
-            epoch=1,
-            worker_id="w1",
-            failure_kind=FailureKind.LEASE_EXPIRED,
-            exit_code=None,
-            output_tail="",
-            started_at=None,
-            finished_at=LEASE_END,
-        ),
-        ev.RetryScheduled(run_id=RUN, task="main", attempt=2, retry_at=retry_at),
-    ]
-    assert state is not None and state.next_deadline() == retry_at
-
-
-def test_lease_expiry_on_the_last_attempt_ends_the_run_failed() -> None:
+def test_lease_expiry_gives_the_attempt_back_without_spending_the_retry_budget() -> None:
+    # DESIGN.md: "running → scheduled: lease expired — reclaim"; a crash is not a failure, so
+    # even a task with no retries left (max_attempts 1) gets its next attempt, ready at once.
     state, events = when(CLAIMED, cmd.Tick(), LEASE_END)
     assert events == [
         ev.LeaseExpired(run_id=RUN, task="main", attempt=1, epoch=1, worker_id="w1"),
+        ev.TaskReady(run_id=RUN, task="main", attempt=2, scheduled_for=TICK),
+    ]
+    assert state is not None
+    ti = state.runs[0].tasks[0]
+    assert (ti.state, ti.attempt, ti.epoch, ti.lease_expiries) == (TaskState.READY, 2, 1, 1)
+    _, events = when(state, claim("w2", attempt=2), LEASE_END, key="reclaim")
+    assert events == [replace(claimed(now=LEASE_END), attempt=2, epoch=2, worker_id="w2")]
+
+
+def test_a_task_whose_lease_lapses_past_max_lease_expiries_is_dead_lettered() -> None:
+    # the bound that stops a task that kills every worker it lands on
+    once = replace(SPEC, max_lease_expiries=1)
+    state = given(registered(once), scheduled(spec=once), ready(), claimed(spec=once), clock=TICK)
+    state, events = when(state, cmd.Tick(), LEASE_END, key="expire-1")
+    assert [type(e) for e in events] == [ev.LeaseExpired, ev.TaskReady]
+    state = fold(state, (claim("w2", attempt=2), LEASE_END))
+    assert state is not None
+    until = state.runs[0].tasks[0].lease_expires_at
+    assert until is not None
+    _, events = when(state, cmd.Tick(), until, key="expire-2")
+    tail = "the lease lapsed 2 times (max_lease_expiries 1): the task is not given back again"
+    assert events == [
+        ev.LeaseExpired(run_id=RUN, task="main", attempt=2, epoch=2, worker_id="w2"),
         ev.TaskFailed(
             run_id=RUN,
             task="main",
-            attempt=1,
-            epoch=1,
-            worker_id="w1",
+            attempt=2,
+            epoch=2,
+            worker_id="w2",
             failure_kind=FailureKind.LEASE_EXPIRED,
             exit_code=None,
-            output_tail="",
+            output_tail=tail,
             started_at=None,
-            finished_at=LEASE_END,
+            finished_at=until,
         ),
         ev.TaskDeadLettered(
             run_id=RUN,
             task="main",
-            attempt=1,
+            attempt=2,
             failure_kind=FailureKind.LEASE_EXPIRED,
             exit_code=None,
-            output_tail="",
+            output_tail=tail,
         ),
         ev.RunFailed(run_id=RUN, scheduled_for=TICK),
     ]
-    assert state is not None and state.runs == ()
 
 
-def _expired_retrying() -> tuple[JobState, datetime]:
-    state, _ = when(CLAIMED_RETRYING, cmd.Tick(), LEASE_END, key="expire")
+def test_attempts_given_back_after_a_lapsed_lease_leave_the_retries_intact() -> None:
+    # max_attempts 2: a lapse, then a real failure still gets its one retry
+    state, _ = when(CLAIMED_RETRYING, cmd.Tick(), LEASE_END, key="expire-1")
+    state = fold(state, (claim("w2", attempt=2), LEASE_END))
+    _, events = when(
+        state,
+        complete(ok=False, exit_code=1, epoch=2, worker="w2", attempt=2),
+        LEASE_END,
+        key="fail-2",
+    )
+    assert [type(e) for e in events] == [ev.TaskFailed, ev.RetryScheduled]
+    assert events[1] == ev.RetryScheduled(
+        run_id=RUN,
+        task="main",
+        attempt=3,
+        retry_at=next_attempt_at(RETRYING.retry_policy, RUN, "main", 1, LEASE_END),
+    )
+
+
+def _failed_retrying() -> tuple[JobState, datetime]:
+    state, _ = when(CLAIMED_RETRYING, complete(ok=False, exit_code=1), FINISHED, key="fail")
     assert state is not None
     retry_at = state.runs[0].tasks[0].retry_at
     assert retry_at is not None
@@ -1140,7 +1160,7 @@ def _expired_retrying() -> tuple[JobState, datetime]:
 
 
 def test_retry_is_released_by_a_tick_once_the_backoff_elapsed() -> None:
-    state, retry_at = _expired_retrying()
+    state, retry_at = _failed_retrying()
     _, events = when(state, cmd.Tick(), retry_at - timedelta(milliseconds=1), key="early")
     assert events == []
     state2, events = when(state, cmd.Tick(), retry_at, key="release")
@@ -1152,41 +1172,41 @@ def test_retry_is_released_by_a_tick_once_the_backoff_elapsed() -> None:
 
 
 def test_claim_while_waiting_for_retry_is_rejected_not_ready() -> None:
-    state, _ = _expired_retrying()
+    state, _ = _failed_retrying()
     command = claim(attempt=2)
-    _, events = when(state, command, LEASE_END, key="claim")
+    _, events = when(state, command, FINISHED, key="claim")
     assert events == [
         rejected(command, RejectReason.NOT_READY, "task instance is retry_wait at attempt 2")
     ]
 
 
 def test_renew_after_the_lease_expired_is_rejected_stale_epoch() -> None:
-    state, _ = _expired_retrying()
+    state, _ = when(CLAIMED, cmd.Tick(), LEASE_END, key="expire")
     command = renew()
     _, events = when(state, command, LEASE_END, key="late-renew")
     assert events == [
         rejected(
             command,
             RejectReason.STALE_EPOCH,
-            "epoch 1 is not the current lease (epoch 1, retry_wait)",
+            "epoch 1 is not the current lease (epoch 1, ready)",
         )
     ]
 
 
 def test_zombie_completion_after_reassignment_is_rejected_and_the_new_holder_wins() -> None:
-    state, retry_at = _expired_retrying()
-    state = fold(state, (cmd.Tick(), retry_at), (claim("w2", attempt=2), retry_at))
+    state, _ = when(CLAIMED_RETRYING, cmd.Tick(), LEASE_END, key="expire")
+    state = fold(state, (claim("w2", attempt=2), LEASE_END))
     zombie = complete(epoch=1, worker="w1")
-    state, events = when(state, zombie, retry_at, key="zombie")
+    state, events = when(state, zombie, LEASE_END, key="zombie")
     assert events == [
         rejected(
             zombie, RejectReason.STALE_EPOCH, "epoch 1 is not the current lease (epoch 2, claimed)"
         )
     ]
     impostor = complete(epoch=2, worker="w1", attempt=2)
-    state, events = when(state, impostor, retry_at, key="impostor")
+    state, events = when(state, impostor, LEASE_END, key="impostor")
     assert events == [rejected(impostor, RejectReason.NOT_HOLDER, "lease is held by w2")]
-    _, events = when(state, complete(epoch=2, worker="w2", attempt=2), retry_at, key="w2-done")
+    _, events = when(state, complete(epoch=2, worker="w2", attempt=2), LEASE_END, key="w2-done")
     assert events == [
         ev.TaskSucceeded(
             run_id=RUN,

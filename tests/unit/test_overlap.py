@@ -170,12 +170,56 @@ def test_cancel_previous_cancels_every_active_run_including_manual_ones() -> Non
     ]
 
 
-def test_allow_is_bounded_by_max_active_runs() -> None:
+def queued(events: list[ev.Event]) -> list[datetime]:
+    return [e.scheduled_for for e in events if isinstance(e, ev.RunQueued)]
+
+
+def test_allow_is_bounded_by_max_active_runs_and_queues_the_rest() -> None:
+    # overload delays, never drops (DESIGN.md): past max_active_runs a tick's run waits
     f = long_running(OverlapPolicy.ALLOW, max_active_runs=2)
     assert fired(f.send(cmd.Tick(), at(minutes=2))) == [at(minutes=2)]
-    assert skipped(f.send(cmd.Tick(), at(minutes=3))) == [
-        (at(minutes=3), SkipReason.MAX_ACTIVE_RUNS)
+    assert queued(f.send(cmd.Tick(), at(minutes=3))) == [at(minutes=3)]
+    assert queued(f.send(cmd.Tick(), at(minutes=4))) == [at(minutes=4)]
+    assert [q.scheduled_for for q in f.live().queue] == [at(minutes=3), at(minutes=4)]
+    assert f.live().runs_fired == 4  # queued runs count toward max_runs when queued
+
+
+def test_queued_runs_start_in_tick_order_as_slots_free() -> None:
+    f = long_running(OverlapPolicy.ALLOW, max_active_runs=1)
+    f.send(cmd.Tick(), at(minutes=2))
+    f.send(cmd.Tick(), at(minutes=3))
+    events = complete_first(f, at(minutes=3, seconds=30))
+    started = [e for e in events if isinstance(e, ev.RunScheduled)]
+    assert [(e.run_id, e.scheduled_for, e.trigger) for e in started] == [
+        (run_id_for_tick(JOB, at(minutes=2)), at(minutes=2), RunTrigger.SCHEDULE)
     ]
+    assert [q.scheduled_for for q in f.live().queue] == [at(minutes=3)]
+    assert f.live().runs_fired == 3  # starting a queued run does not count it again
+
+
+def test_a_full_queue_skips_the_tick_as_queue_full() -> None:
+    f = long_running(OverlapPolicy.ALLOW, max_active_runs=1, max_queued_runs=1)
+    assert queued(f.send(cmd.Tick(), at(minutes=2))) == [at(minutes=2)]
+    assert skipped(f.send(cmd.Tick(), at(minutes=3))) == [(at(minutes=3), SkipReason.QUEUE_FULL)]
+
+
+def test_a_queued_run_can_be_cancelled_and_a_delete_cancels_the_queue() -> None:
+    f = long_running(OverlapPolicy.ALLOW, max_active_runs=1)
+    f.send(cmd.Tick(), at(minutes=2))
+    f.send(cmd.Tick(), at(minutes=3))
+    first = run_id_for_tick(JOB, at(minutes=2))
+    events = f.send(cmd.CancelRun(run_id=first), at(minutes=3, seconds=5))
+    assert events == [
+        ev.RunCancelled(run_id=first, reason=CancelReason.USER, scheduled_for=at(minutes=2))
+    ]
+    events = f.send(cmd.DeleteJob(), at(minutes=3, seconds=10))
+    assert [type(e) for e in events] == [ev.RunCancelled, ev.JobDeleted]
+    assert events[0] == ev.RunCancelled(
+        run_id=run_id_for_tick(JOB, at(minutes=3)),
+        reason=CancelReason.JOB_DELETED,
+        scheduled_for=at(minutes=3),
+    )
+    assert f.live().queue == ()
 
 
 def test_delete_drops_the_buffered_tick() -> None:
