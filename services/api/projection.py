@@ -99,7 +99,7 @@ def apply(batch: Batch, record: ev.RunEvent) -> bool:
         _run_reopened(batch, record, event)
     elif isinstance(event, RunChange):
         _run_event(batch, record, event)
-    elif not isinstance(event, ev.CommandRejected | ev.LeaseExpired):
+    elif not isinstance(event, ev.CommandRejected):
         _job_event(batch, record, event)
     return True
 
@@ -287,6 +287,7 @@ RunChange = (
     | ev.TaskUpstreamFailed
     | ev.RunTimedOut
     | ev.TaskReset
+    | ev.LeaseExpired
 )
 """The events that change a run document after its RunScheduled."""
 
@@ -318,6 +319,13 @@ def _run_event(batch: Batch, record: ev.RunEvent, event: RunChange) -> None:
             )
         case ev.LeaseRenewed(lease_expires_at=until):
             run["lease_expires_at"] = iso(until)
+        case ev.LeaseExpired(task=task, attempt=attempt):
+            # the holder crashed or hung: the attempt ended without an outcome and is given
+            # back (the next attempt's TaskReady follows) — or failed, if it lapsed too often
+            _attempt(run, task, attempt).update(
+                state="lease_expired", failure_kind="lease_expired", finished_at=at
+            )
+            run["lease_expires_at"] = None
         case ev.TaskSucceeded() | ev.TaskFailed():
             _task_finished(run, record, event)
         case ev.TaskCancelled(task=task, attempt=attempt):

@@ -1,74 +1,49 @@
-"""The worker: pull ready task instances, claim, run under a renewed lease, complete.
+"""The worker: pull ready task instances, claim them, run them under renewed leases, complete.
 
-Ready records come from a consumer group on the ready topic, polled only for free slots.
-Answers (grants, renewals, refusals) come on the replies topic, keyed by worker_id; the worker
-reads its one partition with manual assignment, so it never reads other workers' answers.
+Ready records come from the ready topic (``services/worker/ready.py``), polled only for free
+slots (slots minus running attempts minus claims in flight). Claims are pipelined: a polled
+batch's claims are sent together, the records are acknowledged once the claims are durable on
+the commands topic, and the loop polls again at once; answers (grants, renewals, refusals) come
+on the replies topic, keyed by worker_id, read from this worker's one partition
+(``replies.py``), and a grant starts its attempt from there (``attempts.py``).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 import uuid
-from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import TypeVar
 
-from confluent_kafka import (
-    Consumer,
-    KafkaException,
-    Message,
-    Producer,
-)
+from confluent_kafka import KafkaException, Message, Producer
 
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.errors import CronlogError
-from cronlog.ids import (
-    claim_idem_key,
-    complete_idem_key,
-    release_idem_key,
-    renew_idem_key,
-    task_idem_key,
-)
-from cronlog.time import iso
+from cronlog.ids import claim_idem_key
 from cronlog.vocabulary import CommandKind
-from services.worker.execute import Execution
-from services.worker.kinds import PythonPool, execution_for
-from services.worker.logsink import AttemptRef, LogShipper, LogSink
+from services.worker.attempts import Attempts
+from services.worker.kinds import PythonPool
+from services.worker.logsink import LogShipper
+from services.worker.ready import ReadySource
 from services.worker.replies import read_replies
 from services.worker.settings import WorkerSettings
 from topology.codec import DecodeError, decode_event, encode_command
-from topology.retrying import Liveness, Stopped, check_topic, record_ok, start_thread
+from topology.retrying import Liveness, Stopped, record_ok, start_thread
 from topology.topics import Topics
 
 log = logging.getLogger("cronlog.worker")
-T = TypeVar("T")
-Answer = ev.TaskClaimed | ev.LeaseRenewed | ev.CommandRejected
 STOP_CLAIM_WAIT_S = 5.0
-"""Once stopping, how long an unanswered claim is still waited for (a grant is released)."""
-
-
-@dataclass
-class Held:
-    """An attempt this worker holds a lease on."""
-
-    grant: ev.TaskClaimed
-    job_id: str
-    execution: Execution
-    log: LogSink
-    revoked: bool = False
+"""Once stopping, how long claims in flight are still waited for (a grant is released)."""
 
 
 @dataclass(frozen=True, slots=True)
 class PendingClaim:
-    """A ClaimTask sent and not yet answered: its ready record, the answer's future, when."""
+    """A ClaimTask sent and not yet answered."""
 
     job_id: str
     ready: ev.TaskReady
-    answer: Future[Answer]
     sent_at: float
 
 
@@ -81,9 +56,9 @@ class Worker:
         self.producer = Producer(settings.producer_config())
         self._producer_lock = threading.Lock()
         self._stop = threading.Event()
-        self._waiting: dict[tuple[str, str, str], Future[Answer]] = {}
         self._lock = threading.Lock()
-        self._held: dict[tuple[str, str], Held] = {}
+        self._claims: dict[tuple[str, str], PendingClaim] = {}
+        self._slot_freed = threading.Event()
         self._replies_ready = threading.Event()
         self.failure: str | None = None
         """Why a thread of this worker could not go on (the process then exits non-zero)."""
@@ -96,25 +71,33 @@ class Worker:
             cap_bytes=settings.log_cap_bytes,
             flush_s=settings.log_flush_s,
         )
+        self.attempts = Attempts(
+            settings.worker_id,
+            self._send,
+            self.python_pool,
+            self.logs,
+            settings.log_cap_bytes,
+            self._slot_freed.set,
+        )
 
     def stop(self) -> None:
         """Ask the worker to stop pulling and drain (thread-safe)."""
         self._stop.set()
+        self._slot_freed.set()
+
+    def free_slots(self) -> int:
+        """Return the slots neither running an attempt nor waiting for a claim's answer."""
+        with self._lock:
+            return self.settings.slots - len(self.attempts) - len(self._claims)
 
     # -- answers -------------------------------------------------------------------------------
-    def _expect(self, kind: str, run_id: str, task: str) -> Future[Answer]:
-        fut: Future[Answer] = Future()
-        with self._lock:
-            self._waiting[(kind, run_id, task)] = fut
-        return fut
-
     def _replies_loop(self) -> None:
         try:
             read_replies(
                 self.settings,
                 self.topics.replies,
                 self._replies_ready,
-                lambda: not self._stop.is_set() or bool(self._held),
+                lambda: not self._stop.is_set() or bool(self.attempts) or bool(self._claims),
                 self._on_answer,
                 liveness=self.replies_liveness,
                 stop=self._stop,
@@ -135,46 +118,31 @@ class Worker:
 
     def _on_answer(self, job_id: str, event: ev.Event) -> None:
         match event:
-            case ev.TaskClaimed():
-                key = ("claim", event.run_id, event.task)
-            case ev.LeaseRenewed():
-                key = ("renew", event.run_id, event.task)
+            case ev.TaskClaimed(worker_id=holder) if holder == self.settings.worker_id:
+                with self._lock:
+                    pending = self._claims.pop((event.run_id, event.task), None)
+                self._slot_freed.set()
+                if self.attempts.holds(event.run_id, event.task):
+                    return  # a re-delivered grant of a lease already running here
+                if self._stop.is_set():
+                    self.attempts.release(job_id, event, "worker stopping: granted as it stopped")
+                    return
+                if pending is None:  # the wait gave up (a failover took longer): still ours
+                    log.warning("late grant; running it", extra={"run_id": event.run_id})
+                self.attempts.start(job_id, event)
             case ev.CommandRejected(command=command, run_id=run_id, task=task) if run_id and task:
-                key = ("claim" if command is CommandKind.CLAIM_TASK else "renew", run_id, task)
-                if command is CommandKind.RENEW_LEASE:
-                    self._revoke(run_id, task, event.detail)
+                if command is CommandKind.CLAIM_TASK:
+                    with self._lock:
+                        self._claims.pop((run_id, task), None)
+                    self._slot_freed.set()
+                elif command is CommandKind.RENEW_LEASE:
+                    self.attempts.revoke(run_id, task)
             case _:
                 return
-        with self._lock:
-            fut = self._waiting.pop(key, None)
-            if fut is not None and not fut.done():
-                fut.set_result(event)
-                return
-        if (
-            isinstance(event, ev.TaskClaimed)
-            and event.worker_id == self.settings.worker_id
-            and (event.run_id, event.task) not in self._held
-        ):
-            # A grant that arrives after the claim wait gave up (a scheduler restart or
-            # failover took longer): the lease is ours, so run it rather than let it expire
-            # and fail an attempt that never ran (even if that oversubscribes a slot); when
-            # stopping, give it back at once for the same reason.
-            if self._stop.is_set():
-                self._release(job_id, event, "worker stopping: granted after it stopped pulling")
-            else:
-                log.warning("late grant; running it", extra={"run_id": event.run_id})
-                self._start(job_id, event)
-
-    def _revoke(self, run_id: str, task: str, why: str) -> None:
-        held = self._held.get((run_id, task))
-        if held is not None:
-            log.warning("lease revoked, killing", extra={"run_id": run_id, "task": task})
-            held.revoked = True
-            held.execution.kill()
 
     # -- commands ------------------------------------------------------------------------------
     def _send(self, job_id: str, idem_key: str, command: cmd.Command) -> bool:
-        """Append a command; returns False (logged) when it could not be queued.
+        """Queue a command on the producer; returns False (logged) when it could not be queued.
 
         Never raises: a worker thread that died here would hold its slot forever. A producer
         in a fatal state (librdkafka's idempotence can end in one after a broker outage) is
@@ -213,259 +181,98 @@ class Worker:
             pass  # the reader retries transient errors itself (logged once)
         if self.failure is not None:
             raise CronlogError(f"worker cannot read its replies partition: {self.failure}")
-        ready = Consumer({**s.ready_consumer_config(), "error_cb": self.ready_liveness.failed})
-        ready.subscribe([self.topics.ready])
+        source = ReadySource.open(s, self.topics.ready, self.ready_liveness)
         log.info("worker started", extra={"worker_id": s.worker_id, "slots": s.slots})
         try:
             while not self._stop.is_set():
                 self.ready_liveness.beat()
-                self.ready_liveness.probe(lambda: check_topic(ready, self.topics.ready))
-                free = s.slots - len(self._held)
+                source.probe()
+                self._expire_claims()
+                free = self.free_slots()
                 if free <= 0:
-                    time.sleep(0.05)
+                    self._slot_freed.wait(0.05)
+                    self._slot_freed.clear()
                     continue
-                first = ready.poll(0.2)  # blocks for one; then take what is already buffered
-                if first is None:
+                msgs = source.poll(free, 0.2)
+                if not msgs:
                     continue
-                msgs = [first, *ready.consume(num_messages=free - 1, timeout=0)]
-                # Claims of a batch go out together and their answers are awaited together:
-                # one round trip per batch, not per task (the fold answers them in one pass).
-                claims: list[tuple[Message, PendingClaim | None]] = []
                 for msg in msgs:
-                    if self._stop.is_set():
-                        break  # uncommitted: the partition's next owner gets these
                     try:
-                        claims.append((msg, self._send_claim(msg, claims)))
+                        self._send_claim(msg)
                     except Exception:  # one bad record must not stop pulling
                         log.exception("handling a ready record failed")
-                        claims.append((msg, None))
+                # The claims are durable once flushed: the fold will answer each, so the
+                # records are done with (a claim's grant to a worker that then dies comes
+                # back through the lease expiring).
                 self.producer.flush(5)
-                for msg, pending in claims:
-                    try:
-                        if pending is not None:
-                            self._await_claim(pending)
-                        ready.commit(message=msg, asynchronous=True)
-                    except Exception:  # a failed start or commit must not stop pulling
-                        log.exception("handling a ready record failed")
+                source.done(msgs)
         finally:
-            ready.close()
+            source.close()
             self._drain()
             self.python_pool.shutdown()
             self.logs.close()
             self.producer.flush(10)
 
+    def _expire_claims(self) -> None:
+        cutoff = time.monotonic() - self.settings.claim_timeout_s
+        with self._lock:
+            stale = [k for k, p in self._claims.items() if p.sent_at < cutoff]
+            for key in stale:
+                del self._claims[key]
+        for run_id, task in stale:  # a grant that still arrives is started by _on_answer
+            log.warning("no answer to claim yet", extra={"run_id": run_id, "task": task})
+
     def _drain(self) -> None:
-        """Give running attempts ``drain_s`` seconds, then release and kill the rest.
+        """Give claims in flight a short wait and running attempts ``drain_s`` seconds, then
+        release and kill the rest.
 
         A release makes the attempt ready again at once under a new epoch (not a failure),
-        where killing it silently would leave it to the lease expiry and fail the attempt.
+        where killing it silently would leave it to the lease expiry.
         """
+        deadline = time.monotonic() + STOP_CLAIM_WAIT_S
+        while self._claims and time.monotonic() < deadline:
+            time.sleep(0.05)  # a grant arriving now is released by _on_answer
         deadline = time.monotonic() + self.settings.drain_s
-        while self._held and time.monotonic() < deadline:
+        while self.attempts and time.monotonic() < deadline:
             time.sleep(0.1)
-        unfinished = list(self._held.values())
-        for held in unfinished:
-            held.revoked = True  # no completion and no renewal from here on
-            self._release(
-                held.job_id,
-                held.grant,
-                f"worker draining: not finished within {self.settings.drain_s:g} s",
-            )
-            held.execution.kill()
+        unfinished = self.attempts.release_all(
+            f"worker draining: not finished within {self.settings.drain_s:g} s"
+        )
         if unfinished:
             self.producer.flush(10)
             deadline = time.monotonic() + 5  # let attempt threads close their logs
-            while self._held and time.monotonic() < deadline:
+            while self.attempts and time.monotonic() < deadline:
                 time.sleep(0.05)
+        self.attempts.stop()
 
-    def _release(self, job_id: str, grant: ev.TaskClaimed, reason: str) -> None:
-        """Give ``grant``'s lease back (ReleaseTask); idem_key ``release:run:task:epoch``."""
-        log.warning(
-            "releasing",
-            extra={
-                "run_id": grant.run_id,
-                "task": grant.task,
-                "attempt": grant.attempt,
-                "epoch": grant.epoch,
-            },
-        )
-        self._send(
-            job_id,
-            release_idem_key(grant.run_id, grant.task, grant.epoch),
-            cmd.ReleaseTask(
-                run_id=grant.run_id,
-                task=grant.task,
-                attempt=grant.attempt,
-                epoch=grant.epoch,
-                worker_id=self.settings.worker_id,
-                reason=reason,
-            ),
-        )
+    def _send_claim(self, msg: Message) -> None:
+        """Send the ClaimTask a ready record asks for (nothing for a task instance this
+        worker already holds or already claims).
 
-    def _send_claim(
-        self, msg: Message, batch: list[tuple[Message, PendingClaim | None]]
-    ) -> PendingClaim | None:
-        """Send the ClaimTask a ready record asks for; None when there is nothing to claim.
-
-        Nothing is claimed for a task instance this worker already holds or already claims in
-        this batch (a ready record re-delivered after a rebalance). The idem_key carries a
-        nonce: a claim sent again for the same attempt (that record re-delivered after the
-        attempt ran here) must be answered — refused ``not_ready`` — not swallowed by the
-        fold's dedupe, which would leave this worker waiting ``claim_timeout_s`` for nothing.
+        The idem_key carries a nonce: a claim sent again for the same attempt (its record
+        re-delivered after the attempt ran here) must be answered — refused ``not_ready`` —
+        not swallowed by the fold's dedupe, which would leave a slot waiting for nothing.
         """
         if not record_ok(msg, self.ready_liveness):
-            return None
+            return
         try:
             record = decode_event(msg.value() or b"")
         except DecodeError:
             log.exception("undecodable ready record")
-            return None
+            return
         ready = record.event
         if not isinstance(ready, ev.TaskReady):
-            return None
+            return
         key = (ready.run_id, ready.task)
-        if key in self._held or any(
-            p is not None and (p.ready.run_id, p.ready.task) == key for _, p in batch
-        ):
-            return None
+        with self._lock:
+            if key in self._claims or self.attempts.holds(*key):
+                return
+            self._claims[key] = PendingClaim(record.job_id, ready, time.monotonic())
         wid = self.settings.worker_id
-        fut = self._expect("claim", ready.run_id, ready.task)
-        nonce = uuid.uuid4().hex[:8]
         self._send(
             record.job_id,
-            claim_idem_key(ready.run_id, ready.task, ready.attempt, wid, nonce),
+            claim_idem_key(ready.run_id, ready.task, ready.attempt, wid, uuid.uuid4().hex[:8]),
             cmd.ClaimTask(
                 run_id=ready.run_id, task=ready.task, attempt=ready.attempt, worker_id=wid
             ),
         )
-        return PendingClaim(record.job_id, ready, fut, time.monotonic())
-
-    def _await_claim(self, pending: PendingClaim) -> None:
-        """Wait for the answer to a claim (at most ``claim_timeout_s`` from its send) and
-        start the attempt when it is granted to this worker."""
-        ready, fut, wid = pending.ready, pending.answer, self.settings.worker_id
-        deadline = pending.sent_at + self.settings.claim_timeout_s
-        while not fut.done() and time.monotonic() < deadline:
-            if self._stop.is_set():  # a grant still gets a short wait: it is released, not lost
-                deadline = min(deadline, time.monotonic() + STOP_CLAIM_WAIT_S)
-            try:
-                fut.result(timeout=0.2)
-            except TimeoutError:
-                continue
-        with self._lock:
-            if not fut.done():
-                # Stop waiting; a grant that still arrives is started by _on_answer.
-                self._waiting.pop(("claim", ready.run_id, ready.task), None)
-                log.warning(
-                    "no answer to claim yet", extra={"run_id": ready.run_id, "task": ready.task}
-                )
-                return
-        answer = fut.result()
-        if isinstance(answer, ev.TaskClaimed) and answer.worker_id == wid:
-            if self._stop.is_set():
-                self._release(pending.job_id, answer, "worker stopping: granted as it stopped")
-            else:
-                self._start(pending.job_id, answer)
-
-    def _start(self, job_id: str, grant: ev.TaskClaimed) -> None:
-        context = {
-            "CRONLOG_JOB_ID": job_id,
-            "CRONLOG_RUN_ID": grant.run_id,
-            "CRONLOG_TASK": grant.task,
-            "CRONLOG_ATTEMPT": str(grant.attempt),
-            "CRONLOG_IDEM_KEY": task_idem_key(grant.run_id, grant.task),
-            "CRONLOG_SCHEDULED_FOR": iso(grant.scheduled_for),
-            "CRONLOG_EPOCH": str(grant.epoch),
-            "CRONLOG_WORKER_ID": self.settings.worker_id,
-        }
-        sink = self.logs.open(
-            AttemptRef(
-                job_id,
-                grant.run_id,
-                grant.task,
-                grant.attempt,
-                grant.epoch,
-                self.settings.worker_id,
-            )
-        )
-        execution = execution_for(
-            grant.action,
-            grant.command,
-            context,
-            env={**os.environ, **context},
-            timeout_s=grant.timeout.total_seconds(),
-            grace_s=grant.grace.total_seconds(),
-            pool=self.python_pool,
-            output=sink,
-            capture_bytes=self.settings.log_cap_bytes,
-        )
-        held = Held(grant, job_id, execution, sink)
-        self._held[(grant.run_id, grant.task)] = held
-        threading.Thread(
-            target=self._attempt, args=(held,), daemon=True, name=f"attempt-{grant.run_id}"
-        ).start()
-
-    def _attempt(self, held: Held) -> None:
-        try:
-            self._run_attempt(held)
-        except Exception:
-            log.exception("attempt thread failed", extra={"run_id": held.grant.run_id})
-        finally:
-            # Whatever happened, the slot is free again: a lost completion is recovered by
-            # the lease expiring on the fold's side.
-            held.log.close()
-            self._held.pop((held.grant.run_id, held.grant.task), None)
-
-    def _run_attempt(self, held: Held) -> None:
-        grant, wid = held.grant, self.settings.worker_id
-        renew_every = max(grant.lease_ttl.total_seconds() / 6, 0.2)
-        done = threading.Event()
-        renewer = threading.Thread(
-            target=self._renew_loop, args=(held, renew_every, done), daemon=True
-        )
-        renewer.start()
-        try:
-            outcome = held.execution.run()
-        finally:
-            done.set()
-        held.log.close()  # the final chunk goes before the completion
-        if held.revoked:
-            return
-        self._send(
-            held.job_id,
-            complete_idem_key(grant.run_id, grant.task, grant.epoch),
-            cmd.CompleteTask(
-                run_id=grant.run_id,
-                task=grant.task,
-                attempt=grant.attempt,
-                epoch=grant.epoch,
-                worker_id=wid,
-                succeeded=outcome.failure_kind is None,
-                exit_code=outcome.exit_code,
-                failure_kind=outcome.failure_kind,
-                output_tail=outcome.output_tail,
-                started_at=outcome.started_at,
-                finished_at=outcome.finished_at,
-            ),
-        )
-        self.producer.flush(10)
-        log.info(
-            "attempt finished",
-            extra={"run_id": grant.run_id, "task": grant.task, "exit_code": outcome.exit_code},
-        )
-
-    def _renew_loop(self, held: Held, every_s: float, done: threading.Event) -> None:
-        grant, n = held.grant, 0
-        while not done.wait(every_s) and not held.revoked:
-            n += 1
-            self._send(
-                held.job_id,
-                renew_idem_key(grant.run_id, grant.task, grant.epoch, n),
-                cmd.RenewLease(
-                    run_id=grant.run_id,
-                    task=grant.task,
-                    attempt=grant.attempt,
-                    epoch=grant.epoch,
-                    worker_id=self.settings.worker_id,
-                ),
-            )

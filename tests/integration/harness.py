@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -74,6 +75,8 @@ class Cluster:
     settings: KafkaSettings
     tmp: Path
     procs: list[Proc] = field(default_factory=list)
+    clients: list[Any] = field(default_factory=list)
+    """Things with a ``close()`` (HTTP clients) closed by ``stop_all``."""
 
     @property
     def topics(self) -> Topics:
@@ -152,6 +155,8 @@ class Cluster:
     def stop_all(self) -> None:
         for proc in self.procs:
             proc.stop(5)
+        for client in self.clients:  # HTTP clients of the test (start_api)
+            client.close()
 
 
 class TopicReader:

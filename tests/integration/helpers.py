@@ -63,6 +63,7 @@ def start_api(cluster: Cluster, timeout: float = 90) -> httpx.Client:
     port = free_port()
     cluster.api(port)
     client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
+    cluster.clients.append(client)  # closed with the cluster's processes
 
     def ready() -> bool:
         try:

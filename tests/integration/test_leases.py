@@ -121,7 +121,9 @@ def claims(events: EventLog, job_id: str) -> dict[int, ev.RunEvent]:
 def test_kill9_of_a_worker_mid_task_is_recovered_by_the_other_worker(
     fleet: Fleet, events: EventLog, tmp_path: Path
 ) -> None:
-    ttl_s, backoff_s, task_s = 4.0, 1.0, 3.0
+    # The default retry policy (one attempt, no retry): a crash is not a failure, so the
+    # lapsed lease gives the attempt back rather than dead-lettering the task (issue 13).
+    ttl_s, task_s = 4.0, 3.0
     run_id = fleet.register(
         {
             "job_id": "kill9",
@@ -134,7 +136,6 @@ def test_kill9_of_a_worker_mid_task_is_recovered_by_the_other_worker(
             ],
             "lease_ttl_s": ttl_s,
             "timeout_s": 60,
-            "retry_policy": retry_policy(3, backoff_s),
         }
     )
     task_pid = read_pid(tmp_path / "pid.1")
@@ -165,8 +166,12 @@ def test_kill9_of_a_worker_mid_task_is_recovered_by_the_other_worker(
         lambda: (r := fleet.run(run_id))["state"] == "succeeded" and r, 10, "run view succeeded"
     )
     by_attempt = {a["attempt"]: a for a in run["attempts"]}
-    assert by_attempt[1]["failure_kind"] == "lease_expired"
+    assert (by_attempt[1]["state"], by_attempt[1]["failure_kind"]) == (
+        "lease_expired",
+        "lease_expired",
+    )
     assert by_attempt[1]["worker_id"] == holder_id
+    assert not events.of_type(ev.TaskFailed, "kill9")  # given back, not failed
     assert (by_attempt[2]["worker_id"], by_attempt[2]["exit_code"]) == (other_id, 0)
 
     expired_s = since(killed_at, expired[0].at)
@@ -175,14 +180,14 @@ def test_kill9_of_a_worker_mid_task_is_recovered_by_the_other_worker(
     print(
         f"\nkill -9 → task process gone {task_gone_s:.2f} s, lease expired {expired_s:.2f} s, "
         f"attempt 2 claimed {claimed_s:.2f} s, succeeded {success_s:.2f} s "
-        f"(ttl {ttl_s:g} s, tick {TICK_S:g} s, backoff {backoff_s:g} s, "
+        f"(ttl {ttl_s:g} s, tick {TICK_S:g} s, default retry policy, "
         f"ready session {SESSION_TIMEOUT_S:g} s, task {task_s:g} s)"
     )
-    # The lease ends at most ttl after the kill and is expired by the next tick; the retry is
-    # released after the backoff by a tick; the dead worker's ready partitions move when its
-    # session times out, which runs in parallel from the kill.
+    # The lease ends at most ttl after the kill and is expired by the next tick, which makes
+    # the next attempt ready at once; the dead worker's ready partitions move when its session
+    # times out, which runs in parallel from the kill.
     margin_s = 3.0
-    bound_s = max(ttl_s + TICK_S + backoff_s + TICK_S, SESSION_TIMEOUT_S + TICK_S) + margin_s
+    bound_s = max(ttl_s + TICK_S, SESSION_TIMEOUT_S + TICK_S) + margin_s
     assert expired_s <= ttl_s + TICK_S + 1.0
     assert claimed_s <= bound_s, f"attempt 2 claimed {claimed_s:.1f} s after the kill"
     assert success_s <= bound_s + task_s + 1.0

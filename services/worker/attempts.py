@@ -1,0 +1,230 @@
+"""The attempts a worker holds: start them, renew their leases, complete or release them.
+
+One thread per running attempt (its Execution blocks) and ONE renewer thread for every lease
+this worker holds (a heap of renewal times, each lease renewed every ``lease_ttl / 6``), not a
+thread per lease. Completions are queued on the producer and sent with its next batch (linger),
+not flushed one by one: a completion lost with a crashed worker is recovered by the lease
+expiring on the fold's side (the attempt is given back, not failed).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cronlog import commands as cmd
+from cronlog import events as ev
+from cronlog.ids import complete_idem_key, release_idem_key, renew_idem_key, task_idem_key
+from cronlog.time import iso
+from services.worker.execute import Execution
+from services.worker.kinds import PythonPool, execution_for
+from services.worker.logsink import AttemptRef, LogShipper, LogSink
+
+log = logging.getLogger("cronlog.worker")
+Send = Callable[[str, str, cmd.Command], bool]
+"""(job_id, idem_key, command) → queued; the worker's command sender."""
+
+
+@dataclass
+class Held:
+    """An attempt this worker holds a lease on."""
+
+    grant: ev.TaskClaimed
+    job_id: str
+    execution: Execution
+    log: LogSink
+    revoked: bool = False
+    renewals: int = 0
+
+
+class Attempts:
+    """The leases this worker holds and the attempts running under them.
+
+    Args:
+        worker_id: this worker (the lease holder).
+        send: queues a command on the worker's producer.
+        pool: the python tasks' process pool.
+        logs: ships task output to the logs topic.
+        log_cap_bytes: output kept per attempt.
+        on_free: called whenever a slot frees (an attempt ended).
+    """
+
+    def __init__(
+        self,
+        worker_id: str,
+        send: Send,
+        pool: PythonPool,
+        logs: LogShipper,
+        log_cap_bytes: int,
+        on_free: Callable[[], None],
+    ) -> None:
+        self.worker_id = worker_id
+        self.send = send
+        self.pool = pool
+        self.logs = logs
+        self.log_cap_bytes = log_cap_bytes
+        self.on_free = on_free
+        self.held: dict[tuple[str, str], Held] = {}
+        self._lock = threading.Lock()
+        self._renewals: list[tuple[float, int, tuple[str, str]]] = []
+        self._seq = itertools.count()
+        self._wake = threading.Condition(self._lock)
+        self._stopped = False
+        self._renewer = threading.Thread(target=self._renew_loop, daemon=True, name="renewer")
+        self._renewer.start()
+
+    def __len__(self) -> int:
+        return len(self.held)
+
+    def holds(self, run_id: str, task: str) -> bool:
+        """Return whether this worker holds (or runs) ``run_id``/``task``."""
+        return (run_id, task) in self.held
+
+    def start(self, job_id: str, grant: ev.TaskClaimed) -> None:
+        """Run a granted attempt in a thread of its own, under a renewed lease."""
+        context = {
+            "CRONLOG_JOB_ID": job_id,
+            "CRONLOG_RUN_ID": grant.run_id,
+            "CRONLOG_TASK": grant.task,
+            "CRONLOG_ATTEMPT": str(grant.attempt),
+            "CRONLOG_IDEM_KEY": task_idem_key(grant.run_id, grant.task),
+            "CRONLOG_SCHEDULED_FOR": iso(grant.scheduled_for),
+            "CRONLOG_EPOCH": str(grant.epoch),
+            "CRONLOG_WORKER_ID": self.worker_id,
+        }
+        sink = self.logs.open(
+            AttemptRef(job_id, grant.run_id, grant.task, grant.attempt, grant.epoch, self.worker_id)
+        )
+        execution = execution_for(
+            grant.action,
+            grant.command,
+            context,
+            env={**os.environ, **context},
+            timeout_s=grant.timeout.total_seconds(),
+            grace_s=grant.grace.total_seconds(),
+            pool=self.pool,
+            output=sink,
+            capture_bytes=self.log_cap_bytes,
+        )
+        held = Held(grant, job_id, execution, sink)
+        key = (grant.run_id, grant.task)
+        every = max(grant.lease_ttl.total_seconds() / 6, 0.2)
+        with self._lock:
+            self.held[key] = held
+            heapq.heappush(self._renewals, (time.monotonic() + every, next(self._seq), key))
+            self._wake.notify()
+        threading.Thread(
+            target=self._attempt, args=(held,), daemon=True, name=f"attempt-{grant.run_id}"
+        ).start()
+
+    def revoke(self, run_id: str, task: str) -> None:
+        """A renewal was refused: the lease is gone; kill the attempt, never complete it."""
+        held = self.held.get((run_id, task))
+        if held is not None:
+            log.warning("lease revoked, killing", extra={"run_id": run_id, "task": task})
+            held.revoked = True
+            held.execution.kill()
+
+    def release(self, job_id: str, grant: ev.TaskClaimed, reason: str) -> None:
+        """Give ``grant``'s lease back (ReleaseTask): ready again at once, not a failure."""
+        log.warning(
+            "releasing",
+            extra={"run_id": grant.run_id, "task": grant.task, "epoch": grant.epoch},
+        )
+        self.send(
+            job_id,
+            release_idem_key(grant.run_id, grant.task, grant.epoch),
+            cmd.ReleaseTask(
+                run_id=grant.run_id,
+                task=grant.task,
+                attempt=grant.attempt,
+                epoch=grant.epoch,
+                worker_id=self.worker_id,
+                reason=reason,
+            ),
+        )
+
+    def release_all(self, reason: str) -> int:
+        """Release and kill every running attempt (the end of a drain); return how many."""
+        unfinished = list(self.held.values())
+        for held in unfinished:
+            held.revoked = True  # no completion and no renewal from here on
+            self.release(held.job_id, held.grant, reason)
+            held.execution.kill()
+        return len(unfinished)
+
+    def stop(self) -> None:
+        """End the renewer (after the drain)."""
+        with self._lock:
+            self._stopped = True
+            self._wake.notify()
+
+    def _attempt(self, held: Held) -> None:
+        try:
+            outcome = held.execution.run()
+            held.log.close()  # the final chunk goes before the completion
+            if not held.revoked:
+                grant = held.grant
+                self.send(
+                    held.job_id,
+                    complete_idem_key(grant.run_id, grant.task, grant.epoch),
+                    cmd.CompleteTask(
+                        run_id=grant.run_id,
+                        task=grant.task,
+                        attempt=grant.attempt,
+                        epoch=grant.epoch,
+                        worker_id=self.worker_id,
+                        succeeded=outcome.failure_kind is None,
+                        exit_code=outcome.exit_code,
+                        failure_kind=outcome.failure_kind,
+                        output_tail=outcome.output_tail,
+                        started_at=outcome.started_at,
+                        finished_at=outcome.finished_at,
+                    ),
+                )
+        except Exception:
+            log.exception("attempt thread failed", extra={"run_id": held.grant.run_id})
+        finally:
+            # Whatever happened, the slot is free again: a lost completion is recovered by
+            # the lease expiring on the fold's side.
+            held.log.close()
+            with self._lock:
+                self.held.pop((held.grant.run_id, held.grant.task), None)
+            self.on_free()
+
+    def _renew_loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._stopped and (
+                    not self._renewals or self._renewals[0][0] > time.monotonic()
+                ):
+                    timeout = self._renewals[0][0] - time.monotonic() if self._renewals else None
+                    self._wake.wait(timeout)
+                if self._stopped:
+                    return
+                _, _, key = heapq.heappop(self._renewals)
+                held = self.held.get(key)
+                if held is None or held.revoked:
+                    continue
+                every = max(held.grant.lease_ttl.total_seconds() / 6, 0.2)
+                heapq.heappush(self._renewals, (time.monotonic() + every, next(self._seq), key))
+                held.renewals += 1
+                n = held.renewals
+            grant = held.grant
+            self.send(
+                held.job_id,
+                renew_idem_key(grant.run_id, grant.task, grant.epoch, n),
+                cmd.RenewLease(
+                    run_id=grant.run_id,
+                    task=grant.task,
+                    attempt=grant.attempt,
+                    epoch=grant.epoch,
+                    worker_id=self.worker_id,
+                ),
+            )
