@@ -256,6 +256,19 @@ class HttpTask:
     success_codes: tuple[int, ...] = ()
 
 
+class Isolation(StrEnum):
+    """Where a worker runs a ``python`` task's call."""
+
+    PROCESS = "process"
+    """In the worker's process pool: a timeout or a revoked lease kills the pool process; the
+    call's prints are captured. The default."""
+    THREAD = "thread"
+    """In the worker's own process, in the attempt's thread: no inter-process round trip (for
+    cheap calls), but a call that overruns its timeout or loses its lease cannot be killed: it
+    is reported (``timeout``) and left to finish in the background, and prints are not
+    captured (its return value is its output)."""
+
+
 @dataclass(frozen=True, slots=True)
 class TaskAction:
     """What a worker runs for a granted attempt, beside the argv ``command`` (TaskClaimed).
@@ -265,12 +278,14 @@ class TaskAction:
         shell: the command string of a ``shell`` task; None otherwise.
         callable: ``module:function`` of a ``python`` task; None otherwise.
         http: the request of an ``http`` task; None otherwise.
+        isolation: where a ``python`` call runs. Default ``process``.
     """
 
     kind: TaskKind = TaskKind.EXEC
     shell: str | None = None
     callable: str | None = None
     http: HttpTask | None = None
+    isolation: Isolation = Isolation.PROCESS
 
 
 class TriggerRule(StrEnum):
@@ -310,6 +325,7 @@ class TaskSpec:
         depends_on: names of the upstream tasks.
         trigger_rule: when it runs given its upstream outcomes. Default ``all_success``.
         retry_policy, timeout, lease_ttl: per-task overrides of the job's; None inherits.
+        isolation: where a ``python`` task's call runs. Default ``process``.
     """
 
     name: str
@@ -323,10 +339,11 @@ class TaskSpec:
     retry_policy: RetryPolicy | None = None
     timeout: timedelta | None = None
     lease_ttl: timedelta | None = None
+    isolation: Isolation = Isolation.PROCESS
 
     def action(self) -> TaskAction:
         """Return what a worker runs for this task (travels in TaskClaimed)."""
-        return TaskAction(self.kind, self.shell, self.callable, self.http)
+        return TaskAction(self.kind, self.shell, self.callable, self.http, self.isolation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,6 +385,7 @@ class JobSpec:
             ``lease_expired``; lapses never spend the retry budget. Default 3.
         max_queued_runs: most runs kept queued while ``max_active_runs`` are active; a tick
             past it is skipped (TickSkipped ``queue_full``). Default 100.
+        isolation: where a one-task job's ``python`` call runs. Default ``process``.
     """
 
     name: str
@@ -390,10 +408,11 @@ class JobSpec:
     run_timeout: timedelta | None = None
     max_lease_expiries: int = 3
     max_queued_runs: int = 100
+    isolation: Isolation = Isolation.PROCESS
 
     def action(self) -> TaskAction:
         """Return what a worker runs for a one-task job (travels in TaskClaimed)."""
-        return TaskAction(self.kind, self.shell, self.callable, self.http)
+        return TaskAction(self.kind, self.shell, self.callable, self.http, self.isolation)
 
     def task_spec(self, name: str) -> TaskSpec:
         """Return task ``name`` with every inherited setting filled in from the job.
@@ -421,6 +440,7 @@ class JobSpec:
                 retry_policy=self.retry_policy,
                 timeout=self.timeout,
                 lease_ttl=self.lease_ttl,
+                isolation=self.isolation,
             )
         return replace(
             found,

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from cronlog.dag import find_cycle
 from cronlog.errors import InvalidDefinition
-from cronlog.model import HttpTask, JobSpec, RetryPolicy, TaskKind
+from cronlog.model import HttpTask, Isolation, JobSpec, RetryPolicy, TaskKind
 from cronlog.schedule import validate_schedule
 
 MAX_COMMAND_BYTES = 64 * 1024
@@ -188,6 +188,8 @@ class _Runnable(Protocol):
     def callable(self) -> str | None: ...
     @property
     def http(self) -> HttpTask | None: ...
+    @property
+    def isolation(self) -> Isolation: ...
 
 
 def validate_task(spec: _Runnable) -> None:
@@ -203,6 +205,8 @@ def validate_task(spec: _Runnable) -> None:
     for kind, name in _KIND_FIELD.items():
         if kind is not spec.kind and getattr(spec, name) is not None:
             raise InvalidDefinition(name, f"only for kind {kind}, not {spec.kind}")
+    if spec.isolation is not Isolation.PROCESS and spec.kind is not TaskKind.PYTHON:
+        raise InvalidDefinition("isolation", f"only for kind python, not {spec.kind}")
     if spec.kind is TaskKind.EXEC:
         if not spec.command or not all(isinstance(a, str) for a in spec.command):
             raise InvalidDefinition("command", "must be a non-empty argv list of strings")

@@ -14,7 +14,15 @@ from pathlib import Path
 import pytest
 
 from cronlog.errors import InvalidDefinition
-from cronlog.model import HttpHeader, HttpTask, JobSpec, Schedule, ScheduleKind, TaskKind
+from cronlog.model import (
+    HttpHeader,
+    HttpTask,
+    Isolation,
+    JobSpec,
+    Schedule,
+    ScheduleKind,
+    TaskKind,
+)
 from cronlog.validation import validate_spec
 from cronlog.vocabulary import FailureKind
 from services.api.mapping import spec_to_json, to_spec
@@ -316,3 +324,36 @@ def test_http_kind_revoke_cancels_the_request(server: str) -> None:
     execution.kill()
     thread.join(10)
     assert result and time.monotonic() - started < 4
+
+
+# --- isolation: thread (issue 13: a cheap python task without a process round trip) -------
+
+
+def _threaded(ref: str) -> JobSpec:
+    return replace(_python(ref), isolation=Isolation.THREAD)
+
+
+def test_a_thread_isolated_call_runs_in_the_workers_process(pool: PythonPool) -> None:
+    out = _run(_threaded("echo_context"), pool).run()
+    assert (out.exit_code, out.failure_kind) == (0, None)
+    assert json.loads(out.output_tail)["run_id"] == "r1"
+
+
+def test_a_thread_isolated_exception_is_a_failure_with_its_traceback(pool: PythonPool) -> None:
+    out = _run(_threaded("fail"), pool).run()
+    assert out.failure_kind is FailureKind.NONZERO_EXIT
+    assert "ValueError: task failed on attempt 2" in out.output_tail
+
+
+def test_a_thread_isolated_call_past_its_timeout_is_reported_not_killed(pool: PythonPool) -> None:
+    started = time.monotonic()
+    out = _run(_threaded("sleep_then_write"), pool, timeout_s=0.3).run()
+    assert time.monotonic() - started < 2.0
+    assert out.failure_kind is FailureKind.TIMEOUT
+    assert "cannot be killed" in out.output_tail
+
+
+def test_isolation_is_only_for_python_tasks() -> None:
+    with pytest.raises(InvalidDefinition) as info:
+        validate_spec(replace(BASE, isolation=Isolation.THREAD))
+    assert info.value.field == "isolation"
