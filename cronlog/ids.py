@@ -257,6 +257,11 @@ def claim_idem_key(run_id: str, task: str, attempt: int, worker_id: str, nonce: 
     return f"claim:{run_id}:{task}:{attempt}:{worker_id}:{nonce}"
 
 
+def is_claim_key(idem_key: str) -> bool:
+    """Return whether ``idem_key`` is a worker's ClaimTask key (``claim_idem_key``)."""
+    return idem_key.startswith("claim:")
+
+
 def renew_idem_key(run_id: str, task: str, epoch: int, n: int) -> str:
     """Return the idem_key of a lease's ``n``-th RenewLease: ``renew:<run>:<task>:<epoch>:<n>``."""
     return f"renew:{run_id}:{task}:{epoch}:{n}"

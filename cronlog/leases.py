@@ -127,24 +127,7 @@ def lease_command(
                 f"task instance is {ti.state} at attempt {ti.attempt}",
             )
             return
-        timeout, grace = task.timeout or state.spec.timeout, state.spec.grace
-        d.emit(
-            ev.TaskClaimed(
-                run_id=run.run_id,
-                task=ti.task,
-                attempt=ti.attempt,
-                epoch=ti.epoch + 1,
-                worker_id=command.worker_id,
-                lease_expires_at=now + lease_ttl,
-                lease_ttl=lease_ttl,
-                scheduled_for=run.scheduled_for,
-                command=task.command,
-                timeout=timeout,
-                action=task.action(),
-                grace=grace,
-                deadline_at=now + timeout + grace + lease_ttl,
-            )
-        )
+        grant(d, run, ti, command.worker_id, now)
         return
     if ti.state is not TaskState.CLAIMED or command.epoch != ti.epoch:
         d.reject(
@@ -184,6 +167,7 @@ def lease_command(
             )
         )
     elif command.succeeded:
+        mark = len(d.events)
         d.emit(
             ev.TaskSucceeded(
                 run_id=run.run_id,
@@ -198,6 +182,8 @@ def lease_command(
             )
         )
         advance_run(d, run.run_id, now)
+        if command.claim_next > 0:
+            _grant_next(d, run.run_id, command.worker_id, command.claim_next, mark, now)
     else:
         kind = command.failure_kind or FailureKind.NONZERO_EXIT
         fail(
@@ -218,6 +204,55 @@ def lease_command(
             ),
             now,
         )
+
+
+def grant(d: Decision, run: Run, ti: TaskInstance, worker_id: str, now: datetime) -> None:
+    """Grant the lease on ``ti``'s current attempt to ``worker_id``.
+
+    Emits:
+        TaskClaimed: epoch + 1, lease until now + lease ttl, what to run and its limits, and
+        the hard deadline (claim + timeout + grace + lease ttl).
+    """
+    spec = d.live().spec
+    task = spec.task_spec(ti.task)
+    lease_ttl = task.lease_ttl or spec.lease_ttl
+    timeout, grace = task.timeout or spec.timeout, spec.grace
+    d.emit(
+        ev.TaskClaimed(
+            run_id=run.run_id,
+            task=ti.task,
+            attempt=ti.attempt,
+            epoch=ti.epoch + 1,
+            worker_id=worker_id,
+            lease_expires_at=now + lease_ttl,
+            lease_ttl=lease_ttl,
+            scheduled_for=run.scheduled_for,
+            command=task.command,
+            timeout=timeout,
+            action=task.action(),
+            grace=grace,
+            deadline_at=now + timeout + grace + lease_ttl,
+        )
+    )
+
+
+def _grant_next(
+    d: Decision, run_id: str, worker_id: str, most: int, mark: int, now: datetime
+) -> None:
+    """Grant the completing worker up to ``most`` of the tasks its completion readied.
+
+    Tasks of the same run, in the order they were readied (eager dispatch: the adapter keeps
+    a task granted in the same decision off the ready topic).
+
+    Emits:
+        TaskClaimed (``grant``) for each, after the completion's own events.
+    """
+    readied = [e for e in d.events[mark:] if isinstance(e, ev.TaskReady) and e.run_id == run_id]
+    for ready in readied[:most]:
+        run = d.live().run(run_id)
+        ti = run.task(ready.task) if run is not None else None
+        if run is not None and ti is not None and ti.state is TaskState.READY:
+            grant(d, run, ti, worker_id, now)
 
 
 def expire_lease(d: Decision, run: Run, ti: TaskInstance, now: datetime) -> None:

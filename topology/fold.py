@@ -210,7 +210,8 @@ class BatchFolder:
                 [self._too_large(env, f"the job record would grow past {MAX_RECORD_BYTES} bytes")],
             )
         at = new.clock if new is not None else record_time
-        sends = [s for i, e in enumerate(events) for s in self._emit(env, at, i, e)]
+        granted = {(e.run_id, e.task) for e in events if isinstance(e, ev.TaskClaimed)}
+        sends = [s for i, e in enumerate(events) for s in self._emit(env, at, i, e, granted)]
         if any(len(s.value) > MAX_OUTPUT_BYTES for s in sends):
             if not isinstance(env.command, cmd.Tick):
                 raise CronlogError(
@@ -243,7 +244,19 @@ class BatchFolder:
             worker_id=getattr(command, "worker_id", None),
         )
 
-    def _emit(self, env: cmd.Envelope, at: datetime, index: int, event: ev.Event) -> list[Outgoing]:
+    def _emit(
+        self,
+        env: cmd.Envelope,
+        at: datetime,
+        index: int,
+        event: ev.Event,
+        granted: frozenset[tuple[str, str]] | set[tuple[str, str]] = frozenset(),
+    ) -> list[Outgoing]:
+        """Return the messages of one event: the run-event and its copies.
+
+        The ready copy of a TaskReady is left out when the same decision granted that task at
+        once (eager dispatch); worker commands' events get a reply copy.
+        """
         run_event = ev.RunEvent(
             event_id=event_id(event_key(env, event), env.job_id, index),
             job_id=env.job_id,
@@ -255,7 +268,7 @@ class BatchFolder:
         value = self.codec.encode_event(run_event)
         key = env.job_id.encode()
         sends = [Outgoing(self.topics.run_events, key, value)]
-        if isinstance(event, ev.TaskReady):
+        if isinstance(event, ev.TaskReady) and (event.run_id, event.task) not in granted:
             sends.append(Outgoing(self.topics.ready, key, value))
         worker = getattr(env.command, "worker_id", None)
         if isinstance(env.command, WORKER_COMMANDS) and worker:

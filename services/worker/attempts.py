@@ -53,6 +53,8 @@ class Attempts:
         logs: ships task output to the logs topic.
         log_cap_bytes: output kept per attempt.
         on_free: called whenever a slot frees (an attempt ended).
+        claim_next: called with a completion's idem_key as it is sent; returns how many of
+            the tasks it readies the worker takes at once (CompleteTask.claim_next).
     """
 
     def __init__(
@@ -63,6 +65,7 @@ class Attempts:
         logs: LogShipper,
         log_cap_bytes: int,
         on_free: Callable[[], None],
+        claim_next: Callable[[str], int] = lambda _key: 0,
     ) -> None:
         self.worker_id = worker_id
         self.send = send
@@ -70,6 +73,7 @@ class Attempts:
         self.logs = logs
         self.log_cap_bytes = log_cap_bytes
         self.on_free = on_free
+        self.claim_next = claim_next
         self.held: dict[tuple[str, str], Held] = {}
         self._lock = threading.Lock()
         self._renewals: list[tuple[float, int, tuple[str, str]]] = []
@@ -171,9 +175,10 @@ class Attempts:
             held.log.close()  # the final chunk goes before the completion
             if not held.revoked:
                 grant = held.grant
+                key = complete_idem_key(grant.run_id, grant.task, grant.epoch)
                 self.send(
                     held.job_id,
-                    complete_idem_key(grant.run_id, grant.task, grant.epoch),
+                    key,
                     cmd.CompleteTask(
                         run_id=grant.run_id,
                         task=grant.task,
@@ -186,6 +191,7 @@ class Attempts:
                         output_tail=outcome.output_tail,
                         started_at=outcome.started_at,
                         finished_at=outcome.finished_at,
+                        claim_next=self.claim_next(key) if outcome.failure_kind is None else 0,
                     ),
                 )
         except Exception:

@@ -24,13 +24,13 @@ def read_replies(
     topic: str,
     ready: threading.Event,
     keep_going: Callable[[], bool],
-    on_answer: Callable[[str, ev.Event], None],
+    on_answer: Callable[[ev.RunEvent], None],
     *,
     liveness: Liveness,
     stop: threading.Event,
 ) -> None:
     """Read this worker's replies until ``keep_going()`` is false, calling
-    ``on_answer(job_id, event)`` for each; ``ready`` is set once reading from the end.
+    ``on_answer(run_event)`` for each; ``ready`` is set once reading from the end.
 
     Transient broker errors are retried and reported through ``liveness`` (right after topic
     creation the partition may have no leader yet); ``stop`` ends the wait for the end offset.
@@ -67,6 +67,6 @@ def read_replies(
             except DecodeError:
                 log.exception("undecodable reply")
                 continue
-            on_answer(record.job_id, record.event)
+            on_answer(record)
     finally:
         consumer.close()

@@ -21,7 +21,7 @@ from confluent_kafka import KafkaException, Message, Producer
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.errors import CronlogError
-from cronlog.ids import claim_idem_key
+from cronlog.ids import claim_idem_key, is_claim_key
 from cronlog.vocabulary import CommandKind
 from services.worker.attempts import Attempts
 from services.worker.kinds import PythonPool
@@ -58,6 +58,9 @@ class Worker:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._claims: dict[tuple[str, str], PendingClaim] = {}
+        self._reserved: dict[str, float] = {}
+        """Completions sent with claim_next 1, by idem_key: their slot stays taken until the
+        fold answers (it may grant the run's next task to this worker at once)."""
         self._slot_freed = threading.Event()
         self._replies_ready = threading.Event()
         self.failure: str | None = None
@@ -78,6 +81,7 @@ class Worker:
             self.logs,
             settings.log_cap_bytes,
             self._slot_freed.set,
+            self._reserve,
         )
 
     def stop(self) -> None:
@@ -86,9 +90,20 @@ class Worker:
         self._slot_freed.set()
 
     def free_slots(self) -> int:
-        """Return the slots neither running an attempt nor waiting for a claim's answer."""
+        """Return the slots neither running an attempt nor waiting for a claim's (or an eager
+        completion's) answer."""
         with self._lock:
-            return self.settings.slots - len(self.attempts) - len(self._claims)
+            busy = len(self.attempts) + len(self._claims) + len(self._reserved)
+        return self.settings.slots - busy
+
+    def _reserve(self, complete_key: str) -> int:
+        """A successful attempt is about to complete: offer its slot to the run's next task
+        (eager dispatch), unless stopping."""
+        if self._stop.is_set():
+            return 0
+        with self._lock:
+            self._reserved[complete_key] = time.monotonic()
+        return 1
 
     # -- answers -------------------------------------------------------------------------------
     def _replies_loop(self) -> None:
@@ -116,7 +131,12 @@ class Worker:
             self._replies_ready.set()
             self.stop()
 
-    def _on_answer(self, job_id: str, event: ev.Event) -> None:
+    def _on_answer(self, record: ev.RunEvent) -> None:
+        job_id, event = record.job_id, record.event
+        with self._lock:  # the first answer to an eager completion frees its reservation
+            reserved = self._reserved.pop(record.idem_key, None) is not None
+        if reserved:
+            self._slot_freed.set()
         match event:
             case ev.TaskClaimed(worker_id=holder) if holder == self.settings.worker_id:
                 with self._lock:
@@ -127,7 +147,8 @@ class Worker:
                 if self._stop.is_set():
                     self.attempts.release(job_id, event, "worker stopping: granted as it stopped")
                     return
-                if pending is None:  # the wait gave up (a failover took longer): still ours
+                if pending is None and is_claim_key(record.idem_key):
+                    # the wait gave up (a failover took longer): the lease is still ours
                     log.warning("late grant; running it", extra={"run_id": event.run_id})
                 self.attempts.start(job_id, event)
             case ev.CommandRejected(command=command, run_id=run_id, task=task) if run_id and task:
@@ -219,6 +240,8 @@ class Worker:
             stale = [k for k, p in self._claims.items() if p.sent_at < cutoff]
             for key in stale:
                 del self._claims[key]
+            for done in [k for k, at in self._reserved.items() if at < cutoff]:
+                del self._reserved[done]
         for run_id, task in stale:  # a grant that still arrives is started by _on_answer
             log.warning("no answer to claim yet", extra={"run_id": run_id, "task": task})
 

@@ -18,6 +18,7 @@ from cronlog.validation import validate_spec
 from cronlog.vocabulary import CancelReason, FailureKind, RejectReason, RunTrigger, TaskState
 from tests.unit.test_decide import (
     FINISHED,
+    JOB,
     RUN,
     SPEC,
     TICK,
@@ -489,3 +490,63 @@ def test_rerun_of_an_unknown_task_is_refused() -> None:
     assert [(type(e), e.reason) for e in events] == [  # type: ignore[attr-defined]
         (ev.CommandRejected, RejectReason.UNKNOWN_TASK_INSTANCE)
     ]
+
+
+# --- eager dispatch: the completing worker takes the run's next task (issue 13) -------------
+
+
+def test_a_completion_with_claim_next_is_granted_the_task_it_readies() -> None:
+    state, _ = when(_start(ETL), claim(task="extract"), TICK, key="claim-extract")
+    done = replace(complete(task="extract"), claim_next=1)
+    state, events = when(state, done, FINISHED, key="done-extract")
+    assert [type(e) for e in events] == [ev.TaskSucceeded, ev.TaskReady, ev.TaskClaimed]
+    granted = events[2]
+    assert isinstance(granted, ev.TaskClaimed)
+    assert (granted.task, granted.attempt, granted.epoch, granted.worker_id) == (
+        "transform",
+        1,
+        1,
+        "w1",
+    )
+    assert _states(state)["transform"] is TaskState.CLAIMED
+
+
+def test_claim_next_takes_at_most_that_many_and_nothing_past_the_last_task() -> None:
+    wide = dag(t("a"), t("b", "a"), t("c", "a"), t("d", "a"))
+    state, _ = when(_start(wide), claim(task="a"), TICK, key="claim-a")
+    _, events = when(state, replace(complete(task="a"), claim_next=2), FINISHED, key="done-a")
+    granted = [e.task for e in events if isinstance(e, ev.TaskClaimed)]
+    assert granted == ["b", "c"]  # the first two readied, in definition order
+    one = dag(t("only"))
+    state, _ = when(_start(one), claim(task="only"), TICK, key="claim-only")
+    _, events = when(state, replace(complete(task="only"), claim_next=1), FINISHED, key="done")
+    assert [type(e) for e in events] == [ev.TaskSucceeded, ev.RunSucceeded]
+
+
+def test_the_adapter_keeps_an_eagerly_granted_task_off_the_ready_topic() -> None:
+    from topology.codec import Codec, decode_event, encode_command
+    from topology.config import KafkaSettings
+    from topology.due_index import DueIndex
+    from topology.fold import BatchFolder, Record
+    from topology.partitioning import partition_for
+    from topology.state_codec import dump_state
+    from topology.topics import Topics
+
+    topics = Topics.of(KafkaSettings(partitions=4))
+    state, _ = when(_start(ETL), claim(task="extract"), TICK, key="claim-extract")
+    assert state is not None
+    store = {JOB: dump_state(state)}
+    due = DueIndex()
+    due.reset(range(4))
+    folder = BatchFolder(topics, 4, lambda _, j: store.get(j), due, Codec())
+    done = replace(complete(task="extract"), claim_next=1)
+    value = encode_command(cmd.Envelope(idem_key="done", job_id=JOB, command=done))
+    p = partition_for(JOB, 4)
+    out = folder.fold([Record(p, 0, int(FINISHED.timestamp() * 1000), JOB.encode(), value)])
+    on = {
+        s.topic: [type(decode_event(m.value).event) for m in out.sends if m.topic == s.topic]
+        for s in out.sends
+    }
+    assert on[topics.run_events] == [ev.TaskSucceeded, ev.TaskReady, ev.TaskClaimed]
+    assert topics.ready not in on  # granted in the same decision: nobody else may claim it
+    assert on[topics.replies] == [ev.TaskSucceeded, ev.TaskReady, ev.TaskClaimed]
