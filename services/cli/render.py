@@ -25,6 +25,8 @@ STATE_STYLES = {
     "active": "green",
     "paused": "yellow",
     "deleted": "dim",
+    "alive": "green",
+    "lost": "bold red",
 }
 
 
@@ -309,4 +311,26 @@ def replays_table(answer: dict[str, Any]) -> Table:
         table.add_column(col, no_wrap=True)
     for r in answer["replays"]:
         table.add_row(r["job_id"], r["run_id"], r["task"], r["replay_run_id"])
+    return table
+
+
+def workers_table(workers: list[dict[str, Any]]) -> Table:
+    """Return the table of ``cronlog workers list``: one row per worker, its held leases."""
+    table = Table(title="workers")
+    for col in ("worker", "host", "pid", "slots", "free", "leases", "last heartbeat", "age"):
+        table.add_column(col, no_wrap=col != "leases")
+    table.add_column("state")
+    for w in workers:
+        leases = ", ".join(f"{le['run_id'][:9]}/{le['task']}#{le['attempt']}" for le in w["leases"])
+        table.add_row(
+            w["worker_id"],
+            w["host"],
+            str(w["pid"]),
+            str(w["slots"]),
+            str(w["free_slots"]),
+            leases or "-",
+            local_and_utc(w["last_heartbeat_at"]),
+            seconds(w["age_s"]),
+            styled(w["state"]),
+        )
     return table

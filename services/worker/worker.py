@@ -36,11 +36,13 @@ from cronlog.ids import (
 from cronlog.time import iso
 from cronlog.vocabulary import CommandKind
 from services.worker.execute import Execution
+from services.worker.heartbeat import Heartbeat
 from services.worker.kinds import PythonPool, execution_for
 from services.worker.logsink import AttemptRef, LogShipper, LogSink
 from services.worker.replies import read_replies
 from services.worker.settings import WorkerSettings
 from topology.codec import DecodeError, decode_event, encode_command
+from topology.heartbeats import HeldLease
 from topology.retrying import Liveness, Stopped, check_topic, record_ok, start_thread
 from topology.topics import Topics
 
@@ -100,6 +102,13 @@ class Worker:
     def stop(self) -> None:
         """Ask the worker to stop pulling and drain (thread-safe)."""
         self._stop.set()
+
+    def held_leases(self) -> list[HeldLease]:
+        """Return the leases this worker holds now (its heartbeat's; any thread)."""
+        return [
+            HeldLease(h.grant.run_id, h.grant.task, h.grant.attempt, h.grant.epoch)
+            for h in list(self._held.values())
+        ]
 
     # -- answers -------------------------------------------------------------------------------
     def _expect(self, kind: str, run_id: str, task: str) -> Future[Answer]:
@@ -216,6 +225,8 @@ class Worker:
         ready = Consumer({**s.ready_consumer_config(), "error_cb": self.ready_liveness.failed})
         ready.subscribe([self.topics.ready])
         log.info("worker started", extra={"worker_id": s.worker_id, "slots": s.slots})
+        heartbeat = Heartbeat(s, self.held_leases)
+        heartbeat.start()
         try:
             while not self._stop.is_set():
                 self.ready_liveness.beat()
@@ -250,6 +261,7 @@ class Worker:
         finally:
             ready.close()
             self._drain()
+            heartbeat.stop()  # a tombstone: this worker is gone
             self.python_pool.shutdown()
             self.logs.close()
             self.producer.flush(10)
