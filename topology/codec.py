@@ -35,6 +35,7 @@ from topology.avro_mapping import (
 )
 from topology.avro_mapping import DecodeError as DecodeError  # re-exported: part of the API
 from topology.avro_mapping import EncodeError as EncodeError  # re-exported: part of the API
+from topology.heartbeats import WorkerHeartbeat
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
 """Where the current ``.avsc`` files live; older versions are under ``history/<version>/``."""
@@ -141,7 +142,7 @@ def _load_kind(schema_dir: Path, cls: type) -> _Kind:
 
 
 class Codec:
-    """Encodes and decodes commands, run events and dead letters.
+    """Encodes and decodes commands, run events, dead letters and worker heartbeats.
 
     Args:
         schema_dir: directory of the current ``.avsc`` files; ``history/*/`` below it holds
@@ -157,7 +158,10 @@ class Codec:
     def __init__(
         self, schema_dir: Path = SCHEMA_DIR, *, registry: SchemaRegistryLike | None = None
     ) -> None:
-        self._kinds = {cls: _load_kind(schema_dir, cls) for cls in (Envelope, RunEvent, DeadLetter)}
+        self._kinds = {
+            cls: _load_kind(schema_dir, cls)
+            for cls in (Envelope, RunEvent, DeadLetter, WorkerHeartbeat)
+        }
         self._owner = {fp: k.name for k in self._kinds.values() for fp in k.writers}
         self._registry = registry
         self._registry_schemas: dict[int, tuple[Datum, bytes]] = {}
@@ -194,6 +198,18 @@ class Codec:
     def decode_dead_letter(self, data: bytes) -> DeadLetter:
         """Return the DeadLetter in ``data``. Raises DecodeError, RegistryUnavailable."""
         return typing.cast(DeadLetter, self._decode(self._kinds[DeadLetter], data))
+
+    def encode_heartbeat(self, hb: WorkerHeartbeat) -> bytes:
+        """Return ``hb`` as a single-object-encoded ``cronlog.WorkerHeartbeat``.
+
+        Raises:
+            EncodeError: a field cannot be written (naive datetime, ...).
+        """
+        return self._encode(self._kinds[WorkerHeartbeat], hb)
+
+    def decode_heartbeat(self, data: bytes) -> WorkerHeartbeat:
+        """Return the WorkerHeartbeat in ``data``. Raises DecodeError, RegistryUnavailable."""
+        return typing.cast(WorkerHeartbeat, self._decode(self._kinds[WorkerHeartbeat], data))
 
     def _encode(self, kind: _Kind, obj: object) -> bytes:
         if type(obj) is not kind.plan.cls:
@@ -384,3 +400,13 @@ def encode_dead_letter(dl: DeadLetter) -> bytes:
 def decode_dead_letter(data: bytes) -> DeadLetter:
     """Return the DeadLetter in ``data``; see ``Codec.decode_dead_letter``."""
     return default_codec().decode_dead_letter(data)
+
+
+def encode_heartbeat(hb: WorkerHeartbeat) -> bytes:
+    """Return ``hb`` framed as a ``cronlog.WorkerHeartbeat``; see ``Codec.encode_heartbeat``."""
+    return default_codec().encode_heartbeat(hb)
+
+
+def decode_heartbeat(data: bytes) -> WorkerHeartbeat:
+    """Return the WorkerHeartbeat in ``data``; see ``Codec.decode_heartbeat``."""
+    return default_codec().decode_heartbeat(data)

@@ -9,6 +9,9 @@ from topology.config import KafkaSettings
 DAY_MS = 24 * 3600 * 1000
 LOG_RETENTION_MS = 7 * DAY_MS
 """How long task output stays on the logs topic, milliseconds (the API's copy outlives it)."""
+WORKERS_RETENTION_MS = DAY_MS
+"""How long a worker's last heartbeat stays on the workers topic, milliseconds: a worker killed
+outright writes no tombstone, so its last heartbeat goes with its segment after this."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +42,7 @@ class Topics:
     scheduler_app: str
     job_table_changelog: str
     after_relay: str
+    workers: str
 
     @classmethod
     def of(cls, settings: KafkaSettings) -> Topics:
@@ -54,6 +58,7 @@ class Topics:
             scheduler_app=f"{p}cronlog-scheduler",
             job_table_changelog=f"{p}cronlog-scheduler-jobs-changelog",
             after_relay=f"{p}cronlog.after-relay",
+            workers=f"{p}cronlog.workers",
         )
 
 
@@ -71,6 +76,10 @@ def topic_specs(settings: KafkaSettings) -> list[TopicSpec]:
     - after-relay: snapshots of the after relay's index with the run-events offsets they
       cover (``topology/after_snapshot.py``); one partition, compacted (one key), 1-hour
       segments so the cleaner keeps it to about one hour of snapshots.
+    - workers: worker heartbeats keyed by worker_id (``topology/heartbeats.py``); one
+      partition, compacted (a worker's latest heartbeat, or its tombstone) with 10-minute
+      segments, and deleted after ``WORKERS_RETENTION_MS`` so the last heartbeat of a worker
+      that died without a tombstone does not stay for ever.
     """
     t = Topics.of(settings)
     n = settings.partitions
@@ -84,4 +93,14 @@ def topic_specs(settings: KafkaSettings) -> list[TopicSpec]:
         TopicSpec(t.logs, n, {"retention.ms": str(LOG_RETENTION_MS), "cleanup.policy": "delete"}),
         TopicSpec(t.job_table_changelog, n, {"cleanup.policy": "compact"}),
         TopicSpec(t.after_relay, 1, {"cleanup.policy": "compact", "segment.ms": str(3600 * 1000)}),
+        TopicSpec(
+            t.workers,
+            1,
+            {
+                "cleanup.policy": "compact,delete",
+                "segment.ms": str(600 * 1000),
+                "retention.ms": str(WORKERS_RETENTION_MS),
+                "min.cleanable.dirty.ratio": "0.1",
+            },
+        ),
     ]

@@ -13,10 +13,19 @@ Number = int | float
 
 
 class Counts(BaseModel):
-    """How many runs a job has had, by outcome (active = not yet terminal)."""
+    """How many runs a job has had, by outcome.
+
+    Attributes:
+        runs: every run (queued ones included).
+        active: started (or buffered) and not ended.
+        queued: waiting for a slot under ``max_active_runs`` (state ``queued``); each starts,
+            in tick order, when an active run ends.
+        failed: failed, not counting cancelled runs (``cancelled``).
+    """
 
     runs: int
     active: int
+    queued: int = 0
     succeeded: int
     failed: int
     cancelled: int = 0
@@ -80,7 +89,8 @@ class JobOut(BaseModel):
         created_at / updated_at / deleted_at: instants of the last registration, last
             change, deletion.
         skipped_count: how many of its ticks were skipped (``GET .../skipped`` lists them).
-        max_active_runs / overlap / jitter_s: see ``schemas.JobDefinition``.
+        max_active_runs / max_queued_runs / overlap / jitter_s / max_lease_expiries: see
+            ``schemas.JobDefinition``.
         runs_remaining: runs the schedule may still fire (``max_runs``); null when unbounded.
     """
 
@@ -108,6 +118,8 @@ class JobOut(BaseModel):
     """The DAG's tasks as defined (see ``schemas.TaskIn``); empty for a one-task job."""
     max_active_tasks: int = 16
     run_timeout_s: Number | None = None
+    max_queued_runs: int = 100
+    max_lease_expiries: int = 3
 
 
 class JobList(BaseModel):
@@ -194,11 +206,16 @@ class RunOut(BaseModel):
         state: ``scheduled`` → ``ready`` (waiting for a worker) → ``running`` (claimed) →
             ``succeeded`` | ``failed``; ``retrying`` while a retry waits for its backoff;
             ``buffered`` while a ``buffer_one`` tick waits for the active run to end;
-            ``cancelled`` (terminal) when a ``cancel_previous`` tick displaced it or a user
-            cancelled it (a run with one task cancelled ends ``failed``).
+            ``queued`` while its tick waits for a slot (``max_active_runs`` runs were active:
+            it starts, as ``scheduled``, in tick order when one ends); ``cancelled``
+            (terminal) when a ``cancel_previous`` tick displaced it, a user cancelled it, or
+            its job was deleted while it was queued (a run with one task cancelled ends
+            ``failed``).
+        queued_at: when it was queued (null for a run that never was).
         release_at: when jitter delays the run, the instant its tasks are released.
         runs_remaining: runs the schedule may still fire after this one (``max_runs``).
         cancelled_by: the run that displaced a cancelled run.
+        cancel_reason: why it was cancelled: ``overlap``, ``user`` or ``job_deleted``.
         trigger: ``schedule``, ``catchup``, ``manual``, ``backfill`` or ``replay``.
         attempt / epoch / claimed_by / lease_expires_at: the current attempt and its lease.
         exit_code / failure_kind / output_tail: outcome of the latest finished attempt.
@@ -234,6 +251,8 @@ class RunOut(BaseModel):
     release_at: str | None = None
     runs_remaining: int | None = None
     cancelled_by: str | None = None
+    cancel_reason: str | None = None
+    queued_at: str | None = None
     timed_out_at: str | None = None
     """When the job's run timeout stopped this run (its tasks cancelled, the run failed)."""
     reopened_at: list[str] = []

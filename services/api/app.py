@@ -11,7 +11,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from confluent_kafka import Producer
 from fastapi import APIRouter, FastAPI, HTTPException, Query, Request
@@ -19,7 +19,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from services.api import logs, operate, writes
+from services.api import logs, operate, workers, writes
 from services.api.answers import (
     JobList,
     JobOut,
@@ -117,9 +117,22 @@ def get_run(run_id: str, request: Request) -> Any:
     return run
 
 
-def _models(request: Request) -> list[ReadModel]:
+class _Reader(Protocol):
+    """What health answers ask of a reader thread (ReadModel, LogModel, WorkerDirectory)."""
+
+    thread_name: str
+    liveness: Any
+
+    @property
+    def working(self) -> bool: ...
+
+    def stuck(self, max_age_s: float) -> bool: ...
+
+
+def _models(request: Request) -> list[_Reader]:
     state = request.app.state
-    return [m for m in (state.read_model, getattr(state, "log_model", None)) if m is not None]
+    readers = (state.read_model, getattr(state, "log_model", None), getattr(state, "workers", None))
+    return [m for m in readers if m is not None]
 
 
 @health.get("/healthz", responses={503: {}})
@@ -136,7 +149,7 @@ def healthz(request: Request) -> Any:
 @health.get("/readyz", responses={503: {}})
 def readyz(request: Request) -> Any:
     """Readiness: the read model has consumed up to the end offsets seen at start, and no
-    consumer thread (run-events, logs) is stuck or in an episode of broker errors."""
+    consumer thread (run-events, logs, workers) is stuck or in an episode of broker errors."""
     rm: ReadModel | None = request.app.state.read_model
     models = _models(request)
     stall_s = request.app.state.settings.api_stall_s
@@ -184,6 +197,7 @@ def create_app(
     read_model: ReadModel | None = None,
     producer: Producer | None = None,
     log_model: logs.LogModel | None = None,
+    worker_directory: workers.WorkerDirectory | None = None,
 ) -> FastAPI:
     """Build the API.
 
@@ -195,6 +209,8 @@ def create_app(
             from ``settings.producer_config()``.
         log_model: a started LogModel (task logs) the caller owns; when None, the lifespan
             opens one at ``settings.logs_state_path()``, starts and stops it.
+        worker_directory: a WorkerDirectory (worker heartbeats) the caller owns; when None,
+            the lifespan makes one, starts and stops it.
 
     Returns:
         The FastAPI app (OpenAPI at /openapi.json).
@@ -214,6 +230,10 @@ def create_app(
         if own_logs:
             app.state.log_model = logs.LogModel(settings, settings.logs_state_path())
             app.state.log_model.start()
+        own_workers = app.state.workers is None
+        if own_workers:
+            app.state.workers = workers.WorkerDirectory(settings)
+            app.state.workers.start()
         if app.state.sender is None:
             app.state.sender = CommandSender(
                 Producer(settings.producer_config()), Topics.of(settings).commands
@@ -226,6 +246,8 @@ def create_app(
                 app.state.read_model.stop()
             if own_logs:
                 app.state.log_model.stop()
+            if own_workers:
+                app.state.workers.stop()
 
     app = FastAPI(
         title="cronlog",
@@ -238,6 +260,7 @@ def create_app(
     app.state.settings = settings
     app.state.read_model = read_model
     app.state.log_model = log_model
+    app.state.workers = worker_directory
     app.state.sender = (
         CommandSender(producer, Topics.of(settings).commands) if producer is not None else None
     )
@@ -246,5 +269,6 @@ def create_app(
     app.include_router(operate.router)
     app.include_router(reads)
     app.include_router(logs.router)
+    app.include_router(workers.router)
     app.include_router(health)
     return app

@@ -86,6 +86,8 @@ def to_spec(body: JobDefinition) -> JobSpec:
         run_timeout=(
             timedelta(seconds=body.run_timeout_s) if body.run_timeout_s is not None else None
         ),
+        max_queued_runs=body.max_queued_runs,
+        max_lease_expiries=body.max_lease_expiries,
     )
 
 
@@ -252,6 +254,8 @@ def spec_to_json(spec: JobSpec) -> dict[str, Any]:
         "tasks": [_task_json(t) for t in spec.task_specs],
         "max_active_tasks": spec.max_active_tasks,
         "run_timeout_s": _secs(spec.run_timeout) if spec.run_timeout is not None else None,
+        "max_queued_runs": spec.max_queued_runs,
+        "max_lease_expiries": spec.max_lease_expiries,
     }
 
 

@@ -101,14 +101,18 @@ async def cancel_run(
 ) -> Any:
     """Cancel a run (RunCancelled) or one of its tasks (TaskCancelled) → the run.
 
-    404: unknown run (or task); 409: the run (or task) already ended. The holding worker
-    stops the task at its next lease renewal.
+    A queued run (waiting for a slot under ``max_active_runs``) is cancelled as a whole: it
+    leaves the queue and never starts. 404: unknown run (or task); 409: the run (or task)
+    already ended, or a task of a queued run (it has no task instances yet). The holding
+    worker stops the task at its next lease renewal.
     """
     rm = _read_model(request)
     task = body.task if body is not None else None
     run = rm.run(run_id)
     if run is None:
         raise HTTPException(404, f"run {run_id!r} not found")
+    if task is not None and run["state"] == "queued":
+        raise HTTPException(409, f"run {run_id!r} is queued: cancel the whole run")
     if task is not None and task not in run["tasks"]:
         raise HTTPException(404, f"run {run_id!r} has no task {task!r}")
     idem_key = idempotency_key or str(uuid.uuid4())
@@ -138,13 +142,16 @@ async def rerun_task(
     """Run a task of a run again (RerunTask), with ``downstream: true`` everything below it
     too: a new attempt series in the same run, reopened if it had ended → the run.
 
-    404: unknown run or task; 409: the task (or a downstream one) has not ended yet, or the
-    job no longer defines the task. The old attempts stay in the run's history.
+    404: unknown run or task; 409: the task (or a downstream one) has not ended yet, the
+    run is still queued, or the job no longer defines the task. The old attempts stay in
+    the run's history.
     """
     rm = _read_model(request)
     run = rm.run(run_id)
     if run is None:
         raise HTTPException(404, f"run {run_id!r} not found")
+    if run["state"] == "queued":
+        raise HTTPException(409, f"run {run_id!r} is queued: it has not started")
     if task not in run["tasks"]:
         raise HTTPException(404, f"run {run_id!r} has no task {task!r}")
     snapshot = tuple(

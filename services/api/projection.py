@@ -4,10 +4,13 @@ Pure with respect to Kafka: it is fed RunEvents (the consumer loop in ``read_mod
 feeding; unit tests feed them by hand). Documents hold ISO-8601 UTC strings (``Z``) for instants
 and seconds for durations, ready to serve.
 
-Idempotency: every applied event leaves a marker keyed by (idem_key, job_id, index) — the same
-parts its ``event_id`` derives from — so an event re-delivered by the fold after a crash is
-skipped instead of re-applied (re-applying an old TaskClaimed after a TaskSucceeded would
-move a finished run back to running).
+Idempotency: every applied event leaves a marker keyed by its ``event_id`` (``eid:``), so an
+event re-delivered by the fold after a crash is skipped instead of re-applied (re-applying an
+old TaskClaimed after a TaskSucceeded would move a finished run back to running). The event
+itself is kept under its command's idem_key (``ev:``) for read-your-writes (``events_for``).
+Not (idem_key, job_id, index): the refusal of a command that re-used an applied idem_key
+(``idempotency_conflict``) carries that idem_key and index 0 like the first command's first
+event, with an event_id of its own; it is kept beside it (``_event_key``), never dropped.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ from typing import Any
 
 from cronlog import events as ev
 from cronlog.time import iso, to_ms
-from cronlog.vocabulary import RunTrigger
-from services.api import dead_letters, skips, task_instances
+from cronlog.vocabulary import RejectReason, RunTrigger
+from services.api import dead_letters, run_doc, skips, task_instances
 from services.api.mapping import spec_to_json
 from services.api.store import Batch
 from services.api.stored import dump_run_event
@@ -26,6 +29,8 @@ from services.api.stored import dump_run_event
 _MAX_MS = 10**13 - 1
 TERMINAL_RUN_STATES = frozenset({"succeeded", "failed", "cancelled"})
 """Run states after which nothing changes."""
+WAITING_RUN_STATES = frozenset({"buffered", "queued"})
+"""Run states of a run that has not started: its RunScheduled moves it to ``scheduled``."""
 
 
 def job_key(job_id: str) -> bytes:
@@ -59,7 +64,29 @@ def events_prefix(idem_key: str, job_id: str | None = None) -> bytes:
 
 
 def _event_key(record: ev.RunEvent) -> bytes:
-    return events_prefix(record.idem_key, record.job_id) + b"%06d" % record.index
+    """The key an applied event is kept under, in its command's (job_id, index) order.
+
+    A refusal of a re-used idem_key (``is_conflict``) is kept after the event of the same index
+    that the key's first command caused, suffixed with its own event_id.
+    """
+    key = events_prefix(record.idem_key, record.job_id) + b"%06d" % record.index
+    return key + b"\x00" + record.event_id.encode() if is_conflict(record) else key
+
+
+def _marker_key(record: ev.RunEvent) -> bytes:
+    return b"eid:" + record.event_id.encode()
+
+
+def is_conflict(record: ev.RunEvent) -> bool:
+    """True for the refusal of a command that re-used an applied idem_key with other content.
+
+    It carries the idem_key of the command it refused, not of the one that caused the key's
+    events (``cronlog.decide.event_key``): a reader of ``events_for`` tells the two apart.
+    """
+    event = record.event
+    return (
+        isinstance(event, ev.CommandRejected) and event.reason is RejectReason.IDEMPOTENCY_CONFLICT
+    )
 
 
 def _iso(instant: datetime | None) -> str | None:
@@ -82,12 +109,13 @@ def apply(batch: Batch, record: ev.RunEvent) -> bool:
 
     Idempotency: applying the same record twice writes once.
     """
-    marker = _event_key(record)
+    marker = _marker_key(record)
     if batch.get(marker) is not None:
         return False
-    batch.put(marker, dump_run_event(record))
+    batch.put(marker, b"")
+    batch.put(_event_key(record), dump_run_event(record))
     event = record.event
-    if isinstance(event, ev.RunScheduled | ev.RunBuffered):
+    if isinstance(event, ev.RunScheduled | ev.RunBuffered | ev.RunQueued):
         _run_scheduled(batch, record, event)
         if isinstance(event, ev.RunScheduled):
             dead_letters.replayed(batch, record.job_id, event)
@@ -152,70 +180,39 @@ def _job_event(batch: Batch, record: ev.RunEvent, event: ev.Event) -> None:
 
 
 def _run_scheduled(
-    batch: Batch, record: ev.RunEvent, event: ev.RunScheduled | ev.RunBuffered
+    batch: Batch, record: ev.RunEvent, event: ev.RunScheduled | ev.RunBuffered | ev.RunQueued
 ) -> None:
-    """A run document for RunScheduled, or RunBuffered (state ``buffered``; the RunScheduled
-    that starts it later moves it to ``scheduled`` without counting it twice)."""
+    """A run document for RunScheduled, or for a run that waits: RunBuffered (state
+    ``buffered``) or RunQueued (``queued``); the RunScheduled that starts a waiting run later
+    moves it to ``scheduled`` without counting it twice. The job counts a queued run in
+    ``runs`` when it is queued and in ``queued`` until it starts or is cancelled."""
     key, at = run_key(event.run_id), iso(record.at)
     scheduled_for = iso(event.scheduled_for)
     job = batch.get_json(job_key(record.job_id))
+    definition = job["definition"] if job else None
     existing = batch.get_json(key)
     if (
         existing is not None
-        and existing["state"] == "buffered"
+        and existing["state"] in WAITING_RUN_STATES
         and isinstance(event, ev.RunScheduled)
     ):
+        if existing["state"] == "queued" and job is not None:
+            job["queued"] = max(0, job.get("queued", 0) - 1)
         existing.update(
             state="scheduled",
             tasks=list(event.tasks),
-            task_instances=task_instances.initial(event.tasks, job["definition"] if job else None),
+            task_instances=task_instances.initial(event.tasks, definition),
             release_at=_iso(event.release_at),
             runs_remaining=event.runs_remaining,
         )
         batch.put_json(key, existing)
     if existing is None:
-        batch.put_json(
-            key,
-            {
-                "run_id": event.run_id,
-                "job_id": record.job_id,
-                "job_name": job["definition"]["name"] if job else None,
-                "scheduled_for": scheduled_for,
-                "trigger": event.trigger.value,
-                "tasks": list(getattr(event, "tasks", ())),
-                "state": "scheduled",
-                "attempt": 1,
-                "epoch": 0,
-                "claimed_by": None,
-                "lease_expires_at": None,
-                "exit_code": None,
-                "failure_kind": None,
-                "output_tail": "",
-                "created_at": at,
-                "ready_at": None,
-                "claimed_at": None,
-                "started_at": None,
-                "finished_at": None,
-                "retry_at": None,
-                "trigger_lag_s": None,
-                "attempts": [],
-                "task_instances": task_instances.initial(
-                    getattr(event, "tasks", ()), job["definition"] if job else None
-                ),
-                "release_at": _iso(getattr(event, "release_at", None)),
-                "runs_remaining": event.runs_remaining,
-                "cancelled_by": None,
-                "replay_of": getattr(event, "replay_of", None),
-                "upstream_job_id": getattr(event, "upstream_job_id", None),
-                "upstream_run_id": getattr(event, "upstream_run_id", None),
-            },
-        )
-        stored = batch.get_json(key)
-        if isinstance(event, ev.RunBuffered) and stored is not None:
-            batch.put_json(key, {**stored, "state": "buffered"})
+        batch.put_json(key, run_doc.new(record, event, job))
         batch.put(tick_runs_prefix(record.job_id, event.scheduled_for) + event.run_id.encode(), b"")
         if job is not None:
             job["runs"] += 1
+            if isinstance(event, ev.RunQueued):
+                job["queued"] = job.get("queued", 0) + 1
     if job is None:
         return
     if event.trigger not in (RunTrigger.MANUAL, RunTrigger.BACKFILL):
@@ -233,10 +230,12 @@ def _run_cancelled(batch: Batch, record: ev.RunEvent, event: ev.RunCancelled) ->
     run = batch.get_json(key)
     if run is None or run["state"] in TERMINAL_RUN_STATES:
         return
+    queued = run["state"] == "queued"
     run.update(
         state="cancelled",
         lease_expires_at=None,
         cancelled_by=event.replaced_by,
+        cancel_reason=event.reason.value,
         finished_at=run["finished_at"] or iso(record.at),
     )
     task_instances.cancel_unfinished(run, iso(record.at))
@@ -248,6 +247,8 @@ def _run_cancelled(batch: Batch, record: ev.RunEvent, event: ev.RunCancelled) ->
     if job is not None:  # counted as failed: it did not succeed, and counts stay consistent
         job["cancelled"] = job.get("cancelled", 0) + 1
         job["failed"] += 1
+        if queued:  # a queued run that never started (a user's cancel, or its job deleted)
+            job["queued"] = max(0, job.get("queued", 0) - 1)
         batch.put_json(job_key(record.job_id), job)
 
 

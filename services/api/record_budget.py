@@ -8,7 +8,7 @@ largest record the job's own schedule can give it and encodes it with the fold's
 - the definition (``JobSpec``) as stored;
 - ``max_active_runs`` active runs, plus the one a ``buffer_one`` job holds, every task of each
   claimed, with every field at its longest: a worker id of ``WORKER_ID_CHARS`` characters,
-  every instant set, 10-digit attempt and epoch numbers;
+  every instant set, 10-digit attempt and epoch numbers, the most lease lapses a task can count;
 - every dedupe marker slot full (``MAX_APPLIED_MARKERS`` + ``MAX_RENEWAL_MARKERS``), each
   idem_key ``MARKER_CHARS`` characters, each user command's with its digest;
 - a full queue: ``max_queued_runs`` queued runs (after runs' upstream ids included).
@@ -54,8 +54,8 @@ class RecordTooLarge(Exception):
     """The job's record could exceed ``MAX_RECORD_BYTES``.
 
     Attributes:
-        field: the field to change (``max_active_runs`` when fewer runs would fit, else the
-            whole definition, ``""``).
+        field: the field to change (``max_queued_runs`` when a shorter queue would fit,
+            ``max_active_runs`` when fewer runs would fit, else the whole definition, ``""``).
         reason: the estimate and the limit, in bytes.
     """
 
@@ -74,6 +74,7 @@ def _run(spec: JobSpec, n: int) -> Run:
         retry_at=_LATEST,
         deadline_at=_LATEST,
         first_attempt=_BIG,
+        lease_expiries=spec.max_lease_expiries + 1,  # the lapse past the bound ends it
     )
     return Run(
         run_id=f"r{n:024x}",
@@ -126,17 +127,23 @@ def check_record_budget(job_id: str, spec: JobSpec) -> int:
         The worst-case record size, bytes (at most ``MAX_RECORD_BYTES``).
 
     Raises:
-        RecordTooLarge: naming ``max_active_runs`` if a single active run would fit, else the
-            definition as a whole; the reason gives the estimate and the limit.
+        RecordTooLarge: naming ``max_active_runs`` if a single active run would fit (with a
+            full queue), else ``max_queued_runs`` if one would fit with an empty queue, else
+            the definition as a whole; the reason gives the estimate and the limit.
     """
     size = worst_case_record_bytes(job_id, spec)
     if size <= MAX_RECORD_BYTES:
         return size
-    one = worst_case_record_bytes(job_id, spec, runs=1)
-    where = f"with {spec.max_active_runs} active runs" if one <= MAX_RECORD_BYTES else "alone"
-    advice = "lower max_active_runs" if one <= MAX_RECORD_BYTES else "shrink the definition"
+    unqueued = replace(spec, max_queued_runs=0)
+    if worst_case_record_bytes(job_id, spec, runs=1) <= MAX_RECORD_BYTES:
+        field, where = "max_active_runs", f"with {spec.max_active_runs} active runs"
+    elif worst_case_record_bytes(job_id, unqueued, runs=1) <= MAX_RECORD_BYTES:
+        field, where = "max_queued_runs", f"with {spec.max_queued_runs} queued runs"
+    else:
+        field, where = "", "alone"
+    advice = f"lower {field}" if field else "shrink the definition"
     raise RecordTooLarge(
-        "max_active_runs" if one <= MAX_RECORD_BYTES else "",
+        field,
         f"the job's record could grow to {size} bytes {where}; the fold's limit is "
         f"{MAX_RECORD_BYTES} bytes ({advice})",
     )

@@ -12,6 +12,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
+from cronlog.validation import MAX_LEASE_EXPIRIES_LIMIT, MAX_QUEUED_RUNS_LIMIT
+
 JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 """job_ids are URL-path safe: letters, digits, ``.``, ``_``, ``-``; 1..128 characters."""
 
@@ -237,7 +239,10 @@ class JobDefinition(_Strict):
             deadline for an attempt is claim + timeout_s + grace_s + lease_ttl_s.
         lease_ttl_s: how long a claim holds without renewal, seconds. Default 60.
         retry_policy: retries of failed attempts. Default: no retry.
-        max_active_runs: most runs active at once; ticks beyond are skipped. Default 16.
+        max_active_runs: most runs active at once; a tick beyond it is queued (run state
+            ``queued``) and starts, in tick order, when an active run ends. Default 16.
+        max_queued_runs: most runs kept queued (0..1000); a tick past it is skipped
+            (``queue_full``). Default 100.
         overlap: a tick while a run is active: ``allow`` (default), ``skip``, ``buffer_one``,
             ``cancel_previous`` (Temporal's ScheduleOverlapPolicy).
         jitter_s: each scheduled run is released up to this many seconds after its tick, by a
@@ -253,6 +258,9 @@ class JobDefinition(_Strict):
             Default 16.
         run_timeout_s: a run still going this many seconds after it was scheduled is
             stopped: tasks not ended are cancelled and the run fails. Default null (none).
+        max_lease_expiries: how often a task's lease may lapse (its worker crashed or hung)
+            and the attempt be given back, without spending a retry, before the task is
+            dead-lettered as ``lease_expired`` (0..100). Default 3.
     """
 
     name: str
@@ -272,6 +280,8 @@ class JobDefinition(_Strict):
     tasks: list[TaskIn] = Field(default_factory=list, max_length=200)
     max_active_tasks: int = Field(default=16, ge=1, le=200)
     run_timeout_s: Seconds | None = Field(default=None, gt=0)
+    max_queued_runs: int = Field(default=100, ge=0, le=MAX_QUEUED_RUNS_LIMIT)
+    max_lease_expiries: int = Field(default=3, ge=0, le=MAX_LEASE_EXPIRIES_LIMIT)
 
 
 class JobIn(JobDefinition):
@@ -349,6 +359,8 @@ class JobPatch(_Strict):
     tasks: list[TaskIn] | None = Field(default=None, max_length=200)
     max_active_tasks: int | None = Field(default=None, ge=1, le=200)
     run_timeout_s: Seconds | None = Field(default=None, gt=0)
+    max_queued_runs: int | None = Field(default=None, ge=0, le=MAX_QUEUED_RUNS_LIMIT)
+    max_lease_expiries: int | None = Field(default=None, ge=0, le=MAX_LEASE_EXPIRIES_LIMIT)
 
 
 class JobCreated(BaseModel):

@@ -7,7 +7,9 @@ Key layout (all bytes; ``\\x00`` separates parts, which never contain NUL):
     job:<job_id>                         job document (JSON)
     run:<run_id>                         run document (JSON)
     jr:<job_id>\\x00<inverted ms>\\x00<run_id>   per-job run index, newest scheduled_for first
-    ev:<idem_key>\\x00<job_id>\\x00<index>   each applied event (dedupe marker + read-your-writes)
+    ev:<idem_key>\\x00<job_id>\\x00<index>   each applied event (read-your-writes); the refusal
+                                         of a re-used idem_key adds ``\\x00<event_id>``
+    eid:<event_id>                       dedupe marker of each applied event (empty value)
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from typing import Any
 
 from rocksdict import Options, Rdict, WriteBatch
 
-FORMAT = b"cronlog-api-read-model/v2"  # v2: run documents carry task_instances
+# v2: run documents carry task_instances; v3: queued runs (RunQueued) have documents, events
+# are deduped by event_id (eid:), a refused re-use of an idem_key is kept (ev:...\x00<event_id>)
+FORMAT = b"cronlog-api-read-model/v3"
 """Version of what the keys and documents mean; bump it to rebuild from offset 0."""
 
 

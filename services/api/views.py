@@ -21,15 +21,17 @@ def job_view(store: Store, doc: dict[str, Any]) -> dict[str, Any]:
 
     Returns:
         ``{job_id, <definition fields>, status, next_run_at, created_at, updated_at,
-        deleted_at, counts: {runs, active, succeeded, failed, cancelled}, last_run,
+        deleted_at, counts: {runs, active, queued, succeeded, failed, cancelled}, last_run,
         skipped_count, runs_remaining}``;
+        ``counts.queued`` is how many runs wait for a slot under ``max_active_runs`` (state
+        ``queued``); ``counts.active`` those started (or buffered) and not ended;
         ``next_run_at`` is null unless the job is active (a paused job fires nothing);
         ``last_run`` is a short summary of the newest run, or null; ``skipped_count`` is how
         many of its ticks were ever skipped (TickSkipped); ``runs_remaining`` is what is left
         of the schedule's ``max_runs`` (null when unbounded).
     """
     last = store.get_json(run_key(doc["last_run_id"])) if doc.get("last_run_id") else None
-    cancelled = doc.get("cancelled", 0)
+    cancelled, queued = doc.get("cancelled", 0), doc.get("queued", 0)
     done = doc["succeeded"] + doc["failed"]
     return {
         "job_id": doc["job_id"],
@@ -41,7 +43,8 @@ def job_view(store: Store, doc: dict[str, Any]) -> dict[str, Any]:
         "deleted_at": doc.get("deleted_at"),
         "counts": {
             "runs": doc["runs"],
-            "active": doc["runs"] - done,
+            "active": doc["runs"] - done - queued,
+            "queued": queued,
             "succeeded": doc["succeeded"],
             "failed": doc["failed"] - cancelled,
             "cancelled": cancelled,
@@ -97,7 +100,9 @@ def events_for(store: Store, idem_key: str, job_id: str | None = None) -> list[e
     """Return the events the command ``idem_key`` caused (for ``job_id``, or any job).
 
     Returns:
-        RunEvents in (job_id, index) order; empty if none has been applied yet.
+        RunEvents in (job_id, index) order; empty if none has been applied yet. The refusal of
+        another command that re-used the key (``projection.is_conflict``) is among them,
+        after the event of the same index.
     """
     return [load_run_event(v) for _, v in store.scan(events_prefix(idem_key, job_id))]
 

@@ -1,7 +1,9 @@
 """Write endpoints: each produces commands and answers after the read model has seen their events.
 
-Outcomes: the effect event → 200/201; ``CommandRejected`` → 404/409/422 by its reason; no event
-within ``api_write_timeout_s`` → 202 with a Location to poll. Validation happens before anything
+Outcomes: the effect event → 200/201; ``CommandRejected`` → 404/409/422 by its reason (422 for
+``invalid_definition`` naming the field, and for ``idempotency_conflict``: the Idempotency-Key
+was used for another command, as the API's own guard answers); no event within
+``api_write_timeout_s`` → 202 with a Location to poll. Validation happens before anything
 is produced, so a bad request never reaches the log.
 """
 
@@ -20,7 +22,14 @@ from pydantic import ValidationError
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.errors import InvalidDefinition
-from cronlog.ids import run_id_for_tick, run_id_for_trigger, step_idem_key
+from cronlog.ids import (
+    command_digest,
+    conflict_key,
+    event_id,
+    run_id_for_tick,
+    run_id_for_trigger,
+    step_idem_key,
+)
 from cronlog.model import JobSpec
 from cronlog.time import iso
 from cronlog.validation import validate_spec
@@ -29,6 +38,7 @@ from services.api import backfill as bf
 from services.api import idempotency
 from services.api.answers import JobOut, documented
 from services.api.mapping import merge_patch, spec_to_json, to_spec
+from services.api.projection import is_conflict
 from services.api.read_model import ReadModel
 from services.api.record_budget import RecordTooLarge, check_record_budget
 from services.api.schemas import (
@@ -56,7 +66,11 @@ IdemKey = Annotated[
         "(method, path or body) is a 422",
     ),
 ]
-_STATUS = {RejectReason.UNKNOWN_JOB: 404, RejectReason.INVALID_DEFINITION: 422}
+_STATUS = {
+    RejectReason.UNKNOWN_JOB: 404,
+    RejectReason.INVALID_DEFINITION: 422,
+    RejectReason.IDEMPOTENCY_CONFLICT: 422,
+}
 _ANSWERS = documented(400, 404, 409, 413, 503, accepted=True)
 
 
@@ -111,7 +125,7 @@ async def _command(
     rm, sender = _parts(request)
     settings = request.app.state.settings
     idempotency.remember(request)  # the header's first use (a reuse was refused by guard)
-    prior = rm.events_for(idem_key, job_id)
+    prior = answer_of(rm.events_for(idem_key, job_id), idem_key, job_id, command)
     if prior:  # a retried Idempotency-Key: answer as the first time, produce nothing
         return prior
     try:
@@ -122,6 +136,7 @@ async def _command(
     except CommandNotSent as exc:
         raise HTTPException(503, str(exc)) from exc
     events = await rm.wait_for(idem_key, settings.api_write_timeout_s, job_id=job_id)
+    events = answer_of(events, idem_key, job_id, command)
     log.info(
         "command answered",
         extra={
@@ -135,6 +150,28 @@ async def _command(
     return events
 
 
+def answer_of(
+    events: list[ev.RunEvent], idem_key: str, job_id: str, command: cmd.Command | None = None
+) -> list[ev.RunEvent]:
+    """Return the events that answer ``command`` sent under ``idem_key`` for ``job_id``.
+
+    The events of an idem_key are those of the first command applied under it, and the
+    refusals (``idempotency_conflict``) of other commands that re-used it. ``command``'s own
+    refusal, if there is one, is the answer; the refusals of other commands are not.
+
+    Args:
+        events: what ``events_for(idem_key, job_id)`` holds.
+        idem_key, job_id: the command's.
+        command: the command this request sent; None drops every refusal of a re-use.
+    """
+    if command is not None:
+        key = conflict_key(idem_key, command_digest(command))
+        mine = [e for e in events if is_conflict(e) and e.event_id == event_id(key, job_id, 0)]
+        if mine:
+            return mine
+    return [e for e in events if not is_conflict(e)]
+
+
 def _check(events: list[ev.RunEvent], *tolerated: RejectReason) -> None:
     """Raise the HTTP error of a CommandRejected in ``events``, unless its reason is tolerated."""
     for record in events:
@@ -143,6 +180,16 @@ def _check(events: list[ev.RunEvent], *tolerated: RejectReason) -> None:
             if rej.reason is RejectReason.INVALID_DEFINITION:
                 field, _, reason = rej.detail.partition(": ")
                 raise _invalid(field, reason or rej.detail)
+            if rej.reason is RejectReason.IDEMPOTENCY_CONFLICT:  # the guard's shape
+                raise RequestValidationError(
+                    [
+                        {
+                            "type": rej.reason.value,
+                            "loc": ("header", idempotency.HEADER),
+                            "msg": rej.detail,
+                        }
+                    ]
+                )
             raise HTTPException(_STATUS.get(rej.reason, 409), f"{rej.reason}: {rej.detail}")
 
 
@@ -289,7 +336,7 @@ async def backfill_job(
     if body.end <= body.start:
         raise _invalid("end", "must be after start")
     if idempotency_key and not body.dry_run:
-        prior = rm.events_for(idempotency_key, job_id)
+        prior = answer_of(rm.events_for(idempotency_key, job_id), idempotency_key, job_id)
         if prior:  # a retried request: answer as the first time
             _check(prior)
             return _backfilled(job_id, prior)

@@ -54,6 +54,16 @@ class ApiClient:
         self.base_url = base_url.rstrip("/")
         self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s)
 
+    def __enter__(self) -> ApiClient:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the HTTP connections (a ``with`` block does it on exit)."""
+        self._http.close()
+
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
         """Send a request and return the JSON answer.
 
@@ -177,6 +187,14 @@ class ApiClient:
         answer = self.request("GET", "/api/v1/dead-letters", params=params)
         letters: list[dict[str, Any]] = answer["dead_letters"]
         return letters
+
+    def workers(self, include_lost: bool = False) -> list[dict[str, Any]]:
+        """Return the workers that heartbeat, by worker_id (lost ones with ``include_lost``)."""
+        params = {"include_lost": "true"} if include_lost else None
+        workers: list[dict[str, Any]] = self.request("GET", "/api/v1/workers", params=params)[
+            "workers"
+        ]
+        return workers
 
     def replay(self, body: dict[str, Any]) -> Any:
         """Replay dead letters (``{run_id, task}``, ``{job_id}`` or ``{since, until}``)."""

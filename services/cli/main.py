@@ -46,6 +46,10 @@ schedule = typer.Typer(
 app.add_typer(schedule, name="schedule")
 dead = typer.Typer(no_args_is_help=True, help="List and replay dead-lettered task instances.")
 app.add_typer(dead, name="dead-letters")
+workers = typer.Typer(
+    no_args_is_help=True, help="The workers that heartbeat: slots, free slots, held leases."
+)
+app.add_typer(workers, name="workers")
 
 
 def _load(path: Path) -> list[dict[str, Any]]:
@@ -276,6 +280,22 @@ dead.command("list")(runs_cmd.dead_letters_list)
 dead.command("replay")(runs_cmd.dead_letters_replay)
 
 app.command("replay")(replay_cmd.replay)
+
+
+@workers.command("list")
+def workers_list(
+    api: Api = DEFAULT_API,
+    output: Fmt = Output.table,
+    include_lost: Annotated[
+        bool,
+        typer.Option(
+            "--include-lost", help="Also list workers whose last heartbeat is past its ttl."
+        ),
+    ] = False,
+) -> None:
+    """List the workers that heartbeat (a worker stopped gracefully is not listed)."""
+    with ApiClient(api) as client:
+        show(call(lambda: client.workers(include_lost)), output, render.workers_table)
 
 
 @app.command("up")

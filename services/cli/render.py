@@ -15,6 +15,8 @@ STATE_STYLES = {
     "running": "yellow",
     "ready": "cyan",
     "scheduled": "cyan",
+    "queued": "blue",
+    "buffered": "blue",
     "retrying": "magenta",
     "upstream_failed": "red",
     "skipped": "dim",
@@ -23,6 +25,8 @@ STATE_STYLES = {
     "active": "green",
     "paused": "yellow",
     "deleted": "dim",
+    "alive": "green",
+    "lost": "bold red",
 }
 
 
@@ -63,6 +67,7 @@ def jobs_table(jobs: list[dict[str, Any]]) -> Table:
         "status",
         "next run",
         "runs",
+        "queued",
         "ok",
         "failed",
         "last run",
@@ -84,6 +89,7 @@ def jobs_table(jobs: list[dict[str, Any]]) -> Table:
             styled(job["status"]),
             local_and_utc(job.get("next_run_at")),
             str(c["runs"]),
+            str(c.get("queued", 0)),
             str(c["succeeded"]),
             str(c["failed"]),
             styled(last.get("state")) if last else "-",
@@ -305,4 +311,26 @@ def replays_table(answer: dict[str, Any]) -> Table:
         table.add_column(col, no_wrap=True)
     for r in answer["replays"]:
         table.add_row(r["job_id"], r["run_id"], r["task"], r["replay_run_id"])
+    return table
+
+
+def workers_table(workers: list[dict[str, Any]]) -> Table:
+    """Return the table of ``cronlog workers list``: one row per worker, its held leases."""
+    table = Table(title="workers")
+    for col in ("worker", "host", "pid", "slots", "free", "leases", "last heartbeat", "age"):
+        table.add_column(col, no_wrap=col != "leases")
+    table.add_column("state")
+    for w in workers:
+        leases = ", ".join(f"{le['run_id'][:9]}/{le['task']}#{le['attempt']}" for le in w["leases"])
+        table.add_row(
+            w["worker_id"],
+            w["host"],
+            str(w["pid"]),
+            str(w["slots"]),
+            str(w["free_slots"]),
+            leases or "-",
+            local_and_utc(w["last_heartbeat_at"]),
+            seconds(w["age_s"]),
+            styled(w["state"]),
+        )
     return table

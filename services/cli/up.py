@@ -204,11 +204,14 @@ def _snapshot(client: ApiClient, services: list[Service], limit: int = 25) -> Gr
     caption = Text("  ").join(Text.assemble(f"{s.name} ", s.state()) for s in services)
     try:
         runs: list[dict[str, Any]] = []
-        for job in client.jobs():
+        jobs = client.jobs()
+        for job in jobs:
             runs.extend(client.runs(job["job_id"], limit=limit))
         runs.sort(key=lambda r: r["scheduled_for"], reverse=True)
+        queued = sum(job["counts"].get("queued", 0) for job in jobs)
         body: Any = render.runs_table(
-            runs[:limit], f"runs (api {client.base_url}, Ctrl-C stops everything)"
+            runs[:limit],
+            f"runs (api {client.base_url}, {queued} queued, Ctrl-C stops everything)",
         )
     except ApiError as exc:
         body = Text(f"API: {exc.describe()}", "red")

@@ -37,6 +37,9 @@ class WorkerSettings(KafkaSettings):
         log_flush_s: seconds output may wait in the worker before it is sent as a LogChunk
             (a full 64 KiB chunk goes at once): how stale a running attempt's log can be.
             Env ``CRONLOG_LOG_FLUSH_S``. Default 0.5.
+        heartbeat_s: seconds between two heartbeats on ``cronlog.workers`` (slots, free
+            slots, held leases; ``services/worker/heartbeat.py``). A heartbeat vouches for
+            the worker 3 intervals. Env ``CRONLOG_HEARTBEAT_S``. Default 2.
     """
 
     worker_id: str = Field(default_factory=_default_worker_id)
@@ -47,6 +50,7 @@ class WorkerSettings(KafkaSettings):
     ready_session_timeout_s: float = Field(default=10.0, gt=0)
     log_cap_bytes: int = Field(default=DEFAULT_CAP_BYTES, ge=0, le=1024**3)
     log_flush_s: float = Field(default=0.5, gt=0, le=60)
+    heartbeat_s: float = Field(default=2.0, ge=0.1, le=300)
 
     def ready_group(self) -> str:
         """Return the consumer group of the ready topic."""

@@ -24,12 +24,14 @@ from cronlog.errors import CronlogError
 from cronlog.ids import claim_idem_key, is_claim_key
 from cronlog.vocabulary import CommandKind
 from services.worker.attempts import Attempts
+from services.worker.heartbeat import Heartbeat
 from services.worker.kinds import PythonPool
 from services.worker.logsink import LogShipper
 from services.worker.ready import ReadySource
 from services.worker.replies import read_replies
 from services.worker.settings import WorkerSettings
 from topology.codec import DecodeError, decode_event, encode_command
+from topology.heartbeats import HeldLease
 from topology.retrying import Liveness, Stopped, record_ok, start_thread
 from topology.topics import Topics
 
@@ -104,6 +106,13 @@ class Worker:
         with self._lock:
             self._reserved[complete_key] = time.monotonic()
         return 1
+
+    def held_leases(self) -> list[HeldLease]:
+        """Return the leases this worker holds now (its heartbeat's; any thread)."""
+        return [
+            HeldLease(h.grant.run_id, h.grant.task, h.grant.attempt, h.grant.epoch)
+            for h in list(self.attempts.held.values())
+        ]
 
     # -- answers -------------------------------------------------------------------------------
     def _replies_loop(self) -> None:
@@ -204,6 +213,8 @@ class Worker:
             raise CronlogError(f"worker cannot read its replies partition: {self.failure}")
         source = ReadySource.open(s, self.topics.ready, self.ready_liveness)
         log.info("worker started", extra={"worker_id": s.worker_id, "slots": s.slots})
+        heartbeat = Heartbeat(s, self.held_leases)
+        heartbeat.start()
         try:
             while not self._stop.is_set():
                 self.ready_liveness.beat()
@@ -230,6 +241,7 @@ class Worker:
         finally:
             source.close()
             self._drain()
+            heartbeat.stop()  # a tombstone: this worker is gone
             self.python_pool.shutdown()
             self.logs.close()
             self.producer.flush(10)

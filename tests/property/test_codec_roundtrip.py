@@ -22,11 +22,14 @@ from topology.codec import (
     decode_command,
     decode_dead_letter,
     decode_event,
+    decode_heartbeat,
     default_codec,
     encode_command,
     encode_dead_letter,
     encode_event,
+    encode_heartbeat,
 )
+from topology.heartbeats import WorkerHeartbeat
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 INSTANTS = st.integers(
@@ -129,12 +132,18 @@ def test_dead_letter_round_trips(dl: DeadLetter) -> None:
     assert_identical(decode_dead_letter(encode_dead_letter(dl)), dl)
 
 
+@given(hb=strategy_for(WorkerHeartbeat))
+def test_worker_heartbeat_round_trips(hb: WorkerHeartbeat) -> None:
+    assert_identical(decode_heartbeat(encode_heartbeat(hb)), hb)
+
+
 # -- fuzz: anything but a valid record is a DecodeError, never another exception --------------
 
 DECODERS: dict[str, Callable[[bytes], object]] = {
     "command": decode_command,
     "event": decode_event,
     "dead_letter": decode_dead_letter,
+    "heartbeat": decode_heartbeat,
 }
 HEADERS = [  # magic + fingerprint of each current schema: fuzz reaches the Avro body reader
     encode_command(Envelope(idem_key="k", job_id="j", command=Tick()))[:10],
@@ -142,11 +151,15 @@ HEADERS = [  # magic + fingerprint of each current schema: fuzz reaches the Avro
         RunEvent(event_id="e", job_id="j", at=from_ms(0), idem_key="k", index=0, event=JobPaused())
     )[:10],
     encode_dead_letter(DeadLetter("t", 0, 0, None, b"", "E", "r", from_ms(0)))[:10],
+    encode_heartbeat(
+        WorkerHeartbeat("w", "h", 1, 1, 1, (), from_ms(0), from_ms(0), timedelta(seconds=6))
+    )[:10],
 ]
 VALID = st.one_of(
     envelopes(strategy_for(Command)).map(encode_command),
     run_events(strategy_for(Event)).map(encode_event),
     strategy_for(DeadLetter).map(encode_dead_letter),
+    strategy_for(WorkerHeartbeat).map(encode_heartbeat),
 )
 FUZZ = settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 
@@ -199,6 +212,7 @@ def test_a_bit_flip_decodes_to_something_encodable_or_is_a_decode_error(
         "command": encode_command,
         "event": encode_event,
         "dead_letter": encode_dead_letter,
+        "heartbeat": encode_heartbeat,
     }
     for kind, decode in DECODERS.items():
         value = decodes_or_refuses(decode, bytes(flipped))

@@ -33,11 +33,14 @@ from topology.codec import (
     decode_command,
     decode_dead_letter,
     decode_event,
+    decode_heartbeat,
     encode_command,
     encode_dead_letter,
     encode_event,
+    encode_heartbeat,
     schema_fingerprint,
 )
+from topology.heartbeats import HeldLease, WorkerHeartbeat
 
 HISTORY = SCHEMA_DIR / "history"
 NOW = datetime(2025, 3, 30, 1, 30, 0, 250_000, tzinfo=UTC)
@@ -50,6 +53,17 @@ EVENT = RunEvent(
     idem_key="idem-1",
     index=0,
     event=TaskReady(run_id="r1", task="main", attempt=1, scheduled_for=NOW),
+)
+HEARTBEAT = WorkerHeartbeat(
+    worker_id="host-1-42",
+    host="host-1",
+    pid=42,
+    slots=4,
+    free_slots=2,
+    leases=(HeldLease("r1", "main", 1, 3), HeldLease("r2", "load", 2, 7)),
+    started_at=NOW - timedelta(minutes=5),
+    at=NOW,
+    ttl=timedelta(seconds=6),
 )
 
 
@@ -177,6 +191,9 @@ def test_round_trip_of_each_envelope_kind() -> None:
         (KafkaHeader("trace", b"abc"), KafkaHeader("empty", None)),
     )
     assert decode_dead_letter(encode_dead_letter(dl)) == dl
+    assert decode_heartbeat(encode_heartbeat(HEARTBEAT)) == HEARTBEAT
+    idle = dataclasses.replace(HEARTBEAT, free_slots=4, leases=())
+    assert decode_heartbeat(encode_heartbeat(idle)) == idle
 
 
 # -- errors ----------------------------------------------------------------------------------
@@ -198,6 +215,10 @@ def _reason(decode: typing.Callable[[bytes], object], data: bytes) -> str:
         (b"\x00\x00\x00", "truncated Confluent header"),
         (b"\x00\x00\x00\x00\x07body", "no schema registry is configured"),
         (encode_event(EVENT), "record is a cronlog.RunEvent, expected a cronlog.Command"),
+        (
+            encode_heartbeat(HEARTBEAT),
+            "record is a cronlog.WorkerHeartbeat, expected a cronlog.Command",
+        ),
         (encode_command(ENV)[:-3], "truncated cronlog.Command body"),
         (encode_command(ENV) + b"\x00", "1 trailing bytes after the cronlog.Command body"),
     ],
@@ -316,6 +337,7 @@ def test_records_of_an_older_version_decode_with_current_defaults(tmp_path: Path
     _without_fields(v0 / "cronlog.JobSpec.avsc", "retry_policy", "tasks", "timeout_ms")
     _without_fields(v0 / "cronlog.Schedule.avsc", "catchup_window_ms", "catchup")
     _without_fields(v0 / "cronlog.DeadLetter.avsc", "headers", "source_record_at")
+    _without_fields(v0 / "cronlog.WorkerHeartbeat.avsc", "leases")
     codec = Codec(tmp_path)
 
     old_cmd = _load(v0 / "cronlog.Command.avsc")
@@ -369,6 +391,22 @@ def test_records_of_an_older_version_decode_with_current_defaults(tmp_path: Path
     )
     assert codec.decode_dead_letter(data) == DeadLetter(
         "t", 1, 2, None, b"v", "DecodeError", "r", NOW, None, ()
+    )
+
+    old_hb = _load(v0 / "cronlog.WorkerHeartbeat.avsc")
+    datum = {
+        "worker_id": "w",
+        "host": "h",
+        "pid": 1,
+        "slots": 2,
+        "free_slots": 2,
+        "started_at": NOW,
+        "at": NOW,
+        "ttl_ms": 6000,
+    }
+    data = b"\xc3\x01" + schema_fingerprint(old_hb) + _avro_body(old_hb, datum)
+    assert codec.decode_heartbeat(data) == WorkerHeartbeat(
+        "w", "h", 1, 2, 2, (), NOW, NOW, timedelta(seconds=6)
     )
 
 
@@ -539,10 +577,15 @@ def test_at_least_one_snapshot_exists() -> None:
     assert (HISTORY / "v1" / "cronlog.RunEvent.avsc").exists()
 
 
+FRAMED = ("Command", "RunEvent", "DeadLetter", "WorkerHeartbeat")
+"""The records framed on topics (WorkerHeartbeat from v4 on: older snapshots lack it)."""
+
+
 def _fingerprints(folder: Path) -> tuple[str, ...]:
     return tuple(
         schema_fingerprint(load_schema(str(folder / f"cronlog.{name}.avsc"))).hex()
-        for name in ("Command", "RunEvent", "DeadLetter")
+        for name in FRAMED
+        if (folder / f"cronlog.{name}.avsc").exists()
     )
 
 
@@ -677,7 +720,7 @@ def _zero_byte_items(schema: typing.Any, named: dict[str, typing.Any]) -> list[s
     return []
 
 
-@pytest.mark.parametrize("name", ["Command", "RunEvent", "DeadLetter"])
+@pytest.mark.parametrize("name", FRAMED)
 def test_no_array_of_items_that_encode_to_zero_bytes(name: str) -> None:
     full = _current(name)
     assert _zero_byte_items(full, full["__named_schemas"]) == []

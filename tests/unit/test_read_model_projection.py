@@ -158,7 +158,14 @@ def test_registered_job_shows_its_definition_status_and_next_run(store: Store) -
     assert job["status"] == "active"
     assert job["next_run_at"] == "2026-03-01T12:00:10.000Z"
     assert job["created_at"] == "2026-03-01T12:00:00.000Z"
-    assert job["counts"] == {"runs": 0, "active": 0, "succeeded": 0, "failed": 0, "cancelled": 0}
+    assert job["counts"] == {
+        "runs": 0,
+        "active": 0,
+        "queued": 0,
+        "succeeded": 0,
+        "failed": 0,
+        "cancelled": 0,
+    }
 
 
 def test_unknown_ids_are_none(store: Store) -> None:
@@ -186,7 +193,14 @@ def test_succeeded_run_has_worker_exit_code_timings_and_trigger_lag(store: Store
     assert run["lease_expires_at"] is None
     job = views.get_job(store, JOB)
     assert job is not None
-    assert job["counts"] == {"runs": 1, "active": 0, "succeeded": 1, "failed": 0, "cancelled": 0}
+    assert job["counts"] == {
+        "runs": 1,
+        "active": 0,
+        "queued": 0,
+        "succeeded": 1,
+        "failed": 0,
+        "cancelled": 0,
+    }
     assert job["next_run_at"] == "2026-03-01T12:00:20.000Z"
     assert job["last_run"] == {
         "run_id": run_id,
