@@ -120,6 +120,7 @@ class JobOut(BaseModel):
     run_timeout_s: Number | None = None
     max_queued_runs: int = 100
     max_lease_expiries: int = 3
+    isolation: Literal["process", "thread"] = "process"
 
 
 class JobList(BaseModel):

@@ -24,6 +24,9 @@ from cronlog.model import (
     TaskSpec,
     TriggerRule,
 )
+from cronlog.model import (
+    Isolation as ModelIsolation,
+)
 from cronlog.time import iso
 from cronlog.vocabulary import FailureKind
 from services.api.schemas import (
@@ -88,6 +91,7 @@ def to_spec(body: JobDefinition) -> JobSpec:
         ),
         max_queued_runs=body.max_queued_runs,
         max_lease_expiries=body.max_lease_expiries,
+        isolation=ModelIsolation(body.isolation),
     )
 
 
@@ -130,6 +134,7 @@ def _task_spec(t: TaskIn) -> TaskSpec:
         retry_policy=_retry_policy(t.retry_policy) if t.retry_policy is not None else None,
         timeout=timedelta(seconds=t.timeout_s) if t.timeout_s is not None else None,
         lease_ttl=timedelta(seconds=t.lease_ttl_s) if t.lease_ttl_s is not None else None,
+        isolation=ModelIsolation(t.isolation),
     )
 
 
@@ -146,6 +151,7 @@ def _task_json(t: TaskSpec) -> dict[str, Any]:
         "retry_policy": _retry_json(t.retry_policy) if t.retry_policy is not None else None,
         "timeout_s": _secs(t.timeout) if t.timeout is not None else None,
         "lease_ttl_s": _secs(t.lease_ttl) if t.lease_ttl is not None else None,
+        "isolation": t.isolation.value,
     }
 
 
@@ -256,6 +262,7 @@ def spec_to_json(spec: JobSpec) -> dict[str, Any]:
         "run_timeout_s": _secs(spec.run_timeout) if spec.run_timeout is not None else None,
         "max_queued_runs": spec.max_queued_runs,
         "max_lease_expiries": spec.max_lease_expiries,
+        "isolation": spec.isolation.value,
     }
 
 

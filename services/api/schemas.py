@@ -47,6 +47,8 @@ Overlap = Literal["allow", "skip", "buffer_one", "cancel_previous"]
 DstGapName = Literal["shift", "skip"]
 DstOverlapName = Literal["first", "last", "both"]
 TaskKindName = Literal["exec", "shell", "python", "http"]
+Isolation = Literal["process", "thread"]
+"""Where a python task's call runs (cronlog.model.Isolation)."""
 
 
 class ExclusionIn(_Strict):
@@ -210,6 +212,9 @@ class TaskIn(_Strict):
             ``all_done``, ``one_success``, ``one_failed``, ``none_failed``,
             ``none_failed_min_one_success``, ``always``.
         retry_policy, timeout_s, lease_ttl_s: overrides of the job's; null inherits.
+        isolation: where a ``python`` task's call runs: ``process`` (default; the worker's
+            pool, killable) or ``thread`` (in the worker, no process round trip; cannot be
+            killed on timeout).
     """
 
     name: TaskName
@@ -223,6 +228,7 @@ class TaskIn(_Strict):
     retry_policy: RetryPolicyIn | None = None
     timeout_s: Seconds | None = None
     lease_ttl_s: Seconds | None = None
+    isolation: Isolation = "process"
 
 
 class JobDefinition(_Strict):
@@ -261,6 +267,8 @@ class JobDefinition(_Strict):
         max_lease_expiries: how often a task's lease may lapse (its worker crashed or hung)
             and the attempt be given back, without spending a retry, before the task is
             dead-lettered as ``lease_expired`` (0..100). Default 3.
+        isolation: where a one-task job's ``python`` call runs: ``process`` (default) or
+            ``thread`` (see TaskIn).
     """
 
     name: str
@@ -282,6 +290,7 @@ class JobDefinition(_Strict):
     run_timeout_s: Seconds | None = Field(default=None, gt=0)
     max_queued_runs: int = Field(default=100, ge=0, le=MAX_QUEUED_RUNS_LIMIT)
     max_lease_expiries: int = Field(default=3, ge=0, le=MAX_LEASE_EXPIRIES_LIMIT)
+    isolation: Isolation = "process"
 
 
 class JobIn(JobDefinition):
@@ -361,6 +370,7 @@ class JobPatch(_Strict):
     run_timeout_s: Seconds | None = Field(default=None, gt=0)
     max_queued_runs: int | None = Field(default=None, ge=0, le=MAX_QUEUED_RUNS_LIMIT)
     max_lease_expiries: int | None = Field(default=None, ge=0, le=MAX_LEASE_EXPIRIES_LIMIT)
+    isolation: Isolation | None = None
 
 
 class JobCreated(BaseModel):

@@ -87,6 +87,12 @@ def test_invalid_task_definition_names_the_field(changes: dict[str, object], fie
         {"kind": TaskKind.SHELL, "command": (), "shell": "echo hi | wc -c"},
         {"kind": TaskKind.PYTHON, "command": (), "callable": "tests.unit.tasks_for_tests:fail"},
         {
+            "kind": TaskKind.PYTHON,
+            "command": (),
+            "callable": "tests.unit.tasks_for_tests:noop",
+            "isolation": Isolation.THREAD,
+        },
+        {
             "kind": TaskKind.HTTP,
             "command": (),
             "http": HttpTask(
