@@ -11,9 +11,6 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable
 
-_UNSET = -1
-"""Journal marker: the job had no deadline before the batch changed it."""
-
 
 class DueIndex:
     """Deadlines (epoch ms) of the jobs of the partitions this process owns."""
@@ -22,7 +19,8 @@ class DueIndex:
         self._heaps: dict[int, list[tuple[int, str]]] = {}
         self._deadline: dict[str, int] = {}
         self._partition: dict[str, int] = {}
-        self._journal: dict[str, int] | None = None
+        self._journal: dict[str, int | None] | None = None
+        """job_id → its deadline before the batch's first change (None: it had none)."""
 
     def __len__(self) -> int:
         return len(self._deadline)
@@ -66,7 +64,7 @@ class DueIndex:
         """Undo every change since ``begin`` (the batch's transaction aborted)."""
         journal, self._journal = self._journal or {}, None
         for job_id, before in journal.items():
-            if before == _UNSET:
+            if before is None:
                 self._deadline.pop(job_id, None)
                 continue
             self._deadline[job_id] = before
@@ -76,7 +74,7 @@ class DueIndex:
 
     def _remember(self, job_id: str) -> None:
         if self._journal is not None and job_id not in self._journal:
-            self._journal[job_id] = self._deadline.get(job_id, _UNSET)
+            self._journal[job_id] = self._deadline.get(job_id)
 
     def set(self, partition: int, job_id: str, deadline_ms: int | None) -> None:
         """Record the job's next deadline (None: nothing due ever, until a command says so)."""

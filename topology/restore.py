@@ -24,6 +24,12 @@ BATCH = 5000
 """Changelog records per consume call and per RocksDB write batch."""
 STALL_S = 60.0
 """A restore that receives nothing for this long before the changelog's end fails."""
+POLL_S = 0.05
+"""Longest wait for the next record before the consumer's position is checked, seconds."""
+CONSUMER_CONFIG: dict[str, object] = {"enable.partition.eof": True, "fetch.wait.max.ms": 10}
+"""What a restore consumer needs beyond ``consumer_config``: end-of-partition events, and a
+short broker-side fetch wait (the fetch left waiting at one partition's end holds the next
+restore's first fetch back for that long: 500 ms by default)."""
 
 
 class RestoreError(Exception):
@@ -59,8 +65,8 @@ def restore(consumer: Consumer, topic: str, partition: int, store: PartitionStor
     """Read ``topic/partition`` from after the store's offset to its end into ``store``.
 
     Args:
-        consumer: a ``read_committed`` consumer with ``enable.partition.eof`` on, used with
-            manual assignment (its assignment is replaced and cleared).
+        consumer: a ``read_committed`` consumer with CONSUMER_CONFIG, used with manual
+            assignment (its assignment is replaced and cleared).
         topic: the job table's changelog topic.
         partition: the partition (the command partition's number).
         store: the partition's store.
@@ -83,7 +89,10 @@ def restore(consumer: Consumer, topic: str, partition: int, store: PartitionStor
     position, applied, idle_since = start, 0, time.monotonic()
     try:
         while position < end:
-            msgs = consumer.consume(num_messages=BATCH, timeout=0.5)
+            # poll returns as soon as a record is there; consume with a timeout would wait
+            # all of it for a full batch, even past the end
+            first = consumer.poll(POLL_S)
+            msgs = [] if first is None else [first, *consumer.consume(BATCH - 1, timeout=0)]
             rows: list[tuple[str, bytes | None, int | None]] = []
             last = -1
             for m in msgs:
@@ -106,7 +115,11 @@ def restore(consumer: Consumer, topic: str, partition: int, store: PartitionStor
                 applied += len(rows)
             if msgs:
                 idle_since = time.monotonic()
-            elif time.monotonic() - idle_since > STALL_S:
+                continue
+            # a commit marker takes an offset but is never delivered (nor, when it ends the
+            # partition, followed by EOF before the broker's fetch wait): the position skips it
+            position = max(position, consumer.position([tp])[0].offset)
+            if position < end and time.monotonic() - idle_since > STALL_S:
                 raise RestoreError(
                     f"{topic}/{partition}: nothing after offset {position} for {STALL_S:.0f}s, "
                     f"expected records up to {end}"

@@ -27,6 +27,7 @@ from topology.codec import Codec
 from topology.due_index import DueIndex
 from topology.fold import BatchFolder, BatchResult, Record
 from topology.partition_store import PartitionStore
+from topology.restore import CONSUMER_CONFIG as RESTORE_CONSUMER
 from topology.restore import restore
 from topology.retrying import is_transient
 from topology.topics import Topics
@@ -123,9 +124,7 @@ class FoldRuntime:
         )
         self.consumer = Consumer(settings.consumer_config(self.topics.scheduler_app, **self._cc()))
         self.restorer = Consumer(
-            settings.consumer_config(
-                f"{self.topics.scheduler_app}-restore", **{"enable.partition.eof": True}
-            )
+            settings.consumer_config(f"{self.topics.scheduler_app}-restore", **RESTORE_CONSUMER)
         )
         self.producer = Producer(
             settings.producer_config(
