@@ -50,7 +50,12 @@ def main() -> None:
     try:
         runtime.run()
     except Fenced as exc:
-        log.critical("action=fenced error=%s: another instance owns this fold; exiting", exc)
+        log.critical(
+            "action=fenced error=%s: this process may no longer write (a newer instance took "
+            "its transactional.id, or its transaction timed out and was aborted); exiting so "
+            "that it restarts fresh",
+            exc,
+        )
         sys.exit(70)
     finally:
         if relay_stop is not None:
