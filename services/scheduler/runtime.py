@@ -37,6 +37,8 @@ UNASSIGNED = -1
 """librdkafka's RD_KAFKA_PARTITION_UA: let the (murmur2) partitioner choose."""
 COMMIT_BACKOFF_S = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 """Waits between attempts to commit a batch through transient broker errors, seconds."""
+FENCED_LIMIT = 5
+"""Producer renewals after a fence allowed per minute before the process gives up."""
 GROUP_ERRORS = frozenset(
     {
         KafkaError.ILLEGAL_GENERATION,
@@ -126,16 +128,42 @@ class FoldRuntime:
         self.restorer = Consumer(
             settings.consumer_config(f"{self.topics.scheduler_app}-restore", **RESTORE_CONSUMER)
         )
-        self.producer = Producer(
-            settings.producer_config(
+        self.producer = self._new_producer()
+        self._fenced_at: list[float] = []
+        """When the producer was last renewed after being fenced (a bound on how often)."""
+
+    def _new_producer(self) -> Producer:
+        s = self.settings
+        return Producer(
+            s.producer_config(
                 **{
-                    "transactional.id": f"{self.topics.scheduler_app}-{settings.instance_id}",
-                    "transaction.timeout.ms": int(settings.transaction_timeout_s * 1000),
+                    "transactional.id": f"{self.topics.scheduler_app}-{s.instance_id}",
+                    "transaction.timeout.ms": int(s.transaction_timeout_s * 1000),
                     "linger.ms": 1,
                     "queue.buffering.max.messages": 500_000,
                 }
             )
         )
+
+    def _renew_producer(self, err: KafkaError) -> None:
+        """The producer was fenced: its transaction timed out and was aborted (a broker
+        outage, a process frozen past the timeout) or the group moved on. Kafka Streams' rule:
+        close it as a zombie and start again with a new one (``init_transactions`` bumps the
+        epoch), after rolling the batch back. More than ``FENCED_LIMIT`` times a minute means
+        another live process uses this transactional.id (a duplicated instance id): that is
+        fatal.
+
+        Raises:
+            Fenced: fenced too often.
+        """
+        now = time.monotonic()
+        self._fenced_at = [t for t in self._fenced_at if now - t < 60.0] + [now]
+        if len(self._fenced_at) > FENCED_LIMIT:
+            raise Fenced(f"producer fenced {len(self._fenced_at)} times in a minute: {err}")
+        log.warning("action=producer_renewed error=%s: fenced; a new producer takes over", err)
+        self.producer.flush(0)
+        self.producer = self._new_producer()
+        self.producer.init_transactions(60)
 
     def _cc(self) -> dict[str, object]:
         s = self.settings
@@ -266,23 +294,28 @@ class FoldRuntime:
                 return changelog
             except KafkaException as exc:
                 err = exc.args[0]
-                if err.fatal():
-                    raise Fenced(f"producer: {err}") from exc
+                if err.fatal():  # fenced: nothing of the batch is visible; fold it again
+                    self._renew_producer(err)
+                    return None
                 log.warning("action=txn_failed attempt=%d error=%s", attempt + 1, err)
-                self._abort()
+                if not self._abort():
+                    return None
                 if err.code() in GROUP_ERRORS or (
                     not is_transient(err) and not err.txn_requires_abort()
                 ):
                     return None
         return None
 
-    def _abort(self) -> None:
+    def _abort(self) -> bool:
+        """Abort the open transaction; False when the producer had to be renewed."""
         try:
             self.producer.abort_transaction(30)
         except KafkaException as exc:
             if exc.args[0].fatal():
-                raise Fenced(f"producer: {exc.args[0]}") from exc
+                self._renew_producer(exc.args[0])
+                return False
             log.warning("action=txn_abort_failed error=%s", exc.args[0])
+        return True
 
     def _produce(self, out: BatchResult, changelog: dict[int, int]) -> None:
         def track(err: KafkaError | None, msg: Message) -> None:

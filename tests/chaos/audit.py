@@ -18,6 +18,7 @@ from topology.codec import Codec
 LEGITIMATE_SKIPS = frozenset(
     {
         SkipReason.MAX_ACTIVE_RUNS,
+        SkipReason.QUEUE_FULL,
         SkipReason.OVERLAP,
         SkipReason.EXCLUDED,
         SkipReason.END_AT,
@@ -105,6 +106,10 @@ class Audit:
     events: int = 0
     redelivered: int = 0
     runs: int = 0
+    queued: int = 0
+    """Ticks whose run was queued (RunQueued) rather than started at once."""
+    lease_expiries: int = 0
+    """Leases that lapsed (the attempt given back, not failed)."""
     succeeded_attempts: int = 0
     failed_attempts: int = 0
     rejected: dict[str, int] = field(default_factory=dict)
@@ -199,6 +204,10 @@ def _ticks(
             a.runs += 1
             if body.trigger in SCHEDULED_TRIGGERS:
                 runs[(e.job_id, _ms(body.scheduled_for))].add(body.run_id)
+        elif isinstance(body, ev.RunQueued) and body.trigger in SCHEDULED_TRIGGERS:
+            # delayed, not dropped: the run starts (RunScheduled, same run_id) when a slot frees
+            runs[(e.job_id, _ms(body.scheduled_for))].add(body.run_id)
+            a.queued += 1
         elif isinstance(body, ev.TickSkipped):
             skips[(e.job_id, _ms(body.scheduled_for))].append(body.reason)
             skipped[body.reason.value] += 1
@@ -248,6 +257,9 @@ def _attempts(a: Audit, events: list[ev.RunEvent], end: datetime) -> None:
                 a.failed_attempts += 1
             case ev.TaskCancelled() | ev.TaskDeadLettered():
                 ended.add((body.run_id, body.task, body.attempt))
+            case ev.LeaseExpired():  # given back: the next attempt is ready again at once
+                ended.add((body.run_id, body.task, body.attempt))
+                a.lease_expiries += 1
             case ev.TaskReleased():
                 released.add((body.run_id, body.task, body.attempt, body.epoch))
             case ev.RunSucceeded() | ev.RunFailed() | ev.RunCancelled():

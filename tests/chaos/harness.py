@@ -215,7 +215,8 @@ class ChaosReport:
             "scheduler kill → first run-event on its partitions, s: "
             f"median {med if med is None else round(med, 1)}, "
             f"max {round(fo[-1], 1) if fo else None} (n={len(fo)})",
-            f"ticks expected {a.ticks_expected}, run {a.ticks_run}, skipped {a.skipped}; "
+            f"ticks expected {a.ticks_expected}, run {a.ticks_run} ({a.queued} of them queued "
+            f"first), skipped {a.skipped}; lease expiries {a.lease_expiries}; "
             f"runs {a.runs}; attempts succeeded {a.succeeded_attempts}, failed "
             f"{a.failed_attempts}; events {a.events} ({a.redelivered} re-delivered)",
             f"runs not ended after the drain: {self.unfinished_runs}",

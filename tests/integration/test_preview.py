@@ -1,5 +1,5 @@
 """Preview and skipped ticks through the API, against a real broker, scheduler and worker: the
-preview agrees with the fold's own next tick, and a tick skipped for ``max_active_runs`` shows
+preview agrees with the fold's own next tick, and a tick skipped for a full queue shows
 up in ``GET /jobs/{id}/skipped`` and in the job's ``skipped_count``."""
 
 from __future__ import annotations
@@ -56,7 +56,8 @@ def test_preview_of_a_registered_job(api: httpx.Client) -> None:
     assert ticks[0]["local"].endswith("+05:30")
 
 
-def test_ticks_skipped_for_max_active_runs_are_served(api: httpx.Client, events: EventLog) -> None:
+def test_ticks_skipped_for_a_full_queue_are_served(api: httpx.Client, events: EventLog) -> None:
+    # max_active_runs reached: a tick queues its run; past max_queued_runs it is skipped
     body = {
         "job_id": "preview-busy",
         "name": "long runs every second",
@@ -64,6 +65,7 @@ def test_ticks_skipped_for_max_active_runs_are_served(api: httpx.Client, events:
         "command": ["sleep", "10"],
         "timeout_s": 30,
         "max_active_runs": 1,
+        "max_queued_runs": 1,
     }
     assert api.post("/api/v1/jobs", json=body).status_code == 201
     deadline = time.monotonic() + 60
@@ -74,7 +76,7 @@ def test_ticks_skipped_for_max_active_runs_are_served(api: httpx.Client, events:
             break
         time.sleep(0.5)
     assert len(skipped) >= 3, skipped
-    assert {s["reason"] for s in skipped} == {"max_active_runs"}
+    assert {s["reason"] for s in skipped} == {"queue_full"}
     instants = [datetime.fromisoformat(s["scheduled_for"]) for s in skipped]
     assert instants == sorted(instants, reverse=True)  # newest first
     assert len(set(instants)) == len(instants)
@@ -92,7 +94,7 @@ def test_ticks_skipped_for_max_active_runs_are_served(api: httpx.Client, events:
             <= {
                 r.event.scheduled_for.isoformat(timespec="milliseconds").replace("+00:00", "Z")
                 for r in log.of_type(ev.TickSkipped, "preview-busy")
-                if r.event.reason is SkipReason.MAX_ACTIVE_RUNS
+                if r.event.reason is SkipReason.QUEUE_FULL
             }
         ),
         timeout=30,

@@ -119,7 +119,7 @@ def test_a_frozen_scheduler_writes_nothing_visible_after_the_takeover(
     a_log_at_cont = a.log_path.stat().st_size
     os.killpg(a.popen.pid, signal.SIGCONT)
     t_cont = time.monotonic()
-    outcome = wait_for(lambda: _a_outcome(a, a_log_at_cont), 60, "A to be fenced or to rejoin")
+    outcome = wait_for(lambda: _a_outcome(a, a_log_at_cont), 60, "A to rejoin (or exit)")
     t_outcome = time.monotonic()
     time.sleep(6)  # both fold on (or B alone)
     zombie_log = _log_since(a, a_log_at_cont)
@@ -138,17 +138,20 @@ def test_a_frozen_scheduler_writes_nothing_visible_after_the_takeover(
     )
     assert audit.failures() == dict.fromkeys(audit.failures(), 0), audit.examples
     assert audit.redelivered == 0  # one transaction per batch: no event twice, not even alike
-    fenced = outcome == "exited with status 70" and "action=fenced" in zombie_log
+    # Either way the thawed A wrote nothing visible (the audit above) and rejoined the group
+    # with a share: it is a zombie only until it notices.
+    assert outcome.startswith("rejoined"), (outcome, zombie_log)
+    renewed = "action=producer_renewed" in zombie_log  # its producer was fenced
     if where == "before_commit":
         # the coordinator aborted A's open transaction when it timed out (transaction.timeout)
-        # and bumped its producer epoch: the thawed A's producer is fenced, A exits
-        assert fenced, zombie_log
+        # and bumped its producer epoch: the thawed A's producer is fenced, and A starts a new
+        # one (Kafka Streams closes a fenced task "as a zombie" and rejoins the same way)
+        assert renewed, zombie_log
     else:
         # A tried to commit the batch it was folding: the group refused its offsets (its
-        # member is gone), the transaction was aborted, and A rejoined with a share; frozen
-        # inside a transaction instead (a few % of the time) it is fenced as above
-        rejoined = outcome.startswith("rejoined") and "code=UNKNOWN_MEMBER_ID" in zombie_log
-        assert rejoined or fenced, (outcome, zombie_log)
+        # member is gone), the transaction was aborted, and A rejoined; frozen inside a
+        # transaction instead (a few % of the time) its producer was fenced as above
+        assert "code=UNKNOWN_MEMBER_ID" in zombie_log or renewed, (outcome, zombie_log)
     report = run_replay(cluster.settings, ReplayOptions(state_dir=tmp_path / "replay", verify=True))
     assert report.ok, report
     print(
@@ -186,7 +189,7 @@ def _registered(cluster: Cluster) -> int:
 
 
 def _a_outcome(a: Proc, start: int) -> str | None:
-    """What the thawed A did: exited fenced, or rejoined the group with a share."""
+    """What the thawed A did: rejoined the group with a share (or exited: a finding)."""
     assert a.popen is not None
     if a.popen.poll() is not None:
         return f"exited with status {a.popen.returncode}"
