@@ -12,7 +12,7 @@ from services.scheduler.settings import SchedulerSettings
 from services.scheduler.ticker import run_ticker
 from topology.after_relay import start_after_relay
 from topology.bootstrap import ensure_topics_retrying
-from topology.retrying import start_thread
+from topology.retrying import Stopped, start_thread
 
 log = logging.getLogger("cronlog.scheduler")
 
@@ -57,6 +57,8 @@ def main() -> None:
             exc,
         )
         sys.exit(70)
+    except Stopped as exc:
+        log.info("action=stopped_waiting error=%s", exc)
     finally:
         if relay_stop is not None:
             relay_stop.set()

@@ -12,6 +12,8 @@ Rules and measurements: docs/architecture.md, "The fold runtime".
 
 from __future__ import annotations
 
+import contextlib
+
 import logging
 import threading
 import time
@@ -29,7 +31,7 @@ from topology.fold import BatchFolder, BatchResult, Record
 from topology.partition_store import PartitionStore
 from topology.restore import CONSUMER_CONFIG as RESTORE_CONSUMER
 from topology.restore import restore
-from topology.retrying import is_transient
+from topology.retrying import call_with_retry, is_transient
 from topology.topics import Topics
 
 log = logging.getLogger("cronlog.scheduler")
@@ -161,9 +163,21 @@ class FoldRuntime:
         if len(self._fenced_at) > FENCED_LIMIT:
             raise Fenced(f"producer fenced {len(self._fenced_at)} times in a minute: {err}")
         log.warning("action=producer_renewed error=%s: fenced; a new producer takes over", err)
-        self.producer.flush(0)
+        with contextlib.suppress(KafkaException):  # a fatal producer raises on every call
+            self.producer.purge()
         self.producer = self._new_producer()
-        self.producer.init_transactions(60)
+        self._init_transactions()
+
+    def _init_transactions(self) -> None:
+        """Register the transactional.id (fencing any older producer of it); a broker that is
+        down is waited for (librdkafka: a timed-out ``init_transactions`` may be called again).
+
+        Raises:
+            Stopped: SIGTERM while waiting for the broker.
+        """
+        call_with_retry(
+            lambda: self.producer.init_transactions(30), what="init_transactions", stop=self.stop
+        )
 
     def _cc(self) -> dict[str, object]:
         s = self.settings
@@ -187,7 +201,7 @@ class FoldRuntime:
         Raises:
             Fenced: the producer was fenced or hit a fatal error (the caller exits the process).
         """
-        self.producer.init_transactions(60)
+        self._init_transactions()
         self.consumer.subscribe(
             [self.topics.commands],
             on_assign=self._on_assign,
