@@ -13,7 +13,6 @@ Rules and measurements: docs/architecture.md, "The fold runtime".
 from __future__ import annotations
 
 import contextlib
-
 import logging
 import threading
 import time
