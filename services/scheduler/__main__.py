@@ -7,9 +7,10 @@ import signal
 import sys
 from types import FrameType
 
-from services.scheduler.runtime import Fenced, FoldRuntime
+from services.scheduler.runtime import FoldRuntime
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.ticker import run_ticker
+from services.scheduler.transaction import Fenced
 from topology.after_relay import start_after_relay
 from topology.bootstrap import ensure_topics_retrying
 from topology.retrying import Stopped, start_thread

@@ -12,49 +12,28 @@ Rules and measurements: docs/architecture.md, "The fold runtime".
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from services.scheduler.faults import CrashPoints
 from services.scheduler.settings import SchedulerSettings
+from services.scheduler.transaction import BatchTransactions, Fenced
 from topology.codec import Codec
 from topology.due_index import DueIndex
 from topology.fold import BatchFolder, BatchResult, Record
 from topology.partition_store import PartitionStore
 from topology.restore import CONSUMER_CONFIG as RESTORE_CONSUMER
 from topology.restore import restore
-from topology.retrying import call_with_retry, is_transient
+from topology.retrying import is_transient
 from topology.topics import Topics
+from topology.watchdog import Watchdog
 
 log = logging.getLogger("cronlog.scheduler")
-UNASSIGNED = -1
-"""librdkafka's RD_KAFKA_PARTITION_UA: let the (murmur2) partitioner choose."""
-COMMIT_BACKOFF_S = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
-"""Waits between attempts to commit a batch through transient broker errors, seconds."""
-FENCED_LIMIT = 5
-"""Producer renewals after a fence allowed per minute before the process gives up."""
-GROUP_ERRORS = frozenset(
-    {
-        KafkaError.ILLEGAL_GENERATION,
-        KafkaError.UNKNOWN_MEMBER_ID,
-        KafkaError.FENCED_INSTANCE_ID,
-        KafkaError.REBALANCE_IN_PROGRESS,
-    }
-)
-"""Offsets refused because the group moved on: this batch's partitions may be another
-process's now. The transaction is aborted and the loop polls (and is told of the revoke)."""
-
-
-class Fenced(Exception):
-    """This process may no longer write: its producer was fenced (a newer instance with the
-    same transactional.id started) or hit a fatal error. The process must end."""
 
 
 @dataclass
@@ -129,54 +108,8 @@ class FoldRuntime:
         self.restorer = Consumer(
             settings.consumer_config(f"{self.topics.scheduler_app}-restore", **RESTORE_CONSUMER)
         )
-        self.producer = self._new_producer()
-        self._fenced_at: list[float] = []
-        """When the producer was last renewed after being fenced (a bound on how often)."""
-
-    def _new_producer(self) -> Producer:
-        s = self.settings
-        return Producer(
-            s.producer_config(
-                **{
-                    "transactional.id": f"{self.topics.scheduler_app}-{s.instance_id}",
-                    "transaction.timeout.ms": int(s.transaction_timeout_s * 1000),
-                    "linger.ms": 1,
-                    "queue.buffering.max.messages": 500_000,
-                }
-            )
-        )
-
-    def _renew_producer(self, err: KafkaError) -> None:
-        """The producer was fenced: its transaction timed out and was aborted (a broker
-        outage, a process frozen past the timeout) or the group moved on. Kafka Streams' rule:
-        close it as a zombie and start again with a new one (``init_transactions`` bumps the
-        epoch), after rolling the batch back. More than ``FENCED_LIMIT`` times a minute means
-        another live process uses this transactional.id (a duplicated instance id): that is
-        fatal.
-
-        Raises:
-            Fenced: fenced too often.
-        """
-        now = time.monotonic()
-        self._fenced_at = [t for t in self._fenced_at if now - t < 60.0] + [now]
-        if len(self._fenced_at) > FENCED_LIMIT:
-            raise Fenced(f"producer fenced {len(self._fenced_at)} times in a minute: {err}")
-        log.warning("action=producer_renewed error=%s: fenced; a new producer takes over", err)
-        with contextlib.suppress(KafkaException):  # a fatal producer raises on every call
-            self.producer.purge()
-        self.producer = self._new_producer()
-        self._init_transactions()
-
-    def _init_transactions(self) -> None:
-        """Register the transactional.id (fencing any older producer of it); a broker that is
-        down is waited for (librdkafka: a timed-out ``init_transactions`` may be called again).
-
-        Raises:
-            Stopped: SIGTERM while waiting for the broker.
-        """
-        call_with_retry(
-            lambda: self.producer.init_transactions(30), what="init_transactions", stop=self.stop
-        )
+        self.watchdog = Watchdog("fold")
+        self.txn = BatchTransactions(settings, self.consumer, self.faults, self.stop, self.watchdog)
 
     def _cc(self) -> dict[str, object]:
         s = self.settings
@@ -200,7 +133,8 @@ class FoldRuntime:
         Raises:
             Fenced: the producer was fenced or hit a fatal error (the caller exits the process).
         """
-        self._init_transactions()
+        self.watchdog.start()
+        self.txn.init()
         self.consumer.subscribe(
             [self.topics.commands],
             on_assign=self._on_assign,
@@ -232,7 +166,7 @@ class FoldRuntime:
         self.due.begin()
         out = self.folder.fold(records)
         t1 = time.perf_counter()
-        offsets = self._commit(out, ends)
+        offsets = self.txn.commit(out, ends)
         t2 = time.perf_counter()
         if offsets is None:  # aborted: nothing of the batch happened; fold it again
             self.due.rollback()
@@ -276,92 +210,6 @@ class FoldRuntime:
             raise Fenced(f"consumer: {err}")
         if err.code() != KafkaError._PARTITION_EOF:
             log.warning("action=consume_error error=%s transient=%s", err, is_transient(err))
-
-    # -- the transaction ---------------------------------------------------------------------
-
-    def _commit(self, out: BatchResult, ends: dict[int, int]) -> dict[int, int] | None:
-        """Produce the batch's output and its offsets in one transaction and commit it.
-
-        Returns:
-            partition → offset of the last changelog record produced there (empty when the
-            batch wrote no record); None when the transaction was aborted (the caller
-            re-folds the batch: nothing of it is visible, nothing was written).
-
-        Raises:
-            Fenced: the producer is fenced or failed fatally.
-        """
-        for attempt, backoff in enumerate((0.0, *COMMIT_BACKOFF_S)):
-            time.sleep(backoff)
-            changelog: dict[int, int] = {}
-            try:
-                self.producer.begin_transaction()
-                self._produce(out, changelog)
-                if out.sends or out.writes:
-                    self.faults.reached("before_commit")
-                self.producer.send_offsets_to_transaction(
-                    [TopicPartition(self.topics.commands, p, o) for p, o in ends.items()],
-                    self.consumer.consumer_group_metadata(),
-                    30,
-                )
-                self.producer.commit_transaction(30)
-                return changelog
-            except KafkaException as exc:
-                err = exc.args[0]
-                if err.fatal():  # fenced: nothing of the batch is visible; fold it again
-                    self._renew_producer(err)
-                    return None
-                log.warning("action=txn_failed attempt=%d error=%s", attempt + 1, err)
-                if not self._abort():
-                    return None
-                if err.code() in GROUP_ERRORS or (
-                    not is_transient(err) and not err.txn_requires_abort()
-                ):
-                    return None
-        return None
-
-    def _abort(self) -> bool:
-        """Abort the open transaction; False when the producer had to be renewed."""
-        try:
-            self.producer.abort_transaction(30)
-        except KafkaException as exc:
-            if exc.args[0].fatal():
-                self._renew_producer(exc.args[0])
-                return False
-            log.warning("action=txn_abort_failed error=%s", exc.args[0])
-        return True
-
-    def _produce(self, out: BatchResult, changelog: dict[int, int]) -> None:
-        def track(err: KafkaError | None, msg: Message) -> None:
-            p, offset = msg.partition(), msg.offset()
-            if err is None and p is not None and offset is not None:
-                changelog[p] = max(changelog.get(p, -1), offset)
-
-        send = self._sender()
-        for s in out.sends:
-            send(s.topic, s.key, s.value, s.partition, None)
-        for job_id, (p, value, _) in out.writes.items():
-            send(self.topics.job_table_changelog, job_id.encode(), value, p, track)
-        self.producer.flush(30)  # serves the delivery reports: the changelog offsets
-
-    def _sender(self) -> Callable[..., None]:
-        produce, poll = self.producer.produce, self.producer.poll
-
-        def send(
-            topic: str,
-            key: bytes | None,
-            value: bytes,
-            partition: int | None,
-            cb: Callable[[KafkaError | None, Message], None] | None,
-        ) -> None:
-            p = UNASSIGNED if partition is None else partition
-            while True:
-                try:
-                    produce(topic, value, key, p, on_delivery=cb)
-                    return
-                except BufferError:
-                    poll(0.05)  # the local queue is full: let deliveries drain
-
-        return send
 
     def _write(self, out: BatchResult, offsets: dict[int, int]) -> None:
         rows: dict[int, list[tuple[str, bytes | None, int | None]]] = {}
@@ -439,6 +287,7 @@ class FoldRuntime:
         log.info("action=partitions_owned partitions=%s", self.owned_partitions())
 
     def _close(self) -> None:
+        self.watchdog.stop()
         try:
             self.consumer.close()
         finally:

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -157,6 +158,41 @@ class Cluster:
             proc.stop(5)
         for client in self.clients:  # HTTP clients of the test (start_api)
             client.close()
+
+
+class Supervisor:
+    """Restarts the cluster's processes that exit by themselves, as ``./ops/up`` does, and
+    records each exit (name, exit status, the process's last ``action=fatal`` line).
+
+    A process ends itself only on purpose (exit 70, ``topology.retrying.fatal``); tests that
+    allow that assert on ``exits``.
+    """
+
+    def __init__(self, cluster: Cluster, every_s: float = 0.5) -> None:
+        self.cluster = cluster
+        self.every_s = every_s
+        self.exits: list[tuple[str, int, str]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="supervisor", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            for proc in list(self.cluster.procs):
+                if proc.popen is None or proc.popen.poll() is None or self._stop.is_set():
+                    continue
+                fatal = [
+                    line
+                    for line in proc.log_path.read_text(errors="replace").splitlines()
+                    if "action=fatal" in line
+                ]
+                self.exits.append((proc.name, proc.popen.returncode, fatal[-1] if fatal else ""))
+                proc.start()
+
+    def stop(self) -> None:
+        """Stop restarting (before the cluster is stopped)."""
+        self._stop.set()
+        self._thread.join()
 
 
 class TopicReader:

@@ -1,0 +1,224 @@
+"""One batch, one transaction: the scheduler's transactional producer and its failure rules.
+
+A batch's run-events, copies, dead letters, continuation Ticks, changelog records and consumed
+offsets are produced in one transaction (Kafka Streams' EOS v2, KIP-447: the offsets go with
+the consumer's group metadata, so a zombie whose group generation is over cannot commit).
+Transient failures are retried with backoff; the group moving on aborts the batch (the caller
+folds it again once it knows what it owns); a fenced producer is renewed; a call that blocks
+past its own timeout ends the process (``topology.watchdog``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+
+from services.scheduler.faults import CrashPoints
+from services.scheduler.settings import SchedulerSettings
+from topology.fold import BatchResult
+from topology.retrying import call_with_retry, is_transient
+from topology.topics import Topics
+from topology.watchdog import Watchdog
+
+log = logging.getLogger("cronlog.scheduler")
+UNASSIGNED = -1
+"""librdkafka's RD_KAFKA_PARTITION_UA: let the (murmur2) partitioner choose."""
+CALL_TIMEOUT_S = 30.0
+"""Timeout of each blocking transactional call, seconds (the watchdog adds its grace)."""
+COMMIT_BACKOFF_S = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
+"""Waits between attempts to commit a batch through transient broker errors, seconds."""
+FENCED_LIMIT = 5
+"""Producer renewals after a fence allowed per minute before the process gives up."""
+GROUP_ERRORS = frozenset(
+    {
+        KafkaError.ILLEGAL_GENERATION,
+        KafkaError.UNKNOWN_MEMBER_ID,
+        KafkaError.FENCED_INSTANCE_ID,
+        KafkaError.REBALANCE_IN_PROGRESS,
+    }
+)
+"""Offsets refused because the group moved on: this batch's partitions may be another
+process's now. The transaction is aborted and the loop polls (and is told of the revoke)."""
+
+
+class Fenced(Exception):
+    """This process may no longer write: its producer was fenced too often (another live
+    process has its transactional.id) or its consumer failed fatally. The process must end."""
+
+
+class BatchTransactions:
+    """The transactional producer of one scheduler process.
+
+    Args:
+        settings: the scheduler's settings (instance id → transactional.id, timeout).
+        consumer: the fold's consumer (its group metadata goes with the offsets).
+        faults: crash points (``before_commit``).
+        stop: SIGTERM; ends waiting for a broker that is down.
+        watchdog: guards the blocking calls.
+
+    Thread safety: one thread (the fold's) calls everything.
+    """
+
+    def __init__(
+        self,
+        settings: SchedulerSettings,
+        consumer: Consumer,
+        faults: CrashPoints,
+        stop: threading.Event,
+        watchdog: Watchdog,
+    ) -> None:
+        self.settings = settings
+        self.topics = Topics.of(settings)
+        self.consumer = consumer
+        self.faults = faults
+        self.stop = stop
+        self.watchdog = watchdog
+        self.producer = self._new_producer()
+        self.fenced_at: list[float] = []
+        """When the producer was last renewed after being fenced (a bound on how often)."""
+
+    def _new_producer(self) -> Producer:
+        s = self.settings
+        return Producer(
+            s.producer_config(
+                **{
+                    "transactional.id": f"{self.topics.scheduler_app}-{s.instance_id}",
+                    "transaction.timeout.ms": int(s.transaction_timeout_s * 1000),
+                    "linger.ms": 1,
+                    "queue.buffering.max.messages": 500_000,
+                }
+            )
+        )
+
+    def init(self) -> None:
+        """Register the transactional.id (fencing any older producer of it and aborting its
+        open transaction); a broker that is down is waited for (librdkafka: a timed-out
+        ``init_transactions`` may be called again).
+
+        Raises:
+            Stopped: SIGTERM while waiting for the broker.
+        """
+
+        def once() -> None:
+            with self.watchdog.guard("init_transactions", CALL_TIMEOUT_S):
+                self.producer.init_transactions(CALL_TIMEOUT_S)
+
+        call_with_retry(once, what="init_transactions", stop=self.stop)
+
+    def renew(self, err: KafkaError) -> None:
+        """The producer was fenced: its transaction timed out and was aborted (a broker
+        outage, a process frozen past the timeout) or the group moved on. Kafka Streams' rule:
+        close it as a zombie and start again with a new one (``init_transactions`` bumps the
+        epoch), after rolling the batch back. More than ``FENCED_LIMIT`` times a minute means
+        another live process uses this transactional.id (a duplicated instance id): that is
+        fatal.
+
+        Raises:
+            Fenced: fenced too often.
+            Stopped: SIGTERM while waiting for the broker.
+        """
+        now = time.monotonic()
+        self.fenced_at = [t for t in self.fenced_at if now - t < 60.0] + [now]
+        if len(self.fenced_at) > FENCED_LIMIT:
+            raise Fenced(f"producer fenced {len(self.fenced_at)} times in a minute: {err}")
+        log.warning("action=producer_renewed error=%s: fenced; a new producer takes over", err)
+        with contextlib.suppress(KafkaException):  # a fatal producer may raise on any call
+            self.producer.purge()
+        self.producer = self._new_producer()
+        self.init()
+
+    def commit(self, out: BatchResult, ends: dict[int, int]) -> dict[int, int] | None:
+        """Produce the batch's output and its offsets in one transaction and commit it.
+
+        Args:
+            out: what the batch decided.
+            ends: commands partition → offset of the next record to fold there.
+
+        Returns:
+            partition → offset of the last changelog record produced there (empty when the
+            batch wrote no record); None when the transaction was aborted (the caller
+            re-folds the batch: nothing of it is visible, nothing was written).
+
+        Raises:
+            Fenced: the producer is fenced too often.
+        """
+        guard = self.watchdog.guard
+        for attempt, backoff in enumerate((0.0, *COMMIT_BACKOFF_S)):
+            time.sleep(backoff)
+            changelog: dict[int, int] = {}
+            try:
+                self.producer.begin_transaction()
+                self._produce(out, changelog)
+                if out.sends or out.writes:
+                    self.faults.reached("before_commit")
+                offsets = [TopicPartition(self.topics.commands, p, o) for p, o in ends.items()]
+                with guard("send_offsets_to_transaction", CALL_TIMEOUT_S):
+                    self.producer.send_offsets_to_transaction(
+                        offsets, self.consumer.consumer_group_metadata(), CALL_TIMEOUT_S
+                    )
+                with guard("commit_transaction", CALL_TIMEOUT_S):
+                    self.producer.commit_transaction(CALL_TIMEOUT_S)
+                return changelog
+            except KafkaException as exc:
+                err = exc.args[0]
+                if err.fatal():  # fenced: nothing of the batch is visible; fold it again
+                    self.renew(err)
+                    return None
+                log.warning("action=txn_failed attempt=%d error=%s", attempt + 1, err)
+                if not self.abort():
+                    return None
+                if err.code() in GROUP_ERRORS or (
+                    not is_transient(err) and not err.txn_requires_abort()
+                ):
+                    return None
+        return None
+
+    def abort(self) -> bool:
+        """Abort the open transaction; False when the producer had to be renewed."""
+        try:
+            with self.watchdog.guard("abort_transaction", CALL_TIMEOUT_S):
+                self.producer.abort_transaction(CALL_TIMEOUT_S)
+        except KafkaException as exc:
+            if exc.args[0].fatal():
+                self.renew(exc.args[0])
+                return False
+            log.warning("action=txn_abort_failed error=%s", exc.args[0])
+        return True
+
+    def _produce(self, out: BatchResult, changelog: dict[int, int]) -> None:
+        def track(err: KafkaError | None, msg: Message) -> None:
+            p, offset = msg.partition(), msg.offset()
+            if err is None and p is not None and offset is not None:
+                changelog[p] = max(changelog.get(p, -1), offset)
+
+        send = self._sender()
+        for s in out.sends:
+            send(s.topic, s.key, s.value, s.partition, None)
+        for job_id, (p, value, _) in out.writes.items():
+            send(self.topics.job_table_changelog, job_id.encode(), value, p, track)
+        self.producer.flush(CALL_TIMEOUT_S)  # serves the delivery reports: changelog offsets
+
+    def _sender(self) -> Callable[..., None]:
+        produce, poll = self.producer.produce, self.producer.poll
+
+        def send(
+            topic: str,
+            key: bytes | None,
+            value: bytes,
+            partition: int | None,
+            cb: Callable[[KafkaError | None, Message], None] | None,
+        ) -> None:
+            p = UNASSIGNED if partition is None else partition
+            while True:
+                try:
+                    produce(topic, value, key, p, on_delivery=cb)
+                    return
+                except BufferError:
+                    poll(0.05)  # the local queue is full: let deliveries drain
+
+        return send
