@@ -11,6 +11,7 @@ from __future__ import annotations
 import typing
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from fastavro.schema import load_schema
@@ -43,13 +44,13 @@ T = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 RUN = "r" + "0" * 24
 SPEC = JobSpec("limits", Schedule(ScheduleKind.CRON, "*/5 * * * *"), ("true",))
 SNAPSHOT = cmd.TaskSnapshot(task="main", state="failed", attempt=1, epoch=1)
-LEASE = {"run_id": RUN, "task": "main", "attempt": 1, "epoch": 1, "worker_id": "w1"}
-BODIES: dict[str, object] = {
+LEASE: dict[str, Any] = {"run_id": RUN, "task": "main", "attempt": 1, "epoch": 1, "worker_id": "w1"}
+BODIES: dict[str, Any] = {
     "BackfillJob": cmd.BackfillJob(ticks=(T,)),
     "ClaimTask": cmd.ClaimTask(run_id=RUN, task="main", attempt=1, worker_id="w1"),
-    "RenewLease": cmd.RenewLease(**LEASE),  # type: ignore[arg-type]
+    "RenewLease": cmd.RenewLease(**LEASE),
     "CompleteTask": cmd.CompleteTask(
-        **LEASE,  # type: ignore[arg-type]
+        **LEASE,
         succeeded=False,
         exit_code=1,
         failure_kind=FailureKind.NONZERO_EXIT,
@@ -57,7 +58,7 @@ BODIES: dict[str, object] = {
         started_at=T,
         finished_at=T,
     ),
-    "ReleaseTask": cmd.ReleaseTask(**LEASE, reason="draining"),  # type: ignore[arg-type]
+    "ReleaseTask": cmd.ReleaseTask(**LEASE, reason="draining"),
     "CancelRun": cmd.CancelRun(run_id=RUN, task="main"),
     "ReplayTask": cmd.ReplayTask(run_id=RUN, task="main", scheduled_for=T),
     "RerunTask": cmd.RerunTask(
@@ -76,7 +77,7 @@ BODIES: dict[str, object] = {
         upstream_event_id="e" * 32,
     ),
 }
-ITEMS: dict[type, object] = {  # one valid item of each array element type
+ITEMS: dict[type, Any] = {  # one valid item of each array element type
     str: "a",
     int: 1,
     datetime: T,
@@ -93,50 +94,50 @@ def _register(spec: JobSpec) -> cmd.Envelope:
     return cmd.Envelope(idem_key="k", job_id="j", command=cmd.RegisterJob(spec=spec))
 
 
-def holder(record: str, **change: object) -> tuple[cmd.Envelope, str]:
+def holder(record: str, **change: Any) -> tuple[cmd.Envelope, str]:
     """Return a command holding one ``record`` with ``change`` applied, and the record's path."""
     http = HttpTask("http://example.com/")
     match record:
         case "Command":
             env = cmd.Envelope(idem_key="k", job_id="j", command=cmd.PauseJob())
-            return replace(env, **change), "Command"  # type: ignore[arg-type]
+            return replace(env, **change), "Command"
         case "JobSpec":
-            return _register(replace(SPEC, **change)), SPEC_PATH  # type: ignore[arg-type]
+            return _register(replace(SPEC, **change)), SPEC_PATH
         case "Schedule":
-            schedule = replace(SPEC.schedule, **change)  # type: ignore[arg-type]
+            schedule = replace(SPEC.schedule, **change)
             return _register(replace(SPEC, schedule=schedule)), f"{SPEC_PATH}.schedule"
         case "Exclusion":
-            window = replace(ITEMS[Exclusion], **change)  # type: ignore[type-var]
+            window = replace(ITEMS[Exclusion], **change)
             schedule = replace(SPEC.schedule, exclusions=(window,))
             return (
                 _register(replace(SPEC, schedule=schedule)),
                 f"{SPEC_PATH}.schedule.exclusions[0]",
             )
         case "RetryPolicy":
-            policy = replace(RetryPolicy(), **change)  # type: ignore[arg-type]
+            policy = replace(RetryPolicy(), **change)
             return _register(replace(SPEC, retry_policy=policy)), f"{SPEC_PATH}.retry_policy"
         case "TaskSpec":
-            task = replace(ITEMS[TaskSpec], **change)  # type: ignore[type-var]
+            task = replace(ITEMS[TaskSpec], **change)
             spec = replace(SPEC, command=(), tasks=("a",), task_specs=(task,))
             return _register(spec), f"{SPEC_PATH}.task_specs[0]"
         case "HttpTask":
             return (
-                _register(replace(SPEC, http=replace(http, **change))),  # type: ignore[arg-type]
+                _register(replace(SPEC, http=replace(http, **change))),
                 f"{SPEC_PATH}.http",
             )
         case "HttpHeader":
-            header = replace(ITEMS[HttpHeader], **change)  # type: ignore[type-var]
+            header = replace(ITEMS[HttpHeader], **change)
             return (
                 _register(replace(SPEC, http=replace(http, headers=(header,)))),
                 f"{SPEC_PATH}.http.headers[0]",
             )
         case "TaskSnapshot":
-            rerun = replace(BODIES["RerunTask"], tasks=(replace(SNAPSHOT, **change),))  # type: ignore[type-var,arg-type]
+            rerun = replace(BODIES["RerunTask"], tasks=(replace(SNAPSHOT, **change),))
             return cmd.Envelope(idem_key="k", job_id="j", command=rerun), (
                 "Command.body.RerunTask.tasks[0]"
             )
-    body = replace(BODIES[record], **change)  # type: ignore[type-var]
-    return cmd.Envelope(idem_key="k", job_id="j", command=body), f"Command.body.{record}"  # type: ignore[arg-type]
+    body = replace(BODIES[record], **change)
+    return cmd.Envelope(idem_key="k", job_id="j", command=body), f"Command.body.{record}"
 
 
 def _type_of(record: str, field: str) -> object:
@@ -166,7 +167,7 @@ def cases() -> list[tuple[str, str, object, object, str]]:
     return out
 
 
-def _field_cases(tp: object, limit: Limit) -> list[tuple[object, object, str]]:
+def _field_cases(tp: object, limit: Limit) -> list[tuple[Any, Any, str]]:
     if tp is str:
         assert limit.chars is not None
         cap = limit.chars
@@ -182,7 +183,9 @@ def _field_cases(tp: object, limit: Limit) -> list[tuple[object, object, str]]:
     item = ITEMS[item_type]
     assert limit.items is not None
     n = limit.items
-    out = [((item,) * n, (item,) * (n + 1), f": {n + 1} items, at most {n}")]
+    out: list[tuple[Any, Any, str]] = [
+        ((item,) * n, (item,) * (n + 1), f": {n + 1} items, at most {n}")
+    ]
     if limit.chars is not None:
         c = limit.chars
         out.append((("x" * c,), ("x" * (c + 1),), f"[0]: {c + 1} characters, at most {c}"))
@@ -388,4 +391,4 @@ def test_validation_refuses_what_the_api_could_send_past_a_limit(spec: JobSpec, 
 @pytest.mark.parametrize("instant", ["1970-01-01T00:30:00+01:00", "9000-12-31T23:00:00-05:00"])
 def test_the_api_checks_instants_in_utc_as_the_decoder_does(instant: str) -> None:
     with pytest.raises(ValidationError, match="between the years 1970 and 9000"):
-        BackfillIn(start=instant, end="2024-01-01T00:00:00Z")  # type: ignore[arg-type]
+        BackfillIn.model_validate({"start": instant, "end": "2024-01-01T00:00:00Z"})
