@@ -392,3 +392,30 @@ def test_validation_refuses_what_the_api_could_send_past_a_limit(spec: JobSpec, 
 def test_the_api_checks_instants_in_utc_as_the_decoder_does(instant: str) -> None:
     with pytest.raises(ValidationError, match="between the years 1970 and 9000"):
         BackfillIn.model_validate({"start": instant, "end": "2024-01-01T00:00:00Z"})
+
+
+def _shown(value: int) -> str:
+    for name, power in (("2^31", 2**31), ("2^62", 2**62)):
+        for shift, suffix in ((0, ""), (1, " - 1")):
+            if abs(value) == power - shift:
+                return f"{'-' if value < 0 else ''}{name}{suffix}"
+    return f"{value:,}"
+
+
+def _row(key: str, limit: Limit) -> str:
+    each = "each " if limit.items is not None else ""
+    parts = [f"{limit.items:,} items"] if limit.items is not None else []
+    if limit.chars is not None:
+        parts.append(f"{each}{limit.chars:,} characters")
+    if limit.total_chars is not None:
+        parts.append(f"{limit.total_chars:,} characters in all")
+    if limit.low is not None and limit.high is not None:
+        parts.append(f"{each}{_shown(limit.low)} .. {_shown(limit.high)}")
+    return f"| `{key}` | {', '.join(parts)} |"
+
+
+def test_the_readme_documents_every_limit_as_the_table_has_it() -> None:
+    readme = (SCHEMA_DIR / "README.md").read_text()
+    documented = {line.split("`")[1] for line in readme.splitlines() if line.startswith("| `")}
+    assert [k for k in COMMAND_LIMITS if _row(k, COMMAND_LIMITS[k]) not in readme] == []
+    assert {k for k in documented if "." in k and k[0].isupper()} == set(COMMAND_LIMITS)
