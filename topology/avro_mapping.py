@@ -69,6 +69,7 @@ class Plan:
     __slots__ = (
         "attrs",
         "bounds",
+        "check",
         "cls",
         "decoders",
         "encoders",
@@ -86,7 +87,8 @@ class Plan:
     ) -> None:
         self.cls = cls
         self.bounds = bounds
-        """The record's fast limit check (bounded plans of command records), else None."""
+        """The record's limit checks (bounded plans of command records), else None."""
+        self.check = bounds.check if bounds is not None else None
         self.fields = fields
         """(attribute, Avro field name, encode or None, decode or None), in dataclass order."""
         self.names = tuple(name for _, name, _, _ in fields)
@@ -120,9 +122,9 @@ class Plan:
         """
         # Never mutate datum: under schema resolution fastavro hands out the reader schema's
         # own default objects for fields the writer lacked.
-        if self.bounds is not None:
-            self.bounds.check(datum)
         values = list(self.picker(datum))
+        if (check := self.check) is not None:
+            check(values)
         i = 0
         try:
             for i, dec in self.decoders:
@@ -168,7 +170,8 @@ def plan_for(cls: type, bounded: bool = False) -> Plan:
             sized += [size_check] if size_check else []
             ints += [int_check] if int_check else []
         fields.append((f.name, name, enc, dec))
-    bounds = RecordBounds(sized, ints) if sized or ints else None
+    names = tuple(name for _, name, _, _ in fields)
+    bounds = RecordBounds(names, sized, ints) if sized or ints else None
     return Plan(cls, tuple(fields), bounds)
 
 

@@ -129,6 +129,11 @@ class _Kind:
     max_bytes: int | None
     """Largest record value decoded, bytes (framing included); None: no limit."""
 
+    @property
+    def short_name(self) -> str:
+        """The record's name without its namespace (``Command``), as refusals name it."""
+        return self.name.rpartition(".")[2]
+
 
 def _load_kind(schema_dir: Path, cls: type) -> _Kind:
     name = avro_name(cls)
@@ -236,11 +241,10 @@ class Codec:
             raise DecodeError(_reason(kind, exc)) from exc
         if buf.tell() != len(data):
             raise DecodeError(f"{len(data) - buf.tell()} trailing bytes after the {kind.name} body")
-        short = kind.name.rpartition(".")[2]
         try:
             value = kind.plan.from_avro(typing.cast(dict[str, Datum], datum))
         except OverLimit as exc:
-            raise DecodeError(exc.reason(short)) from None
+            raise DecodeError(exc.reason(kind.short_name)) from None
         except DecodeError:
             raise
         except Exception as exc:
@@ -249,7 +253,7 @@ class Codec:
             ) from exc
         # Checked after the fields, so that a record too large for one field names that field.
         if kind.max_bytes is not None and len(data) > kind.max_bytes:
-            raise DecodeError(f"{short}: {len(data)} bytes, at most {kind.max_bytes}")
+            raise DecodeError(f"{kind.short_name}: {len(data)} bytes, at most {kind.max_bytes}")
         return value
 
     def _writer_schema(self, kind: _Kind, data: bytes) -> tuple[Datum | None, int]:
