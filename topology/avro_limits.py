@@ -1,10 +1,10 @@
 """The limits of ``cronlog/limits.py`` as checks on decoded command datums, precomputed per record.
 
-Hot path: one loop per record over its strings, arrays (``length_hint``: ``len``, and 0 for
-None) and integers against precomputed caps; items of arrays, durations and instants are
-checked in their (already Python) decoders. A
-refusal is ``OverLimit``: the enclosing decoders prepend their field, index or union branch to
-its path, and the codec turns it into a DecodeError ``Command.<path>: <what>, at most <limit>``.
+Hot path: per record, one loop over its strings, arrays (``length_hint``: ``len``, and 0 for
+None) and integers against caps precomputed by position; items of arrays, durations and
+instants are checked in their decoders (Python already). A refusal is ``OverLimit``: the
+enclosing decoders prepend their field, index or union branch to its path, and the codec turns
+it into a DecodeError ``Command.<path>: <what>, at most <limit>``.
 """
 
 from __future__ import annotations

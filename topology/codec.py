@@ -129,11 +129,6 @@ class _Kind:
     max_bytes: int | None
     """Largest record value decoded, bytes (framing included); None: no limit."""
 
-    @property
-    def short_name(self) -> str:
-        """The record's name without its namespace (``Command``), as refusals name it."""
-        return self.name.rpartition(".")[2]
-
 
 def _load_kind(schema_dir: Path, cls: type) -> _Kind:
     name = avro_name(cls)
@@ -186,10 +181,8 @@ class Codec:
         """Return the Envelope in ``data`` (single-object or Confluent framing).
 
         Raises:
-            DecodeError: ``data`` is not a readable ``cronlog.Command``, or it is larger than
-                ``MAX_COMMAND_RECORD_BYTES`` or a field is past its limit in
-                ``cronlog.limits.COMMAND_LIMITS``; ``reason`` says why, naming the field path
-                and the limit (``Command.idem_key: 1040000 characters, at most 512``).
+            DecodeError: ``data`` is not a readable ``cronlog.Command``, or is past a limit of
+                ``cronlog/limits.py``; ``reason`` says why (the field path and the limit).
             RegistryUnavailable: Confluent framing and the registry did not answer.
         """
         return typing.cast(Envelope, self._decode(self._kinds[Envelope], data))
@@ -244,7 +237,7 @@ class Codec:
         try:
             value = kind.plan.from_avro(typing.cast(dict[str, Datum], datum))
         except OverLimit as exc:
-            raise DecodeError(exc.reason(kind.short_name)) from None
+            raise DecodeError(exc.reason(kind.name.removeprefix("cronlog."))) from None
         except DecodeError:
             raise
         except Exception as exc:
@@ -253,7 +246,8 @@ class Codec:
             ) from exc
         # Checked after the fields, so that a record too large for one field names that field.
         if kind.max_bytes is not None and len(data) > kind.max_bytes:
-            raise DecodeError(f"{kind.short_name}: {len(data)} bytes, at most {kind.max_bytes}")
+            short = kind.name.removeprefix("cronlog.")
+            raise DecodeError(f"{short}: {len(data)} bytes, at most {kind.max_bytes}")
         return value
 
     def _writer_schema(self, kind: _Kind, data: bytes) -> tuple[Datum | None, int]:
