@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from cronlog.limits import MAX_BACKFILL_TICKS as MAX_BACKFILL_TICKS  # re-exported
 from cronlog.model import JobSpec
 from cronlog.vocabulary import FailureKind, Reprocess, UpstreamOutcome
 
@@ -49,10 +50,6 @@ class DeleteJob:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TriggerJob:
     """Start one manual run now; its run_id derives from the command's idem_key."""
-
-
-MAX_BACKFILL_TICKS = 1000
-"""At most this many ticks per BackfillJob (the API refuses larger ranges with 422)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,12 +11,11 @@ from datetime import date, datetime, time
 from zoneinfo import ZoneInfo
 
 from cronlog.errors import InvalidDefinition
+from cronlog.limits import MAX_EXCLUSIONS, MAX_WEEKDAYS
 from cronlog.model import Exclusion, Schedule
 
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 """Weekday names in ``Exclusion.weekdays``, Monday first (``datetime.weekday()`` order)."""
-MAX_EXCLUSIONS = 64
-"""Upper bound of a schedule's exclusion windows (they live in the job's table record)."""
 
 
 def _date(value: str, where: str) -> date:
@@ -54,6 +53,8 @@ def validate_exclusions(exclusions: tuple[Exclusion, ...]) -> None:
             raise InvalidDefinition(f"{where}.end_date", "must not be before start_date")
         if end is not None and start is None:
             raise InvalidDefinition(f"{where}.start_date", "required with end_date")
+        if len(w.weekdays) > MAX_WEEKDAYS:
+            raise InvalidDefinition(f"{where}.weekdays", f"at most {MAX_WEEKDAYS} weekdays")
         for day in w.weekdays:
             if day not in WEEKDAYS:
                 raise InvalidDefinition(f"{where}.weekdays", f"{day!r} is not one of {WEEKDAYS}")

@@ -18,6 +18,7 @@ from cronlog.cronmatch import ever_matches
 from cronlog.dst import Policy, next_after, prev_before
 from cronlog.errors import InvalidDefinition
 from cronlog.exclusions import validate_exclusions
+from cronlog.limits import MAX_JOB_ID_CHARS
 from cronlog.model import DstGapPolicy, DstOverlapPolicy, Schedule, ScheduleKind
 from cronlog.time import EPOCH, from_ms, to_ms, utc
 
@@ -25,8 +26,8 @@ MIN_INTERVAL = timedelta(seconds=1)
 """Shortest ``every`` interval (the ticker's default resolution)."""
 MIN_MISFIRE_GRACE = timedelta(seconds=1)
 """Shortest ``misfire_grace``: below the ticker's interval every tick would count as missed."""
-JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-"""A job_id as the API accepts it: URL-path safe, 1..128 characters."""
+JOB_ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_JOB_ID_CHARS - 1}}}")
+"""A job_id as the API accepts it: URL-path safe, 1..``MAX_JOB_ID_CHARS`` characters."""
 
 
 @functools.lru_cache(maxsize=1024)

@@ -9,13 +9,20 @@ from urllib.parse import urlsplit
 
 from cronlog.dag import find_cycle
 from cronlog.errors import InvalidDefinition
+from cronlog.limits import (
+    MAX_ARGV_ITEMS,
+    MAX_CALLABLE_CHARS,
+    MAX_EXPRESSION_CHARS,
+    MAX_HTTP_HEADERS,
+    MAX_NAME_CHARS,
+    MAX_SUCCESS_CODES,
+)
+from cronlog.limits import MAX_COMMAND_BYTES as MAX_COMMAND_BYTES  # re-exported: its old home
+from cronlog.limits import MAX_TASK_NAME as MAX_TASK_NAME  # re-exported
+from cronlog.limits import MAX_TASKS as MAX_TASKS  # re-exported
 from cronlog.model import HttpTask, Isolation, JobSpec, RetryPolicy, TaskKind
 from cronlog.schedule import validate_schedule
 
-MAX_COMMAND_BYTES = 64 * 1024
-"""Upper bound of a command's argv, bytes (it travels in every TaskClaimed)."""
-MAX_TASKS = 200
-"""Upper bound of a job's tasks (the whole DAG lives in one table record)."""
 MAX_ACTIVE_RUNS_LIMIT = 256
 """Upper bound of max_active_runs (active runs live in the job's table record)."""
 MAX_QUEUED_RUNS_LIMIT = 1000
@@ -24,8 +31,6 @@ MAX_LEASE_EXPIRIES_LIMIT = 100
 """Upper bound of max_lease_expiries."""
 MAX_JITTER = timedelta(days=1)
 """Upper bound of a job's jitter."""
-MAX_TASK_NAME = 64
-"""Upper bound of a task name's length (names are repeated in every active task instance)."""
 MAX_ACTIVE_TASK_INSTANCES = 1000
 """Upper bound of max_active_runs x tasks: every active task instance lives in the job record
 (~150 bytes each), which must fit one changelog message."""
@@ -51,8 +56,13 @@ def validate_spec(spec: JobSpec, *, job_id: str | None = None) -> None:
         InvalidDefinition: naming the first offending field (``name``, ``command``,
             ``schedule.expression``, ``schedule.timezone``, ``timeout_s``, ...).
     """
-    if not spec.name or len(spec.name) > 200:
-        raise InvalidDefinition("name", "must be 1..200 characters")
+    if not spec.name or len(spec.name) > MAX_NAME_CHARS:
+        raise InvalidDefinition("name", f"must be 1..{MAX_NAME_CHARS} characters")
+    expression = spec.schedule.expression
+    if expression is not None and len(expression) > MAX_EXPRESSION_CHARS:
+        raise InvalidDefinition(
+            "schedule.expression", f"{len(expression)} characters; at most {MAX_EXPRESSION_CHARS}"
+        )
     if spec.task_specs:
         validate_dag(spec)
     else:
@@ -212,6 +222,10 @@ def validate_task(spec: _Runnable) -> None:
             raise InvalidDefinition("command", "must be a non-empty argv list of strings")
         if any("\x00" in a for a in spec.command):
             raise InvalidDefinition("command", "an argument contains a NUL byte")
+        if len(spec.command) > MAX_ARGV_ITEMS:
+            raise InvalidDefinition(
+                "command", f"{len(spec.command)} arguments; at most {MAX_ARGV_ITEMS}"
+            )
         size = sum(len(a.encode()) for a in spec.command)
         if size > MAX_COMMAND_BYTES:
             raise InvalidDefinition("command", f"argv is {size} bytes; at most {MAX_COMMAND_BYTES}")
@@ -224,6 +238,8 @@ def validate_task(spec: _Runnable) -> None:
         if len(spec.shell.encode()) > MAX_COMMAND_BYTES:
             raise InvalidDefinition("shell", f"at most {MAX_COMMAND_BYTES} bytes")
     elif spec.kind is TaskKind.PYTHON:
+        if spec.callable is not None and len(spec.callable) > MAX_CALLABLE_CHARS:
+            raise InvalidDefinition("callable", f"at most {MAX_CALLABLE_CHARS} characters")
         if spec.callable is None or not _CALLABLE.fullmatch(spec.callable):
             raise InvalidDefinition("callable", "must be an importable 'module.path:function'")
     elif spec.http is None:
@@ -238,6 +254,10 @@ def _validate_http(http: HttpTask) -> None:
         raise InvalidDefinition("http.url", "must be an absolute http:// or https:// URL")
     if http.method not in HTTP_METHODS:
         raise InvalidDefinition("http.method", f"must be one of {', '.join(sorted(HTTP_METHODS))}")
+    if len(http.headers) > MAX_HTTP_HEADERS:
+        raise InvalidDefinition(
+            "http.headers", f"{len(http.headers)} headers; at most {MAX_HTTP_HEADERS}"
+        )
     for header in http.headers:
         if not _HEADER_NAME.fullmatch(header.name) or any(c in header.value for c in "\r\n\0"):
             raise InvalidDefinition("http.headers", f"invalid header {header.name!r}")
@@ -250,3 +270,5 @@ def _validate_http(http: HttpTask) -> None:
         raise InvalidDefinition("http", f"request is {size} bytes; at most {MAX_COMMAND_BYTES}")
     if not all(100 <= code <= 599 for code in http.success_codes):
         raise InvalidDefinition("http.success_codes", "must be status codes 100..599")
+    if len(http.success_codes) > MAX_SUCCESS_CODES:
+        raise InvalidDefinition("http.success_codes", f"at most {MAX_SUCCESS_CODES} codes")

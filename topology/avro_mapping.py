@@ -2,6 +2,7 @@
 
 Plans are computed once per class by introspection (type hints), then run on the hot path;
 ``check_plan`` fails fast when a dataclass and its ``.avsc`` record disagree on field names.
+Bounded plans (commands) also check ``cronlog/limits.py`` (``topology/avro_limits.py``).
 Unit conventions (``x_ms`` timedeltas, timestamp-millis instants, StrEnums as strings):
 ``schemas/README.md``. Framing and schema resolution live in ``topology/codec.py``.
 """
@@ -23,6 +24,8 @@ from cronlog import time as ctime
 from cronlog.commands import Envelope
 from cronlog.errors import CronlogError
 from cronlog.events import RunEvent
+from topology import avro_limits
+from topology.avro_limits import OverLimit, RecordBounds
 
 NAMESPACE = "cronlog"
 Datum = Any  # an Avro datum as fastavro reads/writes it (dict, list, str, int, ...)
@@ -63,12 +66,29 @@ class Plan:
     code runs only for the fields that need a conversion.
     """
 
-    __slots__ = ("attrs", "cls", "decoders", "encoders", "fields", "getter", "names", "picker")
+    __slots__ = (
+        "attrs",
+        "bounds",
+        "check",
+        "cls",
+        "decoders",
+        "encoders",
+        "fields",
+        "getter",
+        "names",
+        "picker",
+    )
 
     def __init__(
-        self, cls: type, fields: tuple[tuple[str, str, Converter | None, Converter | None], ...]
+        self,
+        cls: type,
+        fields: tuple[tuple[str, str, Converter | None, Converter | None], ...],
+        bounds: RecordBounds | None = None,
     ) -> None:
         self.cls = cls
+        self.bounds = bounds
+        """The record's limit checks (bounded plans of command records), else None."""
+        self.check = bounds.check if bounds is not None else None
         self.fields = fields
         """(attribute, Avro field name, encode or None, decode or None), in dataclass order."""
         self.names = tuple(name for _, name, _, _ in fields)
@@ -94,12 +114,23 @@ class Plan:
         return out
 
     def from_avro(self, datum: dict[str, Datum]) -> object:
-        """Return the dataclass instance of an Avro datum. Raises DecodeError."""
+        """Return the dataclass instance of an Avro datum.
+
+        Raises:
+            DecodeError: a value cannot be mapped (unknown enum value, non-finite number).
+            OverLimit: (bounded plans) a field is past its limit; its path starts here.
+        """
         # Never mutate datum: under schema resolution fastavro hands out the reader schema's
         # own default objects for fields the writer lacked.
         values = list(self.picker(datum))
-        for i, dec in self.decoders:
-            values[i] = dec(values[i])
+        if (check := self.check) is not None:
+            check(values)
+        i = 0
+        try:
+            for i, dec in self.decoders:
+                values[i] = dec(values[i])
+        except OverLimit as exc:
+            raise exc.within(self.names[i]) from None
         return self.cls(**dict(zip(self.attrs, values, strict=True)))
 
 
@@ -112,23 +143,36 @@ def _one_tuple(keys: list[str], item: bool = False) -> Callable[[Any], tuple[Any
 
 
 @cache
-def plan_for(cls: type) -> Plan:
+def plan_for(cls: type, bounded: bool = False) -> Plan:
     """Return (built once per class) the plan that maps ``cls`` to its Avro record and back.
+
+    Args:
+        cls: a mapped dataclass.
+        bounded: also check, at decode, every field (nested records included) against its
+            limit in ``cronlog.limits.COMMAND_LIMITS`` (the codec's plan of commands).
 
     Raises:
         TypeError: a field's type has no Avro mapping (schemas/README.md, "Mapping rules").
+        CronlogError: ``bounded`` and a string, integer or array field has no limit.
     """
     hints = typing.get_type_hints(cls)
-    fields = []
+    record = avro_name(cls).rpartition(".")[2]
+    fields, sized, ints = [], [], []
     for f in dataclasses.fields(cls):
         tp = hints[f.name]
         where = f"{cls.__name__}.{f.name}"
-        enc, dec = _converters(tp, where)
+        enc, dec = _converters(tp, where, bounded)
         name = _RENAMES.get((cls, f.name), f.name)
         if _strip_optional(tp) is timedelta:
             name += "_ms"
+        if bounded:
+            dec, size_check, int_check = avro_limits.bound_field(record, name, tp, dec)
+            sized += [size_check] if size_check else []
+            ints += [int_check] if int_check else []
         fields.append((f.name, name, enc, dec))
-    return Plan(cls, tuple(fields))
+    names = tuple(name for _, name, _, _ in fields)
+    bounds = RecordBounds(names, sized, ints) if sized or ints else None
+    return Plan(cls, tuple(fields), bounds)
 
 
 def _strip_optional(tp: object) -> object:
@@ -139,30 +183,37 @@ def _strip_optional(tp: object) -> object:
     return tp
 
 
-def _converters(tp: object, where: str) -> tuple[Converter | None, Converter | None]:
-    """Return (encode, decode) for one type hint; None means "pass the value through"."""
+def _converters(
+    tp: object, where: str, bounded: bool = False
+) -> tuple[Converter | None, Converter | None]:
+    """Return (encode, decode) for one type hint; None means "pass the value through".
+
+    ``bounded``: instants, durations and nested records decode with their limits checked.
+    """
     inner = _strip_optional(tp)
     if inner is not tp:
-        enc, dec = _converters(inner, where)
+        enc, dec = _converters(inner, where, bounded)
         return (None if enc is None else _optional(enc)), (None if dec is None else _optional(dec))
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (types.UnionType, typing.Union):
         if not all(dataclasses.is_dataclass(a) for a in args):
             raise TypeError(f"{where}: only unions of dataclasses (or X | None) map to Avro")
-        return _union_converters(args, where)
+        return _union_converters(args, where, bounded)
     if tp is datetime:
-        return ctime.to_ms, _decode_instant
+        return ctime.to_ms, avro_limits.instant if bounded else _decode_instant
     if tp is timedelta:
-        return ctime.duration_ms, ctime.ms_duration
+        return ctime.duration_ms, avro_limits.duration if bounded else ctime.ms_duration
     if isinstance(tp, type) and issubclass(tp, StrEnum):
         return None, _enum_decoder(tp, where)  # a StrEnum is a str: fastavro writes it as is
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
-        enc, dec = _converters(args[0], where)
+        enc, dec = _converters(args[0], where, bounded)
         if enc is None and dec is None:
             return None, tuple  # fastavro writes any sequence; reads lists
+        if bounded and dec is not None:
+            return _seq(enc, list), avro_limits.indexed(dec, tuple)
         return _seq(enc, list), _seq(dec, tuple)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        plan = plan_for(tp)
+        plan = plan_for(tp, bounded)
         return plan.to_avro, plan.from_avro
     if tp is float:  # no cronlog number may be NaN or infinite (a flipped bit can make one)
         return None, partial(_finite, where)
@@ -203,8 +254,10 @@ def _enum_decoder(enum: type[StrEnum], where: str) -> Converter:
     return decode
 
 
-def _union_converters(classes: tuple[Any, ...], where: str) -> tuple[Converter, Converter]:
-    plans = {cls: plan_for(cls) for cls in classes}
+def _union_converters(
+    classes: tuple[Any, ...], where: str, bounded: bool
+) -> tuple[Converter, Converter]:
+    plans = {cls: plan_for(cls, bounded) for cls in classes}
     by_name = {avro_name(cls): plan for cls, plan in plans.items()}
 
     def encode(obj: object) -> tuple[str, dict[str, Datum]]:
@@ -218,7 +271,10 @@ def _union_converters(classes: tuple[Any, ...], where: str) -> tuple[Converter, 
         plan = by_name.get(name)
         if plan is None:
             raise DecodeError(f"unknown body type {name!r} for {where}")
-        return plan.from_avro(datum)
+        try:
+            return plan.from_avro(datum)
+        except OverLimit as exc:
+            raise exc.within(name.rpartition(".")[2]) from None
 
     return encode, decode
 

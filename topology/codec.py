@@ -2,7 +2,8 @@
 
 A thin adapter: records are mapped to and from the frozen dataclasses by introspection, written
 with Avro single-object encoding, and read from single-object or Confluent framing. Bad bytes
-surface only as ``DecodeError``. Unit conventions and evolution rules: ``schemas/README.md``.
+surface only as ``DecodeError``, and so does a command past a limit of ``cronlog/limits.py``.
+Unit conventions, evolution rules and limits: ``schemas/README.md``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from fastavro.schema import fingerprint, load_schema, to_parsing_canonical_form
 from cronlog.commands import Envelope
 from cronlog.errors import CronlogError
 from cronlog.events import RunEvent
+from cronlog.limits import MAX_COMMAND_RECORD_BYTES
+from topology.avro_limits import OverLimit
 from topology.avro_mapping import (
     Datum,
     Plan,
@@ -124,12 +127,15 @@ class _Kind:
     header: bytes
     writers: dict[bytes, Datum | None]
     """fingerprint -> writer schema; None means the current schema (no resolution needed)."""
+    max_bytes: int | None
+    """Largest record value decoded, bytes (framing included); None: no limit."""
 
 
 def _load_kind(schema_dir: Path, cls: type) -> _Kind:
     name = avro_name(cls)
     schema = load_schema(str(schema_dir / f"{name}.avsc"))
-    plan = plan_for(cls)
+    bounded = cls is Envelope  # commands: every field checked against cronlog/limits.py
+    plan = plan_for(cls, bounded)
     records, mapped = record_names(schema, {}), set[type]()
     check_plan(plan, records, mapped)
     if extra := set(records) - {avro_name(c) for c in mapped}:
@@ -138,7 +144,8 @@ def _load_kind(schema_dir: Path, cls: type) -> _Kind:
     writers: dict[bytes, Datum | None] = {fp: None}
     for old in sorted((schema_dir / "history").glob(f"*/{name}.avsc")):
         writers.setdefault(schema_fingerprint(old_schema := load_schema(str(old))), old_schema)
-    return _Kind(name, plan, schema, SINGLE_OBJECT_MAGIC + fp, writers)
+    max_bytes = MAX_COMMAND_RECORD_BYTES if bounded else None
+    return _Kind(name, plan, schema, SINGLE_OBJECT_MAGIC + fp, writers, max_bytes)
 
 
 class Codec:
@@ -178,7 +185,8 @@ class Codec:
         """Return the Envelope in ``data`` (single-object or Confluent framing).
 
         Raises:
-            DecodeError: ``data`` is not a readable ``cronlog.Command``; ``reason`` says why.
+            DecodeError: ``data`` is not a readable ``cronlog.Command``, or is past a limit of
+                ``cronlog/limits.py``; ``reason`` says why (the field path and the limit).
             RegistryUnavailable: Confluent framing and the registry did not answer.
         """
         return typing.cast(Envelope, self._decode(self._kinds[Envelope], data))
@@ -243,13 +251,20 @@ class Codec:
         if buf.tell() != len(data):
             raise DecodeError(f"{len(data) - buf.tell()} trailing bytes after the {kind.name} body")
         try:
-            return kind.plan.from_avro(typing.cast(dict[str, Datum], datum))
+            value = kind.plan.from_avro(typing.cast(dict[str, Datum], datum))
+        except OverLimit as exc:
+            raise DecodeError(exc.reason(kind.name.removeprefix("cronlog."))) from None
         except DecodeError:
             raise
         except Exception as exc:
             raise DecodeError(
                 f"{kind.name} body does not map to {kind.plan.cls.__name__}: {exc}"
             ) from exc
+        # Checked after the fields, so that a record too large for one field names that field.
+        if kind.max_bytes is not None and len(data) > kind.max_bytes:
+            short = kind.name.removeprefix("cronlog.")
+            raise DecodeError(f"{short}: {len(data)} bytes, at most {kind.max_bytes}")
+        return value
 
     def _writer_schema(self, kind: _Kind, data: bytes) -> tuple[Datum | None, int]:
         if data[:2] == SINGLE_OBJECT_MAGIC:

@@ -33,6 +33,9 @@ from topology.topics import Topics
 log = logging.getLogger("cronlog.fold")
 MAX_DEAD_LETTER_VALUE = 256 * 1024
 """A dead letter keeps at most this many bytes of the bad record's value (the head)."""
+MAX_DEAD_LETTER_KEY = 1024
+"""...and of its key (the head; a job_id key is at most 512 bytes). The dead letter carries the
+key twice (body and record key): a huge one would make it a record no producer can send."""
 MAX_RECORD_BYTES = 512 * 1024
 """A command whose resulting job record would exceed this is refused (record_too_large):
 the record must fit one changelog message whatever the input."""
@@ -158,7 +161,7 @@ class BatchFolder:
             self._tick(rec, env, record_time, overlay, out)
             return
         if rec.key is None or rec.key != env.job_id.encode():
-            raise CronlogError(f"record key {rec.key!r} does not match job_id {env.job_id!r}")
+            raise CronlogError(f"record key {_head(rec.key)} does not match job_id {env.job_id!r}")
         if partition_for(rec.key, self.partitions) != rec.partition:
             raise CronlogError(
                 f"wrong_partition: key {env.job_id!r} maps to partition "
@@ -287,17 +290,26 @@ class BatchFolder:
                 f"{len(value)} bytes; the original stays at this offset)"
             )
             value = value[:MAX_DEAD_LETTER_VALUE]
+        key = rec.key
+        if key is not None and len(key) > MAX_DEAD_LETTER_KEY:
+            reason += f" (key truncated to its first {MAX_DEAD_LETTER_KEY} of {len(key)} bytes)"
+            key = key[:MAX_DEAD_LETTER_KEY]
         dl = DeadLetter(
             self.topics.commands,
             rec.partition,
             rec.offset,
-            rec.key,
+            key,
             value,
             error_type,
             reason,
             at,
             at,
         )
-        out.sends.append(
-            Outgoing(self.topics.dead_letters, rec.key, self.codec.encode_dead_letter(dl))
-        )
+        out.sends.append(Outgoing(self.topics.dead_letters, key, self.codec.encode_dead_letter(dl)))
+
+
+def _head(key: bytes | None) -> str:
+    """Return ``repr(key)``, cut after 64 bytes (with the full length) for a longer key."""
+    if key is None or len(key) <= 64:
+        return repr(key)
+    return f"{key[:64]!r}... ({len(key)} bytes)"

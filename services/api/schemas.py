@@ -7,28 +7,31 @@ A job's definition has one JSON shape everywhere: the POST body, the definition 
 
 from __future__ import annotations
 
-from datetime import date, datetime, time
+from datetime import UTC, date, datetime, time
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
+from cronlog.limits import EARLIEST, LATEST, MAX_DURATION, MAX_JOB_ID_CHARS
 from cronlog.validation import MAX_LEASE_EXPIRIES_LIMIT, MAX_QUEUED_RUNS_LIMIT
 
-JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+JOB_ID_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_JOB_ID_CHARS - 1}}}$"
 """job_ids are URL-path safe: letters, digits, ``.``, ``_``, ``-``; 1..128 characters."""
 
-MAX_DURATION_S = 10 * 365 * 86400
+MAX_DURATION_S = int(MAX_DURATION.total_seconds())
 """Upper bound of every duration field, seconds (10 years of 365 days): instants are at most
-year 9000, so no sum of instants and durations in the core can overflow a datetime."""
+year 9000, so no sum of instants and durations in the core can overflow a datetime. The
+number lives in ``cronlog/limits.py``, with the decoder's limits of every command field."""
 Seconds = Annotated[float, Field(allow_inf_nan=False, ge=0, le=MAX_DURATION_S)]
 """A duration in seconds: finite, ``0..MAX_DURATION_S`` (the core asks more of some fields:
 ``timeout_s`` > 0, ``lease_ttl_s`` and ``interval_s`` at least 1, ...)."""
 
 
 def _instant_in_range(value: datetime) -> datetime:
-    # Checked on the year first: moving year 1 or 9999 with an offset to UTC overflows.
-    if not 1970 <= value.year <= 9000:
-        raise ValueError("must be between the years 1970 and 9000")
+    # Checked on the year first: moving year 1 or 9999 with an offset to UTC overflows. Then
+    # in UTC, as the decoder of commands checks it (an offset moves the year by up to a day).
+    if not 1970 <= value.year <= 9000 or not EARLIEST <= value.astimezone(UTC) <= LATEST:
+        raise ValueError("must be between the years 1970 and 9000 (UTC)")
     return value
 
 

@@ -7,6 +7,7 @@ import socket
 
 from pydantic import Field
 
+from cronlog.limits import MAX_CLAIM_NEXT, MAX_WORKER_ID_CHARS
 from topology.config import KafkaSettings
 from topology.logs import DEFAULT_CAP_BYTES
 
@@ -19,7 +20,8 @@ class WorkerSettings(KafkaSettings):
     """Settings of one worker process.
 
     Attributes:
-        worker_id: unique per process; the lease holder's name. Default ``<host>-<pid>``.
+        worker_id: unique per process; the lease holder's name, 1..128 characters (the
+            fold dead-letters commands with a longer one). Default ``<host>-<pid>``.
         slots: how many attempts run at once. Default 4.
         group_id: consumer group on the ready topic shared by all workers. Default
             ``<topic_prefix>cronlog-workers``.
@@ -42,8 +44,10 @@ class WorkerSettings(KafkaSettings):
             the worker 3 intervals. Env ``CRONLOG_HEARTBEAT_S``. Default 2.
     """
 
-    worker_id: str = Field(default_factory=_default_worker_id)
-    slots: int = Field(default=4, ge=1, le=256)
+    worker_id: str = Field(
+        default_factory=_default_worker_id, min_length=1, max_length=MAX_WORKER_ID_CHARS
+    )
+    slots: int = Field(default=4, ge=1, le=MAX_CLAIM_NEXT)
     group_id: str = ""
     claim_timeout_s: float = 30.0
     drain_s: float = 30.0

@@ -9,6 +9,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from confluent_kafka import Producer
 
 from cronlog import commands as cmd
 from cronlog import events as ev
@@ -160,6 +161,37 @@ def test_malformed_record_is_dead_lettered_and_fold_goes_on(
     assert all(d.key == b"junk" and d.source_topic == cluster.topics.commands for d in dead)
     assert all(d.error_type == "DecodeError" and d.reason for d in dead)
     assert sorted(d.offset for d in dead) == [0, 1] or len({d.offset for d in dead}) == 2
+
+
+def test_a_command_past_a_field_limit_is_dead_lettered_and_the_scheduler_goes_on(
+    cluster: Cluster, events: EventLog
+) -> None:
+    # Issue 11: this TriggerJob (1,040,016 bytes, which the broker accepts) made the fold
+    # produce an event past message.max.bytes; the scheduler exited 70 after every restart.
+    sched = cluster.scheduler()
+    register(cluster, events, "poisoned", cron_job("0 0 1 1 *"))
+    poison = encode_command(
+        cmd.Envelope(idem_key="k" * 1_040_000, job_id="poisoned", command=cmd.TriggerJob())
+    )
+    producer = Producer(cluster.settings.producer_config(**{"message.max.bytes": 2_000_000}))
+    producer.produce(cluster.topics.commands, key=b"poisoned", value=poison)
+    assert producer.flush(10) == 0
+    pause = cluster.send("poisoned", cmd.PauseJob())
+    assert events.wait_until(
+        lambda log: any(e.idem_key == pause for e in log.events("poisoned")), 30
+    ), "the command behind the poison pill was never folded"
+    letters = DeadLetterLog(cluster.settings)
+    try:
+        deadline = time.monotonic() + 20
+        while not letters.records and time.monotonic() < deadline:
+            letters.poll(0.5)
+        [letter] = letters.letters()
+    finally:
+        letters.close()
+    assert letter.error_type == "DecodeError"
+    assert letter.reason.startswith("Command.idem_key: 1040000 characters, at most 512")
+    assert letter.value == poison[: 256 * 1024]
+    assert sched.popen is not None and sched.popen.poll() is None  # still running
 
 
 def test_kill9_then_restart_fires_every_tick_that_came_due_while_down_once(

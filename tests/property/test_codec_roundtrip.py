@@ -1,8 +1,10 @@
-"""Property tests of the Avro codec: every type round-trips; hostile bytes give DecodeError only."""
+"""Property tests of the Avro codec: every type round-trips; hostile bytes give DecodeError only;
+a command the codec accepts never makes the fold send a message past the producers' limit."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from collections.abc import Callable
@@ -13,9 +15,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cronlog import commands as cmd
+from cronlog import limits
 from cronlog.commands import Command, Envelope, Tick
 from cronlog.events import Event, JobPaused, RunEvent
+from cronlog.ids import run_id_for_trigger
+from cronlog.limits import COMMAND_LIMITS
+from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskSpec
 from cronlog.time import duration_ms, from_ms, ms_duration, to_ms
+from topology.avro_mapping import avro_name
 from topology.codec import (
     DeadLetter,
     DecodeError,
@@ -29,7 +37,12 @@ from topology.codec import (
     encode_event,
     encode_heartbeat,
 )
+from topology.config import KafkaSettings
+from topology.due_index import DueIndex
+from topology.fold import BatchFolder, Record
 from topology.heartbeats import WorkerHeartbeat
+from topology.partitioning import partition_for
+from topology.topics import Topics
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 INSTANTS = st.integers(
@@ -71,6 +84,74 @@ def strategy_for(tp: object) -> st.SearchStrategy[typing.Any]:
             tp, **{f.name: strategy_for(hints[f.name]) for f in dataclasses.fields(tp)}
         )
     raise TypeError(f"no strategy for {tp!r}")
+
+
+def command_strategy_for(
+    tp: object, key: str = "", *, big: bool = False
+) -> st.SearchStrategy[typing.Any]:
+    """A strategy for a command type whose values keep to ``cronlog/limits.py``.
+
+    Args:
+        tp: a type hint of a command record or field.
+        key: the field's ``"<Avro record>.<field>"`` key in ``COMMAND_LIMITS``.
+        big: strings and arrays are often exactly at their limits (strings of 1- to 4-byte
+            characters); else short, as in ``strategy_for``.
+    """
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (types.UnionType, typing.Union):
+        return st.one_of([command_strategy_for(a, key, big=big) for a in args])
+    limit = COMMAND_LIMITS.get(key, limits.Limit())
+    if tp is str:
+        return _text(typing.cast(int, limit.chars), big)
+    if tp is int:
+        return st.integers(limit.low, limit.high)
+    if tp is datetime:
+        return st.integers(limits.EARLIEST_MS, limits.LATEST_MS).map(from_ms)
+    if tp is timedelta:
+        return st.integers(0, limits.MAX_DURATION_MS).map(ms_duration)
+    if origin is tuple:
+        return _array(args[0], limit, big)
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        record = avro_name(tp).rpartition(".")[2]
+        hints = typing.get_type_hints(tp)
+        return st.builds(
+            tp,
+            **{
+                f.name: command_strategy_for(hints[f.name], f"{record}.{f.name}", big=big)
+                for f in dataclasses.fields(tp)
+            },
+        )
+    return strategy_for(tp)  # None, bool, float, enums: bounded by their type
+
+
+WIDTHS = ["a", "é", "\u20ac", "\U0001f600", "\U000e0001"]
+"""Characters of 1 to 4 UTF-8 bytes (the last one printed by repr() as 10 characters)."""
+
+
+def _text(cap: int, big: bool) -> st.SearchStrategy[str]:
+    short = st.text(max_size=min(cap, 30))
+    return st.one_of(short, st.sampled_from(WIDTHS).map(lambda c: c * cap)) if big else short
+
+
+def _array(
+    item: object, limit: limits.Limit, big: bool
+) -> st.SearchStrategy[tuple[typing.Any, ...]]:
+    cap = typing.cast(int, limit.items)
+    items: st.SearchStrategy[typing.Any]
+    repeated: st.SearchStrategy[typing.Any]
+    if item is str:
+        items = repeated = _text(limit.chars or (limit.total_chars or 0) // cap, big)
+    elif item is int:
+        items = repeated = st.integers(limit.low, limit.high)
+    else:  # records, enums, instants: a full array repeats a small item (else ~100 MB records)
+        items, repeated = command_strategy_for(item, big=big), command_strategy_for(item)
+    short = st.lists(items, max_size=min(cap, 4)).map(tuple)
+    if not big:
+        return short
+    full = repeated.map(lambda x: (x,) * cap)
+    if limit.total_chars is None:
+        return st.one_of(short, full)
+    return st.one_of(short, full, _text(limit.total_chars, big).map(lambda x: (x,)))
 
 
 def assert_identical(got: object, want: object, path: str = "") -> None:
@@ -116,7 +197,7 @@ def _warm_codec() -> None:
 @pytest.mark.parametrize("cls", COMMAND_TYPES, ids=lambda c: c.__name__)
 @given(data=st.data())
 def test_every_command_round_trips(cls: type, data: st.DataObject) -> None:
-    env = data.draw(envelopes(strategy_for(cls)))
+    env = data.draw(envelopes(command_strategy_for(cls)))
     assert_identical(decode_command(encode_command(env)), env)
 
 
@@ -156,7 +237,7 @@ HEADERS = [  # magic + fingerprint of each current schema: fuzz reaches the Avro
     )[:10],
 ]
 VALID = st.one_of(
-    envelopes(strategy_for(Command)).map(encode_command),
+    envelopes(command_strategy_for(Command)).map(encode_command),
     run_events(strategy_for(Event)).map(encode_event),
     strategy_for(DeadLetter).map(encode_dead_letter),
     strategy_for(WorkerHeartbeat).map(encode_heartbeat),
@@ -218,3 +299,71 @@ def test_a_bit_flip_decodes_to_something_encodable_or_is_a_decode_error(
         value = decodes_or_refuses(decode, bytes(flipped))
         if value is not None:  # Avro has no checksum: a flip may yield another valid record
             assert decode(encoders[kind](value)) == value
+
+
+# -- a command the codec accepts never makes the fold send a message too large (issue 11) -------
+
+BUDGET = 900_000
+"""Largest message the fold may send, bytes (value + key): well under message.max.bytes."""
+N = 4
+TOPICS = Topics.of(KafkaSettings(partitions=N))
+JOB = "\U0001f600" * limits.MAX_JOB_ID_CHARS
+
+
+@functools.cache
+def _world() -> dict[str, bytes]:
+    """The store after registering a DAG job, triggering a run and claiming its first task."""
+    spec = JobSpec(
+        "dag",
+        Schedule(ScheduleKind.MANUAL),
+        (),
+        tasks=("a", "b"),
+        task_specs=(TaskSpec("a", ("true",)), TaskSpec("b", ("true",), depends_on=("a",))),
+    )
+    run = run_id_for_trigger(JOB, "t")
+    store: dict[str, bytes] = {}
+    steps: list[tuple[str, Command]] = [
+        ("r", cmd.RegisterJob(spec=spec)),
+        ("t", cmd.TriggerJob()),
+        ("c", cmd.ClaimTask(run_id=run, task="a", attempt=1, worker_id="w")),
+    ]
+    for i, (key, command) in enumerate(steps):
+        env = Envelope(idem_key=key, job_id=JOB, command=command)
+        out = _folder(store).fold([_record(i, env)])
+        store.update({j: v for j, (_, _, v) in out.writes.items()})
+    return store
+
+
+def _folder(store: dict[str, bytes]) -> BatchFolder:
+    due = DueIndex()
+    due.reset(range(N))
+    return BatchFolder(TOPICS, N, store.get, due, default_codec())
+
+
+def _record(offset: int, env: Envelope) -> Record:
+    key = env.job_id.encode()
+    return Record(partition_for(key, N), offset, 1_772_366_400_000, key, encode_command(env))
+
+
+SIZES = settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@pytest.mark.parametrize("cls", COMMAND_TYPES, ids=lambda c: c.__name__)
+@SIZES
+@given(data=st.data())
+def test_a_command_the_codec_accepts_folds_to_messages_under_the_size(
+    cls: type, data: st.DataObject
+) -> None:
+    idem_key = data.draw(_text(limits.MAX_IDEM_KEY_CHARS, big=True))
+    body: Command = data.draw(command_strategy_for(cls, big=True))
+    env = Envelope(idem_key=idem_key, job_id=JOB, command=body)
+    world = dict(_world())
+    out = _folder(world).fold([_record(9, env)])
+    letters = [m for m in out.sends if m.topic == TOPICS.dead_letters]
+    assert out.commands == 1 or letters  # decoded and decided, or refused by the codec
+    for message in out.sends:
+        assert len(message.value) + len(message.key or b"") < BUDGET, message.topic

@@ -164,3 +164,53 @@ def test_a_command_that_would_outgrow_the_record_is_refused() -> None:
     rejected = [e for e in events if isinstance(e, ev.CommandRejected)]
     assert rejected and all(e.reason is RejectReason.RECORD_TOO_LARGE for e in rejected)
     assert len(store["big"]) <= 2000
+
+
+def test_a_command_past_a_field_limit_is_dead_lettered_and_the_batch_goes_on() -> None:
+    # Issue 11: the fold copied a 1,040,000-character idem_key into its events, could not
+    # produce them, and the scheduler crash-looped; the commands behind it were never folded.
+    register = _rec(0, T0, "alpha", cmd.RegisterJob(spec=EVERY_2S))
+    poison = _rec(1, T0, "alpha", cmd.TriggerJob())
+    poison = Record(
+        poison.partition,
+        1,
+        poison.timestamp_ms,
+        poison.key,
+        encode_command(
+            cmd.Envelope(idem_key="k" * 1_040_000, job_id="alpha", command=cmd.TriggerJob())
+        ),
+    )
+    after = _rec(2, T0, "alpha", cmd.TriggerJob())
+    sends, store = _fold([register, poison, after], 10)
+    [letter] = [decode_dead_letter(m.value) for m in sends if m.topic == TOPICS.dead_letters]
+    assert (letter.offset, letter.error_type) == (1, "DecodeError")
+    assert letter.reason.startswith("Command.idem_key: 1040000 characters, at most 512")
+    events = [decode_event(m.value) for m in sends if m.topic == TOPICS.run_events]
+    assert [(e.idem_key, type(e.event).__name__) for e in events][:3] == [
+        ("c0", "JobRegistered"),
+        ("c2", "RunScheduled"),
+        ("c2", "TaskReady"),
+    ]
+    assert all(len(m.value) + len(m.key or b"") < 1_000_000 for m in sends)
+    assert "alpha" in store
+
+
+def test_a_huge_record_key_is_cut_in_its_dead_letter() -> None:
+    # A key that does not match the job_id is dead-lettered with the key: a 600 KB one, kept
+    # whole in the body and as the record key, would be a dead letter no producer can send.
+    key = b"k" * 600_000
+    bad = Record(
+        partition_for(key, N),
+        7,
+        int(T0.timestamp() * 1000),
+        key,
+        encode_command(cmd.Envelope(idem_key="k", job_id="eta", command=cmd.PauseJob())),
+    )
+    sends, _ = _fold([bad, _rec(8, T0, "delta", cmd.RegisterJob(spec=EVERY_2S))], 10)
+    [message] = [m for m in sends if m.topic == TOPICS.dead_letters]
+    letter = decode_dead_letter(message.value)
+    assert message.key == letter.key == key[:1024]
+    assert "(600000 bytes) does not match job_id 'eta'" in letter.reason
+    assert letter.reason.endswith("(key truncated to its first 1024 of 600000 bytes)")
+    assert len(message.value) < 10_000
+    assert any(m.topic == TOPICS.run_events for m in sends)  # the next record was folded
