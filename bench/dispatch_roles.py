@@ -190,17 +190,16 @@ def share_loop(plan: Plan, role: str, tally: Tally, stop: Event) -> None:
             tally.polled(len(msgs))
             if not msgs:
                 continue
-            if role != "normal":
-                role = _misbehave(c, msgs, role, slots, plan, tally)
+            if role in ("stall-hold", "kill"):
+                role = _hold(c, msgs, role, plan, tally)
                 continue
-            _start(c, msgs[:free], slots, plan, tally)
-            if plan.extras == "keep":
-                backlog = msgs[free:]
-            else:
-                for m in msgs[free:]:
-                    c.acknowledge(m, AcknowledgeType.RELEASE)
-                tally.stats["released"] += len(msgs) - free if len(msgs) > free else 0
-            c.commit_async()
+            backlog = _run_batch(c, msgs, free, slots, plan, tally)
+            if role == "stall-ack":  # its tasks hang after this poll: no poll for stall_s
+                tally.stats["stalled_with"] = min(free, len(msgs))
+                tally.stats["stall_backlog"] = len(backlog)
+                tally.flush(force=True)
+                slots.block_all(plan.stall_s)
+                role = "normal"
     finally:
         c.close()
 
@@ -213,17 +212,24 @@ def _start(c: ShareConsumer, msgs: Sequence[Message], slots: Slots, plan: Plan, 
         slots.occupy(plan.task_ms / 1000)
 
 
-def _misbehave(
-    c: ShareConsumer, msgs: list[Message], role: str, slots: Slots, plan: Plan, t: Tally
-) -> str:
-    """Consumer 0's first non-empty poll: stall (acked or holding the records) or get killed."""
-    if role == "stall-ack":  # takes what it got (as a worker with many slots would), acks all
-        _start(c, msgs, slots, plan, t)
-        c.commit_sync()
-        t.stats["stalled_with"] = len(msgs)
-        t.flush(force=True)
-        slots.block_all(plan.stall_s)  # its tasks hang: no poll for stall_s
-        return "normal"
+def _run_batch(
+    c: ShareConsumer, msgs: list[Message], free: int, slots: Slots, plan: Plan, t: Tally
+) -> list[Message]:
+    """Start what fits in the free slots; keep the rest for later (returned) or RELEASE it."""
+    _start(c, msgs[:free], slots, plan, t)
+    extras = msgs[free:]
+    if plan.extras == "release":
+        for m in extras:
+            c.acknowledge(m, AcknowledgeType.RELEASE)
+        t.stats["released"] += len(extras)
+        extras = []
+    c.commit_async()
+    return extras
+
+
+def _hold(c: ShareConsumer, msgs: list[Message], role: str, plan: Plan, t: Tally) -> str:
+    """Consumer 0's first non-empty poll: it holds the records unacknowledged and stalls
+    (``stall-hold``: then ACCEPTs them if its locks still hold) or is killed (``kill``)."""
     seqs = [VALUE.unpack(m.value() or b"")[0] for m in msgs]
     t.out.put(("held", t.idx, seqs, time.time_ns()))
     time.sleep(plan.stall_s if role == "stall-hold" else 3600)  # "kill": the parent kills it

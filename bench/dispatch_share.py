@@ -11,13 +11,14 @@ Usage (needs a broker with share groups, e.g. ``ops/kafka start``; ``KAFKA_BOOTS
     .venv/bin/python bench/dispatch_share.py --role0 stall-ack --stall-s 10   # a busy worker
     .venv/bin/python bench/dispatch_share.py --role0 kill --lock-ms 5000      # kill -9
 
-Each run makes a new 12-partition topic and group. Every ``--abort-every``-th transaction is
-aborted (its records reach the log first); a delivered aborted record is counted. A consumer
-polls only while it has a free slot, "claims" (ACCEPTs, or commits in classic mode) what it
-starts, and RELEASEs (``--extras release``) or keeps for later (``--extras keep``) records
-beyond its free slots. Prints: commit→take and produce→take latency, throughput, records per
-consumer, redeliveries, what consumer 0 held back, and CPU per record (consumers' and the
-broker's /proc times, from the first record to the last take).
+Each run makes a new topic (12 partitions, as the ready topic; ``--partitions``) and group.
+Every ``--abort-every``-th transaction is aborted (its records reach the log first); a delivered
+aborted record is counted. A consumer polls only while it has a free slot, "claims" (ACCEPTs,
+or commits in classic mode) what it starts, and keeps for later (``--extras keep``) or RELEASEs
+(``--extras release``) records beyond its free slots. Prints: commit→take and produce→take
+latency, throughput, records per consumer, redeliveries, records taken > 1 s late by partition,
+what consumer 0 held back, and CPU per record (consumers' and the broker's /proc times, from
+the first record to the last take).
 """
 
 from __future__ import annotations
@@ -50,8 +51,6 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # noqa: E402
 from bench.common import cpu_seconds, pct  # noqa: E402
 from bench.dispatch_roles import Plan, consume, produce  # noqa: E402
 
-PARTITIONS = 12
-
 
 @dataclass
 class Run:
@@ -72,6 +71,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:19092"))
     ap.add_argument("--mode", choices=["share", "classic"], default="share")
     ap.add_argument("--consumers", type=int, default=4)
+    ap.add_argument("--partitions", type=int, default=12, help="of the ready topic")
     ap.add_argument("--slots", type=int, default=4)
     ap.add_argument("--task-ms", type=float, default=5.0, help="simulated task duration")
     ap.add_argument("--records", type=int, default=25_000)
@@ -97,12 +97,12 @@ def parse_args() -> argparse.Namespace:
 
 
 def setup(args: argparse.Namespace) -> tuple[str, str]:
-    """A fresh 12-partition topic; for a share group, its group configs (set before it exists:
+    """A fresh topic (``--partitions``); for a share group, its group configs (set before it exists:
     ``share.auto.offset.reset`` is read when a share-partition is first initialised)."""
     topic = f"bench.dispatch.{uuid.uuid4().hex[:8]}"
     group = f"{topic}.{args.mode}"
     admin = AdminClient({"bootstrap.servers": args.bootstrap})
-    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result()
+    admin.create_topics([NewTopic(topic, args.partitions, 1)])[topic].result()
     if args.mode == "share":
         wanted = {"share.isolation.level": args.isolation, "share.auto.offset.reset": "earliest"}
         if args.lock_ms:
@@ -236,7 +236,8 @@ def report(args: argparse.Namespace, r: Run) -> None:
     n = len(first)
     how = f"at {args.rate:g}/s" if args.rate else "in one burst"
     print(
-        f"\n{args.mode}: {args.consumers} consumers x {args.slots} slots, task {args.task_ms} ms, "
+        f"\n{args.mode}: {args.partitions} partitions, {args.consumers} consumers x "
+        f"{args.slots} slots, task {args.task_ms} ms, "
         f"{args.records} records {how}, {args.txn_records}/txn (batch.num.messages "
         f"{args.producer_batch or 'default'}), extras={args.extras}, role0={args.role0}; "
         f"load avg {os.getloadavg()[0]:.1f}"
@@ -319,7 +320,11 @@ def report_held(r: Run, first: dict[int, tuple[int, ...]]) -> None:
     if stalled is not None:
         mine = sorted((t[2], s) for s, t in first.items() if t[0] == 0)[stalled:]
         late = [(ns - r.commit_ns[s]) / 1e6 for ns, s in mine if s in r.commit_ns]
-        print(f"  consumer 0 stalled after taking {stalled}; after it: {spread_ms(late)}")
+        kept = r.done.get(0, {}).get("stall_backlog", 0)
+        print(
+            f"  consumer 0 stalled after starting {stalled} (holding {kept} more it polled); "
+            f"what it took after: {spread_ms(late)}"
+        )
 
 
 def main() -> None:
