@@ -35,7 +35,7 @@ def kafka_bootstrap() -> Iterator[str]:
     if _docker_available():
         from testcontainers.kafka import KafkaContainer
 
-        with KafkaContainer("apache/kafka:4.1.1").with_kraft() as kafka:
+        with KafkaContainer("apache/kafka:4.3.1").with_kraft() as kafka:
             yield kafka.get_bootstrap_server()
         return
     out = subprocess.run(
