@@ -66,7 +66,7 @@ def bench_in_process(n: int, jobs: int) -> float:
     def run(recs: list[Record]) -> None:
         for i in range(0, len(recs), 1000):
             out = folder.fold(recs[i : i + 1000])
-            store.update({j: v for j, (_, v, _) in out.writes.items()})
+            store.update({j: w.value for j, w in out.writes.items()})
 
     run(records([(f"job-{i}", cmd.RegisterJob(spec=SPEC)) for i in range(jobs)]))
     work = records(

@@ -115,10 +115,11 @@ class CompleteTask:
         failure_kind: why it failed (None when ``succeeded``).
         output_tail: the last few KiB of combined stdout/stderr.
         started_at, finished_at: aware UTC instants measured by the worker.
-        claim_next: how many task instances this worker takes at once among those the
-            completion readies in the same run (a DAG's next tasks): they are granted to it in
-            the same decision (TaskClaimed), saving a claim round trip per hop (Temporal's
-            eager dispatch). 0 (default): none, every ready task goes to the ready topic.
+        claim_next: how many task instances this worker takes with the completion (the slot
+            it frees): first those the completion readies in the same run (a DAG's next tasks),
+            granted in the same decision (Temporal's eager dispatch), then the oldest ready
+            ones of the partition (docs/dispatch.md); the fold answers with PollAnswered
+            (``poll_id`` = this command's idem_key). 0 (default): none, and no answer.
     """
 
     run_id: str
@@ -133,6 +134,27 @@ class CompleteTask:
     started_at: datetime
     finished_at: datetime
     claim_next: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PollTasks:
+    """A worker with free slots asks one commands partition for ready task instances.
+
+    The poll is the claim (Temporal's "sync match"): the fold grants up to ``slots`` of the
+    partition's ready task instances, oldest run first, each as a TaskClaimed (a fenced lease,
+    epoch + 1) copied to the worker's replies, then answers PollAnswered with how many it
+    granted. Sent like a Tick: job_id "", no record key, an explicit partition
+    (docs/dispatch.md).
+
+    Attributes:
+        worker_id: the polling worker.
+        slots: most task instances it takes (its free slots, 1..256).
+        poll_id: names the answer; chosen by the worker, unique among its polls.
+    """
+
+    worker_id: str
+    slots: int
+    poll_id: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -281,6 +303,7 @@ Command = (
     | ReleaseTask
     | RerunTask
     | UpstreamRunEnded
+    | PollTasks
 )
 
 

@@ -27,7 +27,7 @@ from cronlog.ids import (
 )
 from cronlog.interventions import cancel, drop_removed_tasks, rerun
 from cronlog.job import MAX_RENEWAL_MARKERS, JobState
-from cronlog.leases import lease_command, tick_attempts
+from cronlog.leases import grant_ready, lease_command, tick_attempts
 from cronlog.progress import release_waiting
 from cronlog.runs import start_run
 from cronlog.validation import validate_spec
@@ -35,6 +35,12 @@ from cronlog.vocabulary import CancelReason, JobStatus, RejectReason, Reprocess,
 
 WORKER_COMMANDS = (cmd.ClaimTask, cmd.RenewLease, cmd.CompleteTask, cmd.ReleaseTask)
 """Commands whose dedupe markers live in the worker window (``JobState.renewals``)."""
+REPLY_COMMANDS = (*WORKER_COMMANDS, cmd.PollTasks)
+"""Commands whose events are copied to the sending worker's partition of ``cronlog.replies``."""
+UNMARKED_COMMANDS = (cmd.Tick, cmd.PollTasks)
+"""Commands that leave no dedupe marker: a Tick is idempotent by the schedule cursor and the
+deterministic run_id, a poll by the task instances' state (a granted instance is no longer
+ready) and their epochs."""
 
 
 def handle(
@@ -53,7 +59,7 @@ def handle(
         one is refused (``_refuse_reuse``).
 
     Idempotency: every applied command leaves its idem_key in the record's recent markers,
-    except Ticks (firing is idempotent by the schedule cursor and the deterministic run_id).
+    except Ticks and polls (``UNMARKED_COMMANDS``).
     A user command's marker carries its ``command_digest``, so a re-delivery (same digest) is
     told from a re-use of the key by another command (another digest: refused with
     ``idempotency_conflict``). The keys of worker commands (ClaimTask, RenewLease,
@@ -63,7 +69,7 @@ def handle(
     instance's state and epoch.
     Determinism: now = max(state.clock, record_time); the same log gives the same result.
     """
-    user = not isinstance(envelope.command, (*WORKER_COMMANDS, cmd.Tick))
+    user = not isinstance(envelope.command, (*WORKER_COMMANDS, *UNMARKED_COMMANDS))
     digest = command_digest(envelope.command) if user else ""
     if state is not None and state.has_applied(envelope.idem_key):
         first = state.applied_digest(envelope.idem_key) if user else None
@@ -135,7 +141,7 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
         return
     if state.status is JobStatus.DELETED and not isinstance(
         command,
-        (cmd.Tick, cmd.ClaimTask, cmd.RenewLease, cmd.CompleteTask, cmd.ReleaseTask, cmd.CancelRun),
+        (cmd.Tick, cmd.PollTasks, *WORKER_COMMANDS, cmd.CancelRun),
     ):
         # runs started before the delete go on to their end (a DAG's later tasks included)
         # and can still be cancelled; nothing new starts
@@ -190,6 +196,8 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
             _tick(d, now)
         case cmd.ClaimTask() | cmd.RenewLease() | cmd.CompleteTask() | cmd.ReleaseTask():
             lease_command(d, command, now)
+        case cmd.PollTasks():
+            grant_ready(d, command.worker_id, command.slots, now)
         case cmd.CancelRun():
             cancel(d, state, command, now)
         case cmd.RerunTask():

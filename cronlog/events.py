@@ -492,6 +492,25 @@ class CommandRejected:
     """The sending worker, for worker commands, else None."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PollAnswered:
+    """The answer to a worker's poll (PollTasks, or a CompleteTask with ``claim_next``).
+
+    A reply only: it goes to the worker's partition of ``cronlog.replies`` (job_id "", after
+    the TaskClaimed grants it counts, in the same transaction), never to ``cronlog.run-events``;
+    it changes no job. The worker's slots reserved for the poll are free again once it arrives.
+    """
+
+    worker_id: str
+    """The polling worker."""
+    poll_id: str
+    """The poll's id (PollTasks.poll_id; a completion's idem_key)."""
+    partition: int
+    """The commands partition that answered."""
+    granted: int
+    """How many task instances it granted (each a TaskClaimed before this answer)."""
+
+
 Event = (
     JobRegistered
     | JobRedefined
@@ -521,6 +540,7 @@ Event = (
     | RunReopened
     | TaskReset
     | RunQueued
+    | PollAnswered
 )
 
 

@@ -262,6 +262,15 @@ def is_claim_key(idem_key: str) -> bool:
     return idem_key.startswith("claim:")
 
 
+def poll_idem_key(worker_id: str, poll_id: str) -> str:
+    """Return the idem_key of a worker's PollTasks: ``poll:<worker>:<poll_id>``.
+
+    Polls are not deduplicated (a poll changes no job unless it grants, and a grant is fenced
+    by its epoch); the key names the poll's events (their event_ids).
+    """
+    return f"poll:{worker_id}:{poll_id}"
+
+
 def renew_idem_key(run_id: str, task: str, epoch: int, n: int) -> str:
     """Return the idem_key of a lease's ``n``-th RenewLease: ``renew:<run>:<task>:<epoch>:<n>``."""
     return f"renew:{run_id}:{task}:{epoch}:{n}"

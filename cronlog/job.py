@@ -186,6 +186,18 @@ class JobState:
         """
         return sum(r.trigger not in OFF_SCHEDULE_TRIGGERS for r in self.runs)
 
+    def ready_since(self) -> datetime | None:
+        """Return when the oldest run with a grantable task instance was scheduled.
+
+        That is the job's place in its partition's ready index (docs/dispatch.md); None when
+        no task instance is ready.
+        """
+        ready = TaskState.READY
+        return min(
+            (r.scheduled_for for r in self.runs if any(t.state is ready for t in r.tasks)),
+            default=None,
+        )
+
     def next_deadline(self) -> datetime | None:
         """Return the earliest instant a Tick has work for this job, or None.
 
@@ -448,5 +460,7 @@ def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | N
             return replace(state, runs=tuple(r for r in state.runs if r.run_id != run_id))
         case ev.JobRegistered() | ev.CommandRejected():
             return state
+        case ev.PollAnswered():
+            return state  # a reply to a worker, not a fact of the job
         case _:
             assert_never(event)

@@ -255,6 +255,31 @@ def _grant_next(
             grant(d, run, ti, worker_id, now)
 
 
+def grant_ready(d: Decision, worker_id: str, most: int, now: datetime) -> int:
+    """Grant ``worker_id`` up to ``most`` of the job's ready task instances (a poll).
+
+    Oldest run first (``scheduled_for``, then run_id), tasks in definition order within a
+    run: the order the partition's ready index serves jobs in (docs/dispatch.md, where a
+    priority class or a tenant's cap would act).
+
+    Returns:
+        How many were granted.
+
+    Emits:
+        TaskClaimed (``grant``) for each.
+    Refusals: none (a job with nothing ready grants nothing).
+    """
+    granted = 0
+    for run in sorted(d.live().runs, key=lambda r: (r.scheduled_for, r.run_id)):
+        for ti in run.tasks:
+            if granted >= most:
+                return granted
+            if ti.state is TaskState.READY:
+                grant(d, run, ti, worker_id, now)
+                granted += 1
+    return granted
+
+
 def expire_lease(d: Decision, run: Run, ti: TaskInstance, now: datetime) -> None:
     """A lease lapsed: give the task instance back, or end it once it has lapsed too often.
 

@@ -74,8 +74,8 @@ MAX_REASON_CHARS = 1024
 MAX_LABEL_CHARS = 64
 """A string-coded enum value the core checks itself (TaskSnapshot.state, RerunTask.trigger)."""
 MAX_CLAIM_NEXT = 256
-"""Task instances a completion may take at once (``CompleteTask.claim_next``): a worker's
-free slots, at most its ``CRONLOG_SLOTS`` (256)."""
+"""Task instances a poll or a completion may take at once (``PollTasks.slots``,
+``CompleteTask.claim_next``): a worker's free slots, at most its ``CRONLOG_SLOTS`` (256)."""
 MAX_DURATION = timedelta(days=10 * 365)
 """Every duration of a command (``*_ms``): 0 up to this, inclusive (the API's 10 years)."""
 MAX_DURATION_MS = MAX_DURATION // timedelta(milliseconds=1)
@@ -152,6 +152,12 @@ COMMAND_LIMITS: Mapping[str, Limit] = MappingProxyType(
         ),
         **_fields("ReleaseTask", run_id=_IDS, task=_TASK, reason=_text(MAX_REASON_CHARS), **_LEASE),
         **_fields("CancelRun", run_id=_IDS, task=_TASK),
+        **_fields(
+            "PollTasks",
+            worker_id=_WORKER,
+            slots=Limit(low=1, high=MAX_CLAIM_NEXT),
+            poll_id=_text(MAX_EVENT_ID_CHARS),
+        ),
         **_fields("ReplayTask", run_id=_IDS, task=_TASK),
         **_fields(
             "RerunTask",

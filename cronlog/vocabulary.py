@@ -239,3 +239,5 @@ class CommandKind(StrEnum):
     """RerunTask."""
     UPSTREAM_RUN_ENDED = "UpstreamRunEnded"
     """UpstreamRunEnded."""
+    POLL_TASKS = "PollTasks"
+    """PollTasks (never refused: a poll that finds nothing ready is answered with 0)."""

@@ -5,8 +5,11 @@ key and partition, then dedupe by idem_key and decide/evolve through
 ``cronlog.decide.handle`` against an in-batch overlay of job records. A Tick decides its
 partition's due jobs from the due index, at most ``tick_slice`` of them; if more are due, the
 batch appends a continuation Tick to the same partition, which the fold reads after what was
-appended meanwhile. The runtime (``services/scheduler/runtime.py``) commits everything a
-batch decided in one Kafka transaction, then writes the job records to RocksDB.
+appended meanwhile. A poll (PollTasks, or a CompleteTask's ``claim_next``) grants the
+partition's ready task instances from the ready index, oldest run first, and is answered with
+PollAnswered on the worker's replies (docs/dispatch.md). The runtime
+(``services/scheduler/runtime.py``) commits everything a batch decided in one Kafka
+transaction, then writes the job records to RocksDB.
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.decide import WORKER_COMMANDS, event_key, handle
+from cronlog.decide import REPLY_COMMANDS, event_key, handle
 from cronlog.errors import CronlogError
 from cronlog.ids import continuation_idem_key, event_id
 from cronlog.job import JobState
@@ -45,6 +49,8 @@ is 1,000,000) is not applied: its input is dead-lettered instead of crash-loopin
 TICK_SLICE = 250
 """At most this many due jobs are decided per Tick (~50 ms of fold time); the rest continue
 on a Tick the batch appends to the same partition."""
+ANY_TIME_MS = 2**62
+"""``pop_due``'s "now" for the ready index: every ready job qualifies, oldest first."""
 TOO_LARGE_RETRY_MS = 60_000
 """A due job whose decision was refused as too large is due again this much later (not at
 once: it would keep every Tick busy deciding it again)."""
@@ -81,21 +87,36 @@ class Outgoing:
     partition: int | None = None
 
 
+class Write(NamedTuple):
+    """The last record of a job a batch touched, and its keys in the indexes.
+
+    Attributes:
+        partition: the job's partition.
+        value: the stored record (``state_codec`` bytes).
+        deadline_ms: when a Tick next has work for it (``JobState.next_deadline``), epoch ms.
+        ready_ms: its place in the ready index (``JobState.ready_since``), epoch ms.
+    """
+
+    partition: int
+    value: bytes
+    deadline_ms: int | None
+    ready_ms: int | None
+
+
 @dataclass
 class BatchResult:
     """What one batch decided: messages to produce, then job records to write.
 
     Attributes:
-        sends: in order of decision (run-events, ready and reply copies, dead letters,
-            continuation Ticks).
-        writes: job_id → (partition, stored bytes, next deadline epoch ms or None), the last
-            record of each job the batch touched.
+        sends: in order of decision (run-events, ready and reply copies, poll answers, dead
+            letters, continuation Ticks).
+        writes: job_id → its ``Write``, the last record of each job the batch touched.
         commands: how many command records were decoded.
         decisions: how many (command, job) decisions were made (a Tick makes one per due job).
     """
 
     sends: list[Outgoing] = field(default_factory=list)
-    writes: dict[str, tuple[int, bytes, int | None]] = field(default_factory=dict)
+    writes: dict[str, Write] = field(default_factory=dict)
     commands: int = 0
     decisions: int = 0
 
@@ -111,6 +132,8 @@ class BatchFolder:
             batch sees deadlines set earlier in it (batch boundaries never change the outcome).
         codec: the Avro codec.
         tick_slice: most due jobs one Tick decides (TICK_SLICE).
+        ready: the ready index (jobs with a grantable task instance, by ``ready_since``),
+            kept like the due index; default: a new one owning every partition.
     """
 
     def __init__(
@@ -121,6 +144,7 @@ class BatchFolder:
         due: DueIndex,
         codec: Codec,
         tick_slice: int = TICK_SLICE,
+        ready: DueIndex | None = None,
     ) -> None:
         self.topics = topics
         self.partitions = partitions
@@ -128,6 +152,10 @@ class BatchFolder:
         self.due = due
         self.codec = codec
         self.tick_slice = tick_slice
+        if ready is None:
+            ready = DueIndex()
+            ready.reset(range(partitions))
+        self.ready = ready
 
     def fold(self, records: list[Record]) -> BatchResult:
         """Decide a batch. Never raises for bad input: such records become dead letters."""
@@ -160,6 +188,11 @@ class BatchFolder:
         if isinstance(env.command, cmd.Tick):
             self._tick(rec, env, record_time, overlay, out)
             return
+        if isinstance(env.command, cmd.PollTasks):
+            poll = env.command
+            granted = self._grant_ready(rec, env, poll.worker_id, poll.slots, overlay, out)
+            self._answer(rec, env, poll.worker_id, poll.poll_id, granted, out)
+            return
         if rec.key is None or rec.key != env.job_id.encode():
             raise CronlogError(f"record key {_head(rec.key)} does not match job_id {env.job_id!r}")
         if partition_for(rec.key, self.partitions) != rec.partition:
@@ -167,7 +200,72 @@ class BatchFolder:
                 f"wrong_partition: key {env.job_id!r} maps to partition "
                 f"{partition_for(rec.key, self.partitions)}, record is on {rec.partition}"
             )
-        self._apply(rec, env, record_time, overlay, out)
+        events = self._apply(rec, env, record_time, overlay, out)
+        command = env.command
+        if isinstance(command, cmd.CompleteTask) and command.claim_next > 0:
+            worker = command.worker_id
+            granted = sum(
+                1 for e in events if isinstance(e, ev.TaskClaimed) and e.worker_id == worker
+            )
+            if granted < command.claim_next:
+                more = command.claim_next - granted
+                granted += self._grant_ready(rec, env, worker, more, overlay, out)
+            self._answer(rec, env, worker, env.idem_key, granted, out)
+
+    def _grant_ready(
+        self,
+        rec: Record,
+        env: cmd.Envelope,
+        worker_id: str,
+        most: int,
+        overlay: dict[str, JobState | None],
+        out: BatchResult,
+    ) -> int:
+        """Grant ``worker_id`` up to ``most`` ready task instances of the record's partition.
+
+        Oldest ``ready_since`` first, one PollTasks decision per job.
+
+        Returns:
+            How many were granted.
+        """
+        granted, seen = 0, set()
+        while granted < most:
+            popped = self.ready.pop_due(rec.partition, ANY_TIME_MS, 1)
+            if not popped or popped[0] in seen:  # a job it could not grant: stop there
+                if popped:
+                    state = self._state(rec.partition, popped[0], overlay)
+                    self.ready.set(rec.partition, popped[0], _ready_ms(state))
+                break
+            seen.add(popped[0])
+            poll = cmd.PollTasks(worker_id=worker_id, slots=most - granted, poll_id=env.idem_key)
+            job_env = cmd.Envelope(idem_key=env.idem_key, job_id=popped[0], command=poll)
+            events = self._apply(rec, job_env, from_ms(rec.timestamp_ms), overlay, out)
+            granted += sum(1 for e in events if isinstance(e, ev.TaskClaimed))
+        return granted
+
+    def _answer(
+        self,
+        rec: Record,
+        env: cmd.Envelope,
+        worker_id: str,
+        poll_id: str,
+        granted: int,
+        out: BatchResult,
+    ) -> None:
+        """Send PollAnswered to the worker's replies (after the grants it counts)."""
+        answer = ev.PollAnswered(
+            worker_id=worker_id, poll_id=poll_id, partition=rec.partition, granted=granted
+        )
+        run_event = ev.RunEvent(
+            event_id=event_id(env.idem_key, "", 0),
+            job_id="",
+            at=from_ms(rec.timestamp_ms),
+            idem_key=env.idem_key,
+            index=0,
+            event=answer,
+        )
+        value = self.codec.encode_event(run_event)
+        out.sends.append(Outgoing(self.topics.replies, worker_id.encode(), value))
 
     def _tick(
         self,
@@ -201,7 +299,8 @@ class BatchFolder:
         record_time: datetime,
         overlay: dict[str, JobState | None],
         out: BatchResult,
-    ) -> None:
+    ) -> list[ev.Event]:
+        """Decide one command for one job; return the events applied."""
         state = self._state(rec.partition, env.job_id, overlay)
         new, events = handle(state, env, record_time)
         out.decisions += 1
@@ -227,14 +326,18 @@ class BatchFolder:
         out.sends += sends
         overlay[env.job_id] = new
         if new is None:
-            return
+            return events
         deadline = new.next_deadline()
         deadline_ms = to_ms(deadline) if deadline is not None else None
         if refused and isinstance(env.command, cmd.Tick) and deadline_ms is not None:
             deadline_ms = max(deadline_ms, to_ms(record_time) + TOO_LARGE_RETRY_MS)
+        ready_ms = _ready_ms(new)
         if new is not state:  # unchanged (a duplicate, a refusal): nothing to write
-            out.writes[env.job_id] = (rec.partition, stored or dump_state(new), deadline_ms)
+            value = stored or dump_state(new)
+            out.writes[env.job_id] = Write(rec.partition, value, deadline_ms, ready_ms)
         self.due.set(rec.partition, env.job_id, deadline_ms)
+        self.ready.set(rec.partition, env.job_id, ready_ms)
+        return events
 
     def _too_large(self, env: cmd.Envelope, detail: str) -> ev.CommandRejected:
         command = env.command
@@ -274,7 +377,7 @@ class BatchFolder:
         if isinstance(event, ev.TaskReady) and (event.run_id, event.task) not in granted:
             sends.append(Outgoing(self.topics.ready, key, value))
         worker = getattr(env.command, "worker_id", None)
-        if isinstance(env.command, WORKER_COMMANDS) and worker:
+        if isinstance(env.command, REPLY_COMMANDS) and worker:
             sends.append(Outgoing(self.topics.replies, worker.encode(), value))
         return sends
 
@@ -306,6 +409,11 @@ class BatchFolder:
             at,
         )
         out.sends.append(Outgoing(self.topics.dead_letters, key, self.codec.encode_dead_letter(dl)))
+
+
+def _ready_ms(state: JobState | None) -> int | None:
+    since = state.ready_since() if state is not None else None
+    return to_ms(since) if since is not None else None
 
 
 def _head(key: bytes | None) -> str:

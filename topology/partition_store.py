@@ -1,8 +1,9 @@
 """One command partition's job table on disk: a rocksdict (RocksDB) opened on assignment.
 
 Keys: ``j:<job_id>`` → the stored JobState (``state_codec`` bytes), ``d:<job_id>`` → the
-job's next deadline (8-byte big-endian epoch ms; absent when it has none), and ``m:changelog``
-→ the offset of the last changelog record the store holds. The fold writes a batch's records,
+job's next deadline and ``r:<job_id>`` → its place in the ready index (``ready_since``; both
+8-byte big-endian epoch ms, absent when it has none), and ``m:changelog`` → the offset of the
+last changelog record the store holds. The fold writes a batch's records,
 deadlines and that offset in one RocksDB write batch, *after* the Kafka transaction that put
 them on the changelog committed; a restore trusts the store up to the offset it records and
 reads the changelog from there (docs/architecture.md, "The fold runtime").
@@ -11,14 +12,17 @@ reads the changelog from there (docs/architecture.md, "The fold runtime").
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from rocksdict import Options, Rdict, WriteBatch
 
 _JOB = b"j:"
 _DUE = b"d:"
+_READY = b"r:"
 _OFFSET = b"m:changelog"
+_READY_INDEXED = b"m:ready-indexed"
+"""Present once every job's ``r:`` key is written (stores older than the ready index lack it)."""
 
 
 def _options(write_buffer_mb: int) -> Options:
@@ -42,6 +46,8 @@ class PartitionStore:
         path.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._db = Rdict(str(path), _options(write_buffer_mb))
+        if self._db.get(_OFFSET) is None and self._db.get(_READY_INDEXED) is None:
+            self._db[_READY_INDEXED] = b"1"  # a new store: every write keeps its r: keys
 
     def get(self, job_id: str) -> bytes | None:
         """Return the stored record of ``job_id``, or None."""
@@ -55,27 +61,29 @@ class PartitionStore:
 
     def write(
         self,
-        records: Iterable[tuple[str, bytes | None, int | None]],
+        records: Iterable[tuple[str, bytes | None, int | None, int | None]],
         changelog_offset: int | None,
     ) -> None:
-        """Write records and their deadlines, and the changelog offset, atomically.
+        """Write records, their deadlines and ready keys, and the changelog offset, atomically.
 
         Args:
-            records: ``(job_id, stored bytes or None to delete, deadline epoch ms or None)``.
+            records: ``(job_id, stored bytes or None to delete, deadline epoch ms or None,
+                ready_since epoch ms or None)``.
             changelog_offset: the offset of the last changelog record these came from (the
                 store is trusted up to it); None leaves the recorded offset as it is.
         """
         batch = WriteBatch(raw_mode=True)
-        for job_id, value, deadline in records:
+        for job_id, value, deadline, ready in records:
             key = job_id.encode()
             if value is None:
                 batch.delete(_JOB + key)
             else:
                 batch.put(_JOB + key, value)
-            if deadline is None:
-                batch.delete(_DUE + key)
-            else:
-                batch.put(_DUE + key, deadline.to_bytes(8, "big", signed=True))
+            for prefix, ms in ((_DUE, deadline), (_READY, ready)):
+                if ms is None:
+                    batch.delete(prefix + key)
+                else:
+                    batch.put(prefix + key, ms.to_bytes(8, "big", signed=True))
         if changelog_offset is not None:
             batch.put(_OFFSET, str(changelog_offset).encode())
         self._db.write(batch)
@@ -83,6 +91,32 @@ class PartitionStore:
     def deadlines(self) -> Iterator[tuple[str, int]]:
         """Yield ``(job_id, deadline epoch ms)`` of every job that has one (key order)."""
         for job_id, value in self._prefixed(_DUE):
+            yield job_id, int.from_bytes(value, "big", signed=True)
+
+    def index_ready(self, ready_ms: Callable[[bytes], int | None]) -> int:
+        """Write the ``r:`` key of every job once (a store written before the ready index).
+
+        Args:
+            ready_ms: stored bytes → ready_since epoch ms or None (``restore.ready_ms``).
+
+        Returns:
+            How many records were read (0 when the store was indexed already).
+        """
+        if self._db.get(_READY_INDEXED) is not None:
+            return 0
+        batch, n = WriteBatch(raw_mode=True), 0
+        for job_id, value in self.jobs():
+            n += 1
+            ms = ready_ms(value)
+            if ms is not None:
+                batch.put(_READY + job_id.encode(), ms.to_bytes(8, "big", signed=True))
+        batch.put(_READY_INDEXED, b"1")
+        self._db.write(batch)
+        return n
+
+    def ready(self) -> Iterator[tuple[str, int]]:
+        """Yield ``(job_id, ready_since epoch ms)`` of every job with a ready task instance."""
+        for job_id, value in self._prefixed(_READY):
             yield job_id, int.from_bytes(value, "big", signed=True)
 
     def jobs(self) -> Iterator[tuple[str, bytes]]:

@@ -73,10 +73,10 @@ class Replayer:
             dead-letters them.
         """
         out = self.folder.fold(list(records))
-        for job_id, (partition, value, _) in out.writes.items():
+        for job_id, w in out.writes.items():
             key = job_id.encode()
-            self.store[key] = value
-            self.jobs[partition].add(key)
+            self.store[key] = w.value
+            self.jobs[w.partition].add(key)
         self.commands += out.commands
         self.dead_letters += sum(1 for s in out.sends if s.topic == self.topics.dead_letters)
         return [s for s in out.sends if s.topic == self.topics.run_events]

@@ -53,12 +53,22 @@ class Restored:
     end: int
 
 
-def deadline_ms(value: bytes | None) -> int | None:
-    """Return a stored job record's next deadline (epoch ms), or None (no record, none due)."""
+def ready_ms(value: bytes) -> int | None:
+    """Return a stored job record's ready_since (epoch ms), or None."""
+    ready = load_state(value).ready_since()
+    return None if ready is None else to_ms(ready)
+
+
+def index_keys(value: bytes | None) -> tuple[int | None, int | None]:
+    """Return a stored job record's next deadline and ready_since (epoch ms, or None each)."""
     if value is None:
-        return None
-    deadline = load_state(value).next_deadline()
-    return None if deadline is None else to_ms(deadline)
+        return None, None
+    state = load_state(value)
+    deadline, ready = state.next_deadline(), state.ready_since()
+    return (
+        None if deadline is None else to_ms(deadline),
+        None if ready is None else to_ms(ready),
+    )
 
 
 def restore(consumer: Consumer, topic: str, partition: int, store: PartitionStore) -> Restored:
@@ -93,7 +103,7 @@ def restore(consumer: Consumer, topic: str, partition: int, store: PartitionStor
             # all of it for a full batch, even past the end
             first = consumer.poll(POLL_S)
             msgs = [] if first is None else [first, *consumer.consume(BATCH - 1, timeout=0)]
-            rows: list[tuple[str, bytes | None, int | None]] = []
+            rows: list[tuple[str, bytes | None, int | None, int | None]] = []
             last = -1
             for m in msgs:
                 err = m.error()
@@ -107,7 +117,7 @@ def restore(consumer: Consumer, topic: str, partition: int, store: PartitionStor
                 key = m.key()
                 if key is not None and offset < end:
                     value = m.value()
-                    rows.append((key.decode(), value, deadline_ms(value)))
+                    rows.append((key.decode(), value, *index_keys(value)))
                     last = offset
                 position = max(position, offset + 1)
             if rows:

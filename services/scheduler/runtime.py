@@ -28,7 +28,7 @@ from topology.due_index import DueIndex
 from topology.fold import BatchFolder, BatchResult, Record
 from topology.partition_store import PartitionStore
 from topology.restore import CONSUMER_CONFIG as RESTORE_CONSUMER
-from topology.restore import restore
+from topology.restore import ready_ms, restore
 from topology.retrying import is_transient
 from topology.topics import Topics
 from topology.watchdog import Watchdog
@@ -95,6 +95,9 @@ class FoldRuntime:
         self.codec = Codec()
         self.due = DueIndex()
         self.due.reset(())
+        self.ready = DueIndex()
+        """The ready index (jobs with a grantable task instance, by ready_since)."""
+        self.ready.reset(())
         self.stores: dict[int, PartitionStore] = {}
         self.pending: list[int] = []
         self.owned: set[int] = set()
@@ -102,7 +105,7 @@ class FoldRuntime:
         self.stop = threading.Event()
         self.stats = FoldStats(settings.fold_stats_s)
         self.folder = BatchFolder(
-            self.topics, self.n, self._load, self.due, self.codec, settings.tick_slice
+            self.topics, self.n, self._load, self.due, self.codec, settings.tick_slice, self.ready
         )
         self.consumer = Consumer(settings.consumer_config(self.topics.scheduler_app, **self._cc()))
         self.restorer = Consumer(
@@ -164,16 +167,19 @@ class FoldRuntime:
             return
         t0 = time.perf_counter()
         self.due.begin()
+        self.ready.begin()
         out = self.folder.fold(records)
         t1 = time.perf_counter()
         offsets = self.txn.commit(out, ends)
         t2 = time.perf_counter()
         if offsets is None:  # aborted: nothing of the batch happened; fold it again
             self.due.rollback()
+            self.ready.rollback()
             for p, offset in starts.items():
                 self.consumer.seek(TopicPartition(self.topics.commands, p, offset))
             return
         self.due.commit()
+        self.ready.commit()
         if out.sends or out.writes:  # the crash points of invariant 6's tests
             self.faults.reached("after_commit")
         self._write(out, offsets)
@@ -212,9 +218,9 @@ class FoldRuntime:
             log.warning("action=consume_error error=%s transient=%s", err, is_transient(err))
 
     def _write(self, out: BatchResult, offsets: dict[int, int]) -> None:
-        rows: dict[int, list[tuple[str, bytes | None, int | None]]] = {}
-        for job_id, (p, value, deadline) in out.writes.items():
-            rows.setdefault(p, []).append((job_id, value, deadline))
+        rows: dict[int, list[tuple[str, bytes | None, int | None, int | None]]] = {}
+        for job_id, w in out.writes.items():
+            rows.setdefault(w.partition, []).append((job_id, w.value, w.deadline_ms, w.ready_ms))
         for p, batch in rows.items():
             store = self.stores.get(p)
             if store is not None:
@@ -239,6 +245,7 @@ class FoldRuntime:
             self.owned.difference_update(gone)
         for p in gone:
             self.due.drop_partition(p)
+            self.ready.drop_partition(p)
             if p in self.pending:
                 self.pending.remove(p)
             store = self.stores.pop(p, None)
@@ -272,16 +279,20 @@ class FoldRuntime:
             PartitionStore.wipe(path)
             store = PartitionStore(path, self.settings.rocksdb_write_buffer_mb)
             done = restore(self.restorer, self.topics.job_table_changelog, p, store)
+        store.index_ready(ready_ms)  # once, for a store written before the ready index
         self.stores[p] = store
         jobs = self.due.add_partition(p, store.deadlines())
+        ready = self.ready.add_partition(p, store.ready())
         with self.lock:
             self.owned.add(p)
         self.consumer.resume([tp])
         log.info(
-            "action=partition_restored partition=%d changelog_records=%d due_jobs=%d seconds=%.2f",
+            "action=partition_restored partition=%d changelog_records=%d due_jobs=%d "
+            "ready_jobs=%d seconds=%.2f",
             p,
             done.records,
             jobs,
+            ready,
             time.monotonic() - started,
         )
         log.info("action=partitions_owned partitions=%s", self.owned_partitions())

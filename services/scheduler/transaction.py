@@ -199,8 +199,8 @@ class BatchTransactions:
         send = self._sender()
         for s in out.sends:
             send(s.topic, s.key, s.value, s.partition, None)
-        for job_id, (p, value, _) in out.writes.items():
-            send(self.topics.job_table_changelog, job_id.encode(), value, p, track)
+        for job_id, w in out.writes.items():
+            send(self.topics.job_table_changelog, job_id.encode(), w.value, w.partition, track)
         self.producer.flush(CALL_TIMEOUT_S)  # serves the delivery reports: changelog offsets
 
     def _sender(self) -> Callable[..., None]:

@@ -24,7 +24,7 @@ from tests.integration.harness import Cluster, EventLog
 from tests.integration.helpers import wait_for
 from topology.partition_store import PartitionStore
 from topology.partitioning import partition_for
-from topology.restore import CONSUMER_CONFIG, deadline_ms, restore
+from topology.restore import CONSUMER_CONFIG, index_keys, restore
 from topology.state_codec import dump_state
 
 pytestmark = pytest.mark.broker
@@ -111,7 +111,7 @@ def _rows(keys: range, variant: int, prefix: str = "job") -> list[tuple[str, byt
 
 
 def _deadlines(rows: list[tuple[str, bytes]]) -> list[tuple[str, int]]:
-    return [(k, d) for k, v in rows if (d := deadline_ms(v)) is not None]
+    return [(k, d) for k, v in rows if (d := index_keys(v)[0]) is not None]
 
 
 def test_restore_reads_the_latest_committed_value_per_key_and_resumes_from_its_offset(

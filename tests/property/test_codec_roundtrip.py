@@ -330,14 +330,14 @@ def _world() -> dict[str, bytes]:
     for i, (key, command) in enumerate(steps):
         env = Envelope(idem_key=key, job_id=JOB, command=command)
         out = _folder(store).fold([_record(i, env)])
-        store.update({j: v for j, (_, _, v) in out.writes.items()})
+        store.update({j: w.value for j, w in out.writes.items()})
     return store
 
 
 def _folder(store: dict[str, bytes]) -> BatchFolder:
     due = DueIndex()
     due.reset(range(N))
-    return BatchFolder(TOPICS, N, store.get, due, default_codec())
+    return BatchFolder(TOPICS, N, lambda _p, job: store.get(job), due, default_codec())
 
 
 def _record(offset: int, env: Envelope) -> Record:

@@ -60,6 +60,7 @@ BODIES: dict[str, Any] = {
     ),
     "ReleaseTask": cmd.ReleaseTask(**LEASE, reason="draining"),
     "CancelRun": cmd.CancelRun(run_id=RUN, task="main"),
+    "PollTasks": cmd.PollTasks(worker_id="w1", slots=4, poll_id="p1"),
     "ReplayTask": cmd.ReplayTask(run_id=RUN, task="main", scheduled_for=T),
     "RerunTask": cmd.RerunTask(
         run_id=RUN,

@@ -105,7 +105,9 @@ class World:
         self.store: dict[str, bytes] = {}
         due = DueIndex()
         due.reset(range(N))
-        self.folder = BatchFolder(TOPICS, N, lambda _p, job: self.store.get(job), due, default_codec())
+        self.folder = BatchFolder(
+            TOPICS, N, lambda _p, job: self.store.get(job), due, default_codec()
+        )
         self.offset = 0
         self.sent: list[Outgoing] = []
 
@@ -124,7 +126,7 @@ class World:
             value,
         )
         out = self.folder.fold([record])
-        self.store.update({j: v for j, (_, v, _) in out.writes.items()})
+        self.store.update({j: w.value for j, w in out.writes.items()})
         self.sent += out.sends
         return out.sends
 

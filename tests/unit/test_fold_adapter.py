@@ -72,7 +72,7 @@ def _fold(records: list[Record], batch: int) -> tuple[list[Outgoing], dict[str, 
     for i in range(0, len(records), batch):
         out = folder.fold(records[i : i + batch])
         sends.extend(out.sends)
-        store.update({job: value for job, (_, value, _) in out.writes.items()})
+        store.update({job: w.value for job, w in out.writes.items()})
     return sends, store
 
 

@@ -207,7 +207,7 @@ def test_the_adapter_gives_the_refusal_event_ids_of_its_own() -> None:
     assert isinstance(refusal.event, ev.CommandRejected)
     assert refusal.event.reason is RejectReason.IDEMPOTENCY_CONFLICT
     assert refusal.event.run_id == run_id
-    stored = load_state(out.writes[JOB][1])
+    stored = load_state(out.writes[JOB].value)
     assert stored.run(run_id) is not None  # the run the trigger started is untouched
 
 

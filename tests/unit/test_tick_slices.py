@@ -113,7 +113,7 @@ class Sim:
                     self.continuations.append(self.append(s.partition, commit_ms, None, s.value))
                 else:
                     self.sends.append(s)
-            self.store.update({job: value for job, (_, value, _) in out.writes.items()})
+            self.store.update({job: w.value for job, w in out.writes.items()})
         return self
 
     def _arrive(self, pending: list[Input], now_ms: int) -> None:
@@ -133,7 +133,7 @@ class Sim:
         for start in range(0, len(again.log), batch):
             out = again.folder.fold(again.log[start : start + batch])
             again.sends += [s for s in out.sends if s.topic != TOPICS.commands]
-            again.store.update({job: value for job, (_, value, _) in out.writes.items()})
+            again.store.update({job: w.value for job, w in out.writes.items()})
         return again
 
     def events(self) -> list[ev.RunEvent]:

@@ -1,0 +1,257 @@
+"""Dispatch by polls (docs/dispatch.md), in the fold adapter without Kafka: a poll grants the
+partition's ready task instances oldest run first, each once, fenced like a claim, and is
+always answered; a completion's ``claim_next`` takes from the whole partition; the ready
+index survives batch boundaries and follows every decision."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cronlog import commands as cmd
+from cronlog import events as ev
+from cronlog.ids import run_id_for_trigger
+from cronlog.job import JobState
+from cronlog.model import JobSpec, Schedule, ScheduleKind
+from topology.codec import Codec, decode_event, encode_command
+from topology.config import KafkaSettings
+from topology.due_index import DueIndex
+from topology.fold import BatchFolder, BatchResult, Record
+from topology.partitioning import partition_for
+from topology.state_codec import load_state
+from topology.topics import Topics
+
+N = 4
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+TOPICS = Topics.of(KafkaSettings(partitions=N))
+MANUAL = JobSpec(name="m", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
+P = 1
+JOBS = [j for j in (f"job{i}" for i in range(200)) if partition_for(j, N) == P][:5]
+"""Five jobs of partition P, in the order they are triggered below."""
+
+
+class World:
+    """One folder owning every partition, with its store; feeds records one batch at a time."""
+
+    def __init__(self) -> None:
+        self.store: dict[str, bytes] = {}
+        due = DueIndex()
+        due.reset(range(N))
+        self.folder = BatchFolder(TOPICS, N, lambda _, j: self.store.get(j), due, Codec())
+        self.offset = 0
+        self.at = T0
+
+    def send(self, *commands: tuple[str, cmd.Command]) -> BatchResult:
+        """Fold ``(job_id or "", command)`` records as one batch, one second apart."""
+        records = []
+        for job_id, command in commands:
+            self.offset += 1
+            self.at += timedelta(seconds=1)
+            key = f"k{self.offset}"
+            value = encode_command(cmd.Envelope(idem_key=key, job_id=job_id, command=command))
+            p = partition_for(job_id, N) if job_id else P
+            rec_key = job_id.encode() if job_id else None
+            ts = int(self.at.timestamp() * 1000)
+            records.append(Record(p, self.offset, ts, rec_key, value))
+        out = self.folder.fold(records)
+        self.store.update({j: w.value for j, w in out.writes.items()})
+        return out
+
+    def state(self, job_id: str) -> JobState:
+        return load_state(self.store[job_id])
+
+
+def _replies(out: BatchResult, worker: str = "w1") -> list[ev.Event]:
+    return [
+        decode_event(s.value).event
+        for s in out.sends
+        if s.topic == TOPICS.replies and s.key == worker.encode()
+    ]
+
+
+def _granted(out: BatchResult) -> list[tuple[str, str]]:
+    return [
+        (decode_event(s.value).job_id, e.run_id)
+        for s in out.sends
+        if s.topic == TOPICS.run_events
+        and isinstance(e := decode_event(s.value).event, ev.TaskClaimed)
+    ]
+
+
+def _triggered(world: World, jobs: list[str]) -> dict[str, str]:
+    """Register and trigger each job (one run each, in list order); return job → run_id."""
+    world.send(*[(j, cmd.RegisterJob(spec=MANUAL)) for j in jobs])
+    runs = {}
+    for j in jobs:
+        out = world.send((j, cmd.TriggerJob()))
+        runs[j] = run_id_for_trigger(j, f"k{world.offset}")
+        assert any(s.topic == TOPICS.ready for s in out.sends)  # the notification
+    return runs
+
+
+def test_a_poll_grants_the_oldest_ready_runs_first_and_answers_how_many() -> None:
+    world = World()
+    runs = _triggered(world, JOBS)
+    out = world.send(("", cmd.PollTasks(worker_id="w1", slots=3, poll_id="p1")))
+    assert _granted(out) == [(j, runs[j]) for j in JOBS[:3]]
+    replies = _replies(out)
+    assert [type(r) for r in replies] == [ev.TaskClaimed] * 3 + [ev.PollAnswered]
+    assert replies[-1] == ev.PollAnswered(worker_id="w1", poll_id="p1", partition=P, granted=3)
+    claimed = [r for r in replies if isinstance(r, ev.TaskClaimed)]
+    assert {(c.worker_id, c.epoch, c.attempt) for c in claimed} == {("w1", 1, 1)}
+    assert not [s for s in out.sends if s.topic == TOPICS.ready]  # a grant is no notification
+    # the rest go to the next poll, and then the partition is drained
+    out = world.send(("", cmd.PollTasks(worker_id="w2", slots=5, poll_id="p2")))
+    assert _granted(out) == [(j, runs[j]) for j in JOBS[3:]]
+    assert _replies(out, "w2")[-1].granted == 2  # type: ignore[union-attr]
+    out = world.send(("", cmd.PollTasks(worker_id="w3", slots=5, poll_id="p3")))
+    assert _granted(out) == []
+    assert _replies(out, "w3") == [
+        ev.PollAnswered(worker_id="w3", poll_id="p3", partition=P, granted=0)
+    ]
+    assert out.writes == {}  # an empty poll writes nothing
+
+
+def test_a_poll_grants_only_its_own_partition() -> None:
+    world = World()
+    other = next(j for j in (f"x{i}" for i in range(100)) if partition_for(j, N) != P)
+    _triggered(world, [other])
+    out = world.send(("", cmd.PollTasks(worker_id="w1", slots=4, poll_id="p")))
+    assert _granted(out) == []
+
+
+def test_a_granted_task_is_fenced_like_a_claim() -> None:
+    world = World()
+    runs = _triggered(world, JOBS[:1])
+    world.send(("", cmd.PollTasks(worker_id="w1", slots=1, poll_id="p")))
+    job, run = JOBS[0], runs[JOBS[0]]
+    # another worker cannot claim it; the holder completes it with the granted epoch
+    out = world.send((job, cmd.ClaimTask(run_id=run, task="main", attempt=1, worker_id="w2")))
+    [rejected] = _replies(out, "w2")
+    assert isinstance(rejected, ev.CommandRejected)
+    done = cmd.CompleteTask(
+        run_id=run,
+        task="main",
+        attempt=1,
+        epoch=1,
+        worker_id="w1",
+        succeeded=True,
+        exit_code=0,
+        failure_kind=None,
+        output_tail="",
+        started_at=world.at,
+        finished_at=world.at,
+    )
+    out = world.send((job, done))
+    assert [type(r) for r in _replies(out)] == [ev.TaskSucceeded, ev.RunSucceeded]
+
+
+def test_a_completion_with_claim_next_takes_the_oldest_ready_task_of_its_partition() -> None:
+    world = World()
+    runs = _triggered(world, JOBS[:3])
+    world.send(("", cmd.PollTasks(worker_id="w1", slots=1, poll_id="p")))  # JOBS[0]'s run
+    done = cmd.CompleteTask(
+        run_id=runs[JOBS[0]],
+        task="main",
+        attempt=1,
+        epoch=1,
+        worker_id="w1",
+        succeeded=True,
+        exit_code=0,
+        failure_kind=None,
+        output_tail="",
+        started_at=world.at,
+        finished_at=world.at,
+        claim_next=1,
+    )
+    out = world.send((JOBS[0], done))
+    assert _granted(out) == [(JOBS[1], runs[JOBS[1]])]
+    replies = _replies(out)
+    poll_id = f"k{world.offset}"  # the completion's idem_key names its poll
+    assert replies[-1] == ev.PollAnswered(worker_id="w1", poll_id=poll_id, partition=P, granted=1)
+    assert [type(r) for r in replies] == [
+        ev.TaskSucceeded,
+        ev.RunSucceeded,
+        ev.TaskClaimed,
+        ev.PollAnswered,
+    ]
+
+
+def test_the_ready_index_follows_lease_expiry_and_release() -> None:
+    """A task given back (lapsed lease, release) is ready again and goes to the next poll."""
+    world = World()
+    runs = _triggered(world, JOBS[:1])
+    job, run = JOBS[0], runs[JOBS[0]]
+    world.send(("", cmd.PollTasks(worker_id="w1", slots=1, poll_id="p1")))
+    world.send(
+        (
+            job,
+            cmd.ReleaseTask(
+                run_id=run, task="main", attempt=1, epoch=1, worker_id="w1", reason="draining"
+            ),
+        )
+    )
+    out = world.send(("", cmd.PollTasks(worker_id="w2", slots=1, poll_id="p2")))
+    [claimed, answer] = _replies(out, "w2")
+    assert isinstance(claimed, ev.TaskClaimed)
+    assert (claimed.run_id, claimed.epoch, claimed.attempt) == (run, 2, 1)
+    assert answer.granted == 1  # type: ignore[union-attr]
+    # the lease lapses (no renewal): a Tick past it gives the task back as attempt 2
+    world.at += timedelta(minutes=10)
+    world.send(("", cmd.Tick()))
+    out = world.send(("", cmd.PollTasks(worker_id="w3", slots=1, poll_id="p3")))
+    [claimed, _] = _replies(out, "w3")
+    assert isinstance(claimed, ev.TaskClaimed)
+    assert (claimed.attempt, claimed.epoch) == (2, 3)
+
+
+@pytest.mark.parametrize("batch", [1, 3, 100])
+def test_batch_boundaries_do_not_change_what_polls_grant(batch: int) -> None:
+    def run(batch: int) -> list[tuple[str, str]]:
+        world = World()
+        world.send(*[(j, cmd.RegisterJob(spec=MANUAL)) for j in JOBS])
+        commands: list[tuple[str, cmd.Command]] = []
+        for i, j in enumerate(JOBS):
+            commands.append((j, cmd.TriggerJob()))
+            commands.append(("", cmd.PollTasks(worker_id=f"w{i % 2}", slots=1, poll_id=f"p{i}")))
+        granted = []
+        for i in range(0, len(commands), batch):
+            granted += _granted(world.send(*commands[i : i + batch]))
+        return granted
+
+    assert run(batch) == run(1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("trigger"), st.integers(0, len(JOBS) - 1)),
+            st.tuples(st.just("poll"), st.integers(1, 4)),
+        ),
+        max_size=40,
+    )
+)
+def test_no_task_instance_is_granted_twice_and_every_ready_one_is_grantable(
+    script: list[tuple[str, int]],
+) -> None:
+    world = World()
+    world.send(*[(j, cmd.RegisterJob(spec=MANUAL)) for j in JOBS])
+    granted: list[tuple[str, str]] = []
+    triggered = 0
+    for i, (kind, arg) in enumerate(script):
+        if kind == "trigger":
+            world.send((JOBS[arg], cmd.TriggerJob()))
+            triggered += 1
+        else:
+            out = world.send(("", cmd.PollTasks(worker_id="w", slots=arg, poll_id=f"p{i}")))
+            got = _granted(out)
+            assert _replies(out, "w")[-1].granted == len(got)  # type: ignore[union-attr]
+            granted += got
+    assert len(granted) == len(set(granted))
+    # a poll big enough drains the partition: every run triggered was granted exactly once
+    granted += _granted(world.send(("", cmd.PollTasks(worker_id="w", slots=256, poll_id="z"))))
+    assert len(granted) == len(set(granted)) == triggered
