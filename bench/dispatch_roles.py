@@ -245,7 +245,7 @@ def _hold(c: ShareConsumer, msgs: list[Message], role: str, plan: Plan, t: Tally
 
 
 def classic_config(plan: Plan) -> dict[str, object]:
-    """The worker's ready consumer today (services/worker/settings.py, ready_consumer_config)."""
+    """The worker's ready consumer before dispatch by polls (a classic group on the ready topic)."""
     return {
         "bootstrap.servers": plan.bootstrap,
         "group.id": plan.group,

@@ -23,16 +23,15 @@ class WorkerSettings(KafkaSettings):
         worker_id: unique per process; the lease holder's name, 1..128 characters (the
             fold dead-letters commands with a longer one). Default ``<host>-<pid>``.
         slots: how many attempts run at once. Default 4.
-        group_id: consumer group on the ready topic shared by all workers. Default
+        group_id: prefix of the worker's consumer group ids (no group is shared: the ready
+            topic is read by every worker, the replies by each its own partition). Default
             ``<topic_prefix>cronlog-workers``.
-        claim_timeout_s: how long to wait for the fold's answer to a claim, seconds.
+        claim_timeout_s: how long to wait for the fold's answer to a poll, seconds: past it
+            the poll's slots are free again (a grant arriving later is run if a slot is free,
+            else released). Default 30.
         drain_s: on SIGTERM, seconds running attempts get to finish before being killed.
-        ready_session_timeout_s: consumer-group session timeout of the ready consumer, seconds.
-            Default 10. A worker killed with ``kill -9`` keeps its ready partitions (new
-            runs and retries on them unread) until this passes; librdkafka's default is 45 s.
-            librdkafka heartbeats from its own thread, so a busy interpreter does not trip
-            it. Must lie within the broker's ``group.min/max.session.timeout.ms`` (6 s to 30 min
-            by default).
+        poll_sweep_s: with free slots, every commands partition is polled at least this often
+            even without a notification (a safety net), seconds. Default 30.
         log_cap_bytes: bytes of output kept per attempt on the logs topic; past it output is
             counted, not kept (``truncated``). Env ``CRONLOG_LOG_CAP_BYTES``. Default 1 MiB;
             0 keeps none.
@@ -51,7 +50,7 @@ class WorkerSettings(KafkaSettings):
     group_id: str = ""
     claim_timeout_s: float = 30.0
     drain_s: float = 30.0
-    ready_session_timeout_s: float = Field(default=10.0, gt=0)
+    poll_sweep_s: float = Field(default=30.0, gt=0)
     log_cap_bytes: int = Field(default=DEFAULT_CAP_BYTES, ge=0, le=1024**3)
     log_flush_s: float = Field(default=0.5, gt=0, le=60)
     heartbeat_s: float = Field(default=2.0, ge=0.1, le=300)
@@ -59,17 +58,3 @@ class WorkerSettings(KafkaSettings):
     def ready_group(self) -> str:
         """Return the consumer group of the ready topic."""
         return self.group_id or f"{self.topic_prefix}cronlog-workers"
-
-    def ready_consumer_config(self) -> dict[str, object]:
-        """Return the ready consumer's settings: its group, a short session, small fetches."""
-        session_ms = round(self.ready_session_timeout_s * 1000)
-        return self.consumer_config(
-            self.ready_group(),
-            **{
-                "session.timeout.ms": session_ms,
-                "heartbeat.interval.ms": max(session_ms // 3, 100),  # Kafka's advice: <= 1/3
-                "max.poll.interval.ms": 600_000,
-                "queued.max.messages.kbytes": 1024,
-                "fetch.max.bytes": 1_048_576,
-            },
-        )

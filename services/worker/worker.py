@@ -1,11 +1,13 @@
-"""The worker: pull ready task instances, claim them, run them under renewed leases, complete.
+"""The worker: poll for ready task instances, run them under renewed leases, complete.
 
-Ready records come from the ready topic (``services/worker/ready.py``), polled only for free
-slots (slots minus running attempts minus claims in flight). Claims are pipelined: a polled
-batch's claims are sent together, the records are acknowledged once the claims are durable on
-the commands topic, and the loop polls again at once; answers (grants, renewals, refusals) come
-on the replies topic, keyed by worker_id, read from this worker's one partition
-(``replies.py``), and a grant starts its attempt from there (``attempts.py``).
+Dispatch by polls (docs/dispatch.md): notifications on the ready topic flag the commands
+partitions that may have ready work (``ready.py``); a worker with free slots sends a PollTasks
+to flagged partitions, and the fold grants what is ready there (the poll is the claim) and
+answers. A completion asks for the slot it frees back (``claim_next``). Answers (grants,
+renewals, refusals, poll answers) come on the replies topic, keyed by worker_id, read from this
+worker's one partition (``replies.py``); a grant starts its attempt there (``attempts.py``).
+Free slots = slots minus running attempts minus slots reserved by polls out and by
+completions awaiting their answer.
 """
 
 from __future__ import annotations
@@ -13,40 +15,29 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
-from dataclasses import dataclass
 
-from confluent_kafka import KafkaException, Message, Producer
+from confluent_kafka import KafkaException, Producer
 
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.errors import CronlogError
-from cronlog.ids import claim_idem_key, is_claim_key
+from cronlog.ids import poll_idem_key
 from cronlog.vocabulary import CommandKind
 from services.worker.attempts import Attempts
 from services.worker.heartbeat import Heartbeat
 from services.worker.kinds import PythonPool
 from services.worker.logsink import LogShipper
-from services.worker.ready import ReadySource
+from services.worker.ready import Polls, ReadyWatch
 from services.worker.replies import read_replies
 from services.worker.settings import WorkerSettings
-from topology.codec import DecodeError, decode_event, encode_command
+from topology.codec import encode_command
 from topology.heartbeats import HeldLease
-from topology.retrying import Liveness, Stopped, record_ok, start_thread
+from topology.retrying import Liveness, Stopped, call_with_retry, start_thread
 from topology.topics import Topics
 
 log = logging.getLogger("cronlog.worker")
-STOP_CLAIM_WAIT_S = 5.0
-"""Once stopping, how long claims in flight are still waited for (a grant is released)."""
-
-
-@dataclass(frozen=True, slots=True)
-class PendingClaim:
-    """A ClaimTask sent and not yet answered."""
-
-    job_id: str
-    ready: ev.TaskReady
-    sent_at: float
+STOP_POLL_WAIT_S = 5.0
+"""Once stopping, how long polls out are still waited for (a grant is released)."""
 
 
 class Worker:
@@ -59,10 +50,10 @@ class Worker:
         self._producer_lock = threading.Lock()
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._claims: dict[tuple[str, str], PendingClaim] = {}
+        self.polls = Polls(settings.partitions, settings.poll_sweep_s)
         self._reserved: dict[str, float] = {}
         """Completions sent with claim_next 1, by idem_key: their slot stays taken until the
-        fold answers (it may grant the run's next task to this worker at once)."""
+        fold answers the completion's poll (it may grant this worker a task at once)."""
         self._slot_freed = threading.Event()
         self._replies_ready = threading.Event()
         self.failure: str | None = None
@@ -92,11 +83,11 @@ class Worker:
         self._slot_freed.set()
 
     def free_slots(self) -> int:
-        """Return the slots neither running an attempt nor waiting for a claim's (or an eager
-        completion's) answer."""
+        """Return the slots neither running an attempt nor reserved by a poll out (or by a
+        completion awaiting its answer)."""
         with self._lock:
-            busy = len(self.attempts) + len(self._claims) + len(self._reserved)
-        return self.settings.slots - busy
+            busy = len(self.attempts) + len(self._reserved)
+        return self.settings.slots - busy - self.polls.reserved()
 
     def _reserve(self, complete_key: str) -> int:
         """A successful attempt is about to complete: offer its slot to the run's next task
@@ -121,7 +112,7 @@ class Worker:
                 self.settings,
                 self.topics.replies,
                 self._replies_ready,
-                lambda: not self._stop.is_set() or bool(self.attempts) or bool(self._claims),
+                lambda: not self._stop.is_set() or bool(self.attempts) or bool(self.polls.out()),
                 self._on_answer,
                 liveness=self.replies_liveness,
                 stop=self._stop,
@@ -142,37 +133,36 @@ class Worker:
 
     def _on_answer(self, record: ev.RunEvent) -> None:
         job_id, event = record.job_id, record.event
-        with self._lock:  # the first answer to an eager completion frees its reservation
-            reserved = self._reserved.pop(record.idem_key, None) is not None
-        if reserved:
-            self._slot_freed.set()
         match event:
             case ev.TaskClaimed(worker_id=holder) if holder == self.settings.worker_id:
-                with self._lock:
-                    pending = self._claims.pop((event.run_id, event.task), None)
-                self._slot_freed.set()
                 if self.attempts.holds(event.run_id, event.task):
                     return  # a re-delivered grant of a lease already running here
                 if self._stop.is_set():
                     self.attempts.release(job_id, event, "worker stopping: granted as it stopped")
                     return
-                if pending is None and is_claim_key(record.idem_key):
-                    # the wait gave up (a failover took longer): the lease is still ours
-                    log.warning("late grant; running it", extra={"run_id": event.run_id})
+                if len(self.attempts) >= self.settings.slots:  # a late answer to an expired poll
+                    self.attempts.release(job_id, event, "no free slot: granted after its poll")
+                    return
                 self.attempts.start(job_id, event)
-            case ev.CommandRejected(command=command, run_id=run_id, task=task) if run_id and task:
-                if command is CommandKind.CLAIM_TASK:
-                    with self._lock:
-                        self._claims.pop((run_id, task), None)
-                    self._slot_freed.set()
-                elif command is CommandKind.RENEW_LEASE:
+            case ev.PollAnswered(poll_id=poll_id, granted=granted):
+                with self._lock:  # a completion's poll frees the slot it reserved
+                    self._reserved.pop(poll_id, None)
+                self.polls.answered(poll_id, granted)
+                self._slot_freed.set()
+            case ev.CommandRejected(command=CommandKind.RENEW_LEASE, run_id=run_id, task=task):
+                if run_id and task:
                     self.attempts.revoke(run_id, task)
             case _:
                 return
 
     # -- commands ------------------------------------------------------------------------------
-    def _send(self, job_id: str, idem_key: str, command: cmd.Command) -> bool:
+    def _send(
+        self, job_id: str, idem_key: str, command: cmd.Command, partition: int | None = None
+    ) -> bool:
         """Queue a command on the producer; returns False (logged) when it could not be queued.
+
+        ``partition``: a poll's explicit partition (no record key, like a Tick); else the
+        job_id is the key.
 
         Never raises: a worker thread that died here would hold its slot forever. A producer
         in a fatal state (librdkafka's idempotence can end in one after a broker outage) is
@@ -183,7 +173,10 @@ class Worker:
             try:
                 with self._producer_lock:
                     producer = self.producer
-                producer.produce(self.topics.commands, key=job_id.encode(), value=value)
+                if partition is None:
+                    producer.produce(self.topics.commands, key=job_id.encode(), value=value)
+                else:
+                    producer.produce(self.topics.commands, value=value, partition=partition)
                 producer.poll(0)
                 return True
             except BufferError:
@@ -204,68 +197,77 @@ class Worker:
 
     # -- main loop -----------------------------------------------------------------------------
     def run(self) -> None:
-        """Pull, claim and execute until stopped; then drain for ``drain_s`` seconds."""
+        """Poll, execute and complete until stopped; then drain for ``drain_s`` seconds."""
         s = self.settings
         start_thread("replies", self._replies_loop)  # a bug in it ends the process
         while not self._replies_ready.wait(0.5) and not self._stop.is_set():
             pass  # the reader retries transient errors itself (logged once)
         if self.failure is not None:
             raise CronlogError(f"worker cannot read its replies partition: {self.failure}")
-        source = ReadySource.open(s, self.topics.ready, self.ready_liveness)
+        watch = call_with_retry(
+            lambda: ReadyWatch.open(s, self.topics.ready, self.ready_liveness),
+            what="opening the ready topic",
+            liveness=self.ready_liveness,
+            stop=self._stop,
+        )
         log.info("worker started", extra={"worker_id": s.worker_id, "slots": s.slots})
         heartbeat = Heartbeat(s, self.held_leases)
         heartbeat.start()
         try:
             while not self._stop.is_set():
                 self.ready_liveness.beat()
-                source.probe()
-                self._expire_claims()
-                free = self.free_slots()
-                if free <= 0:
+                watch.probe()
+                self._expire()
+                sent = self._send_polls()
+                # notifications flag partitions; a freed slot or an answer wakes the loop
+                self.polls.notify(watch.poll(0.0 if sent else 0.02))
+                if not sent and self.free_slots() <= 0:
                     self._slot_freed.wait(0.05)
                     self._slot_freed.clear()
-                    continue
-                msgs = source.poll(free, 0.2)
-                if not msgs:
-                    continue
-                for msg in msgs:
-                    try:
-                        self._send_claim(msg)
-                    except Exception:  # one bad record must not stop pulling
-                        log.exception("handling a ready record failed")
-                # The claims are durable once flushed: the fold will answer each, so the
-                # records are done with (a claim's grant to a worker that then dies comes
-                # back through the lease expiring).
-                self.producer.flush(5)
-                source.done(msgs)
         finally:
-            source.close()
+            watch.close()
             self._drain()
             heartbeat.stop()  # a tombstone: this worker is gone
             self.python_pool.shutdown()
             self.logs.close()
             self.producer.flush(10)
 
-    def _expire_claims(self) -> None:
-        cutoff = time.monotonic() - self.settings.claim_timeout_s
+    def _send_polls(self) -> int:
+        """Send a PollTasks to flagged partitions for the free slots; return how many."""
+        free = self.free_slots()
+        if free <= 0:
+            return 0
+        wid = self.settings.worker_id
+        polls = self.polls.plan(free, time.monotonic())
+        for poll_id, partition, slots in polls:
+            poll = cmd.PollTasks(worker_id=wid, slots=slots, poll_id=poll_id)
+            if not self._send("", poll_idem_key(wid, poll_id), poll, partition):
+                self.polls.answered(poll_id, 0)  # not sent: its slots are free again
+        if polls:
+            self.producer.poll(0)
+        return len(polls)
+
+    def _expire(self) -> None:
+        """Forget polls and completion reservations the fold has not answered in
+        ``claim_timeout_s`` (a failover took longer); a grant still arriving is run if a slot
+        is free, else released."""
+        now = time.monotonic()
+        for poll in self.polls.expire(now, self.settings.claim_timeout_s):
+            log.warning("no answer to a poll", extra={"partition": poll.partition})
+        cutoff = now - self.settings.claim_timeout_s
         with self._lock:
-            stale = [k for k, p in self._claims.items() if p.sent_at < cutoff]
-            for key in stale:
-                del self._claims[key]
             for done in [k for k, at in self._reserved.items() if at < cutoff]:
                 del self._reserved[done]
-        for run_id, task in stale:  # a grant that still arrives is started by _on_answer
-            log.warning("no answer to claim yet", extra={"run_id": run_id, "task": task})
 
     def _drain(self) -> None:
-        """Give claims in flight a short wait and running attempts ``drain_s`` seconds, then
+        """Give polls out a short wait and running attempts ``drain_s`` seconds, then
         release and kill the rest.
 
         A release makes the attempt ready again at once under a new epoch (not a failure),
         where killing it silently would leave it to the lease expiry.
         """
-        deadline = time.monotonic() + STOP_CLAIM_WAIT_S
-        while self._claims and time.monotonic() < deadline:
+        deadline = time.monotonic() + STOP_POLL_WAIT_S
+        while self.polls.out() and time.monotonic() < deadline:
             time.sleep(0.05)  # a grant arriving now is released by _on_answer
         deadline = time.monotonic() + self.settings.drain_s
         while self.attempts and time.monotonic() < deadline:
@@ -279,35 +281,3 @@ class Worker:
             while self.attempts and time.monotonic() < deadline:
                 time.sleep(0.05)
         self.attempts.stop()
-
-    def _send_claim(self, msg: Message) -> None:
-        """Send the ClaimTask a ready record asks for (nothing for a task instance this
-        worker already holds or already claims).
-
-        The idem_key carries a nonce: a claim sent again for the same attempt (its record
-        re-delivered after the attempt ran here) must be answered — refused ``not_ready`` —
-        not swallowed by the fold's dedupe, which would leave a slot waiting for nothing.
-        """
-        if not record_ok(msg, self.ready_liveness):
-            return
-        try:
-            record = decode_event(msg.value() or b"")
-        except DecodeError:
-            log.exception("undecodable ready record")
-            return
-        ready = record.event
-        if not isinstance(ready, ev.TaskReady):
-            return
-        key = (ready.run_id, ready.task)
-        with self._lock:
-            if key in self._claims or self.attempts.holds(*key):
-                return
-            self._claims[key] = PendingClaim(record.job_id, ready, time.monotonic())
-        wid = self.settings.worker_id
-        self._send(
-            record.job_id,
-            claim_idem_key(ready.run_id, ready.task, ready.attempt, wid, uuid.uuid4().hex[:8]),
-            cmd.ClaimTask(
-                run_id=ready.run_id, task=ready.task, attempt=ready.attempt, worker_id=wid
-            ),
-        )

@@ -491,7 +491,6 @@ def run_chaos(
     worker_env = {
         "CRONLOG_SLOTS": "8",
         "CRONLOG_DRAIN_S": "3",
-        "CRONLOG_READY_SESSION_TIMEOUT_S": "6",
     }
     schedulers = [cluster.scheduler(f"s{i + 1}", **sched_env) for i in range(cfg.schedulers)]
     workers = [cluster.worker(f"w{i + 1}", **worker_env) for i in range(cfg.workers)]
