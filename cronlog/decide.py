@@ -26,7 +26,7 @@ from cronlog.ids import (
     run_id_for_trigger,
 )
 from cronlog.interventions import cancel, drop_removed_tasks, rerun
-from cronlog.job import MAX_RENEWAL_MARKERS, JobState
+from cronlog.job import JobState
 from cronlog.leases import lease_command, tick_attempts
 from cronlog.progress import release_waiting
 from cronlog.runs import start_run
@@ -77,7 +77,7 @@ def handle(
     if new is not None:
         new = replace(new, clock=now)
         if isinstance(envelope.command, WORKER_COMMANDS):
-            new = replace(new, renewals=(*new.renewals, envelope.idem_key)[-MAX_RENEWAL_MARKERS:])
+            new = new.with_renewal(envelope.idem_key)
         elif user:
             new = new.with_applied(envelope.idem_key, digest)
     return new, decision.events
