@@ -67,6 +67,12 @@ MAX_EXIT_CODES = 256
 """Non-retryable exit codes of a retry policy."""
 MAX_BACKFILL_TICKS = 1000
 """Ticks of one BackfillJob (the API refuses larger ranges with 422)."""
+MAX_BACKFILL_TASK_INSTANCES = 3500
+"""Task instances one BackfillJob may start (its new runs x the job's tasks). A fresh task
+instance takes at least ~160 bytes of the job record, so more than this never fits the fold's
+512 KiB record (``tests/unit/test_backfill.py`` checks it against the codec): the fold refuses
+more (``record_too_large``) before building them, which took ~13-22 s for 1000 ticks x 200
+tasks; the API refuses such a range with 422."""
 MAX_OUTPUT_TAIL_CHARS = 16 * 1024
 """A completion's output tail, characters (the worker sends the last 4 KiB)."""
 MAX_REASON_CHARS = 1024
