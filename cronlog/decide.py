@@ -26,8 +26,9 @@ from cronlog.ids import (
     run_id_for_trigger,
 )
 from cronlog.interventions import cancel, drop_removed_tasks, rerun
-from cronlog.job import MAX_RENEWAL_MARKERS, JobState
+from cronlog.job import JobState
 from cronlog.leases import grant_ready, lease_command, tick_attempts
+from cronlog.limits import MAX_BACKFILL_TASK_INSTANCES
 from cronlog.progress import release_waiting
 from cronlog.runs import start_run
 from cronlog.validation import validate_spec
@@ -83,7 +84,7 @@ def handle(
     if new is not None:
         new = replace(new, clock=now)
         if isinstance(envelope.command, WORKER_COMMANDS):
-            new = replace(new, renewals=(*new.renewals, envelope.idem_key)[-MAX_RENEWAL_MARKERS:])
+            new = new.with_renewal(envelope.idem_key)
         elif user:
             new = new.with_applied(envelope.idem_key, digest)
     return new, decision.events
@@ -272,6 +273,9 @@ def _backfill(
     Backfill runs are not jittered, never move the cursor, do not count toward ``max_runs``
     and are exempt from the overlap policy and ``max_active_runs`` (the user asked for each
     of them; the command's ``MAX_BACKFILL_TICKS`` and the record size limit bound them).
+
+    A backfill that would start more than ``MAX_BACKFILL_TASK_INSTANCES`` task instances can
+    never fit the job's record: it is refused (``record_too_large``) before any run is built.
     """
     if len(command.ticks) > cmd.MAX_BACKFILL_TICKS:
         d.reject(
@@ -280,14 +284,18 @@ def _backfill(
             f"ticks: at most {cmd.MAX_BACKFILL_TICKS} ticks per backfill, got {len(command.ticks)}",
         )
         return
-    held = state.buffered.run_id if state.buffered is not None else None
-    for tick in backfill_ticks(state, command.ticks, now):
-        if command.reprocess is Reprocess.NONE:
-            run_id = run_id_for_tick(d.job_id, tick, state.incarnation)
-        else:
-            run_id = run_id_for_backfill(d.job_id, tick, idem_key)
-        if run_id == held or d.live().run(run_id) is not None:
-            continue
+    starts = _backfill_runs(d.job_id, state, command, idem_key, now)
+    tasks = len(state.spec.tasks)
+    if len(starts) * tasks > MAX_BACKFILL_TASK_INSTANCES:
+        d.reject(
+            command,
+            RejectReason.RECORD_TOO_LARGE,
+            f"ticks: {len(starts)} new runs x {tasks} tasks = {len(starts) * tasks} task "
+            f"instances; a backfill may start at most {MAX_BACKFILL_TASK_INSTANCES} (more never "
+            "fit the job's record): send fewer ticks per backfill",
+        )
+        return
+    for tick, run_id in starts:
         current = d.live()
         d.emit_all(
             start_run(
@@ -300,6 +308,29 @@ def _backfill(
                 runs_remaining=current.runs_remaining(),
             )
         )
+
+
+def _backfill_runs(
+    job_id: str, state: JobState, command: cmd.BackfillJob, idem_key: str, now: datetime
+) -> list[tuple[datetime, str]]:
+    """Return ``(tick, run_id)`` of each run a backfill starts, ascending by tick.
+
+    The ticks of ``backfill_ticks``, less those whose run_id is active, held by
+    ``buffer_one``, or an earlier tick's (two instants in the same millisecond).
+    """
+    taken = {r.run_id for r in state.runs}
+    if state.buffered is not None:
+        taken.add(state.buffered.run_id)
+    starts: list[tuple[datetime, str]] = []
+    for tick in backfill_ticks(state, command.ticks, now):
+        if command.reprocess is Reprocess.NONE:
+            run_id = run_id_for_tick(job_id, tick, state.incarnation)
+        else:
+            run_id = run_id_for_backfill(job_id, tick, idem_key)
+        if run_id not in taken:
+            taken.add(run_id)
+            starts.append((tick, run_id))
+    return starts
 
 
 def _tick(d: Decision, now: datetime) -> None:

@@ -207,6 +207,30 @@ def _defaults(cls: type) -> tuple[tuple[str, object, object], ...]:
     return tuple(out)
 
 
+IDEM_MARKER_SIZE = 16
+"""Bytes of the digest a job record keeps for an applied idem_key (``idem_marker``)."""
+
+
+def idem_marker(idem_key: str) -> str:
+    """Return the dedupe marker a job record keeps for an applied ``idem_key``.
+
+    A fixed-size digest rather than the key: an idem_key may be ``MAX_IDEM_KEY_CHARS``
+    characters of up to 6 bytes each in the stored JSON (a control character's escape), and a
+    window of such keys would fill the job record until every command to the job is refused
+    (``record_too_large``) with no way for the markers to rotate out (issue 11). Two keys share
+    a marker only by a blake2b-128 collision (about 2**64 work to craft one pair).
+
+    Args:
+        idem_key: a command's idem_key (or a ``conflict_key``).
+
+    Returns:
+        ``IDEM_MARKER_SIZE * 2`` hex digits (blake2b).
+
+    Determinism: a pure function of ``idem_key``.
+    """
+    return _digest("idem", idem_key, size=IDEM_MARKER_SIZE)
+
+
 def conflict_key(idem_key: str, digest: str) -> str:
     """Return the key of the refusal of a command that re-used ``idem_key`` with other content.
 

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import assert_never
 
 from cronlog import events as ev
+from cronlog.ids import idem_marker
 from cronlog.model import JobSpec
 from cronlog.time import EPOCH
 from cronlog.vocabulary import (
@@ -20,10 +21,11 @@ from cronlog.vocabulary import (
 
 MAX_APPLIED_MARKERS = 128
 """How many recent idem_keys of user commands (not Ticks, not worker commands) a job record
-remembers, each with its command's digest."""
+remembers (as ``idem_marker`` digests), each with its command's digest."""
 MAX_RENEWAL_MARKERS = 64
 """How many recent idem_keys of worker commands (claim, renew, complete) a job record
-remembers (kept apart: they are frequent and would push out the user commands' markers)."""
+remembers (as ``idem_marker`` digests; kept apart: they are frequent and would push out the
+user commands' markers)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,14 +112,17 @@ class JobState:
         clock: the fold's now at the last command applied (aware UTC); never moves back.
         next_fire_at: the next tick to fire (aware UTC), None when the schedule has no more.
         runs: active runs, oldest first.
-        applied: idem_keys of the most recent applied user commands (not Ticks, not worker
-            commands), oldest first.
+        applied: the markers (``cronlog.ids.idem_marker``: a fixed-size digest of the
+            idem_key, so long keys cannot grow the record) of the most recent applied user
+            commands (not Ticks, not worker commands), oldest first. Only ``with_applied``
+            adds to it; ``has_applied`` and ``applied_digest`` take the idem_key itself.
         applied_digests: the ``command_digest`` of each of those commands (a re-use of the key
             by another command is refused), aligned with the *end* of ``applied``: shorter
             when the record was written before digests existed, whose older markers have
             none (no conflict check for them). Only ``with_applied`` adds to both.
-        renewals: idem_keys of the most recent applied worker commands (ClaimTask,
-            RenewLease, CompleteTask, ReleaseTask), oldest first, without digests (no
+        renewals: the markers of the most recent applied worker commands (ClaimTask,
+            RenewLease, CompleteTask, ReleaseTask; ``with_renewal``), oldest first, without
+            command digests (no
             conflict check): workers derive their keys from the lease they act on (run, task,
             epoch), and the epoch fences a stale command whatever its key.
         incarnation: registrations of this job_id after a delete (0 for the first); part of
@@ -150,15 +155,17 @@ class JobState:
 
     def has_applied(self, idem_key: str) -> bool:
         """Return whether a command with ``idem_key`` was applied recently."""
-        return idem_key in self.applied or idem_key in self.renewals
+        marker = idem_marker(idem_key)
+        return marker in self.applied or marker in self.renewals
 
     def applied_digest(self, idem_key: str) -> str | None:
         """Return the digest of the user command applied with ``idem_key``.
 
         None when there is no such marker, or it has no digest (written before digests).
         """
+        marker = idem_marker(idem_key)
         for i in range(len(self.applied) - 1, -1, -1):  # the newest marker of the key
-            if self.applied[i] == idem_key:
+            if self.applied[i] == marker:
                 j = i - (len(self.applied) - len(self.applied_digests))
                 return self.applied_digests[j] if j >= 0 else None
         return None
@@ -167,8 +174,14 @@ class JobState:
         """Return the state with a user command's marker added (the oldest drop out)."""
         return replace(
             self,
-            applied=(*self.applied, idem_key)[-MAX_APPLIED_MARKERS:],
+            applied=(*self.applied, idem_marker(idem_key))[-MAX_APPLIED_MARKERS:],
             applied_digests=(*self.applied_digests, digest)[-MAX_APPLIED_MARKERS:],
+        )
+
+    def with_renewal(self, idem_key: str) -> JobState:
+        """Return the state with a worker command's marker added (the oldest drop out)."""
+        return replace(
+            self, renewals=(*self.renewals, idem_marker(idem_key))[-MAX_RENEWAL_MARKERS:]
         )
 
     def run(self, run_id: str) -> Run | None:

@@ -67,6 +67,12 @@ MAX_EXIT_CODES = 256
 """Non-retryable exit codes of a retry policy."""
 MAX_BACKFILL_TICKS = 1000
 """Ticks of one BackfillJob (the API refuses larger ranges with 422)."""
+MAX_BACKFILL_TASK_INSTANCES = 3500
+"""Task instances one BackfillJob may start (its new runs x the job's tasks). A fresh task
+instance takes at least ~160 bytes of the job record, so more than this never fits the fold's
+512 KiB record (``tests/unit/test_backfill.py`` checks it against the codec): the fold refuses
+more (``record_too_large``) before building them, which took ~13-22 s for 1000 ticks x 200
+tasks; the API refuses such a range with 422."""
 MAX_OUTPUT_TAIL_CHARS = 16 * 1024
 """A completion's output tail, characters (the worker sends the last 4 KiB)."""
 MAX_REASON_CHARS = 1024
@@ -99,29 +105,42 @@ class Limit:
 
     Attributes:
         chars: a string: at most this many characters; an array of strings: each item.
+        token: a string: an identifier, of ``TOKEN_CHARS`` only (what a job record stores of
+            it then costs one byte a character; a worker_id or run_id of control characters
+            would cost six in the record's JSON).
         items: an array: at most this many items.
         total_chars: an array of strings: at most this many characters in all items together.
         low, high: an integer (or each integer of an array): the inclusive range.
     """
 
     chars: int | None = None
+    token: bool = False
     items: int | None = None
     total_chars: int | None = None
     low: int | None = None
     high: int | None = None
 
 
+TOKEN_CHARS = "printable ASCII except space, '\"' and '\\'"
+"""The characters of an identifier field (``Limit.token``): 0x21..0x7E but the double quote
+and the backslash."""
+
+
 def _text(chars: int) -> Limit:
     return Limit(chars=chars)
+
+
+def _token(chars: int) -> Limit:
+    return Limit(chars=chars, token=True)
 
 
 def _range(bounds: tuple[int, int]) -> Limit:
     return Limit(low=bounds[0], high=bounds[1])
 
 
-_IDS = _text(MAX_RUN_ID_CHARS)
-_TASK = _text(MAX_TASK_NAME)
-_WORKER = _text(MAX_WORKER_ID_CHARS)
+_IDS = _token(MAX_RUN_ID_CHARS)
+_TASK = _token(MAX_TASK_NAME)
+_WORKER = _token(MAX_WORKER_ID_CHARS)
 _LEASE = {"attempt": _range(COUNTER), "epoch": _range(COUNTER), "worker_id": _WORKER}
 _ARGV = Limit(items=MAX_ARGV_ITEMS, total_chars=MAX_COMMAND_BYTES)
 _RUNNABLE = {
@@ -137,7 +156,7 @@ def _fields(record: str, **limits: Limit) -> dict[str, Limit]:
 
 COMMAND_LIMITS: Mapping[str, Limit] = MappingProxyType(
     {
-        **_fields("Command", idem_key=_text(MAX_IDEM_KEY_CHARS), job_id=_text(MAX_JOB_ID_CHARS)),
+        **_fields("Command", idem_key=_text(MAX_IDEM_KEY_CHARS), job_id=_token(MAX_JOB_ID_CHARS)),
         **_fields("BackfillJob", ticks=Limit(items=MAX_BACKFILL_TICKS)),
         **_fields("ClaimTask", run_id=_IDS, task=_TASK, attempt=_range(COUNTER), worker_id=_WORKER),
         **_fields("RenewLease", run_id=_IDS, task=_TASK, **_LEASE),
@@ -156,7 +175,7 @@ COMMAND_LIMITS: Mapping[str, Limit] = MappingProxyType(
             "PollTasks",
             worker_id=_WORKER,
             slots=Limit(low=1, high=MAX_CLAIM_NEXT),
-            poll_id=_text(MAX_EVENT_ID_CHARS),
+            poll_id=_token(MAX_EVENT_ID_CHARS),
         ),
         **_fields("ReplayTask", run_id=_IDS, task=_TASK),
         **_fields(
@@ -175,9 +194,9 @@ COMMAND_LIMITS: Mapping[str, Limit] = MappingProxyType(
         ),
         **_fields(
             "UpstreamRunEnded",
-            upstream_job_id=_text(MAX_JOB_ID_CHARS),
+            upstream_job_id=_token(MAX_JOB_ID_CHARS),
             upstream_run_id=_IDS,
-            upstream_event_id=_text(MAX_EVENT_ID_CHARS),
+            upstream_event_id=_token(MAX_EVENT_ID_CHARS),
         ),
         **_fields(
             "JobSpec",
@@ -211,7 +230,7 @@ COMMAND_LIMITS: Mapping[str, Limit] = MappingProxyType(
             timezone=_text(MAX_TIMEZONE_CHARS),
             max_runs=Limit(low=-(2**62), high=2**62),
             exclusions=Limit(items=MAX_EXCLUSIONS),
-            after_job_id=_text(MAX_JOB_ID_CHARS),
+            after_job_id=_token(MAX_JOB_ID_CHARS),
         ),
         **_fields(
             "Exclusion",

@@ -10,6 +10,7 @@ it into a DecodeError ``Command.<path>: <what>, at most <limit>``.
 from __future__ import annotations
 
 import operator
+import re
 import types
 import typing
 from collections.abc import Callable
@@ -152,7 +153,8 @@ def bound_field(
     if limit is None:
         raise CronlogError(f"{record}.{name} has no limit in cronlog/limits.py COMMAND_LIMITS")
     if inner is str:
-        return dec, (name, _need(limit.chars, record, name), "characters"), None
+        sized_str = (name, _need(limit.chars, record, name), "characters")
+        return (_tokens(dec) if limit.token else dec), sized_str, None
     if inner is int:
         low, high = _need(limit.low, record, name), _need(limit.high, record, name)
         if optional:
@@ -165,6 +167,22 @@ def bound_field(
         low, high = _need(limit.low, record, name), _need(limit.high, record, name)
         return _int_items(low, high, dec), sized, None
     return dec, sized, None  # items bounded by their own decoder: enum, instant, record
+
+
+_TOKEN = re.compile(r"[!#-\[\]-~]*")
+"""``limits.TOKEN_CHARS``: 0x21..0x7E but the double quote (0x22) and the backslash (0x5C)."""
+
+
+def _tokens(dec: Converter | None) -> Converter:
+    """Wrap a string field's decoder with the identifier check (``Limit.token``)."""
+
+    def decode(value: str | None) -> Any:
+        if value is not None and _TOKEN.fullmatch(value) is None:
+            bad = next(c for c in value if _TOKEN.fullmatch(c) is None)
+            raise OverLimit(f"{bad!r} is not an identifier character ({limits.TOKEN_CHARS})")
+        return value if dec is None else dec(value)
+
+    return decode
 
 
 def _need(value: int | None, record: str, name: str) -> int:

@@ -17,7 +17,8 @@ from typing import Any
 from cronlog.commands import MAX_BACKFILL_TICKS
 from cronlog.exclusions import is_excluded
 from cronlog.firing import schedule_tick
-from cronlog.model import Schedule
+from cronlog.limits import MAX_BACKFILL_TASK_INSTANCES
+from cronlog.model import JobSpec, Schedule
 from cronlog.vocabulary import Reprocess
 from services.api.mapping import to_spec
 from services.api.projection import run_key, tick_runs_prefix
@@ -32,7 +33,7 @@ REPROCESSABLE = frozenset({"failed", "cancelled"})
 
 
 class TooManyTicks(Exception):
-    """The request would create more than ``MAX_BACKFILL_TICKS`` runs or scan too many ticks."""
+    """The request would create more runs than one backfill may, or scan too many ticks."""
 
     def __init__(self, field: str, reason: str) -> None:
         super().__init__(f"{field}: {reason}")
@@ -48,9 +49,35 @@ class Planned:
     earlier: tuple[dict[str, Any], ...]
 
 
+def job_spec(doc: dict[str, Any]) -> JobSpec:
+    """Return the core JobSpec of a stored job document (its DST policies included)."""
+    return to_spec(JobDefinition.model_validate(stored_definition(doc)))
+
+
 def job_schedule(doc: dict[str, Any]) -> Schedule:
     """Return the core Schedule of a stored job document (its DST policies included)."""
-    return to_spec(JobDefinition.model_validate(stored_definition(doc))).schedule
+    return job_spec(doc).schedule
+
+
+def most_runs(spec: JobSpec) -> int:
+    """Return the most runs one backfill of job ``spec`` may start.
+
+    ``MAX_BACKFILL_TICKS``, or fewer for a job of many tasks: the fold refuses a backfill of
+    more than ``MAX_BACKFILL_TASK_INSTANCES`` task instances (``record_too_large``).
+    """
+    return min(MAX_BACKFILL_TICKS, MAX_BACKFILL_TASK_INSTANCES // len(spec.tasks))
+
+
+def _run_cap(spec: JobSpec, max_runs: int | None) -> int:
+    """Return the most runs to plan; raise ``TooManyTicks`` for a ``max_runs`` past it."""
+    most = most_runs(spec)
+    if max_runs is not None and max_runs > most:
+        raise TooManyTicks(
+            "max_runs",
+            f"at most {most} for this job: each run holds its {len(spec.tasks)} tasks and a "
+            f"backfill may start at most {MAX_BACKFILL_TASK_INSTANCES} task instances",
+        )
+    return max_runs if max_runs is not None else most
 
 
 def ticks_between(
@@ -101,17 +128,18 @@ def plan(
     (the fold drops them too).
 
     Raises:
-        TooManyTicks: more than ``MAX_BACKFILL_TICKS`` ticks need a run and ``max_runs`` is
-            unset (field ``end``), or more than ``MAX_SCANNED_TICKS`` ticks were looked at
-            (field ``start``).
+        TooManyTicks: more than ``most_runs`` ticks need a run and ``max_runs`` is unset
+            (field ``end``), ``max_runs`` is above ``most_runs`` (field ``max_runs``), or more
+            than ``MAX_SCANNED_TICKS`` ticks were looked at (field ``start``).
     """
     cursor = datetime.fromisoformat(doc["next_fire_at"]) if doc.get("next_fire_at") else None
     upper = min(end, now)
     if cursor is not None:
         upper = min(upper, cursor - timedelta(microseconds=1))
-    cap = max_runs if max_runs is not None else MAX_BACKFILL_TICKS
+    spec = job_spec(doc)
+    cap = _run_cap(spec, max_runs)
     out: list[Planned] = []
-    for n, tick in enumerate(ticks_between(job_schedule(doc), doc["job_id"], start, upper)):
+    for n, tick in enumerate(ticks_between(spec.schedule, doc["job_id"], start, upper)):
         if n >= MAX_SCANNED_TICKS:
             raise TooManyTicks(
                 "start", f"(start, end] holds more than {MAX_SCANNED_TICKS} ticks; narrow the range"
@@ -122,10 +150,10 @@ def plan(
         if len(out) >= cap:
             if max_runs is not None:
                 break
+            why = "" if cap == MAX_BACKFILL_TICKS else f" (runs of {len(spec.tasks)} tasks)"
             raise TooManyTicks(
                 "end",
-                f"more than {MAX_BACKFILL_TICKS} ticks need a run; "
-                "narrow the range or set max_runs",
+                f"more than {cap} ticks need a run{why}; narrow the range or set max_runs",
             )
         out.append(Planned(tick, tuple(runs)))
     return out

@@ -3,19 +3,26 @@
 The fold refuses every command whose resulting job record (``topology.state_codec``) exceeds
 ``topology.fold.MAX_RECORD_BYTES`` (``record_too_large``). A definition whose record could
 grow past it would be registered, then see its ticks or claims refused. So the API builds the
-largest record the job's own schedule can give it and encodes it with the fold's codec:
+largest record the job's own schedule can give it and encodes it with the fold's codec. Every
+field a producer chooses is at the wire's limit (``cronlog/limits.py``), of the costliest
+character of the stored JSON (``state_codec.WORST_CHAR``, 6 bytes; identifiers, such as
+worker and run ids, are of ``cronlog.limits.TOKEN_CHARS``: one byte):
 
 - the definition (``JobSpec``) as stored;
 - ``max_active_runs`` active runs, plus the one a ``buffer_one`` job holds, every task of each
-  claimed, with every field at its longest: a worker id of ``WORKER_ID_CHARS`` characters,
-  every instant set, 10-digit attempt and epoch numbers, the most lease lapses a task can count;
-- every dedupe marker slot full (``MAX_APPLIED_MARKERS`` + ``MAX_RENEWAL_MARKERS``), each
-  idem_key ``MARKER_CHARS`` characters, each user command's with its digest;
-- a full queue: ``max_queued_runs`` queued runs (after runs' upstream ids included).
+  claimed, with every field at its longest: a worker id of ``MAX_WORKER_ID_CHARS`` characters,
+  every instant set, the largest attempt and epoch, the most lease lapses a task can count,
+  the longest state and trigger names;
+- every dedupe marker slot full (``MAX_APPLIED_MARKERS`` + ``MAX_RENEWAL_MARKERS``), added the
+  way the fold adds them, for idem_keys of ``MAX_IDEM_KEY_CHARS`` characters (a marker is a
+  fixed-size digest of its key, ``cronlog.ids.idem_marker``), user markers with their digest;
+- a full queue: ``max_queued_runs`` queued runs; an ``after`` job's carry its upstream job and
+  an upstream run id of ``MAX_RUN_ID_CHARS`` characters (other jobs' queued runs have none).
 
-The definition is refused when that record exceeds ``MAX_RECORD_BYTES``. Runs outside
-``max_active_runs`` (backfill and replay runs) are bounded by their commands and by the fold's
-own refusal, not here.
+The definition is refused when that record exceeds ``MAX_RECORD_BYTES``. Not budgeted here:
+runs outside ``max_active_runs`` (manual, backfill and replay runs, runs reopened by a rerun)
+and the queued runs an earlier ``after`` definition left behind; their commands and the fold's
+own refusal bound them.
 """
 
 from __future__ import annotations
@@ -23,7 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from cronlog.ids import COMMAND_DIGEST_SIZE
+from cronlog import commands as cmd
+from cronlog.ids import command_digest
 from cronlog.job import (
     MAX_APPLIED_MARKERS,
     MAX_RENEWAL_MARKERS,
@@ -33,20 +41,26 @@ from cronlog.job import (
     Run,
     TaskInstance,
 )
-from cronlog.model import JobSpec
+from cronlog.limits import COUNTER, MAX_IDEM_KEY_CHARS, MAX_RUN_ID_CHARS, MAX_WORKER_ID_CHARS
+from cronlog.model import JobSpec, ScheduleKind
 from cronlog.vocabulary import JobStatus, RunTrigger, TaskState
 from topology.fold import MAX_RECORD_BYTES
-from topology.state_codec import dump_state
+from topology.state_codec import WORST_CHAR, dump_state
 
-WORKER_ID_CHARS = 80
-"""Longest worker id budgeted in a lease, characters (the default ``<host>-<pid>`` is at
-most 64 + 1 + 7)."""
-MARKER_CHARS = 300
-"""Longest idem_key budgeted in a dedupe marker, characters (an Idempotency-Key is at most
-200, plus the API's suffix such as ``:<run_id>:<task>`` of a replay; a worker's claim key
-``claim:<run_id>:<task>:<attempt>:<worker_id>:<nonce>`` is shorter)."""
+TOKEN_CHAR = "~"
+"""An identifier's costliest character: one byte stored (``cronlog.limits.TOKEN_CHARS``)."""
+WORKER_ID = TOKEN_CHAR * MAX_WORKER_ID_CHARS
+"""The costliest worker id a lease can hold (128 bytes stored: worker ids are identifiers)."""
+IDEM_KEY = WORST_CHAR * MAX_IDEM_KEY_CHARS
+"""The costliest idem_key a command can carry; its marker is what the record keeps."""
+UPSTREAM_RUN_ID = TOKEN_CHAR * MAX_RUN_ID_CHARS
+"""The costliest upstream run id an ``after`` job's queued run can carry."""
 _LATEST = datetime(9000, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC)
-_BIG = 10**10 - 1  # a 10-digit attempt / epoch / count
+_COUNT = COUNTER[1]  # the largest attempt / epoch on the wire
+_TOTAL = 2**62  # runs_fired, incarnation: counters with no wire bound
+_STATE = max(TaskState, key=lambda s: len(s.value))
+_TRIGGER = max(RunTrigger, key=lambda t: len(t.value))
+_STATUS = max(JobStatus, key=lambda s: len(s.value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,27 +80,43 @@ class RecordTooLarge(Exception):
 def _run(spec: JobSpec, n: int) -> Run:
     task = TaskInstance(
         task="",
-        state=TaskState.RETRY_WAIT,  # the longest state name
-        attempt=_BIG,
-        epoch=_BIG,
-        worker_id="w" * WORKER_ID_CHARS,
+        state=_STATE,
+        attempt=_COUNT,
+        epoch=_COUNT,
+        worker_id=WORKER_ID,
         lease_expires_at=_LATEST,
         retry_at=_LATEST,
         deadline_at=_LATEST,
-        first_attempt=_BIG,
+        first_attempt=_COUNT,
         lease_expiries=spec.max_lease_expiries + 1,  # the lapse past the bound ends it
     )
     return Run(
         run_id=f"r{n:024x}",
         scheduled_for=_LATEST,
-        trigger=RunTrigger.SCHEDULE,
+        trigger=_TRIGGER,
         tasks=tuple(replace(task, task=name) for name in spec.tasks),
         timeout_at=_LATEST,
     )
 
 
-def worst_case_record_bytes(job_id: str, spec: JobSpec, runs: int | None = None) -> int:
-    """Return the size of the largest record job ``job_id`` can reach, bytes (see the module).
+def _queued(spec: JobSpec, n: int) -> Queued:
+    after = spec.schedule.after_job_id if spec.schedule.kind is ScheduleKind.AFTER else None
+    upstream_run = UPSTREAM_RUN_ID if after is not None else None
+    return Queued(f"r{n:024x}", _LATEST, _TRIGGER, after, upstream_run)
+
+
+def _full_windows(state: JobState) -> JobState:
+    """Return ``state`` with both marker windows full of the costliest keys' markers."""
+    digest = command_digest(cmd.PauseJob())  # every command digest has the same size
+    for _ in range(MAX_APPLIED_MARKERS):
+        state = state.with_applied(IDEM_KEY, digest)
+    for _ in range(MAX_RENEWAL_MARKERS):
+        state = state.with_renewal(IDEM_KEY)
+    return state
+
+
+def worst_case_state(job_id: str, spec: JobSpec, runs: int | None = None) -> JobState:
+    """Return the largest record job ``job_id`` can reach (see the module), unencoded.
 
     Args:
         job_id: the job's id (it is part of the record).
@@ -98,22 +128,39 @@ def worst_case_record_bytes(job_id: str, spec: JobSpec, runs: int | None = None)
     state = JobState(
         job_id=job_id,
         spec=spec,
-        status=JobStatus.DELETED,  # the longest status name
+        status=_STATUS,
         clock=_LATEST,
         next_fire_at=_LATEST,
         runs=tuple(_run(spec, n) for n in range(count)),
-        applied=tuple("a" * MARKER_CHARS for _ in range(MAX_APPLIED_MARKERS)),
-        applied_digests=tuple("d" * 2 * COMMAND_DIGEST_SIZE for _ in range(MAX_APPLIED_MARKERS)),
-        renewals=tuple("r" * MARKER_CHARS for _ in range(MAX_RENEWAL_MARKERS)),
-        runs_fired=_BIG,
-        incarnation=_BIG,
-        buffered=Buffered(f"r{count:024x}", _LATEST, RunTrigger.SCHEDULE),
-        queue=tuple(
-            Queued(f"r{n:024x}", _LATEST, RunTrigger.CATCHUP, "u" * 128, f"r{n:024x}")
-            for n in range(spec.max_queued_runs)
-        ),
+        runs_fired=_TOTAL,
+        incarnation=_TOTAL,
+        buffered=Buffered(f"r{count:024x}", _LATEST, _TRIGGER),
+        queue=tuple(_queued(spec, n) for n in range(spec.max_queued_runs)),
     )
-    return len(dump_state(state))
+    return _full_windows(state)
+
+
+def worst_case_record_bytes(job_id: str, spec: JobSpec, runs: int | None = None) -> int:
+    """Return the size of the largest record job ``job_id`` can reach, bytes (see the module).
+
+    Args:
+        job_id: the job's id (it is part of the record).
+        spec: a definition the core's ``validate_spec`` accepted.
+        runs: active runs to budget; default ``spec.max_active_runs``.
+    """
+    return len(dump_state(worst_case_state(job_id, spec, runs)))
+
+
+def _most_runs(job_id: str, spec: JobSpec) -> int:
+    """Return the most active runs whose worst record fits (at least 1: the caller checked)."""
+    low, high = 1, spec.max_active_runs - 1  # low fits, spec.max_active_runs does not
+    while low < high:
+        mid = (low + high + 1) // 2
+        if worst_case_record_bytes(job_id, spec, runs=mid) <= MAX_RECORD_BYTES:
+            low = mid
+        else:
+            high = mid - 1
+    return low
 
 
 def check_record_budget(job_id: str, spec: JobSpec) -> int:
@@ -128,8 +175,9 @@ def check_record_budget(job_id: str, spec: JobSpec) -> int:
 
     Raises:
         RecordTooLarge: naming ``max_active_runs`` if a single active run would fit (with a
-            full queue), else ``max_queued_runs`` if one would fit with an empty queue, else
-            the definition as a whole; the reason gives the estimate and the limit.
+            full queue; the reason says how many fit), else ``max_queued_runs`` if one would fit
+            with an empty queue, else the definition as a whole; the reason gives the estimate
+            and the limit.
     """
     size = worst_case_record_bytes(job_id, spec)
     if size <= MAX_RECORD_BYTES:
@@ -137,13 +185,15 @@ def check_record_budget(job_id: str, spec: JobSpec) -> int:
     unqueued = replace(spec, max_queued_runs=0)
     if worst_case_record_bytes(job_id, spec, runs=1) <= MAX_RECORD_BYTES:
         field, where = "max_active_runs", f"with {spec.max_active_runs} active runs"
+        advice = f"lower max_active_runs: at most {_most_runs(job_id, spec)} fit"
     elif worst_case_record_bytes(job_id, unqueued, runs=1) <= MAX_RECORD_BYTES:
         field, where = "max_queued_runs", f"with {spec.max_queued_runs} queued runs"
+        advice = "lower max_queued_runs"
     else:
-        field, where = "", "alone"
-    advice = f"lower {field}" if field else "shrink the definition"
+        field, where, advice = "", "alone", "shrink the definition"
     raise RecordTooLarge(
         field,
-        f"the job's record could grow to {size} bytes {where}; the fold's limit is "
-        f"{MAX_RECORD_BYTES} bytes ({advice})",
+        f"the job's record could grow to {size} bytes {where} (every task claimed by a worker "
+        f"id of {MAX_WORKER_ID_CHARS} characters); the fold's limit is {MAX_RECORD_BYTES} "
+        f"bytes ({advice})",
     )

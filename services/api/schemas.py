@@ -410,8 +410,9 @@ class BackfillIn(_Strict):
         reprocess: ``none`` (default): only ticks without any run; ``failed``: also ticks
             whose runs all failed or were cancelled; ``all``: every tick.
         dry_run: answer the ticks that would get a run, create nothing.
-        max_runs: at most this many runs, oldest ticks first (1..1000). Without it, a range
-            needing more than 1000 runs is refused (422 naming ``end``).
+        max_runs: at most this many runs, oldest ticks first (1..1000, and at most 3500 task
+            instances: runs x the job's tasks, else 422 naming ``max_runs``). Without it, a
+            range needing more runs than that is refused (422 naming ``end``).
     """
 
     start: Instant

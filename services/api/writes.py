@@ -324,7 +324,8 @@ async def backfill_job(
     backfill of the same range creates nothing; ``failed`` / ``all`` run ticks again (new
     run_ids). ``dry_run`` lists the ticks and creates nothing. → 200 ``{job_id, runs:
     [{scheduled_for, run_id}], dry_run}``; 409 for a deleted job; 422 naming ``end`` for
-    more than 1000 runs without ``max_runs``.
+    more than 1000 runs (fewer for a job of many tasks: ``backfill.most_runs``) without
+    ``max_runs``, or naming ``max_runs`` above that.
     """
     rm = request.app.state.read_model
     if rm is None:

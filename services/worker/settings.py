@@ -20,8 +20,9 @@ class WorkerSettings(KafkaSettings):
     """Settings of one worker process.
 
     Attributes:
-        worker_id: unique per process; the lease holder's name, 1..128 characters (the
-            fold dead-letters commands with a longer one). Default ``<host>-<pid>``.
+        worker_id: unique per process; the lease holder's name, 1..128 identifier characters
+            (``cronlog.limits.TOKEN_CHARS``; the fold dead-letters commands with another).
+            Default ``<host>-<pid>``.
         slots: how many attempts run at once. Default 4.
         group_id: prefix of the worker's consumer group ids (no group is shared: the ready
             topic is read by every worker, the replies by each its own partition). Default
@@ -44,7 +45,10 @@ class WorkerSettings(KafkaSettings):
     """
 
     worker_id: str = Field(
-        default_factory=_default_worker_id, min_length=1, max_length=MAX_WORKER_ID_CHARS
+        default_factory=_default_worker_id,
+        min_length=1,
+        max_length=MAX_WORKER_ID_CHARS,
+        pattern=r"^[!#-\[\]-~]+$",  # cronlog.limits.TOKEN_CHARS: the fold refuses others
     )
     slots: int = Field(default=4, ge=1, le=MAX_CLAIM_NEXT)
     group_id: str = ""

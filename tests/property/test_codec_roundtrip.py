@@ -101,6 +101,8 @@ def command_strategy_for(
     if origin in (types.UnionType, typing.Union):
         return st.one_of([command_strategy_for(a, key, big=big) for a in args])
     limit = COMMAND_LIMITS.get(key, limits.Limit())
+    if tp is str and limit.token:
+        return _token(typing.cast(int, limit.chars), big)
     if tp is str:
         return _text(typing.cast(int, limit.chars), big)
     if tp is int:
@@ -131,6 +133,15 @@ WIDTHS = ["a", "é", "\u20ac", "\U0001f600", "\U000e0001"]
 def _text(cap: int, big: bool) -> st.SearchStrategy[str]:
     short = st.text(max_size=min(cap, 30))
     return st.one_of(short, st.sampled_from(WIDTHS).map(lambda c: c * cap)) if big else short
+
+
+TOKEN_ALPHABET = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in '"\\')
+"""``cronlog.limits.TOKEN_CHARS``: what an identifier field may hold."""
+
+
+def _token(cap: int, big: bool) -> st.SearchStrategy[str]:
+    short = st.text(TOKEN_ALPHABET, max_size=min(cap, 30))
+    return st.one_of(short, st.sampled_from("!~0Z").map(lambda c: c * cap)) if big else short
 
 
 def _array(
@@ -177,7 +188,9 @@ TEXT = st.text(max_size=30)
 
 
 def envelopes(body: st.SearchStrategy[typing.Any]) -> st.SearchStrategy[Envelope]:
-    return st.builds(Envelope, idem_key=TEXT, job_id=TEXT, command=body)
+    return st.builds(
+        Envelope, idem_key=TEXT, job_id=st.text(TOKEN_ALPHABET, max_size=30), command=body
+    )
 
 
 def run_events(body: st.SearchStrategy[typing.Any]) -> st.SearchStrategy[RunEvent]:

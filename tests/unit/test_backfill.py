@@ -9,9 +9,12 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.decide import handle
 from cronlog.ids import run_id_for_backfill, run_id_for_tick
-from cronlog.job import JobState, evolve
-from cronlog.model import JobSpec, OverlapPolicy, Schedule, ScheduleKind
-from cronlog.vocabulary import RejectReason, Reprocess, RunTrigger
+from cronlog.job import JobState, Run, TaskInstance, evolve
+from cronlog.limits import MAX_BACKFILL_TASK_INSTANCES, MAX_TASKS
+from cronlog.model import JobSpec, OverlapPolicy, Schedule, ScheduleKind, TaskSpec
+from cronlog.vocabulary import CommandKind, RejectReason, Reprocess, RunTrigger, TaskState
+from topology.fold import MAX_RECORD_BYTES
+from topology.state_codec import dump_state
 
 JOB = "job-b"
 T0 = datetime(2024, 6, 10, 12, 0, tzinfo=UTC)
@@ -160,3 +163,87 @@ def test_backfill_does_not_take_the_buffered_ticks_run_id() -> None:
     )
     _, events = backfill(given(active, held, spec=spec))
     assert [r.scheduled_for for r in runs(events)] == [PAST[0], PAST[2]]
+
+
+# --- the record bound: MAX_BACKFILL_TASK_INSTANCES ---------------------------------------------
+
+
+def wide(tasks: int) -> JobSpec:
+    """SPEC with ``tasks`` independent tasks."""
+    names = tuple(f"t{i}" for i in range(tasks))
+    return replace(
+        SPEC,
+        command=(),
+        tasks=names,
+        task_specs=tuple(TaskSpec(n, ("true",)) for n in names),
+        max_active_runs=1,
+        max_active_tasks=tasks,
+    )
+
+
+def hourly(n: int) -> tuple[datetime, ...]:
+    return tuple(NOW - timedelta(hours=n - k) for k in range(n))
+
+
+def test_backfill_of_more_task_instances_than_a_record_holds_is_refused_before_building() -> None:
+    """Issue 11: 1000 ticks x 200 tasks used to build 200,000 task instances (~13-22 s) before
+    the fold refused the 33 MB record; now decide refuses at once, with the same reason."""
+    state = given(spec=wide(200))
+    after, events = backfill(state, ticks=hourly(1000))
+    assert events == [
+        ev.CommandRejected(
+            command=CommandKind.BACKFILL_JOB,
+            reason=RejectReason.RECORD_TOO_LARGE,
+            detail=f"ticks: 1000 new runs x 200 tasks = 200000 task instances; a backfill may "
+            f"start at most {MAX_BACKFILL_TASK_INSTANCES} (more never fit the job's record): "
+            "send fewer ticks per backfill",
+        )
+    ]
+    assert after is not None and after.runs == ()
+    again, events = backfill(after, ticks=hourly(1000))  # the refusal is applied: a no-op
+    assert events == [] and again is after
+
+
+def test_backfill_at_the_bound_is_built_and_one_run_past_it_is_refused() -> None:
+    per_run = 7
+    n = MAX_BACKFILL_TASK_INSTANCES // per_run  # 500 runs x 7 = 3500
+    after, events = backfill(given(spec=wide(per_run)), ticks=hourly(n))
+    assert len(runs(events)) == n and after is not None and len(after.runs) == n
+    _, events = backfill(given(spec=wide(per_run)), ticks=hourly(n + 1))
+    assert [(type(e), getattr(e, "reason", None)) for e in events] == [
+        (ev.CommandRejected, RejectReason.RECORD_TOO_LARGE)
+    ]
+
+
+def test_the_bound_counts_only_the_runs_the_backfill_starts() -> None:
+    """Ticks whose run is active (reprocess none) start nothing, so they do not count."""
+    per_run = 7
+    ticks = hourly(MAX_BACKFILL_TASK_INSTANCES // per_run + 1)
+    active = ev.RunScheduled(
+        run_id=run_id_for_tick(JOB, ticks[0]),
+        scheduled_for=ticks[0],
+        trigger=RunTrigger.SCHEDULE,
+        tasks=wide(per_run).tasks,
+        next_fire_at=CURSOR,
+    )
+    _, events = backfill(given(active, spec=wide(per_run)), ticks=ticks)
+    assert [r.scheduled_for for r in runs(events)] == list(ticks[1:])
+
+
+def test_more_task_instances_than_the_bound_never_fit_a_job_record() -> None:
+    """The bound refuses nothing that could fit: one more than it of the smallest task
+    instances a record can hold (one-character names, ready, in runs of the most tasks) is
+    already past the fold's limit, before the definition and anything else in the record."""
+    smallest = TaskInstance("a", TaskState.READY)
+    count = MAX_BACKFILL_TASK_INSTANCES + 1
+    full, rest = divmod(count, MAX_TASKS)
+    sizes = [MAX_TASKS] * full + ([rest] if rest else [])
+    state = replace(
+        given(),
+        runs=tuple(
+            Run(f"r{k:024x}", NOW, RunTrigger.BACKFILL, (smallest,) * size)
+            for k, size in enumerate(sizes)
+        ),
+    )
+    assert sum(len(r.tasks) for r in state.runs) == count
+    assert len(dump_state(state)) > MAX_RECORD_BYTES

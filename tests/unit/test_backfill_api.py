@@ -13,7 +13,8 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.decide import handle
 from cronlog.ids import event_id, run_id_for_backfill, run_id_for_tick
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.limits import MAX_BACKFILL_TASK_INSTANCES
+from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskSpec
 from cronlog.time import iso
 from cronlog.vocabulary import FailureKind, RunTrigger
 from services.api.projection import apply
@@ -264,3 +265,36 @@ def test_dry_run_names_the_run_ids_a_re_registered_job_will_get(
     assert [r["run_id"] for r in answer.json()["runs"]] == [
         run_id_for_tick(JOB, T0 + timedelta(hours=h), state.incarnation) for h in (1, 2, 3, 4)
     ]
+
+
+def test_a_job_of_many_tasks_may_backfill_only_as_many_runs_as_its_record_holds(
+    rm: ReadModel, client: TestClient
+) -> None:
+    """The fold refuses a backfill of more than MAX_BACKFILL_TASK_INSTANCES task instances
+    (record_too_large); the API refuses such a request first, naming the field."""
+    names = tuple(f"t{i}" for i in range(200))
+    spec = JobSpec(
+        "j",
+        Schedule(ScheduleKind.CRON, "* * * * *"),
+        (),
+        tasks=names,
+        task_specs=tuple(TaskSpec(n, ("true",)) for n in names),
+        max_active_runs=1,
+        max_active_tasks=200,
+    )
+    feed(rm, "reg-wide", ev.JobRegistered(spec=spec, next_fire_at=CURSOR))
+    most = MAX_BACKFILL_TASK_INSTANCES // 200
+    assert most == 17
+    over = post(client, end=iso(T0 + timedelta(minutes=most + 1)))
+    assert over.status_code == 422, over.text
+    [error] = over.json()["detail"]
+    assert error["loc"] == ["body", "end"]
+    assert "more than 17 ticks need a run (runs of 200 tasks)" in error["msg"]
+    assert len(ticks(post(client, end=iso(T0 + timedelta(minutes=most))))) == most
+    too_many = post(client, end=iso(T0 + timedelta(minutes=60)), max_runs=most + 1)
+    assert too_many.status_code == 422, too_many.text
+    [error] = too_many.json()["detail"]
+    assert error["loc"] == ["body", "max_runs"]
+    assert "at most 17 for this job" in error["msg"]
+    capped = post(client, end=iso(T0 + timedelta(minutes=60)), max_runs=most)
+    assert len(ticks(capped)) == most

@@ -172,6 +172,12 @@ def _field_cases(tp: object, limit: Limit) -> list[tuple[Any, Any, str]]:
     if tp is str:
         assert limit.chars is not None
         cap = limit.chars
+        if limit.token:  # an identifier: one byte a character, and those characters only
+            bad = f": ' ' is not an identifier character ({limits.TOKEN_CHARS})"
+            return [
+                ("~" * cap, "~" * (cap + 1), f": {cap + 1} characters, at most {cap}"),
+                ("a!#[]~", "a b", bad),
+            ]
         return [("é" * cap, "é" * (cap + 1), f": {cap + 1} characters, at most {cap}")]
     if tp is int:
         assert limit.low is not None and limit.high is not None

@@ -46,9 +46,10 @@ OPAQUE = "\U000e0001"  # 4 bytes of UTF-8, printed by repr() as 10 characters
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 N = 4
 TOPICS = Topics.of(KafkaSettings(partitions=N))
-JOB = WIDE * limits.MAX_JOB_ID_CHARS
+TOKEN = "~"  # identifiers (job, run, worker ids) are printable ASCII: limits.TOKEN_CHARS
+JOB = TOKEN * limits.MAX_JOB_ID_CHARS
 UPSTREAM = "u" * limits.MAX_JOB_ID_CHARS
-WORKER = WIDE * limits.MAX_WORKER_ID_CHARS
+WORKER = TOKEN * limits.MAX_WORKER_ID_CHARS
 ARGV_BYTES = limits.MAX_COMMAND_BYTES  # the core counts argv in bytes: 16384 wide characters
 TASKS = 200
 BIG_TASKS = 6  # tasks with a full argv: as many as the 512 KiB job record holds beside the rest
@@ -115,11 +116,13 @@ class World:
         self, command: cmd.Command, *, job_id: str = JOB, key: str | None = None
     ) -> list[Outgoing]:
         self.offset += 1
+        if isinstance(command, cmd.PollTasks):  # sent to a partition, like a Tick
+            job_id = ""
         value = encode_command(
             cmd.Envelope(idem_key=key or idem(self.offset), job_id=job_id, command=command)
         )
         record = Record(
-            partition_for(job_id.encode(), N),
+            partition_for(JOB.encode() if not job_id else job_id.encode(), N),
             self.offset,
             int((T0 + timedelta(seconds=self.offset)).timestamp() * 1000),
             job_id.encode() if job_id else None,
@@ -197,7 +200,7 @@ def _rerun(world: World, run: str) -> cmd.Command:
         for i in range(TASKS)
     )
     return cmd.RerunTask(
-        run_id=OPAQUE * limits.MAX_RUN_ID_CHARS,
+        run_id=TOKEN * limits.MAX_RUN_ID_CHARS,
         task=name(0),
         downstream=True,
         scheduled_for=limits.LATEST,
@@ -215,10 +218,10 @@ def _upstream(world: World, run: str) -> cmd.Command:
     world.send(cmd.RegisterJob(spec=after))
     return cmd.UpstreamRunEnded(
         upstream_job_id=UPSTREAM,
-        upstream_run_id=OPAQUE * limits.MAX_RUN_ID_CHARS,
+        upstream_run_id=TOKEN * limits.MAX_RUN_ID_CHARS,
         upstream_scheduled_for=limits.LATEST,
         outcome=UpstreamOutcome.FAILED,
-        upstream_event_id=OPAQUE * limits.MAX_EVENT_ID_CHARS,
+        upstream_event_id=TOKEN * limits.MAX_EVENT_ID_CHARS,
     )
 
 
@@ -244,6 +247,9 @@ LARGEST: dict[type, Callable[[World, str], cmd.Command]] = {
     ),
     cmd.RerunTask: _rerun,
     cmd.UpstreamRunEnded: _upstream,
+    cmd.PollTasks: lambda w, r: cmd.PollTasks(
+        worker_id=WORKER, slots=limits.MAX_CLAIM_NEXT, poll_id=TOKEN * limits.MAX_EVENT_ID_CHARS
+    ),
 }
 
 

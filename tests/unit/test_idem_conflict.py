@@ -13,7 +13,7 @@ from dataclasses import replace
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.decide import event_key, handle
-from cronlog.ids import command_digest, conflict_key, event_id, run_id_for_trigger
+from cronlog.ids import command_digest, conflict_key, event_id, idem_marker, run_id_for_trigger
 from cronlog.job import MAX_APPLIED_MARKERS, JobState
 from cronlog.model import JobSpec, Schedule, ScheduleKind
 from cronlog.vocabulary import CommandKind, RejectReason
@@ -70,7 +70,7 @@ def test_another_command_under_an_applied_key_is_refused_once() -> None:
     assert refused.applied_digest("k") == PAUSE_DIGEST  # the key still names the pause
     # the refusal is marked under its conflict key: a re-delivery of it is a no-op
     resume = command_digest(cmd.ResumeJob())
-    assert refused.applied[-1] == conflict_key("k", resume)
+    assert refused.applied[-1] == idem_marker(conflict_key("k", resume))
     assert refused.applied_digest(conflict_key("k", resume)) == resume
     again, events = when(refused, cmd.ResumeJob(), at(minutes=3), key="k")
     assert events == [] and again is refused
@@ -107,7 +107,7 @@ def test_worker_commands_keep_markers_without_digests() -> None:
     claim = cmd.ClaimTask(run_id=run_id, task="main", attempt=1, worker_id="w1")
     state, events = when(state, claim, at(minutes=2), key="claim-1")
     assert [type(e) for e in events] == [ev.TaskClaimed]
-    assert state is not None and state.renewals[-1] == "claim-1"
+    assert state is not None and state.renewals[-1] == idem_marker("claim-1")
     assert len(state.applied) == len(state.applied_digests)  # no digest went to the worker window
     other = replace(claim, worker_id="w2")
     again, events = when(state, other, at(minutes=3), key="claim-1")
@@ -121,17 +121,18 @@ def test_worker_commands_keep_markers_without_digests() -> None:
 
 def test_markers_of_a_record_written_before_digests_get_no_conflict_check() -> None:
     state = _paused_with("old")
-    stored = json.loads(dump_state(state)[len(b"v1:") :])
-    del stored["applied_digests"]  # the record as the previous version wrote it
+    stored = json.loads(dump_state(state)[len(b"v2:") :])
+    del stored["applied_digests"]  # the record as the first version wrote it: raw idem_keys
+    stored["applied"] = ["old"]
     old = load_state(b"v1:" + json.dumps(stored).encode())
-    assert old.applied == state.applied and old.applied_digests == ()
+    assert old.applied == state.applied == (idem_marker("old"),) and old.applied_digests == ()
     assert old.applied_digest("old") is None
     again, events = when(old, cmd.ResumeJob(), at(minutes=2), key="old")
     assert events == [] and again is old  # unknown content: treated as a re-delivery
     # a command applied after the upgrade has its digest, aligned with the end of applied
     new, _ = when(old, cmd.ResumeJob(), at(minutes=2), key="new")
     assert new is not None
-    assert new.applied == ("old", "new") and new.applied_digests == (
+    assert new.applied == (idem_marker("old"), idem_marker("new")) and new.applied_digests == (
         command_digest(cmd.ResumeJob()),
     )
     assert new.applied_digest("old") is None
@@ -144,7 +145,7 @@ def test_markers_of_a_record_written_before_digests_get_no_conflict_check() -> N
 def test_digests_stay_aligned_when_a_full_old_window_rolls_over() -> None:
     old = replace(
         given(registered(), clock=T0),
-        applied=tuple(f"old-{i}" for i in range(MAX_APPLIED_MARKERS)),
+        applied=tuple(idem_marker(f"old-{i}") for i in range(MAX_APPLIED_MARKERS)),
         applied_digests=(),
     )
     state: JobState | None = old
@@ -153,7 +154,8 @@ def test_digests_stay_aligned_when_a_full_old_window_rolls_over() -> None:
         state, _ = when(state, command, at(minutes=1), key=f"new-{i}")
     assert state is not None
     assert len(state.applied) == MAX_APPLIED_MARKERS
-    assert state.applied[:2] == ("old-3", "old-4") and state.applied[-1] == "new-2"
+    assert state.applied[:2] == (idem_marker("old-3"), idem_marker("old-4"))
+    assert state.applied[-1] == idem_marker("new-2")
     assert state.applied_digests == (
         PAUSE_DIGEST,
         command_digest(cmd.ResumeJob()),
