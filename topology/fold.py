@@ -28,18 +28,14 @@ from cronlog.ids import continuation_idem_key, event_id
 from cronlog.job import JobState
 from cronlog.time import from_ms, to_ms
 from cronlog.vocabulary import CommandKind, RejectReason
-from topology.codec import Codec, DeadLetter
+from topology.codec import Codec
+from topology.dead_letters import dead_letter, key_head
 from topology.due_index import DueIndex
 from topology.partitioning import partition_for
 from topology.state_codec import dump_state, load_state
 from topology.topics import Topics
 
 log = logging.getLogger("cronlog.fold")
-MAX_DEAD_LETTER_VALUE = 256 * 1024
-"""A dead letter keeps at most this many bytes of the bad record's value (the head)."""
-MAX_DEAD_LETTER_KEY = 1024
-"""...and of its key (the head; a job_id key is at most 512 bytes). The dead letter carries the
-key twice (body and record key): a huge one would make it a record no producer can send."""
 MAX_RECORD_BYTES = 512 * 1024
 """A command whose resulting job record would exceed this is refused (record_too_large):
 the record must fit one changelog message whatever the input."""
@@ -194,7 +190,8 @@ class BatchFolder:
             self._answer(rec, env, poll.worker_id, poll.poll_id, granted, out)
             return
         if rec.key is None or rec.key != env.job_id.encode():
-            raise CronlogError(f"record key {_head(rec.key)} does not match job_id {env.job_id!r}")
+            head = key_head(rec.key)
+            raise CronlogError(f"record key {head} does not match job_id {env.job_id!r}")
         if partition_for(rec.key, self.partitions) != rec.partition:
             raise CronlogError(
                 f"wrong_partition: key {env.job_id!r} maps to partition "
@@ -385,39 +382,20 @@ class BatchFolder:
         log.warning(
             "dead-lettering %s/%s@%s: %s", self.topics.commands, rec.partition, rec.offset, reason
         )
-        at = from_ms(rec.timestamp_ms)  # the record's time, not a clock: replay stays identical
-        value = rec.value
-        if len(value) > MAX_DEAD_LETTER_VALUE:
-            reason += (
-                f" (value truncated to its first {MAX_DEAD_LETTER_VALUE} of "
-                f"{len(value)} bytes; the original stays at this offset)"
-            )
-            value = value[:MAX_DEAD_LETTER_VALUE]
-        key = rec.key
-        if key is not None and len(key) > MAX_DEAD_LETTER_KEY:
-            reason += f" (key truncated to its first {MAX_DEAD_LETTER_KEY} of {len(key)} bytes)"
-            key = key[:MAX_DEAD_LETTER_KEY]
-        dl = DeadLetter(
+        dl = dead_letter(
             self.topics.commands,
             rec.partition,
             rec.offset,
-            key,
-            value,
+            rec.timestamp_ms,
+            rec.key,
+            rec.value,
             error_type,
             reason,
-            at,
-            at,
         )
-        out.sends.append(Outgoing(self.topics.dead_letters, key, self.codec.encode_dead_letter(dl)))
+        value = self.codec.encode_dead_letter(dl)
+        out.sends.append(Outgoing(self.topics.dead_letters, dl.key, value))
 
 
 def _ready_ms(state: JobState | None) -> int | None:
     since = state.ready_since() if state is not None else None
     return to_ms(since) if since is not None else None
-
-
-def _head(key: bytes | None) -> str:
-    """Return ``repr(key)``, cut after 64 bytes (with the full length) for a longer key."""
-    if key is None or len(key) <= 64:
-        return repr(key)
-    return f"{key[:64]!r}... ({len(key)} bytes)"
