@@ -105,7 +105,7 @@ class Limit:
 
     Attributes:
         chars: a string: at most this many characters; an array of strings: each item.
-        token: a string: an identifier, of ``TOKEN_CHARS`` only (what a job record stores of
+        token: a string: an identifier, of ``ID_CHARS`` only (what a job record stores of
             it then costs one byte a character; a worker_id or run_id of control characters
             would cost six in the record's JSON).
         items: an array: at most this many items.
@@ -121,7 +121,7 @@ class Limit:
     high: int | None = None
 
 
-TOKEN_CHARS = "printable ASCII except space, '\"' and '\\'"
+ID_CHARS = "printable ASCII except space, '\"' and '\\'"
 """The characters of an identifier field (``Limit.token``): 0x21..0x7E but the double quote
 and the backslash."""
 

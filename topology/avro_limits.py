@@ -170,7 +170,7 @@ def bound_field(
 
 
 _TOKEN = re.compile(r"[!#-\[\]-~]*")
-"""``limits.TOKEN_CHARS``: 0x21..0x7E but the double quote (0x22) and the backslash (0x5C)."""
+"""``limits.ID_CHARS``: 0x21..0x7E but the double quote (0x22) and the backslash (0x5C)."""
 
 
 def _tokens(dec: Converter | None) -> Converter:
@@ -179,7 +179,7 @@ def _tokens(dec: Converter | None) -> Converter:
     def decode(value: str | None) -> Any:
         if value is not None and _TOKEN.fullmatch(value) is None:
             bad = next(c for c in value if _TOKEN.fullmatch(c) is None)
-            raise OverLimit(f"{bad!r} is not an identifier character ({limits.TOKEN_CHARS})")
+            raise OverLimit(f"{bad!r} is not an identifier character ({limits.ID_CHARS})")
         return value if dec is None else dec(value)
 
     return decode

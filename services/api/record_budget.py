@@ -6,7 +6,7 @@ grow past it would be registered, then see its ticks or claims refused. So the A
 largest record the job's own schedule can give it and encodes it with the fold's codec. Every
 field a producer chooses is at the wire's limit (``cronlog/limits.py``), of the costliest
 character of the stored JSON (``state_codec.WORST_CHAR``, 6 bytes; identifiers, such as
-worker and run ids, are of ``cronlog.limits.TOKEN_CHARS``: one byte):
+worker and run ids, are of ``cronlog.limits.ID_CHARS``: one byte):
 
 - the definition (``JobSpec``) as stored;
 - ``max_active_runs`` active runs, plus the one a ``buffer_one`` job holds, every task of each
@@ -47,13 +47,13 @@ from cronlog.vocabulary import JobStatus, RunTrigger, TaskState
 from topology.fold import MAX_RECORD_BYTES
 from topology.state_codec import WORST_CHAR, dump_state
 
-TOKEN_CHAR = "~"
-"""An identifier's costliest character: one byte stored (``cronlog.limits.TOKEN_CHARS``)."""
-WORKER_ID = TOKEN_CHAR * MAX_WORKER_ID_CHARS
+ID_CHAR = "~"
+"""An identifier's costliest character: one byte stored (``cronlog.limits.ID_CHARS``)."""
+WORKER_ID = ID_CHAR * MAX_WORKER_ID_CHARS
 """The costliest worker id a lease can hold (128 bytes stored: worker ids are identifiers)."""
 IDEM_KEY = WORST_CHAR * MAX_IDEM_KEY_CHARS
 """The costliest idem_key a command can carry; its marker is what the record keeps."""
-UPSTREAM_RUN_ID = TOKEN_CHAR * MAX_RUN_ID_CHARS
+UPSTREAM_RUN_ID = ID_CHAR * MAX_RUN_ID_CHARS
 """The costliest upstream run id an ``after`` job's queued run can carry."""
 _LATEST = datetime(9000, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC)
 _COUNT = COUNTER[1]  # the largest attempt / epoch on the wire

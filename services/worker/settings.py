@@ -21,7 +21,7 @@ class WorkerSettings(KafkaSettings):
 
     Attributes:
         worker_id: unique per process; the lease holder's name, 1..128 identifier characters
-            (``cronlog.limits.TOKEN_CHARS``; the fold dead-letters commands with another).
+            (``cronlog.limits.ID_CHARS``; the fold dead-letters commands with another).
             Default ``<host>-<pid>``.
         slots: how many attempts run at once. Default 4.
         group_id: prefix of the worker's consumer group ids (no group is shared: the ready
@@ -48,7 +48,7 @@ class WorkerSettings(KafkaSettings):
         default_factory=_default_worker_id,
         min_length=1,
         max_length=MAX_WORKER_ID_CHARS,
-        pattern=r"^[!#-\[\]-~]+$",  # cronlog.limits.TOKEN_CHARS: the fold refuses others
+        pattern=r"^[!#-\[\]-~]+$",  # cronlog.limits.ID_CHARS: the fold refuses others
     )
     slots: int = Field(default=4, ge=1, le=MAX_CLAIM_NEXT)
     group_id: str = ""

@@ -135,12 +135,12 @@ def _text(cap: int, big: bool) -> st.SearchStrategy[str]:
     return st.one_of(short, st.sampled_from(WIDTHS).map(lambda c: c * cap)) if big else short
 
 
-TOKEN_ALPHABET = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in '"\\')
-"""``cronlog.limits.TOKEN_CHARS``: what an identifier field may hold."""
+ID_ALPHABET = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in '"\\')
+"""``cronlog.limits.ID_CHARS``: what an identifier field may hold."""
 
 
 def _token(cap: int, big: bool) -> st.SearchStrategy[str]:
-    short = st.text(TOKEN_ALPHABET, max_size=min(cap, 30))
+    short = st.text(ID_ALPHABET, max_size=min(cap, 30))
     return st.one_of(short, st.sampled_from("!~0Z").map(lambda c: c * cap)) if big else short
 
 
@@ -189,7 +189,7 @@ TEXT = st.text(max_size=30)
 
 def envelopes(body: st.SearchStrategy[typing.Any]) -> st.SearchStrategy[Envelope]:
     return st.builds(
-        Envelope, idem_key=TEXT, job_id=st.text(TOKEN_ALPHABET, max_size=30), command=body
+        Envelope, idem_key=TEXT, job_id=st.text(ID_ALPHABET, max_size=30), command=body
     )
 
 

@@ -5,7 +5,7 @@ The fold refuses any command whose resulting record exceeds ``MAX_RECORD_BYTES``
 tasks was refused. ``record_budget`` encodes the largest record the job can reach, every
 producer-chosen field at the wire's limit (``cronlog/limits.py``) in the costliest character
 of the stored JSON (an identifier's, such as a worker id's, is one byte: identifiers are
-printable ASCII, ``limits.TOKEN_CHARS``); the API answers 422 above the limit, naming the
+printable ASCII, ``limits.ID_CHARS``); the API answers 422 above the limit, naming the
 field and the size. The
 last test folds the largest definition the API admits, through the pure core, to the largest
 record the wire's costliest values give it, and checks it fits and the estimate bounds it.
@@ -26,7 +26,7 @@ from cronlog.vocabulary import UpstreamOutcome
 from services.api.mapping import to_spec
 from services.api.read_model import ReadModel
 from services.api.record_budget import (
-    TOKEN_CHAR,
+    ID_CHAR,
     WORKER_ID,
     worst_case_record_bytes,
     worst_case_state,
@@ -74,7 +74,7 @@ def key(n: int) -> str:
 def test_the_budget_takes_the_wire_limits_in_the_costliest_character() -> None:
     state = worst_case_state(JOB_ID, to_spec(JobIn.model_validate(dag(0, count=2))))
     assert {t.worker_id for r in state.runs for t in r.tasks} == {"~" * MAX_WORKER_ID_CHARS}
-    assert TOKEN_CHAR == "~"
+    assert ID_CHAR == "~"
     assert len(state.applied) == MAX_APPLIED_MARKERS
     assert len(state.renewals) == MAX_RENEWAL_MARKERS
     one_claimed = len(dump_state(state)) - worst(dag(0, count=2, max_active_runs=4))
@@ -162,7 +162,7 @@ def test_the_largest_admitted_record_folded_with_the_costliest_input_fits(
 
     apply(cmd.RegisterJob(spec=spec), t0)
     for i in range(spec.max_active_runs + spec.max_queued_runs):
-        upstream_run = f"{i:04d}".ljust(MAX_RUN_ID_CHARS, TOKEN_CHAR)
+        upstream_run = f"{i:04d}".ljust(MAX_RUN_ID_CHARS, ID_CHAR)
         ended = cmd.UpstreamRunEnded(
             upstream_job_id=UPSTREAM,
             upstream_run_id=upstream_run,

@@ -173,7 +173,7 @@ def _field_cases(tp: object, limit: Limit) -> list[tuple[Any, Any, str]]:
         assert limit.chars is not None
         cap = limit.chars
         if limit.token:  # an identifier: one byte a character, and those characters only
-            bad = f": ' ' is not an identifier character ({limits.TOKEN_CHARS})"
+            bad = f": ' ' is not an identifier character ({limits.ID_CHARS})"
             return [
                 ("~" * cap, "~" * (cap + 1), f": {cap + 1} characters, at most {cap}"),
                 ("a!#[]~", "a b", bad),

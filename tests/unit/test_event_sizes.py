@@ -46,10 +46,10 @@ OPAQUE = "\U000e0001"  # 4 bytes of UTF-8, printed by repr() as 10 characters
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 N = 4
 TOPICS = Topics.of(KafkaSettings(partitions=N))
-TOKEN = "~"  # identifiers (job, run, worker ids) are printable ASCII: limits.TOKEN_CHARS
-JOB = TOKEN * limits.MAX_JOB_ID_CHARS
+ID_CHAR = "~"  # identifiers (job, run, worker ids) are printable ASCII: limits.ID_CHARS
+JOB = ID_CHAR * limits.MAX_JOB_ID_CHARS
 UPSTREAM = "u" * limits.MAX_JOB_ID_CHARS
-WORKER = TOKEN * limits.MAX_WORKER_ID_CHARS
+WORKER = ID_CHAR * limits.MAX_WORKER_ID_CHARS
 ARGV_BYTES = limits.MAX_COMMAND_BYTES  # the core counts argv in bytes: 16384 wide characters
 TASKS = 200
 BIG_TASKS = 6  # tasks with a full argv: as many as the 512 KiB job record holds beside the rest
@@ -200,7 +200,7 @@ def _rerun(world: World, run: str) -> cmd.Command:
         for i in range(TASKS)
     )
     return cmd.RerunTask(
-        run_id=TOKEN * limits.MAX_RUN_ID_CHARS,
+        run_id=ID_CHAR * limits.MAX_RUN_ID_CHARS,
         task=name(0),
         downstream=True,
         scheduled_for=limits.LATEST,
@@ -218,10 +218,10 @@ def _upstream(world: World, run: str) -> cmd.Command:
     world.send(cmd.RegisterJob(spec=after))
     return cmd.UpstreamRunEnded(
         upstream_job_id=UPSTREAM,
-        upstream_run_id=TOKEN * limits.MAX_RUN_ID_CHARS,
+        upstream_run_id=ID_CHAR * limits.MAX_RUN_ID_CHARS,
         upstream_scheduled_for=limits.LATEST,
         outcome=UpstreamOutcome.FAILED,
-        upstream_event_id=TOKEN * limits.MAX_EVENT_ID_CHARS,
+        upstream_event_id=ID_CHAR * limits.MAX_EVENT_ID_CHARS,
     )
 
 
@@ -248,7 +248,7 @@ LARGEST: dict[type, Callable[[World, str], cmd.Command]] = {
     cmd.RerunTask: _rerun,
     cmd.UpstreamRunEnded: _upstream,
     cmd.PollTasks: lambda w, r: cmd.PollTasks(
-        worker_id=WORKER, slots=limits.MAX_CLAIM_NEXT, poll_id=TOKEN * limits.MAX_EVENT_ID_CHARS
+        worker_id=WORKER, slots=limits.MAX_CLAIM_NEXT, poll_id=ID_CHAR * limits.MAX_EVENT_ID_CHARS
     ),
 }
 
