@@ -28,6 +28,7 @@ import math
 import sys
 import time
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -47,14 +48,14 @@ from bench.common import (
 )
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskKind
+from cronlog.model import Isolation, JobSpec, Schedule, ScheduleKind, TaskKind
 from topology.config import KafkaSettings
 
 EVENTS_PER_RUN = 5
 """RunScheduled, TaskReady, TaskClaimed, TaskSucceeded, RunSucceeded."""
 
 
-def once_noop(run_at: datetime) -> JobSpec:
+def once_noop(run_at: datetime, isolation: Isolation = Isolation.PROCESS) -> JobSpec:
     """A one-task once job running the no-op python callable at ``run_at``."""
     return JobSpec(
         name="burst",
@@ -62,6 +63,7 @@ def once_noop(run_at: datetime) -> JobSpec:
         command=(),
         kind=TaskKind.PYTHON,
         callable=NOOP,
+        isolation=isolation,
     )
 
 
@@ -78,7 +80,14 @@ def main() -> None:
     )
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--bootstrap", default=KafkaSettings().bootstrap)
+    parser.add_argument(
+        "--isolation",
+        choices=[i.value for i in Isolation],
+        default="process",
+        help="where the no-op python tasks run (process: the worker's pool; thread)",
+    )
     args = parser.parse_args()
+    isolation = Isolation(args.isolation)
 
     cluster = new_cluster(args.bootstrap, "burst")
     gauge = Gauge(cluster.settings)
@@ -88,10 +97,11 @@ def main() -> None:
             cluster.worker(f"w{w + 1}", CRONLOG_SLOTS=str(args.slots))
         # Warm-up: the workers' python pools (spawned lazily, one process per slot) and the
         # scheduler's first assignment, so the burst measures the steady system.
-        base = warm_up(cluster, gauge, once_noop, args.workers * args.slots * 2)
+        warm = partial(once_noop, isolation=isolation)
+        base = warm_up(cluster, gauge, warm, args.workers * args.slots * 2)
         due = math.ceil(time.time() + args.jobs / args.register_rate + 25)
         due_at = datetime.fromtimestamp(due, UTC)
-        spec = once_noop(due_at)
+        spec = once_noop(due_at, isolation)
         reg_started = time.time()
         produce_all(
             cluster, ((f"job-{i}", cmd.RegisterJob(spec=spec)) for i in range(args.jobs)), "reg"

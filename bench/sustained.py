@@ -25,6 +25,7 @@ import math
 import sys
 import time
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -43,11 +44,13 @@ from bench.common import (
 )
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskKind
+from cronlog.model import Isolation, JobSpec, Schedule, ScheduleKind, TaskKind
 from topology.config import KafkaSettings
 
 
-def every_second(start: datetime, end: datetime) -> JobSpec:
+def every_second(
+    start: datetime, end: datetime, isolation: Isolation = Isolation.PROCESS
+) -> JobSpec:
     """A job firing every whole second in [start, end], one no-op python task."""
     return JobSpec(
         name="sustained",
@@ -57,16 +60,18 @@ def every_second(start: datetime, end: datetime) -> JobSpec:
         command=(),
         kind=TaskKind.PYTHON,
         callable=NOOP,
+        isolation=isolation,
     )
 
 
-def once_noop(run_at: datetime) -> JobSpec:
+def once_noop(run_at: datetime, isolation: Isolation = Isolation.PROCESS) -> JobSpec:
     return JobSpec(
         name="warm",
         schedule=Schedule(ScheduleKind.ONCE, run_at=run_at),
         command=(),
         kind=TaskKind.PYTHON,
         callable=NOOP,
+        isolation=isolation,
     )
 
 
@@ -78,7 +83,14 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=32)
     parser.add_argument("--drain-timeout", type=float, default=300.0)
     parser.add_argument("--bootstrap", default=KafkaSettings().bootstrap)
+    parser.add_argument(
+        "--isolation",
+        choices=[i.value for i in Isolation],
+        default="process",
+        help="where the no-op python tasks run (process: the worker's pool; thread)",
+    )
     args = parser.parse_args()
+    isolation = Isolation(args.isolation)
 
     cluster = new_cluster(args.bootstrap, "sust")
     gauge = Gauge(cluster.settings)
@@ -87,14 +99,15 @@ def main() -> None:
         workers = [
             cluster.worker(f"w{w + 1}", CRONLOG_SLOTS=str(args.slots)) for w in range(args.workers)
         ]
-        base = warm_up(cluster, gauge, once_noop, args.workers * args.slots * 2)
+        warm = partial(once_noop, isolation=isolation)
+        base = warm_up(cluster, gauge, warm, args.workers * args.slots * 2)
         t0 = math.ceil(time.time() + args.rate / 500 + 8)
         start = datetime.fromtimestamp(t0, UTC)
         end = start + timedelta(seconds=args.duration - 1)
         produce_all(
             cluster,
             (
-                (f"job-{i}", cmd.RegisterJob(spec=every_second(start, end)))
+                (f"job-{i}", cmd.RegisterJob(spec=every_second(start, end, isolation)))
                 for i in range(args.rate)
             ),
             "reg",
