@@ -7,7 +7,8 @@ from collections.abc import Iterable
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.errors import InvariantViolation
-from cronlog.job import JobState, evolve
+from cronlog.evolve import evolve
+from cronlog.job import JobState
 from cronlog.vocabulary import CommandKind, RejectReason
 
 

@@ -24,9 +24,10 @@ from hypothesis import strategies as st
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.decide import WORKER_COMMANDS, handle
+from cronlog.evolve import evolve
 from cronlog.firing import ON_TIME_GRACE
 from cronlog.ids import run_id_for_tick
-from cronlog.job import MAX_RENEWAL_MARKERS, JobState, evolve
+from cronlog.job import MAX_RENEWAL_MARKERS, JobState
 from cronlog.model import CatchupPolicy, JobSpec, OverlapPolicy, RetryPolicy, Schedule, ScheduleKind
 from cronlog.schedule import next_tick
 from cronlog.vocabulary import (

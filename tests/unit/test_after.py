@@ -14,8 +14,9 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.decide import handle
 from cronlog.errors import InvalidDefinition
+from cronlog.evolve import evolve
 from cronlog.ids import run_id_for_after
-from cronlog.job import JobState, evolve
+from cronlog.job import JobState
 from cronlog.model import AfterOn, Exclusion, JobSpec, Schedule, ScheduleKind
 from cronlog.validation import validate_spec
 from cronlog.vocabulary import RejectReason, RunTrigger, SkipReason, UpstreamOutcome

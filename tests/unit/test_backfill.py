@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.decide import handle
+from cronlog.evolve import evolve
 from cronlog.ids import run_id_for_backfill, run_id_for_tick
-from cronlog.job import JobState, Run, TaskInstance, evolve
+from cronlog.job import JobState, Run, TaskInstance
 from cronlog.limits import MAX_BACKFILL_TASK_INSTANCES, MAX_TASKS
 from cronlog.model import JobSpec, OverlapPolicy, Schedule, ScheduleKind, TaskSpec
 from cronlog.vocabulary import CommandKind, RejectReason, Reprocess, RunTrigger, TaskState

@@ -15,9 +15,10 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.dag import initially_ready
 from cronlog.decide import handle
+from cronlog.evolve import evolve
 from cronlog.firing import MAX_TICKS_PER_FOLD, ON_TIME_GRACE
 from cronlog.ids import command_digest, idem_marker, run_id_for_tick, run_id_for_trigger
-from cronlog.job import MAX_APPLIED_MARKERS, JobState, evolve
+from cronlog.job import MAX_APPLIED_MARKERS, JobState
 from cronlog.model import CatchupPolicy, JobSpec, RetryPolicy, Schedule, ScheduleKind
 from cronlog.retry import next_attempt_at
 from cronlog.vocabulary import (
