@@ -193,8 +193,8 @@ def spread(values: list[float], unit: float = 1.0, suffix: str = "s") -> str:
 
 
 FOLD_STATS = re.compile(
-    r"action=fold_stats records=(\d+) batches=(\d+) rate=(\d+)/s "
-    r"fold=([\d.]+)s deliver=([\d.]+)s write=([\d.]+)s"
+    r"action=fold_stats records=(\d+) decisions=\d+ batches=(\d+) rate=(\d+)/s "
+    r"fold=([\d.]+)s commit=([\d.]+)s store=([\d.]+)s"
 )
 
 
@@ -219,7 +219,7 @@ def fold_stats_report(log_path: Path, since: float, until: float, origin: float)
     """fold_stats lines logged in [since, until], as text relative to ``origin``."""
     return [
         f"  +{at - origin:5.1f}s records={r} batches={b} rate={rate}/s fold={f:.2f}s "
-        f"deliver={d:.2f}s write={w:.2f}s (avg batch {r / max(b, 1):.0f})"
+        f"commit={d:.2f}s store={w:.2f}s (avg batch {r / max(b, 1):.0f})"
         for at, (r, b, rate, f, d, w) in fold_stats_lines(log_path)
         if since <= at <= until
     ]

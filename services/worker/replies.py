@@ -42,7 +42,9 @@ def read_replies(
     consumer = Consumer(
         settings.consumer_config(
             f"{settings.ready_group()}-replies-{settings.worker_id}",
-            **{"error_cb": liveness.failed},
+            # a read_committed fetch can sit out its whole wait after the commit marker: a
+            # grant must not wait 500 ms (librdkafka's default) to reach its worker
+            **{"error_cb": liveness.failed, "fetch.wait.max.ms": 20},
         )
     )
     tp = TopicPartition(topic, partition_for(settings.worker_id, settings.partitions))

@@ -198,6 +198,7 @@ class ChaosReport:
     chaos_s: float = 0.0
     total_s: float = 0.0
     crashed: list[str] = field(default_factory=list)
+    watchdog_exits: list[str] = field(default_factory=list)
     unfinished_runs: int = 0
 
     def lines(self) -> list[str]:
@@ -225,6 +226,14 @@ class ChaosReport:
             "counts (all must be 0): " + ", ".join(f"{k}={v}" for k, v in a.failures().items()),
             *(f"  e.g. {k}: {v}" for k, v in a.examples.items()),
             f"replay --verify: rc={self.replay_rc}",
+            *(
+                [
+                    "schedulers ended by their watchdog (restarted): "
+                    + "; ".join(self.watchdog_exits)
+                ]
+                if self.watchdog_exits
+                else []
+            ),
             *(
                 ["processes that exited by themselves: " + ", ".join(self.crashed)]
                 if self.crashed
@@ -577,7 +586,7 @@ def run_chaos(
         for proc in schedulers:
             proc.stop(30)
         t_end = datetime.now(UTC)
-        report.crashed = [
+        report.crashed += [
             f"{p.log_path.stem} rc={p.popen.returncode}"
             for p in schedulers + workers
             if p.popen is not None and p.popen.returncode not in (0, -15, None)
@@ -698,9 +707,12 @@ def _chaos(
                 and proc.popen.poll() not in (None, -9)
                 and all(r[1] is not proc for r in restarts)
             ):
-                report.crashed.append(
-                    f"{proc.log_path.stem} exited rc={proc.popen.returncode} at t={now:.0f}s"
-                )
+                what = f"{proc.log_path.stem} exited rc={proc.popen.returncode} at t={now:.0f}s"
+                fatal = watchdog_exit(proc.log_path, proc.popen.returncode)
+                if fatal is not None:
+                    report.watchdog_exits.append(f"{what}: {fatal[-120:]}")
+                else:
+                    report.crashed.append(what)
                 say(f"  {proc.log_path.stem} exited by itself rc={proc.popen.returncode}")
                 proc.start()
         time.sleep(0.1)
@@ -709,6 +721,24 @@ def _chaos(
     remaining = cfg.duration_s - (time.monotonic() - start)
     if remaining > 0:
         time.sleep(remaining)
+
+
+def watchdog_exit(log_path: Path, returncode: int | None) -> str | None:
+    """The fatal line of a scheduler its watchdog ended, else None.
+
+    The one exit a scheduler may take by itself: a transactional call that librdkafka left
+    blocked past its timeout in a broker outage (issues #5456, #5511) makes the watchdog end
+    the process with exit 70 and an ``action=fatal thread=fold … blocked`` line
+    (``topology/watchdog.py``; README, "Known limitations"); a supervisor restarts it.
+    """
+    if returncode != 70 or not log_path.name.startswith("s"):
+        return None
+    fatal = [
+        line for line in log_path.read_text(errors="replace").splitlines() if "action=fatal" in line
+    ]
+    if fatal and "thread=fold" in fatal[-1] and "blocked" in fatal[-1]:
+        return fatal[-1]
+    return None
 
 
 def _failovers(records: list[Rec], kill_log: list[tuple[float, str, list[int]]]) -> list[float]:
