@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from collections.abc import Callable
 from datetime import datetime
 from enum import StrEnum
@@ -30,7 +32,9 @@ __all__ = [
     "usage_error",
 ]
 
-out = Console()
+# Off a terminal (a pipe, a file, CI) rich would cut tables to 80 columns; COLUMNS still wins.
+_WIDTH = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 200
+out = Console(width=_WIDTH)
 err = Console(stderr=True)
 
 

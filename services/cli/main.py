@@ -101,9 +101,23 @@ def jobs_pause(job_id: JobId, api: Api = DEFAULT_API, output: Fmt = Output.table
 
 
 @jobs.command("resume")
-def jobs_resume(job_id: JobId, api: Api = DEFAULT_API, output: Fmt = Output.table) -> None:
-    """Resume a paused job from now on (ticks missed while paused are not fired)."""
-    said(job_id, "resumed", call(lambda: ApiClient(api).patch(job_id, {"paused": False})), output)
+def jobs_resume(
+    job_id: JobId,
+    catchup: Annotated[
+        bool,
+        typer.Option(
+            "--catchup",
+            help="fire the ticks missed while paused, per the job's catch-up policy "
+            "(docs/schedules.md, 'Pause and resume')",
+        ),
+    ] = False,
+    api: Api = DEFAULT_API,
+    output: Fmt = Output.table,
+) -> None:
+    """Resume a paused job from now on (ticks missed while paused are not fired unless
+    ``--catchup``)."""
+    body = {"paused": False, "catchup": True} if catchup else {"paused": False}
+    said(job_id, "resumed", call(lambda: ApiClient(api).patch(job_id, body)), output)
 
 
 @jobs.command("delete")

@@ -125,16 +125,18 @@ def runs_table(runs: list[dict[str, Any]], title: str = "runs") -> Table:
     table = Table(title=title)
     # On a narrow terminal every column shrinks with an ellipsis (a folded or wrapped column
     # would be squeezed to nothing); the worker id, long and least useful, is capped.
-    table.add_column("job", no_wrap=True, overflow="ellipsis", min_width=8, max_width=24)
-    for col in ("run", "scheduled for", "lag", "state", "try", "worker", "exit"):
+    # The job and run ids are shown whole: they are what the other commands take.
+    table.add_column("job", no_wrap=True, overflow="fold", min_width=8)
+    table.add_column("run", no_wrap=True, overflow="fold", min_width=9)
+    for col in ("scheduled for", "lag", "state", "try", "worker", "exit"):
         table.add_column(
             col, no_wrap=True, overflow="ellipsis", max_width=12 if col == "worker" else None
         )
     for run in runs:
         manual = "" if run["trigger"] in ("schedule", "catchup") else f" ({run['trigger']})"
         table.add_row(
-            run.get("job_name") or run["job_id"],
-            run["run_id"][:9],
+            run["job_id"],
+            run["run_id"],
             local_and_utc(run["scheduled_for"]) + manual,
             seconds(run.get("trigger_lag_s")),
             styled(run["state"]),

@@ -18,9 +18,14 @@ def main() -> None:
     settings = WorkerSettings()
     ensure_topics_retrying(settings)  # idempotent; any service may start first
     worker = Worker(settings)
-    signal.signal(signal.SIGTERM, lambda *_: worker.stop())
-    signal.signal(signal.SIGINT, lambda *_: worker.stop())
     log = logging.getLogger("cronlog.worker")
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("action=stopping signal=%d: draining (up to %.0f s)", signum, settings.drain_s)
+        worker.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     try:
         worker.run()
     except Exception as exc:  # a fatal broker error, or a reader that could not go on
@@ -38,6 +43,7 @@ def main() -> None:
             FATAL_EXIT,
         )
         raise SystemExit(FATAL_EXIT)
+    log.info("action=stopped worker_id=%s", settings.worker_id)
 
 
 if __name__ == "__main__":
