@@ -95,7 +95,8 @@ def snapshot(sim: Sim, job_id: str, run_id: str) -> tuple[cmd.TaskSnapshot, ...]
 
 
 def cron_catchup(sim: Sim) -> None:
-    """Three minutely jobs (catch-up all / latest / none) across 7 minutes with no scheduler."""
+    """Minutely jobs (catch-up all / latest / none, and latest with a 10 s misfire grace)
+    across 7 minutes with no scheduler, twice."""
     sim.at(at("2026-01-05T10:00:00"))
     window = timedelta(minutes=5)
     register(
@@ -105,9 +106,13 @@ def cron_catchup(sim: Sim) -> None:
     )
     register(sim, "catchup-latest", job("latest", cron("* * * * *")))
     register(sim, "catchup-none", job("none", cron("* * * * *", catchup=CatchupPolicy.NONE)))
+    grace = timedelta(seconds=10)  # the latest missed tick is late too: ``latest`` fires it
+    register(sim, "catchup-latest-10s", job("latest 10s", cron("* * * * *", misfire_grace=grace)))
     sim.run_until(at("2026-01-05T10:03:30"))
     sim.run_until(at("2026-01-05T10:10:30"), ticks=False)  # every scheduler down
     sim.run_until(at("2026-01-05T10:13:30"))
+    sim.run_until(at("2026-01-05T10:20:40"), ticks=False)  # down again
+    sim.run_until(at("2026-01-05T10:22:30"))
 
 
 def dst_gap(sim: Sim) -> None:
