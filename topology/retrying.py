@@ -98,13 +98,23 @@ def kafka_error(exc: BaseException) -> KafkaError | None:
     return None
 
 
+def is_fatal(err: KafkaError) -> bool:
+    """True when the client instance that reported ``err`` is unusable.
+
+    librdkafka raises a consumer's fatal error (a static member fenced by another with its
+    ``group.instance.id``) as an error event coded ``_FATAL`` whose ``fatal()`` flag is not
+    set; both count.
+    """
+    return bool(err.fatal()) or err.code() == KafkaError._FATAL
+
+
 def is_transient(err: KafkaError) -> bool:
     """True when the operation that failed with ``err`` may succeed if made again.
 
     A fatal error never is (the client instance is unusable); librdkafka's retriable flag
     counts; otherwise ``TRANSIENT_CODES`` decides.
     """
-    if err.fatal():
+    if is_fatal(err):
         return False
     return bool(err.retriable()) or err.code() in TRANSIENT_CODES
 
@@ -232,7 +242,7 @@ def record_ok(msg: Message, liveness: Liveness) -> bool:
     if err is None:
         liveness.recovered()
         return True
-    if err.fatal():
+    if is_fatal(err):
         raise KafkaException(err)
     if err.code() != KafkaError._PARTITION_EOF:
         liveness.failed(err)

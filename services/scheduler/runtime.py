@@ -29,7 +29,7 @@ from topology.fold import BatchFolder, BatchResult, Record
 from topology.partition_store import PartitionStore
 from topology.restore import CONSUMER_CONFIG as RESTORE_CONSUMER
 from topology.restore import ready_ms, restore
-from topology.retrying import is_transient
+from topology.retrying import is_fatal, is_transient
 from topology.topics import Topics
 from topology.watchdog import Watchdog
 
@@ -212,7 +212,10 @@ class FoldRuntime:
         return records, starts, ends
 
     def _consumer_error(self, err: KafkaError) -> None:
-        if err.fatal():
+        # A consumer's fatal error arrives as an error event coded _FATAL (fatal() is not set
+        # on it): a static member fenced by its own rejoin after a coordinator stall
+        # (KAFKA-20985; Kafka Streams shuts down on it too). The consumer is dead: exit 70.
+        if is_fatal(err):
             raise Fenced(f"consumer: {err}")
         if err.code() != KafkaError._PARTITION_EOF:
             log.warning("action=consume_error error=%s transient=%s", err, is_transient(err))

@@ -27,7 +27,7 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.model import JobSpec, RetryPolicy, Schedule, ScheduleKind, TaskKind
 from tests.chaos.audit import Audit, Injected, JobPlan, Rec, audit_run
-from tests.integration.harness import ROOT, Cluster, Proc
+from tests.integration.harness import ROOT, Cluster, Proc, last_fatal_line, planned_exit
 from topology.bootstrap import ensure_topics
 from topology.codec import Codec, decode_dead_letter
 from topology.config import KafkaSettings
@@ -708,8 +708,8 @@ def _chaos(
                 and all(r[1] is not proc for r in restarts)
             ):
                 what = f"{proc.log_path.stem} exited rc={proc.popen.returncode} at t={now:.0f}s"
-                fatal = watchdog_exit(proc.log_path, proc.popen.returncode)
-                if fatal is not None:
+                fatal = last_fatal_line(proc.log_path)
+                if planned_exit(proc.log_path.stem, proc.popen.returncode, fatal):
                     report.watchdog_exits.append(f"{what}: {fatal[-120:]}")
                 else:
                     report.crashed.append(what)
@@ -721,24 +721,6 @@ def _chaos(
     remaining = cfg.duration_s - (time.monotonic() - start)
     if remaining > 0:
         time.sleep(remaining)
-
-
-def watchdog_exit(log_path: Path, returncode: int | None) -> str | None:
-    """The fatal line of a scheduler its watchdog ended, else None.
-
-    The one exit a scheduler may take by itself: a transactional call that librdkafka left
-    blocked past its timeout in a broker outage (issues #5456, #5511) makes the watchdog end
-    the process with exit 70 and an ``action=fatal thread=fold … blocked`` line
-    (``topology/watchdog.py``; README, "Known limitations"); a supervisor restarts it.
-    """
-    if returncode != 70 or not log_path.name.startswith("s"):
-        return None
-    fatal = [
-        line for line in log_path.read_text(errors="replace").splitlines() if "action=fatal" in line
-    ]
-    if fatal and "thread=fold" in fatal[-1] and "blocked" in fatal[-1]:
-        return fatal[-1]
-    return None
 
 
 def _failovers(records: list[Rec], kill_log: list[tuple[float, str, list[int]]]) -> list[float]:

@@ -160,9 +160,35 @@ class Cluster:
             client.close()
 
 
+def planned_exit(name: str, returncode: int | None, last_line: str) -> bool:
+    """Whether a process's own exit is one a scheduler takes on purpose, to be restarted.
+
+    Two, both a scheduler's exit 70 (README, "Known limitations"): its watchdog ended a
+    transactional call librdkafka left blocked in a broker outage (``action=fatal
+    thread=fold … blocked``; librdkafka #5456, #5511), or its consumer was fenced as a static
+    member by its own rejoin after a coordinator stall (``action=fenced … Static consumer
+    fenced``; KAFKA-20985). ``last_line`` is its last ``action=fatal``/``action=fenced`` line.
+    """
+    if not name.startswith("s") or returncode != 70:
+        return False
+    watchdog = "action=fatal" in last_line and "thread=fold" in last_line and "blocked" in last_line
+    fenced = "action=fenced" in last_line and "Static consumer fenced" in last_line
+    return watchdog or fenced
+
+
+def last_fatal_line(log_path: Path) -> str:
+    """The last ``action=fatal`` or ``action=fenced`` line of a process's log ("" if none)."""
+    lines = [
+        line
+        for line in log_path.read_text(errors="replace").splitlines()
+        if "action=fatal" in line or "action=fenced" in line
+    ]
+    return lines[-1] if lines else ""
+
+
 class Supervisor:
     """Restarts the cluster's processes that exit by themselves, as ``./ops/up`` does, and
-    records each exit (name, exit status, the process's last ``action=fatal`` line).
+    records each exit (name, exit status, its last ``action=fatal``/``action=fenced`` line).
 
     A process ends itself only on purpose (exit 70, ``topology.retrying.fatal``); tests that
     allow that assert on ``exits``.
@@ -181,12 +207,8 @@ class Supervisor:
             for proc in list(self.cluster.procs):
                 if proc.popen is None or proc.popen.poll() is None or self._stop.is_set():
                     continue
-                fatal = [
-                    line
-                    for line in proc.log_path.read_text(errors="replace").splitlines()
-                    if "action=fatal" in line
-                ]
-                self.exits.append((proc.name, proc.popen.returncode, fatal[-1] if fatal else ""))
+                fatal = last_fatal_line(proc.log_path)
+                self.exits.append((proc.name, proc.popen.returncode, fatal))
                 proc.start()
 
     def stop(self) -> None:

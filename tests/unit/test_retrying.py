@@ -19,6 +19,7 @@ from topology.retrying import (
     Stopped,
     Unavailable,
     call_with_retry,
+    is_fatal,
     is_transient,
     transient,
 )
@@ -215,3 +216,13 @@ def test_a_thread_that_raises_ends_its_process_with_70_and_a_clear_last_line() -
     first = next(ln for ln in done.stderr.splitlines() if "action=fatal" in ln)
     assert "thread=read-model error=the consumer is gone" in first
     assert done.stderr.rstrip().splitlines()[-1] == "RuntimeError: the consumer is gone"
+
+
+def test_a_consumer_fatal_event_counts_as_fatal_though_its_flag_is_not_set() -> None:
+    # what librdkafka hands a static member fenced by its own rejoin (KAFKA-20985)
+    event = KafkaError(KafkaError._FATAL, "Static consumer fenced by other consumer")
+    assert not event.fatal()
+    assert is_fatal(event)
+    assert not is_transient(event)
+    assert is_fatal(KafkaError(KafkaError._FENCED, "fenced", fatal=True))
+    assert not is_fatal(KafkaError(KafkaError._TRANSPORT, "down"))
