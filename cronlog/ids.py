@@ -295,6 +295,20 @@ def poll_idem_key(worker_id: str, poll_id: str) -> str:
     return f"poll:{worker_id}:{poll_id}"
 
 
+def grant_idem_key(idem_key: str, partition: int, offset: int) -> str:
+    """Return the idem_key naming one poll record's grants and answer: ``<key>@<p>:<offset>``.
+
+    ``key`` is the poll's (or a ``claim_next`` completion's) idem_key, ``p`` and ``offset`` the
+    record's position in the commands topic.
+    Polls leave no dedupe marker, so a poll (or a ``claim_next`` completion) delivered twice is
+    decided twice and may grant other tasks the second time; naming those decisions by the
+    record's position keeps every event_id to one content (DESIGN.md invariant 6), and a
+    batch folded again after an abort decides the same record at the same position, so it
+    re-makes the same ids.
+    """
+    return f"{idem_key}@{partition}:{offset}"
+
+
 def renew_idem_key(run_id: str, task: str, epoch: int, n: int) -> str:
     """Return the idem_key of a lease's ``n``-th RenewLease: ``renew:<run>:<task>:<epoch>:<n>``."""
     return f"renew:{run_id}:{task}:{epoch}:{n}"

@@ -108,6 +108,8 @@ class Limit:
         token: a string: an identifier, of ``ID_CHARS`` only (what a job record stores of
             it then costs one byte a character; a worker_id or run_id of control characters
             would cost six in the record's JSON).
+        empty: a token may be the empty string (``Command.job_id``: a Tick's or a poll's;
+            ``UpstreamRunEnded.upstream_event_id`` of old records); other identifiers may not.
         items: an array: at most this many items.
         total_chars: an array of strings: at most this many characters in all items together.
         low, high: an integer (or each integer of an array): the inclusive range.
@@ -115,6 +117,7 @@ class Limit:
 
     chars: int | None = None
     token: bool = False
+    empty: bool = False
     items: int | None = None
     total_chars: int | None = None
     low: int | None = None
@@ -130,8 +133,8 @@ def _text(chars: int) -> Limit:
     return Limit(chars=chars)
 
 
-def _token(chars: int) -> Limit:
-    return Limit(chars=chars, token=True)
+def _token(chars: int, *, empty: bool = False) -> Limit:
+    return Limit(chars=chars, token=True, empty=empty)
 
 
 def _range(bounds: tuple[int, int]) -> Limit:
@@ -156,7 +159,11 @@ def _fields(record: str, **limits: Limit) -> dict[str, Limit]:
 
 COMMAND_LIMITS: Mapping[str, Limit] = MappingProxyType(
     {
-        **_fields("Command", idem_key=_text(MAX_IDEM_KEY_CHARS), job_id=_token(MAX_JOB_ID_CHARS)),
+        **_fields(
+            "Command",
+            idem_key=_text(MAX_IDEM_KEY_CHARS),
+            job_id=_token(MAX_JOB_ID_CHARS, empty=True),
+        ),
         **_fields("BackfillJob", ticks=Limit(items=MAX_BACKFILL_TICKS)),
         **_fields("ClaimTask", run_id=_IDS, task=_TASK, attempt=_range(COUNTER), worker_id=_WORKER),
         **_fields("RenewLease", run_id=_IDS, task=_TASK, **_LEASE),
@@ -196,7 +203,7 @@ COMMAND_LIMITS: Mapping[str, Limit] = MappingProxyType(
             "UpstreamRunEnded",
             upstream_job_id=_token(MAX_JOB_ID_CHARS),
             upstream_run_id=_IDS,
-            upstream_event_id=_token(MAX_EVENT_ID_CHARS),
+            upstream_event_id=_token(MAX_EVENT_ID_CHARS, empty=True),
         ),
         **_fields(
             "JobSpec",

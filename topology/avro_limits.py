@@ -154,7 +154,7 @@ def bound_field(
         raise CronlogError(f"{record}.{name} has no limit in cronlog/limits.py COMMAND_LIMITS")
     if inner is str:
         sized_str = (name, _need(limit.chars, record, name), "characters")
-        return (_tokens(dec) if limit.token else dec), sized_str, None
+        return (_tokens(dec, limit.empty) if limit.token else dec), sized_str, None
     if inner is int:
         low, high = _need(limit.low, record, name), _need(limit.high, record, name)
         if optional:
@@ -173,10 +173,12 @@ _TOKEN = re.compile(r"[!#-\[\]-~]*")
 """``limits.ID_CHARS``: 0x21..0x7E but the double quote (0x22) and the backslash (0x5C)."""
 
 
-def _tokens(dec: Converter | None) -> Converter:
-    """Wrap a string field's decoder with the identifier check (``Limit.token``)."""
+def _tokens(dec: Converter | None, empty: bool) -> Converter:
+    """Wrap a string field's decoder with the identifier check (``Limit.token``, ``empty``)."""
 
     def decode(value: str | None) -> Any:
+        if value == "" and not empty:
+            raise OverLimit("an identifier may not be empty")
         if value is not None and _TOKEN.fullmatch(value) is None:
             bad = next(c for c in value if _TOKEN.fullmatch(c) is None)
             raise OverLimit(f"{bad!r} is not an identifier character ({limits.ID_CHARS})")

@@ -24,7 +24,7 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.decide import REPLY_COMMANDS, event_key, handle
 from cronlog.errors import CronlogError
-from cronlog.ids import continuation_idem_key, event_id
+from cronlog.ids import continuation_idem_key, event_id, grant_idem_key
 from cronlog.job import JobState
 from cronlog.time import from_ms, to_ms
 from cronlog.vocabulary import CommandKind, RejectReason
@@ -32,24 +32,26 @@ from topology.codec import Codec
 from topology.dead_letters import dead_letter, key_head
 from topology.due_index import DueIndex
 from topology.partitioning import partition_for
+from topology.record_limits import (
+    CLAIM_RESERVE_BYTES,
+    MANUAL_STARTS,
+    MAX_OUTPUT_BYTES,
+    MAX_RECORD_BYTES,
+    TOO_LARGE_RETRY_MS,
+    unended,
+)
 from topology.state_codec import dump_state, load_state
 from topology.topics import Topics
 
 log = logging.getLogger("cronlog.fold")
-MAX_RECORD_BYTES = 512 * 1024
-"""A command whose resulting job record would exceed this is refused (record_too_large):
-the record must fit one changelog message whatever the input."""
-MAX_OUTPUT_BYTES = 900 * 1024
-"""A decision whose events would not fit a Kafka message (the producer's ``message.max.bytes``
-is 1,000,000) is not applied: its input is dead-lettered instead of crash-looping the fold."""
 TICK_SLICE = 250
 """At most this many due jobs are decided per Tick (~50 ms of fold time); the rest continue
 on a Tick the batch appends to the same partition."""
+GRANT_LOOK_PAST = 16
+"""Per poll, at most this many jobs beyond its slots are looked at (jobs that grant nothing
+are looked past; this bounds what a poll costs)."""
 ANY_TIME_MS = 2**62
 """``pop_due``'s "now" for the ready index: every ready job qualifies, oldest first."""
-TOO_LARGE_RETRY_MS = 60_000
-"""A due job whose decision was refused as too large is due again this much later (not at
-once: it would keep every Tick busy deciding it again)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +191,10 @@ class BatchFolder:
             granted = self._grant_ready(rec, env, poll.worker_id, poll.slots, overlay, out)
             self._answer(rec, env, poll.worker_id, poll.poll_id, granted, out)
             return
+        if not env.job_id or not env.idem_key:
+            raise CronlogError(
+                "job_id and idem_key may not be empty (only a Tick or a poll has no job)"
+            )
         if rec.key is None or rec.key != env.job_id.encode():
             head = key_head(rec.key)
             raise CronlogError(f"record key {head} does not match job_id {env.job_id!r}")
@@ -220,24 +226,31 @@ class BatchFolder:
     ) -> int:
         """Grant ``worker_id`` up to ``most`` ready task instances of the record's partition.
 
-        Oldest ``ready_since`` first, one PollTasks decision per job.
+        Oldest ``ready_since`` first, one PollTasks decision per job. A job that granted what
+        it could (or nothing: its record is full, its tasks are at ``max_active_tasks``) is
+        looked past, so it holds back no other job's work; at most ``most`` +
+        ``GRANT_LOOK_PAST`` jobs are looked at per poll, which bounds a poll's cost.
 
         Returns:
             How many were granted.
         """
-        granted, seen = 0, set()
-        while granted < most:
+        key = grant_idem_key(env.idem_key, rec.partition, rec.offset)
+        granted, seen, passed = 0, set[str](), list[str]()
+        while granted < most and len(seen) < most + GRANT_LOOK_PAST:
             popped = self.ready.pop_due(rec.partition, ANY_TIME_MS, 1)
-            if not popped or popped[0] in seen:  # a job it could not grant: stop there
-                if popped:
-                    state = self._state(rec.partition, popped[0], overlay)
-                    self.ready.set(rec.partition, popped[0], _ready_ms(state))
+            if not popped:
                 break
+            if popped[0] in seen:  # decided once in this poll: look past it
+                passed.append(popped[0])
+                continue
             seen.add(popped[0])
             poll = cmd.PollTasks(worker_id=worker_id, slots=most - granted, poll_id=env.idem_key)
-            job_env = cmd.Envelope(idem_key=env.idem_key, job_id=popped[0], command=poll)
+            job_env = cmd.Envelope(idem_key=key, job_id=popped[0], command=poll)
             events = self._apply(rec, job_env, from_ms(rec.timestamp_ms), overlay, out)
             granted += sum(1 for e in events if isinstance(e, ev.TaskClaimed))
+        for job_id in passed:
+            state = self._state(rec.partition, job_id, overlay)
+            self.ready.set(rec.partition, job_id, _ready_ms(state))
         return granted
 
     def _answer(
@@ -253,11 +266,12 @@ class BatchFolder:
         answer = ev.PollAnswered(
             worker_id=worker_id, poll_id=poll_id, partition=rec.partition, granted=granted
         )
+        key = grant_idem_key(env.idem_key, rec.partition, rec.offset)
         run_event = ev.RunEvent(
-            event_id=event_id(env.idem_key, "", 0),
+            event_id=event_id(key, "", 0),
             job_id="",
             at=from_ms(rec.timestamp_ms),
-            idem_key=env.idem_key,
+            idem_key=key,
             index=0,
             event=answer,
         )
@@ -302,11 +316,14 @@ class BatchFolder:
         new, events = handle(state, env, record_time)
         out.decisions += 1
         stored = dump_state(new) if new is not None else None
-        refused = stored is not None and len(stored) > MAX_RECORD_BYTES
+        limit = MAX_RECORD_BYTES
+        if new is not None and new is not state and isinstance(env.command, MANUAL_STARTS):
+            limit -= CLAIM_RESERVE_BYTES * unended(new)
+        refused = stored is not None and len(stored) > limit
         if refused:
             new, events = (
                 state,
-                [self._too_large(env, f"the job record would grow past {MAX_RECORD_BYTES} bytes")],
+                [self._too_large(env, f"the job record would grow past {limit} bytes")],
             )
         at = new.clock if new is not None else record_time
         granted = {(e.run_id, e.task) for e in events if isinstance(e, ev.TaskClaimed)}

@@ -58,7 +58,8 @@ def _store(request: Request) -> Store | None:
 def _conflict(key: str, first: dict[str, Any]) -> RequestValidationError:
     msg = (
         f"Idempotency-Key {key!r} was first used for {first['method']} {first['path']} "
-        "with another body; a key names one request (send a new key for a new request)"
+        "with another body (or for this other request); a key names one request (send a new "
+        "key for a new request)"
     )
     return RequestValidationError(
         [{"type": "idempotency_key_reused", "loc": ("header", HEADER), "msg": msg}]

@@ -1,7 +1,7 @@
 """Can a job's table record outgrow the fold's limit? The API's answer before registering it.
 
 The fold refuses every command whose resulting job record (``topology.state_codec``) exceeds
-``topology.fold.MAX_RECORD_BYTES`` (``record_too_large``). A definition whose record could
+``topology.record_limits.MAX_RECORD_BYTES`` (``record_too_large``). A definition whose record could
 grow past it would be registered, then see its ticks or claims refused. So the API builds the
 largest record the job's own schedule can give it and encodes it with the fold's codec. Every
 field a producer chooses is at the wire's limit (``cronlog/limits.py``), of the costliest
@@ -44,7 +44,7 @@ from cronlog.job import (
 from cronlog.limits import COUNTER, MAX_IDEM_KEY_CHARS, MAX_RUN_ID_CHARS, MAX_WORKER_ID_CHARS
 from cronlog.model import JobSpec, ScheduleKind
 from cronlog.vocabulary import JobStatus, RunTrigger, TaskState
-from topology.fold import MAX_RECORD_BYTES
+from topology.record_limits import MAX_RECORD_BYTES
 from topology.state_codec import WORST_CHAR, dump_state
 
 ID_CHAR = "~"

@@ -102,7 +102,7 @@ def command_strategy_for(
         return st.one_of([command_strategy_for(a, key, big=big) for a in args])
     limit = COMMAND_LIMITS.get(key, limits.Limit())
     if tp is str and limit.token:
-        return _token(typing.cast(int, limit.chars), big)
+        return _token(typing.cast(int, limit.chars), big, limit.empty)
     if tp is str:
         return _text(typing.cast(int, limit.chars), big)
     if tp is int:
@@ -139,8 +139,8 @@ ID_ALPHABET = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in '"\\')
 """``cronlog.limits.ID_CHARS``: what an identifier field may hold."""
 
 
-def _token(cap: int, big: bool) -> st.SearchStrategy[str]:
-    short = st.text(ID_ALPHABET, max_size=min(cap, 30))
+def _token(cap: int, big: bool, empty: bool) -> st.SearchStrategy[str]:
+    short = st.text(ID_ALPHABET, min_size=0 if empty else 1, max_size=min(cap, 30))
     return st.one_of(short, st.sampled_from("!~0Z").map(lambda c: c * cap)) if big else short
 
 

@@ -52,7 +52,8 @@ UPSTREAM = "u" * limits.MAX_JOB_ID_CHARS
 WORKER = ID_CHAR * limits.MAX_WORKER_ID_CHARS
 ARGV_BYTES = limits.MAX_COMMAND_BYTES  # the core counts argv in bytes: 16384 wide characters
 TASKS = 200
-BIG_TASKS = 6  # tasks with a full argv: as many as the 512 KiB job record holds beside the rest
+BIG_TASKS = 5  # tasks with a full argv: as many as the 512 KiB job record holds beside a run
+# and the room its claims need (topology.fold.CLAIM_RESERVE_BYTES)
 
 
 def idem(n: int) -> str:
@@ -284,7 +285,7 @@ def test_the_largest_command_of_each_type_gives_messages_under_the_budget(
 def test_the_largest_definition_the_record_holds_is_sent_whole() -> None:
     world, _ = claimed()
     registration = next(m for m in world.sent if m.topic == TOPICS.run_events)
-    assert 400_000 < len(registration.value) < BUDGET  # the definition really is large
+    assert 350_000 < len(registration.value) < BUDGET  # the definition really is large
     claims = [e for e in world.events(world.sent) if isinstance(e, ev.TaskClaimed)]
     assert claims[0].command == (WIDE * (ARGV_BYTES // 4),)
 

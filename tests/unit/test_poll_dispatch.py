@@ -16,6 +16,8 @@ from cronlog import events as ev
 from cronlog.ids import run_id_for_trigger
 from cronlog.job import JobState
 from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.vocabulary import CommandKind, RejectReason
+from topology import fold
 from topology.codec import Codec, decode_event, encode_command
 from topology.config import KafkaSettings
 from topology.due_index import DueIndex
@@ -255,3 +257,103 @@ def test_no_task_instance_is_granted_twice_and_every_ready_one_is_grantable(
     # a poll big enough drains the partition: every run triggered was granted exactly once
     granted += _granted(world.send(("", cmd.PollTasks(worker_id="w", slots=256, poll_id="z"))))
     assert len(granted) == len(set(granted)) == triggered
+
+
+def _record(world: World, idem_key: str, job_id: str, command: cmd.Command) -> Record:
+    """One record with a chosen idem_key (a re-sent command keeps its key)."""
+    world.offset += 1
+    world.at += timedelta(seconds=1)
+    value = encode_command(cmd.Envelope(idem_key=idem_key, job_id=job_id, command=command))
+    p = partition_for(job_id, N) if job_id else P
+    key = job_id.encode() if job_id else None
+    return Record(p, world.offset, int(world.at.timestamp() * 1000), key, value)
+
+
+def _fold(world: World, *records: Record) -> BatchResult:
+    out = world.folder.fold(list(records))
+    world.store.update({j: w.value for j, w in out.writes.items()})
+    return out
+
+
+def test_a_poll_delivered_twice_gives_each_event_id_one_content() -> None:
+    # Polls leave no dedupe marker: the second copy grants what is still ready, under ids of
+    # its own (DESIGN.md invariant 6: one event_id, one content).
+    world = World()
+    _triggered(world, JOBS)
+    poll = cmd.PollTasks(worker_id="w1", slots=2, poll_id="p1")
+    first = _fold(world, _record(world, "poll:w1:p1", "", poll))
+    again = _fold(world, _record(world, "poll:w1:p1", "", poll))
+    assert len(_granted(first)) == len(_granted(again)) == 2
+    assert set(_granted(first)).isdisjoint(_granted(again))
+    contents: dict[str, set[bytes]] = {}
+    for s in first.sends + again.sends:
+        if s.topic in (TOPICS.run_events, TOPICS.replies):
+            record = decode_event(s.value)
+            contents.setdefault(record.event_id, set()).add(s.value)
+    assert all(len(v) == 1 for v in contents.values()), contents
+    answers = [r for r in _replies(first) + _replies(again) if isinstance(r, ev.PollAnswered)]
+    assert [a.granted for a in answers] == [2, 2]
+
+
+def test_a_job_that_cannot_be_granted_holds_back_no_other_job(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The oldest ready job's record is full (a claim would push it past the record limit):
+    # the poll is refused for it and looks past it to the next jobs of the partition.
+    world = World()
+    big = JobSpec(name="big", schedule=Schedule(ScheduleKind.MANUAL), command=("x" * 3000,))
+    world.send((JOBS[0], cmd.RegisterJob(spec=big)))
+    world.send((JOBS[0], cmd.TriggerJob()))  # the oldest ready run of the partition
+    runs = _triggered(world, JOBS[1:3])
+    monkeypatch.setattr(fold, "MAX_RECORD_BYTES", len(world.store[JOBS[0]]) + 8)
+    out = world.send(("", cmd.PollTasks(worker_id="w1", slots=2, poll_id="p1")))
+    assert _granted(out) == [(j, runs[j]) for j in JOBS[1:3]]
+    rejected = [e for e in _events(out) if isinstance(e, ev.CommandRejected)]
+    assert [(r.reason, r.command) for r in rejected] == [
+        (RejectReason.RECORD_TOO_LARGE, CommandKind.POLL_TASKS)
+    ]
+    assert _replies(out)[-1].granted == 2  # type: ignore[union-attr]
+    assert world.folder.ready.has_due(P, fold.ANY_TIME_MS)  # JOBS[0] stays ready, for later
+
+
+def test_manual_starts_leave_room_for_their_claims(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Runs outside max_active_runs (manual triggers) are refused record_too_large before the
+    # record is too full for their claims: every run accepted can then be granted.
+    monkeypatch.setattr(fold, "MAX_RECORD_BYTES", 8_000)
+    world = World()
+    job = JOBS[0]
+    world.send((job, cmd.RegisterJob(spec=MANUAL)))
+    accepted, refused = 0, 0
+    for _ in range(100):
+        events = _events(world.send((job, cmd.TriggerJob())))
+        accepted += sum(isinstance(e, ev.RunScheduled) for e in events)
+        refused += sum(
+            isinstance(e, ev.CommandRejected) and e.reason is RejectReason.RECORD_TOO_LARGE
+            for e in events
+        )
+    assert accepted > 5 and refused == 100 - accepted
+    granted = 0
+    for n in range(accepted):
+        out = world.send(("", cmd.PollTasks(worker_id="w" * 128, slots=1, poll_id=f"p{n}")))
+        granted += len(_granted(out))
+        assert not [e for e in _events(out) if isinstance(e, ev.CommandRejected)]
+    assert granted == accepted
+
+
+def test_empty_identifiers_are_dead_lettered() -> None:
+    world = World()
+    dead = TOPICS.dead_letters
+    for job_id, command in (
+        ("", cmd.RegisterJob(spec=MANUAL)),
+        ("", cmd.PollTasks(worker_id="", slots=1, poll_id="p")),
+        ("", cmd.PollTasks(worker_id="w1", slots=1, poll_id="")),
+    ):
+        out = _fold(world, _record(world, "k", job_id, command))
+        assert [s.topic for s in out.sends] == [dead], command
+    out = _fold(world, _record(world, "", JOBS[0], cmd.RegisterJob(spec=MANUAL)))
+    assert [s.topic for s in out.sends] == [dead]
+    assert world.store == {}
+
+
+def _events(out: BatchResult) -> list[ev.Event]:
+    return [decode_event(s.value).event for s in out.sends if s.topic == TOPICS.run_events]
