@@ -40,6 +40,7 @@ from topology.record_limits import (
     TOO_LARGE_RETRY_MS,
     unended,
 )
+from topology.state_cache import StateCache
 from topology.state_codec import dump_state, load_state
 from topology.topics import Topics
 
@@ -117,6 +118,8 @@ class BatchResult:
     writes: dict[str, Write] = field(default_factory=dict)
     commands: int = 0
     decisions: int = 0
+    states: dict[str, tuple[int, JobState | None]] = field(default_factory=dict)
+    """job_id → (partition, its state after the batch), for ``StateCache.update``."""
 
 
 class BatchFolder:
@@ -132,6 +135,8 @@ class BatchFolder:
         tick_slice: most due jobs one Tick decides (TICK_SLICE).
         ready: the ready index (jobs with a grantable task instance, by ``ready_since``),
             kept like the due index; default: a new one owning every partition.
+        cache: states this process committed (``topology/state_cache.py``), read before
+            ``load``; None decodes every record (``cronlog replay``).
     """
 
     def __init__(
@@ -143,6 +148,7 @@ class BatchFolder:
         codec: Codec,
         tick_slice: int = TICK_SLICE,
         ready: DueIndex | None = None,
+        cache: StateCache | None = None,
     ) -> None:
         self.topics = topics
         self.partitions = partitions
@@ -154,6 +160,7 @@ class BatchFolder:
             ready = DueIndex()
             ready.reset(range(partitions))
         self.ready = ready
+        self.cache = cache
 
     def fold(self, records: list[Record]) -> BatchResult:
         """Decide a batch. Never raises for bad input: such records become dead letters."""
@@ -176,6 +183,8 @@ class BatchFolder:
     ) -> JobState | None:
         if job_id in overlay:
             return overlay[job_id]
+        if self.cache is not None and (cached := self.cache.get(partition, job_id)) is not None:
+            return cached
         raw = self.load(partition, job_id)
         return load_state(raw) if raw is not None else None
 
@@ -339,6 +348,7 @@ class BatchFolder:
             sends = [s for i, e in enumerate(events) for s in self._emit(env, at, i, e)]
         out.sends += sends
         overlay[env.job_id] = new
+        out.states[env.job_id] = (rec.partition, new)
         if new is None:
             return events
         deadline = new.next_deadline()

@@ -17,6 +17,7 @@ from cronlog.errors import CronlogError
 from topology.codec import Codec
 from topology.due_index import DueIndex
 from topology.fold import BatchFolder, Outgoing, Record
+from topology.state_cache import StateCache
 from topology.state_codec import load_state
 from topology.topics import Topics
 
@@ -33,6 +34,8 @@ class Replayer:
         store: job_id (UTF-8 bytes) → stored JobState (``state_codec.dump_state``); a
             ``rocksdict.Rdict`` in raw mode, or a dict in tests. Should start empty.
         codec: the Avro codec (default: the one over ``schemas/``).
+        cache: decoded states kept between batches, as the scheduler keeps them (tests fold
+            with and without it to show they decide the same); None for ``cronlog replay``.
 
     Determinism: the same records in the same per-partition order give the same store and the
     same events whatever the batch boundaries (``tests/property/test_replay_determinism.py``).
@@ -44,12 +47,16 @@ class Replayer:
         partitions: int,
         store: MutableMapping[bytes, bytes],
         codec: Codec | None = None,
+        cache: StateCache | None = None,
     ) -> None:
         self.topics = topics
         self.store = store
         self.due = DueIndex()
         self.due.reset(range(partitions))
-        self.folder = BatchFolder(topics, partitions, self._load, self.due, codec or Codec())
+        self.cache = cache
+        self.folder = BatchFolder(
+            topics, partitions, self._load, self.due, codec or Codec(), cache=cache
+        )
         self.jobs: dict[int, set[bytes]] = {p: set() for p in range(partitions)}
         """Keys written so far, per partition (what a partition's digest covers)."""
         self.commands = 0
@@ -77,6 +84,8 @@ class Replayer:
             key = job_id.encode()
             self.store[key] = w.value
             self.jobs[w.partition].add(key)
+        if self.cache is not None:
+            self.cache.update(out.states)
         self.commands += out.commands
         self.dead_letters += sum(1 for s in out.sends if s.topic == self.topics.dead_letters)
         return [s for s in out.sends if s.topic == self.topics.run_events]

@@ -30,6 +30,7 @@ from topology.partition_store import PartitionStore
 from topology.restore import CONSUMER_CONFIG as RESTORE_CONSUMER
 from topology.restore import ready_ms, restore
 from topology.retrying import is_fatal, is_transient
+from topology.state_cache import StateCache
 from topology.topics import Topics
 from topology.watchdog import Watchdog
 
@@ -104,8 +105,16 @@ class FoldRuntime:
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.stats = FoldStats(settings.fold_stats_s)
+        self.cache = StateCache(settings.state_cache)
         self.folder = BatchFolder(
-            self.topics, self.n, self._load, self.due, self.codec, settings.tick_slice, self.ready
+            self.topics,
+            self.n,
+            self._load,
+            self.due,
+            self.codec,
+            settings.tick_slice,
+            self.ready,
+            self.cache,
         )
         self.consumer = Consumer(settings.consumer_config(self.topics.scheduler_app, **self._cc()))
         self.restorer = Consumer(
@@ -183,6 +192,7 @@ class FoldRuntime:
         if out.sends or out.writes:  # the crash points of invariant 6's tests
             self.faults.reached("after_commit")
         self._write(out, offsets)
+        self.cache.update(out.states)
         if out.sends or out.writes:
             self.faults.reached("after_store")
         self.stats.record(out, len(records), t1 - t0, t2 - t1, time.perf_counter() - t2)
@@ -239,6 +249,8 @@ class FoldRuntime:
         consumer.incremental_assign(partitions)
         consumer.pause(partitions)  # folded once restored (_restore_pending)
         new = [tp.partition for tp in partitions]
+        for p in new:
+            self.cache.drop(p)  # its store may be restored from the changelog now
         self.pending += [p for p in new if p not in self.pending]
         log.info("action=partitions_assigned partitions=%s", sorted(new))
 
@@ -249,6 +261,7 @@ class FoldRuntime:
         for p in gone:
             self.due.drop_partition(p)
             self.ready.drop_partition(p)
+            self.cache.drop(p)
             if p in self.pending:
                 self.pending.remove(p)
             store = self.stores.pop(p, None)

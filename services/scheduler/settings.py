@@ -9,6 +9,7 @@ import socket
 from pydantic import Field
 
 from topology.config import KafkaSettings
+from topology.state_cache import DEFAULT_CAPACITY
 
 
 class SchedulerSettings(KafkaSettings):
@@ -24,6 +25,8 @@ class SchedulerSettings(KafkaSettings):
         tick_interval_s: seconds between the Ticks this process appends to each partition it
             owns. Default 1.
         batch_size: most command records folded per batch (one transaction). Default 5000.
+        state_cache: decoded job records kept in memory (``topology/state_cache.py``), jobs;
+            0 turns it off. Default 50,000.
         tick_slice: most due jobs one Tick decides; the rest continue on a Tick the fold
             appends (topology/fold.py). Default 250 (about 50 ms of fold time).
         transaction_timeout_s: the transactions' timeout, seconds: how long a killed
@@ -50,6 +53,7 @@ class SchedulerSettings(KafkaSettings):
     tick_interval_s: float = Field(default=1.0, gt=0)
     batch_size: int = Field(default=5000, ge=1, le=100_000)
     tick_slice: int = Field(default=250, ge=1)
+    state_cache: int = Field(default=DEFAULT_CAPACITY, ge=0)
     transaction_timeout_s: float = Field(default=10.0, ge=1.0, le=900.0)
     session_timeout_s: float = Field(default=6.0, ge=6.0)
     static_membership: bool = True

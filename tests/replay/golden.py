@@ -41,6 +41,7 @@ from topology.codec import Codec
 from topology.config import KafkaSettings
 from topology.fold import Record
 from topology.replay import Replayer, state_digest
+from topology.state_cache import StateCache
 from topology.topics import Topics
 
 LOGS = Path(__file__).resolve().parent / "logs"
@@ -137,24 +138,31 @@ class Folded:
     state: dict[str, Any]
 
 
-def _partition_batches(log: Log) -> Iterator[list[Record]]:
+def _partition_batches(log: Log, size: int = BATCH) -> Iterator[list[Record]]:
     for p in range(log.partitions):
         recs = [r for r in log.records if r.partition == p]
-        for i in range(0, len(recs), BATCH):
-            yield recs[i : i + BATCH]
+        for i in range(0, len(recs), size):
+            yield recs[i : i + size]
 
 
-def fold(log: Log, codec: Codec | None = None) -> Folded:
+def fold(
+    log: Log, codec: Codec | None = None, *, cached: bool = False, batch_size: int = BATCH
+) -> Folded:
     """Fold ``log`` with the scheduler's fold (``Replayer``, as ``cronlog replay`` does:
-    partition after partition, in batches) and render its events and final state."""
+    partition after partition, in batches of ``batch_size``) and render its events and final state.
+    ``cached`` keeps decoded states between batches as the scheduler does (``StateCache``)."""
     codec = codec or Codec()
     store: dict[bytes, bytes] = {}
     replayer = Replayer(
-        Topics.of(KafkaSettings(partitions=log.partitions)), log.partitions, store, codec
+        Topics.of(KafkaSettings(partitions=log.partitions)),
+        log.partitions,
+        store,
+        codec,
+        StateCache() if cached else None,
     )
     events: list[str] = []
     fingerprints: set[str] = set()
-    for batch in _partition_batches(log):
+    for batch in _partition_batches(log, batch_size):
         for out in replayer.fold(batch):
             e = codec.decode_event(out.value)
             fingerprints.add(out.value[2:SO_HEADER].hex())

@@ -30,6 +30,17 @@ def test_golden_log_folds_to_its_expectations(name: str) -> None:
     assert diff is None, f"{name}: {diff}"
 
 
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("batch_size", [1, 7])
+def test_the_state_cache_decides_the_same(name: str, batch_size: int) -> None:
+    # The scheduler keeps the states it committed (topology/state_cache.py) instead of decoding
+    # them again; with it, in small batches (most reads from the cache), every log folds to
+    # the same events and state as without it.
+    log = read_log(LOGS / f"{name}.jsonl")
+    diff = first_difference(expected(name), fold(log, cached=True, batch_size=batch_size))
+    assert diff is None, f"{name} (cached, batches of {batch_size}): {diff}"
+
+
 def _command_fingerprint(version: str) -> bytes:
     folder = SCHEMA_DIR / "history" / version
     if not (folder / "cronlog.Command.avsc").exists():
