@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple
 
 from cronlog import commands as cmd
 from cronlog import events as ev
@@ -28,6 +26,7 @@ from cronlog.ids import continuation_idem_key, event_id, grant_idem_key
 from cronlog.job import JobState
 from cronlog.time import from_ms, to_ms
 from cronlog.vocabulary import CommandKind, RejectReason
+from topology.batch import BatchResult, Outgoing, Record, Write
 from topology.codec import Codec
 from topology.dead_letters import dead_letter, key_head
 from topology.due_index import DueIndex
@@ -44,6 +43,16 @@ from topology.state_cache import StateCache
 from topology.state_codec import dump_state, load_state
 from topology.topics import Topics
 
+__all__ = [
+    "ANY_TIME_MS",
+    "TICK_SLICE",
+    "BatchFolder",
+    "BatchResult",
+    "Outgoing",
+    "Record",
+    "Write",
+]
+
 log = logging.getLogger("cronlog.fold")
 TICK_SLICE = 250
 """At most this many due jobs are decided per Tick (~50 ms of fold time); the rest continue
@@ -53,73 +62,6 @@ GRANT_LOOK_PAST = 16
 are looked past; this bounds what a poll costs)."""
 ANY_TIME_MS = 2**62
 """``pop_due``'s "now" for the ready index: every ready job qualifies, oldest first."""
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One command record as the adapter sees it.
-
-    Attributes:
-        partition, offset: where it was read from.
-        timestamp_ms: the record timestamp (LogAppendTime on the commands topic), epoch ms.
-        key, value: raw bytes.
-    """
-
-    partition: int
-    offset: int
-    timestamp_ms: int
-    key: bytes | None
-    value: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class Outgoing:
-    """A message to deliver before any state is written.
-
-    Attributes:
-        partition: explicit partition, or None for the producer's murmur2 partitioner.
-    """
-
-    topic: str
-    key: bytes | None
-    value: bytes
-    partition: int | None = None
-
-
-class Write(NamedTuple):
-    """The last record of a job a batch touched, and its keys in the indexes.
-
-    Attributes:
-        partition: the job's partition.
-        value: the stored record (``state_codec`` bytes).
-        deadline_ms: when a Tick next has work for it (``JobState.next_deadline``), epoch ms.
-        ready_ms: its place in the ready index (``JobState.ready_since``), epoch ms.
-    """
-
-    partition: int
-    value: bytes
-    deadline_ms: int | None
-    ready_ms: int | None
-
-
-@dataclass
-class BatchResult:
-    """What one batch decided: messages to produce, then job records to write.
-
-    Attributes:
-        sends: in order of decision (run-events, ready and reply copies, poll answers, dead
-            letters, continuation Ticks).
-        writes: job_id → its ``Write``, the last record of each job the batch touched.
-        commands: how many command records were decoded.
-        decisions: how many (command, job) decisions were made (a Tick makes one per due job).
-    """
-
-    sends: list[Outgoing] = field(default_factory=list)
-    writes: dict[str, Write] = field(default_factory=dict)
-    commands: int = 0
-    decisions: int = 0
-    states: dict[str, tuple[int, JobState | None]] = field(default_factory=dict)
-    """job_id → (partition, its state after the batch), for ``StateCache.update``."""
 
 
 class BatchFolder:

@@ -19,7 +19,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from services.api import logs, operate, workers, writes
+from services.api import logs, metrics, operate, workers, writes
 from services.api.answers import (
     JobList,
     JobOut,
@@ -271,4 +271,5 @@ def create_app(
     app.include_router(logs.router)
     app.include_router(workers.router)
     app.include_router(health)
+    app.include_router(metrics.router)
     return app

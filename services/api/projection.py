@@ -21,7 +21,7 @@ from typing import Any
 from cronlog import events as ev
 from cronlog.time import iso, to_ms
 from cronlog.vocabulary import RejectReason, RunTrigger
-from services.api import dead_letters, run_doc, skips, task_instances
+from services.api import dead_letters, metrics, run_doc, skips, task_instances
 from services.api.mapping import spec_to_json
 from services.api.store import Batch
 from services.api.stored import dump_run_event
@@ -115,6 +115,7 @@ def apply(batch: Batch, record: ev.RunEvent) -> bool:
     batch.put(marker, b"")
     batch.put(_event_key(record), dump_run_event(record))
     event = record.event
+    metrics.count(event)
     if isinstance(event, ev.RunScheduled | ev.RunBuffered | ev.RunQueued):
         _run_scheduled(batch, record, event)
         if isinstance(event, ev.RunScheduled):

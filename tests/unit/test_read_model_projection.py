@@ -7,12 +7,21 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
 
 from cronlog import events as ev
 from cronlog.ids import event_id
 from cronlog.model import JobSpec, Schedule, ScheduleKind
-from cronlog.vocabulary import CancelReason, CommandKind, FailureKind, RejectReason, RunTrigger
-from services.api import views
+from cronlog.vocabulary import (
+    CancelReason,
+    CommandKind,
+    FailureKind,
+    RejectReason,
+    RunTrigger,
+    SkipReason,
+)
+from services.api import metrics, views
 from services.api.projection import apply
 from services.api.store import FORMAT, Batch, Store
 
@@ -615,3 +624,24 @@ def test_jittered_run_shows_its_release_instant(store: Store) -> None:
         "2026-03-01T12:00:13.000Z",
         0,
     )
+
+
+def test_skipped_ticks_are_counted_once_for_prometheus(store: Store) -> None:
+    def sample() -> float:
+        labels = {"reason": "queue_full"}
+        return metrics.REGISTRY.get_sample_value("cronlog_ticks_skipped_total", labels) or 0.0
+
+    before = sample()
+    register(store)
+    skipped = command(
+        "tick:1",
+        ev.TickSkipped(scheduled_for=T0, reason=SkipReason.QUEUE_FULL, next_fire_at=T0),
+    )
+    assert feed(store, *skipped, *skipped) == [True, False]  # a re-delivery is not counted
+    assert sample() == before + 1
+    app = FastAPI()
+    app.include_router(metrics.router)
+    answer = TestClient(app).get("/metrics")
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith("text/plain")
+    assert f'cronlog_ticks_skipped_total{{reason="queue_full"}} {before + 1}' in answer.text
