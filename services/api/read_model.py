@@ -29,6 +29,7 @@ from confluent_kafka import (
 from cronlog import events as ev
 from services.api import views
 from services.api.projection import apply, job_key
+from services.api.reader_thread import ReaderHealth
 from services.api.store import Batch, Store
 from topology.codec import DecodeError, decode_event
 from topology.config import KafkaSettings
@@ -47,7 +48,7 @@ POLL_BATCH = 500
 """At most this many records are applied per RocksDB write batch."""
 
 
-class ReadModel:
+class ReadModel(ReaderHealth):
     """The projection of the run-events topic, kept up to date by a daemon thread.
 
     Reads (``job``, ``jobs``, ``runs``, ``run``, ``events_for``) may come from any thread.
@@ -93,17 +94,6 @@ class ReadModel:
     def ready(self) -> bool:
         """True once every partition was consumed up to the end offset seen at start."""
         return self._ready.is_set()
-
-    @property
-    def working(self) -> bool:
-        """True while the thread runs without a broker episode (not started: True)."""
-        return self._thread is None or (self._thread.is_alive() and not self.liveness.troubled)
-
-    def stuck(self, max_age_s: float) -> bool:
-        """True when the started thread died or made no progress for ``max_age_s`` seconds."""
-        if self._thread is None or self._stop.is_set():
-            return False
-        return not self._thread.is_alive() or self.liveness.stalled(max_age_s)
 
     def lag(self) -> int | None:
         """Return how many records remain before ``ready`` (None before assignment)."""

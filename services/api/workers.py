@@ -27,6 +27,7 @@ from pydantic import BaseModel
 
 from cronlog.time import iso
 from services.api.answers import documented
+from services.api.reader_thread import ReaderHealth
 from topology.codec import DecodeError, decode_heartbeat
 from topology.config import KafkaSettings
 from topology.heartbeats import WorkerHeartbeat
@@ -105,7 +106,7 @@ def worker_view(hb: WorkerHeartbeat, now: datetime) -> dict[str, Any]:
     }
 
 
-class WorkerDirectory:
+class WorkerDirectory(ReaderHealth):
     """The latest heartbeat of every worker, kept up to date by a daemon thread.
 
     ``apply`` takes one record (the thread's, or a test's); ``listing`` may be called from any
@@ -172,17 +173,6 @@ class WorkerDirectory:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
-
-    @property
-    def working(self) -> bool:
-        """True while the thread runs without a broker episode (not started: True)."""
-        return self._thread is None or (self._thread.is_alive() and not self.liveness.troubled)
-
-    def stuck(self, max_age_s: float) -> bool:
-        """True when the started thread died or made no progress for ``max_age_s`` seconds."""
-        if self._thread is None or self._stop.is_set():
-            return False
-        return not self._thread.is_alive() or self.liveness.stalled(max_age_s)
 
     def _run(self) -> None:
         consumer = Consumer(
