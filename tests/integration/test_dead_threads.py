@@ -75,22 +75,25 @@ def test_a_fatal_error_in_the_read_model_ends_the_api_with_70(cluster: Cluster) 
 
 def test_a_stuck_read_model_makes_healthz_and_readyz_503(cluster: Cluster) -> None:
     port = free_port()
-    cluster.api(port, CRONLOG_API_TEST_FAULT="stall", CRONLOG_API_STALL_S="2")
+    cluster.api(port, CRONLOG_API_TEST_FAULT="stall", CRONLOG_API_STALL_S="3")
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as api:
 
         def health() -> httpx.Response | None:
+            # on a loaded box another reader may also miss a beat for a moment: wait for a
+            # sample where the stalled one alone is stuck
             try:
                 r = api.get("/healthz")
             except httpx.TransportError:
                 return None
-            return r if r.status_code == 503 else None
+            stuck_only_read_model = r.status_code == 503 and r.json()["threads"] == ["read-model"]
+            return r if stuck_only_read_model else None
 
         started = time.monotonic()
-        stuck = wait_for(health, 60, "/healthz 503")
+        stuck = wait_for(health, 60, "/healthz 503 naming the read model alone")
         assert stuck.json() == {"status": "stuck", "threads": ["read-model"]}
         ready = api.get("/readyz")
         assert ready.status_code == 503
         threads = {t["thread"]: t for t in ready.json()["threads"]}
-        assert threads["read-model"]["beat_age_s"] > 2
-        assert threads["log-model"]["beat_age_s"] < 2
+        assert threads["read-model"]["beat_age_s"] > 3
+        assert threads["log-model"]["beat_age_s"] < threads["read-model"]["beat_age_s"]
     print(f"/healthz 503 after {time.monotonic() - started:.1f}s")
