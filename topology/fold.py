@@ -36,6 +36,7 @@ from topology.record_limits import (
     MANUAL_STARTS,
     MAX_OUTPUT_BYTES,
     MAX_RECORD_BYTES,
+    RESERVED_CLAIMS,
     TOO_LARGE_RETRY_MS,
     unended,
 )
@@ -269,7 +270,7 @@ class BatchFolder:
         stored = dump_state(new) if new is not None else None
         limit = MAX_RECORD_BYTES
         if new is not None and new is not state and isinstance(env.command, MANUAL_STARTS):
-            limit -= CLAIM_RESERVE_BYTES * unended(new)
+            limit -= CLAIM_RESERVE_BYTES * min(unended(new), RESERVED_CLAIMS)
         refused = stored is not None and len(stored) > limit
         if refused:
             new, events = (

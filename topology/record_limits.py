@@ -19,10 +19,14 @@ MAX_OUTPUT_BYTES = 900 * 1024
 is 1,000,000) is not applied: its input is dead-lettered instead of crash-looping the fold."""
 
 CLAIM_RESERVE_BYTES = 256
-"""Room a manual start (TriggerJob, BackfillJob, ReplayTask: runs outside ``max_active_runs``)
-must leave in the job record per task instance not yet ended: a claim grows the record by at
-most ~200 bytes (a 128-character worker id, the lease's instants). Without it, an adversarial
-run filled a record with 1,526 triggered runs none of which could then be claimed."""
+"""Room a claim may take in a job record: it grows the record by at most ~200 bytes (a
+128-character worker id, the lease's instants)."""
+RESERVED_CLAIMS = 32
+"""A manual start (TriggerJob, BackfillJob, ReplayTask: runs outside ``max_active_runs``) must
+leave room for this many claims (``CLAIM_RESERVE_BYTES`` each, fewer if fewer task instances
+are unended), so a record that manual runs filled can always grant some of them: they end,
+their runs leave the record, and the rest follow. Without it, an adversarial run filled a
+record with 1,526 triggered runs none of which could then be claimed."""
 
 MANUAL_STARTS = (cmd.TriggerJob, cmd.BackfillJob, cmd.ReplayTask)
 

@@ -316,28 +316,49 @@ def test_a_job_that_cannot_be_granted_holds_back_no_other_job(
     assert world.folder.ready.has_due(P, fold.ANY_TIME_MS)  # JOBS[0] stays ready, for later
 
 
-def test_manual_starts_leave_room_for_their_claims(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Runs outside max_active_runs (manual triggers) are refused record_too_large before the
-    # record is too full for their claims: every run accepted can then be granted.
-    monkeypatch.setattr(fold, "MAX_RECORD_BYTES", 8_000)
+def test_manual_starts_leave_room_for_claims_so_a_full_record_drains(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Runs outside max_active_runs (manual triggers) are refused record_too_large while the
+    # record still has room for RESERVED_CLAIMS claims: granted runs end and leave the record,
+    # so every run accepted is granted in the end.
+    monkeypatch.setattr(fold, "MAX_RECORD_BYTES", 20_000)
     world = World()
     job = JOBS[0]
     world.send((job, cmd.RegisterJob(spec=MANUAL)))
     accepted, refused = 0, 0
-    for _ in range(100):
+    for _ in range(200):
         events = _events(world.send((job, cmd.TriggerJob())))
         accepted += sum(isinstance(e, ev.RunScheduled) for e in events)
         refused += sum(
             isinstance(e, ev.CommandRejected) and e.reason is RejectReason.RECORD_TOO_LARGE
             for e in events
         )
-    assert accepted > 5 and refused == 100 - accepted
-    granted = 0
+    assert accepted > 10 and refused == 200 - accepted
+    worker, succeeded = "w" * 128, 0
     for n in range(accepted):
-        out = world.send(("", cmd.PollTasks(worker_id="w" * 128, slots=1, poll_id=f"p{n}")))
-        granted += len(_granted(out))
+        out = world.send(("", cmd.PollTasks(worker_id=worker, slots=4, poll_id=f"p{n}")))
         assert not [e for e in _events(out) if isinstance(e, ev.CommandRejected)]
-    assert granted == accepted
+        for claim in (e for e in _events(out) if isinstance(e, ev.TaskClaimed)):
+            done = cmd.CompleteTask(
+                run_id=claim.run_id,
+                task=claim.task,
+                attempt=claim.attempt,
+                epoch=claim.epoch,
+                worker_id=worker,
+                succeeded=True,
+                exit_code=0,
+                failure_kind=None,
+                output_tail="",
+                started_at=world.at,
+                finished_at=world.at,
+            )
+            ended = _events(world.send((job, done)))
+            succeeded += sum(isinstance(e, ev.RunSucceeded) for e in ended)
+        if succeeded == accepted:
+            break
+    assert succeeded == accepted
+    assert world.state(job).runs == ()
 
 
 def test_empty_identifiers_are_dead_lettered() -> None:
