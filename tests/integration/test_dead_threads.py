@@ -94,6 +94,6 @@ def test_a_stuck_read_model_makes_healthz_and_readyz_503(cluster: Cluster) -> No
         ready = api.get("/readyz")
         assert ready.status_code == 503
         threads = {t["thread"]: t for t in ready.json()["threads"]}
-        assert threads["read-model"]["beat_age_s"] > 3
+        assert threads["read-model"]["beat_age_s"] >= 3  # rounded to 0.1 s
         assert threads["log-model"]["beat_age_s"] < threads["read-model"]["beat_age_s"]
     print(f"/healthz 503 after {time.monotonic() - started:.1f}s")
