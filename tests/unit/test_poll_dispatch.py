@@ -48,19 +48,8 @@ class World:
 
     def send(self, *commands: tuple[str, cmd.Command]) -> BatchResult:
         """Fold ``(job_id or "", command)`` records as one batch, one second apart."""
-        records = []
-        for job_id, command in commands:
-            self.offset += 1
-            self.at += timedelta(seconds=1)
-            key = f"k{self.offset}"
-            value = encode_command(cmd.Envelope(idem_key=key, job_id=job_id, command=command))
-            p = partition_for(job_id, N) if job_id else P
-            rec_key = job_id.encode() if job_id else None
-            ts = int(self.at.timestamp() * 1000)
-            records.append(Record(p, self.offset, ts, rec_key, value))
-        out = self.folder.fold(records)
-        self.store.update({j: w.value for j, w in out.writes.items()})
-        return out
+        records = [_record(self, f"k{self.offset + 1}", j, c) for j, c in commands]
+        return _fold(self, *records)
 
     def state(self, job_id: str) -> JobState:
         return load_state(self.store[job_id])
