@@ -18,6 +18,8 @@ class KafkaSettings(BaseSettings):
         topic_prefix: prepended to every topic name (tests isolate themselves with it).
         partitions: partition count of the keyed topics. Default 12. Part of the contract:
             the bootstrap refuses to run against topics with another count.
+        kafka_debug: librdkafka's ``debug`` contexts for every client of the process (e.g.
+            ``cgrp,eos``; env ``CRONLOG_KAFKA_DEBUG``), logged to stderr. Default: none.
     """
 
     model_config = SettingsConfigDict(env_prefix="CRONLOG_", extra="ignore", populate_by_name=True)
@@ -28,6 +30,12 @@ class KafkaSettings(BaseSettings):
     )
     topic_prefix: str = ""
     partitions: int = Field(default=12, ge=1, le=1024)
+    kafka_debug: str = ""
+
+    def _debug(self, conf: dict[str, object]) -> dict[str, object]:
+        if self.kafka_debug:
+            conf["debug"] = self.kafka_debug
+        return conf
 
     def producer_config(self, **extra: object) -> dict[str, object]:
         """Return confluent-kafka producer settings (murmur2 partitioning, idempotence)."""
@@ -39,7 +47,7 @@ class KafkaSettings(BaseSettings):
             "message.max.bytes": 1_000_000,
         }
         conf.update(extra)
-        return conf
+        return self._debug(conf)
 
     def consumer_config(self, group_id: str, **extra: object) -> dict[str, object]:
         """Return confluent-kafka consumer settings for ``group_id``."""
@@ -53,4 +61,4 @@ class KafkaSettings(BaseSettings):
             "isolation.level": "read_committed",
         }
         conf.update(extra)
-        return conf
+        return self._debug(conf)
