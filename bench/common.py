@@ -240,6 +240,19 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def broker_pid() -> int | None:
+    """Return the pid of the local broker of ``ops/kafka`` (its pid file under
+    ``$CRONLOG_KAFKA_HOME``, default ``.cache/kafka``), or None when there is none or it is not
+    a running ``kafka.Kafka`` JVM (e.g. the benchmark runs against another cluster)."""
+    home = Path(os.environ.get("CRONLOG_KAFKA_HOME") or ROOT / ".cache" / "kafka")
+    try:
+        pid = int((home / "kafka.pid").read_text().strip())
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        return None
+    return pid if b"kafka.Kafka" in args else None
+
+
 def rss_mib(pid: int) -> float:
     """Resident memory of process ``pid`` (VmRSS from /proc/<pid>/status), MiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
