@@ -267,7 +267,8 @@ class BatchFolder:
         state = self._state(rec.partition, env.job_id, overlay)
         new, events = handle(state, env, record_time)
         out.decisions += 1
-        stored = dump_state(new) if new is not None else None
+        # an unchanged state (a duplicate, a refusal, an empty poll) is neither checked nor written
+        stored = dump_state(new) if new is not None and new is not state else None
         limit = MAX_RECORD_BYTES
         if new is not None and new is not state and isinstance(env.command, MANUAL_STARTS):
             limit -= CLAIM_RESERVE_BYTES * min(unended(new), RESERVED_CLAIMS)
@@ -300,7 +301,7 @@ class BatchFolder:
             deadline_ms = max(deadline_ms, to_ms(record_time) + TOO_LARGE_RETRY_MS)
         ready_ms = _ready_ms(new)
         if new is not state:  # unchanged (a duplicate, a refusal): nothing to write
-            value = stored or dump_state(new)
+            value = stored if stored is not None else dump_state(new)
             out.writes[env.job_id] = Write(rec.partition, value, deadline_ms, ready_ms)
         self.due.set(rec.partition, env.job_id, deadline_ms)
         self.ready.set(rec.partition, env.job_id, ready_ms)
