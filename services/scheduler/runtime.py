@@ -22,6 +22,7 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from services.scheduler.faults import CrashPoints
 from services.scheduler.settings import SchedulerSettings
+from services.scheduler.stable import StableGate
 from services.scheduler.transaction import BatchTransactions, Fenced
 from topology.codec import Codec
 from topology.due_index import DueIndex
@@ -121,6 +122,7 @@ class FoldRuntime:
             settings.consumer_config(f"{self.topics.scheduler_app}-restore", **RESTORE_CONSUMER)
         )
         self.watchdog = Watchdog("fold")
+        self.stable = StableGate(self.consumer, self.topics.commands)
         self.txn = BatchTransactions(settings, self.consumer, self.faults, self.stop, self.watchdog)
 
     def _cc(self) -> dict[str, object]:
@@ -262,6 +264,7 @@ class FoldRuntime:
             self.due.drop_partition(p)
             self.ready.drop_partition(p)
             self.cache.drop(p)
+            self.stable.forget(p)
             if p in self.pending:
                 self.pending.remove(p)
             store = self.stores.pop(p, None)
@@ -272,17 +275,19 @@ class FoldRuntime:
         log.info("action=partitions_owned partitions=%s", self.owned_partitions())
 
     def _restore_pending(self) -> None:
-        while self.pending and not self.stop.is_set():
-            p = self.pending.pop(0)
-            self._restore(p)
+        # a partition whose offset is not stable yet waits; the others are restored and fold
+        for p in list(self.pending):
+            if self.stop.is_set():
+                return
+            if self.stable.stable(p):
+                self.pending.remove(p)
+                self._restore(p)
 
     def _restore(self, p: int) -> None:
         tp = TopicPartition(self.topics.commands, p)
         started = time.monotonic()
-        # Wait for stable offsets first (read_committed: librdkafka asks with require_stable,
-        # so a previous owner's open transaction is resolved), then read the changelog to the
-        # end: whatever that owner committed is in it.
-        self.consumer.committed([tp], timeout=60)
+        # The offset is stable (StableGate): a previous owner's transaction has ended, so the
+        # changelog read to its end holds whatever that owner committed.
         path = Path(self.settings.state_path()) / f"jobs-{p}"
         if not self.settings.keep_local_state:
             PartitionStore.wipe(path)

@@ -1,0 +1,124 @@
+"""Waiting for a partition's committed offset to be stable, without stopping the other partitions.
+
+A new owner must not restore a partition while the previous owner's transaction that holds the
+partition's consumed offset is still open: whatever that transaction commits would be missing
+from the restored store, and its commands would be folded again (KIP-447). librdkafka asks for
+committed offsets with ``require_stable`` (the consumer is ``read_committed``) and retries the
+broker's ``UNSTABLE_OFFSET_COMMIT`` until the call's timeout. Such a transaction ends when its
+producer commits or aborts it, when a restarted producer with its transactional.id fences it,
+or after its ``transaction.timeout.ms`` (cronlog's schedulers: 10 s; another client's: up to the
+broker's ``transaction.max.timeout.ms``, 15 minutes by default).
+
+So one blocking call with a fixed timeout is wrong twice: it stops the fold of the partitions
+already folding, and when the wait outlasts it the process dies and restarts into the same wait
+(each restart another rebalance). ``StableGate`` asks for one waiting partition for at most
+``TRY_S``, at most every ``RETRY_S``, and logs the wait once when it starts, every
+``LOG_EVERY_S`` while it lasts, and once when it ends. Partitions that were already folding keep
+folding meanwhile. Partitions assigned *together* with the unstable one do not: librdkafka
+fetches a new assignment's committed offsets in one request and retries all of it while any
+partition is unstable (seen with ``CRONLOG_KAFKA_DEBUG=cgrp``: "Adding … [1] back to pending
+list" for every partition, 70 s), so their fetching starts only then.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from services.scheduler.transaction import Fenced
+from topology.retrying import is_fatal, is_transient
+
+log = logging.getLogger("cronlog.scheduler")
+
+TRY_S = 0.5
+"""Longest one ask for a partition's committed offset blocks the fold, seconds."""
+RETRY_S = 2.0
+"""Shortest time between two asks for the same waiting partition, seconds."""
+LOG_EVERY_S = 60.0
+"""How often a wait that goes on is logged again, seconds."""
+
+
+@dataclass(slots=True)
+class _Wait:
+    since: float
+    next_try: float
+    logged: float
+
+
+class StableGate:
+    """Which assigned partitions of ``topic`` have a stable committed offset.
+
+    Args:
+        consumer: the fold's group consumer (``read_committed``).
+        topic: the commands topic.
+        clock: monotonic seconds (a parameter for the tests).
+
+    Thread safety: the fold thread only.
+    """
+
+    def __init__(
+        self, consumer: Consumer, topic: str, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.consumer = consumer
+        self.topic = topic
+        self.clock = clock
+        self.waits: dict[int, _Wait] = {}
+
+    def stable(self, partition: int) -> bool:
+        """Return whether ``partition``'s committed offset is stable (ask at most every RETRY_S).
+
+        Raises:
+            Fenced: the consumer failed fatally (the process must end).
+            KafkaException: an error that is neither transient nor fatal (e.g. authorization).
+        """
+        now = self.clock()
+        wait = self.waits.get(partition)
+        if wait is not None and now < wait.next_try:
+            return False
+        try:
+            self.consumer.committed([TopicPartition(self.topic, partition)], timeout=TRY_S)
+        except KafkaException as exc:
+            err = exc.args[0]
+            if is_fatal(err):
+                raise Fenced(f"consumer: {err}") from exc
+            if not is_transient(err):
+                raise
+            self._waiting(partition, now, str(err))
+            return False
+        if wait is not None:
+            log.info(
+                "action=offsets_stable partition=%d waited=%.1fs",
+                partition,
+                self.clock() - wait.since,
+            )
+        self.waits.pop(partition, None)
+        return True
+
+    def forget(self, partition: int) -> None:
+        """Stop tracking ``partition`` (revoked or lost)."""
+        self.waits.pop(partition, None)
+
+    def _waiting(self, partition: int, now: float, error: str) -> None:
+        wait = self.waits.get(partition)
+        if wait is None:
+            wait = self.waits[partition] = _Wait(since=now, next_try=now, logged=now)
+            log.warning(
+                "action=offsets_unstable partition=%d error=%s: its committed offset is not "
+                "stable yet (a previous owner's transaction is still open, or the group "
+                "coordinator is not answering); the partition waits, the others fold",
+                partition,
+                error,
+            )
+        elif now - wait.logged >= LOG_EVERY_S:
+            wait.logged = now
+            log.warning(
+                "action=offsets_unstable partition=%d waited=%.0fs error=%s",
+                partition,
+                now - wait.since,
+                error,
+            )
+        wait.next_try = now + RETRY_S

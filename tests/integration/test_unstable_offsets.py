@@ -1,0 +1,93 @@
+"""A partition whose committed offset stays unstable for longer than a minute: a previous owner
+died inside a transaction that holds the partition's consumed offset, and that producer's
+``transaction.timeout.ms`` is 70 s (any client may set up to the broker's 15 minutes).
+
+The new scheduler must not restore that partition before the transaction ends (its commands
+would be folded twice), and must not die of the wait: the old restore asked once with a 60 s
+timeout, then exited and restarted into the same wait ("Failed to get committed offsets: Local:
+Timed out" on every start, each start another rebalance). The partitions assigned with it wait
+too (librdkafka fetches an assignment's offsets in one request: services/scheduler/stable.py).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from cronlog import commands as cmd
+from cronlog import events as ev
+from cronlog.model import JobSpec, Schedule, ScheduleKind
+from tests.integration.harness import Cluster, EventLog
+from topology.partitioning import partition_for
+
+pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(300)]
+TXN_TIMEOUT_S = 70.0
+"""The dead owner's transaction timeout: past the old restore's one 60 s ask."""
+
+
+def _job(n: int, on_zero: bool) -> str:
+    """Return a job id whose partition (of ``n``) is 0, or is not."""
+    return next(
+        j for j in (f"job-{i}" for i in range(1000)) if (partition_for(j, n) == 0) == on_zero
+    )
+
+
+def _leave_open_transaction(cluster: Cluster, partition: int) -> Producer:
+    """Begin a transaction of another transactional.id that sends the scheduler group's offset
+    of ``partition``, and leave it open (as a producer killed before its commit would)."""
+    group = cluster.topics.scheduler_app
+    meta_consumer = Consumer(cluster.settings.consumer_config(group))
+    producer = Producer(
+        cluster.settings.producer_config(
+            **{
+                "transactional.id": f"dead-owner-{uuid.uuid4().hex[:6]}",
+                "transaction.timeout.ms": int(TXN_TIMEOUT_S * 1000),
+            }
+        )
+    )
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.send_offsets_to_transaction(
+        [TopicPartition(cluster.topics.commands, partition, 0)],
+        meta_consumer.consumer_group_metadata(),
+        30,
+    )
+    meta_consumer.close()
+    return producer
+
+
+def manual(name: str) -> JobSpec:
+    return JobSpec(name=name, schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
+
+
+def test_an_unstable_partition_waits_for_the_transaction_and_the_scheduler_lives(
+    cluster: Cluster, events: EventLog
+) -> None:
+    n = cluster.settings.partitions
+    stuck, free = _job(n, True), _job(n, False)
+    dead_owner = _leave_open_transaction(cluster, 0)
+    opened = time.monotonic()
+    sched = cluster.scheduler()
+    cluster.send(stuck, cmd.RegisterJob(spec=manual(stuck)), idem_key=f"reg-{stuck}")
+    cluster.send(free, cmd.RegisterJob(spec=manual(free)), idem_key=f"reg-{free}")
+
+    # partition 0 waits, and says so
+    time.sleep(20)
+    assert not events.of_type(ev.JobRegistered, stuck), "partition 0 restored while unstable"
+    assert "action=offsets_unstable partition=0" in sched.log_tail(400)
+
+    # the dead owner's transaction times out (abort): partition 0 is restored and folds
+    assert events.wait_until(
+        lambda log: log.of_type(ev.JobRegistered, stuck), TXN_TIMEOUT_S + 60
+    ), sched.log_tail()
+    waited = time.monotonic() - opened
+    assert waited > 50, f"partition 0 folded after {waited:.0f}s, before the transaction ended"
+    assert sched.popen is not None and sched.popen.poll() is None, sched.log_tail()
+    tail = sched.log_tail(400)
+    assert "action=offsets_stable partition=0" in tail
+    assert len(events.of_type(ev.JobRegistered, stuck)) == 1
+    assert events.wait_until(lambda log: log.of_type(ev.JobRegistered, free), 30)
+    dead_owner.flush(0)
