@@ -301,7 +301,7 @@ def dead_letters_table(letters: list[dict[str, Any]]) -> Table:
             d["failure_kind"],
             str(d["exit_code"]),
             ", ".join(d["replays"]),
-            d["output_tail"][-80:],
+            d["output_tail"].rstrip()[-80:],  # its trailing newline made each row two lines
         )
     return table
 

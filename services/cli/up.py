@@ -270,7 +270,15 @@ def _stop(services: list[Service], grace_s: float) -> None:
             os.killpg(s.proc.pid, signal.SIGKILL)
             s.proc.wait()
         s.log_file.close()
-        console.print(f"{s.name} stopped ({s.proc.returncode}); log: {s.log_path}")
+        console.print(f"{s.name} {_stopped(s.proc.returncode)}; log: {s.log_path}")
+
+
+def _stopped(code: int | None) -> str:
+    """Say how a service ended after our SIGTERM: 0 and death by that SIGTERM (uvicorn exits
+    by the signal after its clean shutdown) are a clean stop; anything else is shown as is."""
+    if code in (0, -signal.SIGTERM):
+        return "stopped"
+    return f"stopped with status {code}"
 
 
 def run_up(examples: bool, duration_s: float | None, api_url: str | None) -> int:
