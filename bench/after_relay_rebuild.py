@@ -157,7 +157,7 @@ def main() -> None:
             f"runs) + {args.tail:,}-event tail: {folded:,} events folded in {after}"
         )
     finally:
-        admin = AdminClient({"bootstrap.servers": settings.bootstrap})
+        admin = AdminClient(settings.admin_config())
         for future in admin.delete_topics([s.name for s in topic_specs(settings)]).values():
             future.result(30)
 

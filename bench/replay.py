@@ -100,7 +100,7 @@ def main() -> None:
             f"{len(records) / seconds:,.0f} records/s"
         )
     finally:
-        admin = AdminClient({"bootstrap.servers": settings.bootstrap})
+        admin = AdminClient(settings.admin_config())
         names = [s.name for s in topic_specs(settings)]
         for future in admin.delete_topics(names).values():
             future.result(30)

@@ -39,7 +39,7 @@ def ensure_topics(settings: KafkaSettings, timeout_s: float = 30.0) -> list[str]
 
     Idempotency: running it twice creates nothing the second time.
     """
-    admin = AdminClient({"bootstrap.servers": settings.bootstrap})
+    admin = AdminClient(settings.admin_config())
     specs = topic_specs(settings)
     try:
         existing = admin.list_topics(timeout=timeout_s).topics

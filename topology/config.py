@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from typing import Literal, Self
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -20,6 +21,20 @@ class KafkaSettings(BaseSettings):
             the bootstrap refuses to run against topics with another count.
         kafka_debug: librdkafka's ``debug`` contexts for every client of the process (e.g.
             ``cgrp,eos``; env ``CRONLOG_KAFKA_DEBUG``), logged to stderr. Default: none.
+        kafka_security_protocol: librdkafka's ``security.protocol`` for every client (env
+            ``CRONLOG_KAFKA_SECURITY_PROTOCOL``): ``PLAINTEXT`` (default), ``SSL``,
+            ``SASL_PLAINTEXT`` or ``SASL_SSL``.
+        kafka_sasl_mechanism: ``SCRAM-SHA-512`` (default), ``SCRAM-SHA-256`` or ``PLAIN``.
+        kafka_sasl_username, kafka_sasl_password: the SASL credentials (required with a
+            ``SASL_*`` protocol; the password is never logged or shown in a repr).
+        kafka_ssl_ca_location: CA bundle (PEM path) that signed the brokers' certificates;
+            empty: the system's. kafka_ssl_certificate_location and kafka_ssl_key_location:
+            the client's own certificate and key for mutual TLS (both or neither).
+        The names are librdkafka's configuration properties (CONFIGURATION.md); docs/security.md.
+
+    Raises:
+        pydantic.ValidationError: a SASL protocol without username or password, or a client
+            certificate without its key (or the reverse), naming the field.
     """
 
     model_config = SettingsConfigDict(env_prefix="CRONLOG_", extra="ignore", populate_by_name=True)
@@ -31,34 +46,85 @@ class KafkaSettings(BaseSettings):
     topic_prefix: str = ""
     partitions: int = Field(default=12, ge=1, le=1024)
     kafka_debug: str = ""
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    kafka_sasl_mechanism: Literal["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"] = "SCRAM-SHA-512"
+    kafka_sasl_username: str = ""
+    kafka_sasl_password: SecretStr = SecretStr("")
+    kafka_ssl_ca_location: str = ""
+    kafka_ssl_certificate_location: str = ""
+    kafka_ssl_key_location: str = ""
 
-    def _debug(self, conf: dict[str, object]) -> dict[str, object]:
+    @model_validator(mode="after")
+    def _security_complete(self) -> Self:
+        if self.kafka_security_protocol.startswith("SASL_"):
+            for name in ("kafka_sasl_username", "kafka_sasl_password"):
+                value = getattr(self, name)
+                text = value.get_secret_value() if isinstance(value, SecretStr) else value
+                if not text:
+                    raise ValueError(
+                        f"{name} (env CRONLOG_{name.upper()}) is required with "
+                        f"kafka_security_protocol={self.kafka_security_protocol}"
+                    )
+        if bool(self.kafka_ssl_certificate_location) != bool(self.kafka_ssl_key_location):
+            raise ValueError(
+                "kafka_ssl_certificate_location and kafka_ssl_key_location go together "
+                "(mutual TLS needs both the certificate and its key)"
+            )
+        return self
+
+    def client_config(self, **extra: object) -> dict[str, object]:
+        """Return the settings every confluent-kafka client of this process needs.
+
+        The bootstrap servers, the security settings and the debug contexts, then ``extra``.
+        """
+        conf: dict[str, object] = {
+            "bootstrap.servers": self.bootstrap,
+            "security.protocol": self.kafka_security_protocol,
+        }
+        if self.kafka_security_protocol.startswith("SASL_"):
+            conf["sasl.mechanism"] = self.kafka_sasl_mechanism
+            conf["sasl.username"] = self.kafka_sasl_username
+            conf["sasl.password"] = self.kafka_sasl_password.get_secret_value()
+        for key, value in (
+            ("ssl.ca.location", self.kafka_ssl_ca_location),
+            ("ssl.certificate.location", self.kafka_ssl_certificate_location),
+            ("ssl.key.location", self.kafka_ssl_key_location),
+        ):
+            if value:
+                conf[key] = value
         if self.kafka_debug:
             conf["debug"] = self.kafka_debug
+        conf.update(extra)
         return conf
+
+    def admin_config(self) -> dict[str, str | int | float | bool]:
+        """Return ``client_config()`` typed for ``AdminClient`` (every value is a scalar)."""
+        return {
+            k: v for k, v in self.client_config().items() if isinstance(v, str | int | float | bool)
+        }
 
     def producer_config(self, **extra: object) -> dict[str, object]:
         """Return confluent-kafka producer settings (murmur2 partitioning, idempotence)."""
-        conf: dict[str, object] = {
-            "bootstrap.servers": self.bootstrap,
-            "partitioner": "murmur2_random",  # the Java/aiokafka default, see DESIGN.md
-            "enable.idempotence": True,
-            "linger.ms": 2,
-            "message.max.bytes": 1_000_000,
-        }
-        conf.update(extra)
-        return self._debug(conf)
+        return self.client_config(
+            **{
+                "partitioner": "murmur2_random",  # the Java/aiokafka default, see DESIGN.md
+                "enable.idempotence": True,
+                "linger.ms": 2,
+                "message.max.bytes": 1_000_000,
+                **extra,
+            }
+        )
 
     def consumer_config(self, group_id: str, **extra: object) -> dict[str, object]:
         """Return confluent-kafka consumer settings for ``group_id``."""
-        conf: dict[str, object] = {
-            "bootstrap.servers": self.bootstrap,
-            "group.id": group_id,
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            # cronlog's outputs are written in transactions: never read an aborted one (and
-            # librdkafka's default, said out loud)
-            "isolation.level": "read_committed",
-        }
-        conf.update(extra)
-        return self._debug(conf)
+        return self.client_config(
+            **{
+                "group.id": group_id,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                # cronlog's outputs are written in transactions: never read an aborted one
+                # (and librdkafka's default, said out loud)
+                "isolation.level": "read_committed",
+                **extra,
+            }
+        )

@@ -206,7 +206,7 @@ def ensure_topic(
     Raises:
         LogReadError: it exists with another partition count, or creation failed.
     """
-    admin = AdminClient({"bootstrap.servers": settings.bootstrap})
+    admin = AdminClient(settings.admin_config())
     meta = _retried(
         lambda: admin.list_topics(name, timeout=TIMEOUT_S).topics.get(name), f"listing {name}"
     )

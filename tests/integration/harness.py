@@ -69,6 +69,24 @@ class Proc:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
 
 
+SECURITY_FIELDS = (
+    "kafka_security_protocol",
+    "kafka_sasl_mechanism",
+    "kafka_sasl_username",
+    "kafka_ssl_ca_location",
+    "kafka_ssl_certificate_location",
+    "kafka_ssl_key_location",
+)
+
+
+def client_env(settings: KafkaSettings) -> dict[str, str]:
+    """Return the ``CRONLOG_KAFKA_*`` security variables that give a subprocess the same
+    Kafka clients as ``settings`` (protocol, SASL, TLS)."""
+    env = {f"CRONLOG_{name.upper()}": str(getattr(settings, name)) for name in SECURITY_FIELDS}
+    env["CRONLOG_KAFKA_SASL_PASSWORD"] = settings.kafka_sasl_password.get_secret_value()
+    return env
+
+
 @dataclass
 class Cluster:
     """One test's isolated cronlog: its own topic prefix, state dirs and processes."""
@@ -94,6 +112,7 @@ class Cluster:
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        env.update(client_env(self.settings))
         env.update(extra)
         return env
 

@@ -45,7 +45,7 @@ def create_topics_now(settings: KafkaSettings) -> None:
     """Create every cronlog topic of ``settings``; return once the controller accepted them,
     without waiting for their partitions' leaders (what a process sees that lost the creation
     race to another one; ``ensure_topics`` waits for them)."""
-    admin = AdminClient({"bootstrap.servers": settings.bootstrap})
+    admin = AdminClient(settings.admin_config())
     futures = admin.create_topics(
         [NewTopic(s.name, s.partitions, 1, config=s.config) for s in topic_specs(settings)]
     )

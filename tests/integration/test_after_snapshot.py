@@ -28,7 +28,7 @@ def relay(kafka_bootstrap: str) -> Iterator[AfterRelay]:
     )
     ensure_topics(settings)
     yield AfterRelay(settings)
-    admin = AdminClient({"bootstrap.servers": settings.bootstrap})
+    admin = AdminClient(settings.admin_config())
     for future in admin.delete_topics([s.name for s in topic_specs(settings)]).values():
         future.result(30)
 
