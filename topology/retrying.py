@@ -29,6 +29,8 @@ FATAL_EXIT = 70
 BACKOFF_FIRST_S = 0.1
 BACKOFF_MAX_S = 5.0
 """Retries wait 0.1, 0.2, 0.4 … seconds after consecutive failures, at most this long."""
+MAX_DOUBLINGS = 16
+"""Doublings counted at most: far past BACKOFF_MAX_S, far below a float's range."""
 
 # confluent-kafka builds the KafkaError of a plain librdkafka error code (every exception of
 # get_watermark_offsets, list_topics, committed, commit, a message's error(), error_cb) with
@@ -189,7 +191,10 @@ class Liveness:
 
     def backoff_s(self) -> float:
         """Seconds to wait before the next try: doubles with each failure of the episode."""
-        return float(min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** max(self.failures - 1, 0)))
+        # the exponent is capped: a long outage counts thousands of failures, and 0.1 * 2**1025
+        # does not fit a float (OverflowError ended the API and the worker after ~1 minute)
+        doublings = min(max(self.failures - 1, 0), MAX_DOUBLINGS)
+        return float(min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2**doublings))
 
     def stalled(self, max_age_s: float) -> bool:
         """True when the loop has not beaten for more than ``max_age_s`` seconds."""

@@ -153,6 +153,15 @@ def test_backoff_doubles_and_is_capped() -> None:
     assert lv.backoff_s() == 0.1
 
 
+def test_a_long_outage_of_thousands_of_failures_keeps_the_capped_backoff() -> None:
+    # librdkafka reports ~19 errors a second while the broker is down: 2**1024 * 0.1 raised
+    # OverflowError after ~55 s and ended the API and the worker (adversary finding F4)
+    lv = Liveness("t")
+    for _ in range(5000):
+        lv.failed("x")
+    assert lv.backoff_s() == 5.0
+
+
 def test_an_episode_is_logged_once_and_its_recovery_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
