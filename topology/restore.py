@@ -71,6 +71,60 @@ def index_keys(value: bytes | None) -> tuple[int | None, int | None]:
     )
 
 
+def last_write_committed(
+    consumer: Consumer, topic: str, partition: int, offset: int, timeout_s: float = STALL_S
+) -> bool:
+    """Whether the changelog record at ``offset`` (a store's recorded offset) is committed.
+
+    A store is written after the transaction that put the same records in the changelog
+    committed, so its last record is normally one a ``read_committed`` reader sees. Not when
+    the broker acknowledged the commit and stopped before it wrote the commit markers, and the
+    hanging transaction was then aborted (``kafka-transactions.sh abort``, KIP-664): the store
+    holds the effects of a batch the log does not have (adversary finding F2, Kafka 4.3.1).
+
+    Args:
+        consumer: a ``read_committed`` consumer with CONSUMER_CONFIG (its assignment is
+            replaced and cleared).
+        topic: the job table's changelog topic.
+        partition: the partition (the command partition's number).
+        offset: the store's recorded changelog offset; below 0 (an empty store) is trusted.
+        timeout_s: longest wait for the answer, seconds.
+
+    Returns:
+        True when the record at ``offset`` is delivered to a ``read_committed`` reader. False
+        when it is not (aborted, or the log ends before it), or when a later record comes
+        first (compaction removed it: the store is rebuilt, which is slow but right).
+
+    Raises:
+        RestoreError: no answer within ``timeout_s``, or a fetch error that is not transient.
+    """
+    if offset < 0:
+        return True
+    tp = TopicPartition(topic, partition)
+    low, end = consumer.get_watermark_offsets(tp, timeout=30, cached=False)
+    if offset >= end:
+        return False
+    consumer.assign([TopicPartition(topic, partition, max(offset, low))])
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            m = consumer.poll(POLL_S)
+            if m is None:
+                continue
+            err = m.error()
+            if err is None:
+                return m.offset() == offset
+            if err.code() == KafkaError._PARTITION_EOF:
+                return False  # nothing committed from the offset to the end
+            if not is_transient(err):
+                raise RestoreError(f"{topic}/{partition}: {err}")
+    except KafkaException as exc:
+        raise RestoreError(f"{topic}/{partition}: {exc}") from exc
+    finally:
+        consumer.unassign()
+    raise RestoreError(f"{topic}/{partition}: no answer for offset {offset} in {timeout_s:.0f}s")
+
+
 def restore(consumer: Consumer, topic: str, partition: int, store: PartitionStore) -> Restored:
     """Read ``topic/partition`` from after the store's offset to its end into ``store``.
 

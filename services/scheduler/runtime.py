@@ -29,7 +29,7 @@ from topology.due_index import DueIndex
 from topology.fold import BatchFolder, BatchResult, Record
 from topology.partition_store import PartitionStore
 from topology.restore import CONSUMER_CONFIG as RESTORE_CONSUMER
-from topology.restore import ready_ms, restore
+from topology.restore import last_write_committed, ready_ms, restore
 from topology.retrying import is_fatal, is_transient
 from topology.state_cache import StateCache
 from topology.topics import Topics
@@ -293,13 +293,20 @@ class FoldRuntime:
             PartitionStore.wipe(path)
         store = PartitionStore(path, self.settings.rocksdb_write_buffer_mb)
         self.faults.reached("during_restore")
-        done = restore(self.restorer, self.topics.job_table_changelog, p, store)
+        changelog = self.topics.job_table_changelog
+        if not last_write_committed(self.restorer, changelog, p, store.changelog_offset()):
+            log.warning(
+                "action=store_ahead partition=%d offset=%d: the store's last changelog record "
+                "is not committed (an aborted transaction); rebuilt from the changelog",
+                p,
+                store.changelog_offset(),
+            )
+            store = self._wiped(store, path)
+        done = restore(self.restorer, changelog, p, store)
         if store.changelog_offset() >= done.end:  # the store is ahead: not this changelog's
             log.warning("action=store_ahead partition=%d: rebuilt from the changelog", p)
-            store.close()
-            PartitionStore.wipe(path)
-            store = PartitionStore(path, self.settings.rocksdb_write_buffer_mb)
-            done = restore(self.restorer, self.topics.job_table_changelog, p, store)
+            store = self._wiped(store, path)
+            done = restore(self.restorer, changelog, p, store)
         store.index_ready(ready_ms)  # once, for a store written before the ready index
         self.stores[p] = store
         jobs = self.due.add_partition(p, store.deadlines())
@@ -317,6 +324,11 @@ class FoldRuntime:
             time.monotonic() - started,
         )
         log.info("action=partitions_owned partitions=%s", self.owned_partitions())
+
+    def _wiped(self, store: PartitionStore, path: Path) -> PartitionStore:
+        store.close()
+        PartitionStore.wipe(path)
+        return PartitionStore(path, self.settings.rocksdb_write_buffer_mb)
 
     def _close(self) -> None:
         self.watchdog.stop()

@@ -24,7 +24,7 @@ from tests.integration.harness import Cluster, EventLog
 from tests.integration.helpers import wait_for
 from topology.partition_store import PartitionStore
 from topology.partitioning import partition_for
-from topology.restore import CONSUMER_CONFIG, index_keys, restore
+from topology.restore import CONSUMER_CONFIG, index_keys, last_write_committed, restore
 from topology.state_codec import dump_state
 
 pytestmark = pytest.mark.broker
@@ -63,8 +63,10 @@ class Changelog:
     last_offset: int = -1
     records: int = 0
 
-    def transaction(self, rows: list[tuple[str, bytes | None]], *, commit: bool = True) -> None:
-        """Write ``rows`` in one transaction; commit or abort it."""
+    def transaction(
+        self, rows: list[tuple[str, bytes | None]], *, commit: bool = True
+    ) -> list[int]:
+        """Write ``rows`` in one transaction; commit or abort it; return their offsets."""
         offsets: list[int] = []
 
         def delivered(err: KafkaError | None, msg: Message) -> None:
@@ -77,11 +79,12 @@ class Changelog:
         self.producer.flush(30)
         if not commit:
             self.producer.abort_transaction(30)
-            return
+            return offsets
         self.producer.commit_transaction(30)
         self.committed.update(rows)
         self.last_offset = max(offsets)
         self.records += len(rows)
+        return offsets
 
     def expected(self) -> list[tuple[str, bytes]]:
         """The latest committed value per key, deletes gone, in key order."""
@@ -160,6 +163,25 @@ def test_restore_reads_the_latest_committed_value_per_key_and_resumes_from_its_o
         )
     finally:
         store.close()
+        consumer.close()
+
+
+def test_a_store_is_trusted_only_up_to_a_committed_changelog_record(
+    cluster: Cluster, changelog: Changelog
+) -> None:
+    # A broker that acknowledged a commit and never wrote its markers, then an operator's abort
+    # of the hanging transaction: the store recorded an offset the log does not have (F2).
+    committed = changelog.transaction(_rows(range(0, 10), 0))
+    aborted = changelog.transaction(_rows(range(10, 20), 1), commit=False)
+    after = changelog.transaction(_rows(range(20, 30), 2))
+    consumer = _restorer(cluster)
+    try:
+        assert last_write_committed(consumer, changelog.topic, P, -1)  # an empty store
+        for offset in (committed[0], committed[-1], after[-1]):
+            assert last_write_committed(consumer, changelog.topic, P, offset), offset
+        for offset in (aborted[0], aborted[-1], after[-1] + 1, after[-1] + 100):
+            assert not last_write_committed(consumer, changelog.topic, P, offset), offset
+    finally:
         consumer.close()
 
 
