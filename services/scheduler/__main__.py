@@ -42,6 +42,7 @@ def main() -> None:
             runtime.stop,
             interval_s=settings.tick_interval_s,
             instance_id=settings.instance_id,
+            gate=runtime.tick_gate,
         ),
     )
     relay_stop = None

@@ -23,6 +23,7 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from services.scheduler.faults import CrashPoints
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.stable import StableGate
+from services.scheduler.ticker import TickGate
 from services.scheduler.transaction import BatchTransactions, Fenced
 from topology.codec import Codec
 from topology.due_index import DueIndex
@@ -123,6 +124,8 @@ class FoldRuntime:
         )
         self.watchdog = Watchdog("fold")
         self.stable = StableGate(self.consumer, self.topics.commands)
+        self.tick_gate = TickGate()
+        """Shared with the ticker: a partition's next tick waits until its last is folded."""
         self.txn = BatchTransactions(settings, self.consumer, self.faults, self.stop, self.watchdog)
 
     def _cc(self) -> dict[str, object]:
@@ -191,6 +194,8 @@ class FoldRuntime:
             return
         self.due.commit()
         self.ready.commit()
+        for p, end in ends.items():
+            self.tick_gate.folded(p, end)
         if out.sends or out.writes:  # the crash points of invariant 6's tests
             self.faults.reached("after_commit")
         self._write(out, offsets)

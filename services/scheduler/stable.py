@@ -109,7 +109,9 @@ class StableGate:
             log.warning(
                 "action=offsets_unstable partition=%d error=%s: its committed offset is not "
                 "stable yet (a previous owner's transaction is still open, or the group "
-                "coordinator is not answering); the partition waits, the others fold",
+                "coordinator is not answering); the partition waits, and so do the partitions "
+                "assigned with it (librdkafka fetches their offsets together); a wait far past "
+                "the transactions' timeout is a hanging transaction: README, Known limitations",
                 partition,
                 error,
             )

@@ -4,6 +4,13 @@ It only produces; the fold decides what a Tick means (DESIGN.md, "Time is data")
 partitions this process folds get its ticks, so the commands topic grows by one Tick per
 partition per interval, not one per partition per scheduler process. A duplicate or late
 tick (a rebalance moved a partition while a tick was in flight) is harmless.
+
+At most one of its ticks per partition is unfolded (``TickGate``): while the fold has not
+reached the last tick of a partition, the next is not appended. A fold that stalls (a
+partition whose offsets stay unstable, a fold far behind under load) then finds one old tick,
+not one per second of the stall: folded back to back in log time, a stall's ticks expired the
+leases that the stall's polls granted before any worker could start them, four lapses in a row
+per task, and dead-lettered runs that never ran (adversary finding F3).
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Message, Producer
 
 from cronlog import commands as cmd
 from cronlog.ids import tick_idem_key
@@ -28,6 +35,51 @@ TICK_OFFSET_S = 0.002
 """Ticks are sent this long after each interval boundary (LogAppendTime must pass it)."""
 
 
+class TickGate:
+    """Which partitions may get a tick now: those whose last tick of ours has been folded.
+
+    The ticker calls ``may_tick`` before a tick, ``sent`` when it is produced and ``delivered``
+    or ``failed`` with its delivery report; the fold calls ``folded`` after each commit. Thread
+    safe (the ticker thread and the fold thread).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[int, int | None] = {}  # partition -> offset of the unfolded tick
+        self._folded: dict[int, int] = {}  # partition -> next offset the fold reads
+
+    def may_tick(self, partition: int) -> bool:
+        """True when no tick of ours to ``partition`` is waiting to be folded."""
+        with self._lock:
+            if partition not in self._pending:
+                return True
+            offset = self._pending[partition]
+            if offset is not None and self._folded.get(partition, -1) > offset:
+                del self._pending[partition]
+                return True
+            return False
+
+    def sent(self, partition: int) -> None:
+        """A tick to ``partition`` was produced (its offset comes with ``delivered``)."""
+        with self._lock:
+            self._pending[partition] = None
+
+    def delivered(self, partition: int, offset: int) -> None:
+        """The tick to ``partition`` was appended at ``offset``."""
+        with self._lock:
+            self._pending[partition] = offset
+
+    def failed(self, partition: int) -> None:
+        """The tick to ``partition`` was not appended: the next may go."""
+        with self._lock:
+            self._pending.pop(partition, None)
+
+    def folded(self, partition: int, next_offset: int) -> None:
+        """The fold committed ``partition`` up to ``next_offset`` (exclusive)."""
+        with self._lock:
+            self._folded[partition] = max(self._folded.get(partition, -1), next_offset)
+
+
 def run_ticker(
     settings: KafkaSettings,
     owned: Callable[[], list[int]],
@@ -35,6 +87,7 @@ def run_ticker(
     *,
     interval_s: float,
     instance_id: str,
+    gate: TickGate | None = None,
 ) -> None:
     """Append a Tick to each owned partition just after every multiple of ``interval_s``.
 
@@ -45,21 +98,39 @@ def run_ticker(
         interval_s: the tick interval, seconds.
         instance_id: names the ticker in the ticks' idem_keys (with a random suffix, so a
             restarted process never reuses a predecessor's keys).
+        gate: holds a partition's next tick back while its last is unfolded (None: no gate).
     """
     commands = Topics.of(settings).commands
     codec = Codec()
     producer = Producer(settings.producer_config(**{"linger.ms": 1, "acks": "all"}))
     ticker_id = f"{instance_id}-{uuid.uuid4().hex[:8]}"
+    gate = gate or TickGate()
+
+    def report(err: KafkaError | None, msg: Message) -> None:
+        p, offset = msg.partition(), msg.offset()
+        if p is None:
+            return
+        if err is None and offset is not None:
+            gate.delivered(p, offset)
+        else:
+            gate.failed(p)
+
     for seq in itertools.count():
         now = time.time()
         if stop.wait(interval_s - (now % interval_s) + TICK_OFFSET_S):
             break
+        producer.poll(0)  # the last round's delivery reports first
         for p in owned():
+            if not gate.may_tick(p):
+                continue
             env = cmd.Envelope(
                 idem_key=tick_idem_key(ticker_id, p, seq), job_id="", command=cmd.Tick()
             )
             try:
-                producer.produce(commands, codec.encode_command(env), partition=p)
+                producer.produce(
+                    commands, codec.encode_command(env), partition=p, on_delivery=report
+                )
+                gate.sent(p)
             except BufferError:
                 log.warning("action=tick_dropped partition=%d: producer queue full", p)
         producer.poll(0)
