@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -172,9 +173,24 @@ class Cluster:
             producer.produce(self.topics.commands, key=key, value=value, partition=partition)
         producer.flush(10)
 
-    def stop_all(self) -> None:
-        for proc in self.procs:
-            proc.stop(5)
+    def stop_all(self, timeout: float = 10.0) -> None:
+        """SIGTERM every process at once, SIGKILL what is left after ``timeout`` seconds.
+
+        At once, not one after the other: 30 workers stopped in turn under load took longer
+        than a test's teardown may (pytest-timeout, 120 s).
+        """
+        running = [p for p in self.procs if p.popen is not None and p.popen.poll() is None]
+        for proc in running:
+            assert proc.popen is not None
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.popen.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for proc in running:
+            assert proc.popen is not None
+            try:
+                proc.popen.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill9()
         for client in self.clients:  # HTTP clients of the test (start_api)
             client.close()
 
