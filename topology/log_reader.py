@@ -45,7 +45,8 @@ def reader(settings: KafkaSettings) -> Consumer:
     """Return a consumer for manual assignment: its own throwaway group, never commits."""
     return Consumer(
         settings.consumer_config(
-            f"cronlog-reader-{uuid.uuid4().hex}", **{"enable.partition.eof": False}
+            f"{settings.topic_prefix}cronlog-reader-{uuid.uuid4().hex}",
+            **{"enable.partition.eof": False},
         )
     )
 

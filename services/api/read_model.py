@@ -186,7 +186,7 @@ class ReadModel(ReaderHealth):
     # -- the consumer thread -----------------------------------------------------------------
     def _run(self) -> None:
         conf = self.settings.consumer_config(
-            f"cronlog-api-{uuid.uuid4().hex}",
+            f"{self.settings.topic_prefix}cronlog-api-{uuid.uuid4().hex}",
             **{"enable.partition.eof": False, "error_cb": self.liveness.failed},
         )
         consumer = Consumer(conf)

@@ -177,7 +177,7 @@ class WorkerDirectory(ReaderHealth):
     def _run(self) -> None:
         consumer = Consumer(
             self.settings.consumer_config(
-                f"cronlog-api-workers-{uuid.uuid4().hex}",
+                f"{self.settings.topic_prefix}cronlog-api-workers-{uuid.uuid4().hex}",
                 **{"enable.partition.eof": False, "error_cb": self.liveness.failed},
             )
         )

@@ -270,6 +270,7 @@ class FoldRuntime:
             self.ready.drop_partition(p)
             self.cache.drop(p)
             self.stable.forget(p)
+            self.tick_gate.reset(p)
             if p in self.pending:
                 self.pending.remove(p)
             store = self.stores.pop(p, None)
@@ -280,13 +281,17 @@ class FoldRuntime:
         log.info("action=partitions_owned partitions=%s", self.owned_partitions())
 
     def _restore_pending(self) -> None:
-        # a partition whose offset is not stable yet waits; the others are restored and fold
+        # A partition whose offset is not stable yet waits; one such ask per pass at most, so
+        # that many waiting partitions do not starve the ones already folding.
         for p in list(self.pending):
             if self.stop.is_set():
                 return
-            if self.stable.stable(p):
-                self.pending.remove(p)
-                self._restore(p)
+            if not self.stable.due(p):
+                continue
+            if not self.stable.stable(p):
+                return
+            self.pending.remove(p)
+            self._restore(p)
 
     def _restore(self, p: int) -> None:
         tp = TopicPartition(self.topics.commands, p)
@@ -316,6 +321,8 @@ class FoldRuntime:
         self.stores[p] = store
         jobs = self.due.add_partition(p, store.deadlines())
         ready = self.ready.add_partition(p, store.ready())
+        # our ticks below the committed offset were folded (by us or a previous owner)
+        self.tick_gate.reset(p, self.stable.offsets.get(p, -1))
         with self.lock:
             self.owned.add(p)
         self.consumer.resume([tp])

@@ -67,6 +67,13 @@ class StableGate:
         self.topic = topic
         self.clock = clock
         self.waits: dict[int, _Wait] = {}
+        self.offsets: dict[int, int] = {}
+        """partition -> its stable committed offset (negative: none), once ``stable``."""
+
+    def due(self, partition: int) -> bool:
+        """True when ``partition`` may be asked now (not asked yet, or RETRY_S has passed)."""
+        wait = self.waits.get(partition)
+        return wait is None or self.clock() >= wait.next_try
 
     def stable(self, partition: int) -> bool:
         """Return whether ``partition``'s committed offset is stable (ask at most every RETRY_S).
@@ -80,15 +87,18 @@ class StableGate:
         if wait is not None and now < wait.next_try:
             return False
         try:
-            self.consumer.committed([TopicPartition(self.topic, partition)], timeout=TRY_S)
+            (tp,) = self.consumer.committed([TopicPartition(self.topic, partition)], TRY_S)
+            err = tp.error  # a per-partition error does not raise
         except KafkaException as exc:
             err = exc.args[0]
             if is_fatal(err):
                 raise Fenced(f"consumer: {err}") from exc
+        if err is not None:
             if not is_transient(err):
-                raise
+                raise KafkaException(err)
             self._waiting(partition, now, str(err))
             return False
+        self.offsets[partition] = tp.offset
         if wait is not None:
             log.info(
                 "action=offsets_stable partition=%d waited=%.1fs",
@@ -101,6 +111,7 @@ class StableGate:
     def forget(self, partition: int) -> None:
         """Stop tracking ``partition`` (revoked or lost)."""
         self.waits.pop(partition, None)
+        self.offsets.pop(partition, None)
 
     def _waiting(self, partition: int, now: float, error: str) -> None:
         wait = self.waits.get(partition)

@@ -74,6 +74,24 @@ class TickGate:
         with self._lock:
             self._pending.pop(partition, None)
 
+    def reset(self, partition: int, committed: int = -1) -> None:
+        """Start ``partition`` afresh (assigned or revoked): its next tick may go.
+
+        Args:
+            partition: the partition.
+            committed: its committed offset when assigned (negative: none): the fold starts
+                there, so any tick of ours below it was folded, by us or by another owner.
+                Without it a tick folded elsewhere while the partition was away, or its
+                delivery report served after this reset, would hold the partition's ticks
+                back for ever when nothing else is appended to it (the chaos test lost 2,052
+                ticks so).
+        """
+        with self._lock:
+            self._pending.pop(partition, None)
+            self._folded.pop(partition, None)
+            if committed >= 0:
+                self._folded[partition] = committed
+
     def folded(self, partition: int, next_offset: int) -> None:
         """The fold committed ``partition`` up to ``next_offset`` (exclusive)."""
         with self._lock:

@@ -50,3 +50,23 @@ def test_folded_never_goes_back() -> None:
     gate.folded(5, 20)
     gate.folded(5, 3)  # an older commit reported late
     assert gate.may_tick(5)
+
+
+def test_a_partition_that_comes_back_may_be_ticked_again() -> None:
+    # our tick was folded by the owner it had meanwhile; this fold never sees it again
+    gate = TickGate()
+    gate.sent(2)
+    gate.delivered(2, 500)
+    gate.reset(2)  # revoked, then assigned and restored again
+    assert gate.may_tick(2)
+
+
+def test_a_late_delivery_report_of_a_tick_below_the_committed_offset_holds_nothing_back() -> None:
+    gate = TickGate()
+    gate.sent(4)
+    gate.reset(4, committed=900)  # revoked, re-assigned: the fold starts at 900
+    gate.delivered(4, 850)  # the old tick's report, served after the reset
+    assert gate.may_tick(4)
+    gate.sent(4)
+    gate.delivered(4, 950)  # a new tick, not folded yet
+    assert not gate.may_tick(4)
