@@ -586,11 +586,15 @@ def run_chaos(
         for proc in schedulers:
             proc.stop(30)
         t_end = datetime.now(UTC)
-        report.crashed += [
-            f"{p.log_path.stem} rc={p.popen.returncode}"
-            for p in schedulers + workers
-            if p.popen is not None and p.popen.returncode not in (0, -15, None)
-        ]
+        for p in schedulers + workers:  # exits after the chaos, during the settle and drain
+            if p.popen is None or p.popen.returncode in (0, -15, None):
+                continue
+            what = f"{p.log_path.stem} rc={p.popen.returncode} after the chaos"
+            fatal = last_fatal_line(p.log_path)
+            if planned_exit(p.log_path.stem, p.popen.returncode, fatal):
+                report.watchdog_exits.append(f"{what}: {fatal[-120:]}")
+            else:
+                report.crashed.append(what)
         records = read_all(settings, cluster.topics.run_events)
         dead = [
             (d.partition, d.offset)
