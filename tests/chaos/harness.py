@@ -589,12 +589,7 @@ def run_chaos(
         for p in schedulers + workers:  # exits after the chaos, during the settle and drain
             if p.popen is None or p.popen.returncode in (0, -15, None):
                 continue
-            what = f"{p.log_path.stem} rc={p.popen.returncode} after the chaos"
-            fatal = last_fatal_line(p.log_path)
-            if planned_exit(p.log_path.stem, p.popen.returncode, fatal):
-                report.watchdog_exits.append(f"{what}: {fatal[-120:]}")
-            else:
-                report.crashed.append(what)
+            _own_exit(report, p, f"{p.log_path.stem} rc={p.popen.returncode} after the chaos")
         records = read_all(settings, cluster.topics.run_events)
         dead = [
             (d.partition, d.offset)
@@ -635,6 +630,17 @@ def run_chaos(
     finally:
         watcher.stop_flag.set()
         cluster.stop_all()
+
+
+def _own_exit(report: ChaosReport, proc: Proc, what: str) -> None:
+    """File a process's exit that was not one of our kills: a planned scheduler exit 70
+    (``planned_exit``) among the watchdog exits, anything else among the crashes."""
+    assert proc.popen is not None
+    fatal = last_fatal_line(proc.log_path)
+    if planned_exit(proc.log_path.stem, proc.popen.returncode, fatal):
+        report.watchdog_exits.append(f"{what}: {fatal[-120:]}")
+    else:
+        report.crashed.append(what)
 
 
 def _chaos(
@@ -712,11 +718,7 @@ def _chaos(
                 and all(r[1] is not proc for r in restarts)
             ):
                 what = f"{proc.log_path.stem} exited rc={proc.popen.returncode} at t={now:.0f}s"
-                fatal = last_fatal_line(proc.log_path)
-                if planned_exit(proc.log_path.stem, proc.popen.returncode, fatal):
-                    report.watchdog_exits.append(f"{what}: {fatal[-120:]}")
-                else:
-                    report.crashed.append(what)
+                _own_exit(report, proc, what)
                 say(f"  {proc.log_path.stem} exited by itself rc={proc.popen.returncode}")
                 proc.start()
         time.sleep(0.1)
