@@ -31,6 +31,8 @@ UNASSIGNED = -1
 CALL_TIMEOUT_S = 30.0
 """Timeout of each blocking transactional call, seconds (the watchdog adds its grace)."""
 COMMIT_BACKOFF_S = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
+ABORT_TRIES = 3
+"""Calls of ``abort_transaction`` (each CALL_TIMEOUT_S) before the process gives up."""
 """Waits between attempts to commit a batch through transient broker errors, seconds."""
 FENCED_LIMIT = 5
 """Producer renewals after a fence allowed per minute before the process gives up."""
@@ -179,16 +181,36 @@ class BatchTransactions:
         return None
 
     def abort(self) -> bool:
-        """Abort the open transaction; False when the producer had to be renewed."""
-        try:
-            with self.watchdog.guard("abort_transaction", CALL_TIMEOUT_S):
-                self.producer.abort_transaction(CALL_TIMEOUT_S)
-        except KafkaException as exc:
-            if exc.args[0].fatal():
-                self.renew(exc.args[0])
-                return False
-            log.warning("action=txn_abort_failed error=%s", exc.args[0])
-        return True
+        """Abort the open transaction; False when the producer had to be renewed.
+
+        An abort that times out is still in progress: librdkafka's rule is to call
+        ``abort_transaction`` again to resume it (any other transactional call fails with
+        ``_CONFLICT`` until then, which once kept a scheduler retrying for minutes without
+        folding). After ABORT_TRIES timed-out calls the transaction coordinator is taken as
+        lost for this client (librdkafka #5456): the process ends (exit 70), and its restart's
+        ``init_transactions`` fences the producer and aborts the transaction.
+
+        Raises:
+            Fenced: the abort did not complete after ABORT_TRIES calls.
+        """
+        err: KafkaError | None = None
+        for _ in range(ABORT_TRIES):
+            try:
+                with self.watchdog.guard("abort_transaction", CALL_TIMEOUT_S):
+                    self.producer.abort_transaction(CALL_TIMEOUT_S)
+                return True
+            except KafkaException as exc:
+                err = exc.args[0]
+                if err.fatal():
+                    self.renew(err)
+                    return False
+                log.warning("action=txn_abort_failed error=%s", err)
+                if not err.retriable():  # e.g. no transaction to abort: nothing to resume
+                    return True
+        raise Fenced(
+            f"abort_transaction did not complete after {ABORT_TRIES} calls of "
+            f"{CALL_TIMEOUT_S:.0f}s ({err}); a restart's init_transactions aborts it"
+        )
 
     def _produce(self, out: BatchResult, changelog: dict[int, int]) -> None:
         def track(err: KafkaError | None, msg: Message) -> None:

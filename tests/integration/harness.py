@@ -198,16 +198,20 @@ class Cluster:
 def planned_exit(name: str, returncode: int | None, last_line: str) -> bool:
     """Whether a process's own exit is one a scheduler takes on purpose, to be restarted.
 
-    Two, both a scheduler's exit 70 (README, "Known limitations"): its watchdog ended a
+    Three, all a scheduler's exit 70 (README, "Known limitations"): its watchdog ended a
     transactional call librdkafka left blocked in a broker outage (``action=fatal
-    thread=fold … blocked``; librdkafka #5456, #5511), or its consumer was fenced as a static
-    member by its own rejoin after a coordinator stall (``action=fenced … Static consumer
-    fenced``; KAFKA-20985). ``last_line`` is its last ``action=fatal``/``action=fenced`` line.
+    thread=fold … blocked``; librdkafka #5456, #5511); an abort that timed out on every try
+    after such an outage (``action=fenced … abort_transaction did not complete``); or its
+    consumer was fenced as a static member by its own rejoin after a coordinator stall
+    (``action=fenced … Static consumer fenced``; KAFKA-20985). ``last_line`` is its last
+    ``action=fatal``/``action=fenced`` line.
     """
     if not name.startswith("s") or returncode != 70:
         return False
     watchdog = "action=fatal" in last_line and "thread=fold" in last_line and "blocked" in last_line
-    fenced = "action=fenced" in last_line and "Static consumer fenced" in last_line
+    fenced = "action=fenced" in last_line and (
+        "Static consumer fenced" in last_line or "abort_transaction did not complete" in last_line
+    )
     return watchdog or fenced
 
 
