@@ -55,6 +55,25 @@ class World:
         return load_state(self.store[job_id])
 
 
+def _succeeded(
+    run_id: str, task: str, attempt: int, epoch: int, worker: str, at: datetime
+) -> cmd.CompleteTask:
+    """The lease holder's report of a successful attempt (exit 0, no output), at ``at``."""
+    return cmd.CompleteTask(
+        run_id=run_id,
+        task=task,
+        attempt=attempt,
+        epoch=epoch,
+        worker_id=worker,
+        succeeded=True,
+        exit_code=0,
+        failure_kind=None,
+        output_tail="",
+        started_at=at,
+        finished_at=at,
+    )
+
+
 def _replies(out: BatchResult, worker: str = "w1") -> list[ev.Event]:
     return [
         decode_event(s.value).event
@@ -123,19 +142,7 @@ def test_a_granted_task_is_fenced_like_a_claim() -> None:
     out = world.send((job, cmd.ClaimTask(run_id=run, task="main", attempt=1, worker_id="w2")))
     [rejected] = _replies(out, "w2")
     assert isinstance(rejected, ev.CommandRejected)
-    done = cmd.CompleteTask(
-        run_id=run,
-        task="main",
-        attempt=1,
-        epoch=1,
-        worker_id="w1",
-        succeeded=True,
-        exit_code=0,
-        failure_kind=None,
-        output_tail="",
-        started_at=world.at,
-        finished_at=world.at,
-    )
+    done = _succeeded(run, "main", 1, 1, "w1", world.at)
     out = world.send((job, done))
     assert [type(r) for r in _replies(out)] == [ev.TaskSucceeded, ev.RunSucceeded]
 
@@ -329,18 +336,8 @@ def test_manual_starts_leave_room_for_claims_so_a_full_record_drains(
         out = world.send(("", cmd.PollTasks(worker_id=worker, slots=4, poll_id=f"p{n}")))
         assert not [e for e in _events(out) if isinstance(e, ev.CommandRejected)]
         for claim in (e for e in _events(out) if isinstance(e, ev.TaskClaimed)):
-            done = cmd.CompleteTask(
-                run_id=claim.run_id,
-                task=claim.task,
-                attempt=claim.attempt,
-                epoch=claim.epoch,
-                worker_id=worker,
-                succeeded=True,
-                exit_code=0,
-                failure_kind=None,
-                output_tail="",
-                started_at=world.at,
-                finished_at=world.at,
+            done = _succeeded(
+                claim.run_id, claim.task, claim.attempt, claim.epoch, worker, world.at
             )
             ended = _events(world.send((job, done)))
             succeeded += sum(isinstance(e, ev.RunSucceeded) for e in ended)
