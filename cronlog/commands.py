@@ -315,8 +315,11 @@ class Envelope:
         idem_key: unique per logical command; a second command with the same key is a no-op.
         job_id: the job (also the Kafka record key).
         command: the command itself.
+        tenant: the tenant the sender acts for (``cronlog.tenants``); the fold refuses a user
+            command whose tenant does not own the job. Default ``"default"``.
     """
 
     idem_key: str
     job_id: str
     command: Command
+    tenant: str = "default"

@@ -31,6 +31,7 @@ from cronlog.leases import grant_ready, lease_command, tick_attempts
 from cronlog.limits import MAX_BACKFILL_TASK_INSTANCES
 from cronlog.progress import release_waiting
 from cronlog.runs import start_run
+from cronlog.tenants import tenant_mismatch
 from cronlog.validation import validate_spec
 from cronlog.vocabulary import CancelReason, JobStatus, RejectReason, Reprocess, RunTrigger
 
@@ -134,6 +135,10 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
     Business refusals become CommandRejected events; nothing here raises for bad input.
     """
     state, command = d.state, envelope.command
+    wrong = tenant_mismatch(state.spec.tenant if state is not None else None, envelope)
+    if wrong is not None:  # a deleted job's id stays its tenant's: no take-over by re-register
+        d.reject(command, RejectReason.WRONG_TENANT, wrong)
+        return
     if isinstance(command, cmd.RegisterJob):
         _register(d, command, now)
         return

@@ -78,6 +78,8 @@ MAX_OUTPUT_TAIL_CHARS = 16 * 1024
 MAX_REASON_CHARS = 1024
 """Free text a worker gives (ReleaseTask.reason), characters."""
 MAX_LABEL_CHARS = 64
+MAX_TENANT_CHARS = 63
+"""A tenant name (``cronlog.tenants.TENANT_PATTERN``); the fold refuses a malformed one."""
 """A string-coded enum value the core checks itself (TaskSnapshot.state, RerunTask.trigger)."""
 MAX_CLAIM_NEXT = 256
 """Task instances a poll or a completion may take at once (``PollTasks.slots``,
@@ -163,6 +165,7 @@ COMMAND_LIMITS: Mapping[str, Limit] = MappingProxyType(
             "Command",
             idem_key=_text(MAX_IDEM_KEY_CHARS),
             job_id=_token(MAX_JOB_ID_CHARS, empty=True),
+            tenant=_token(MAX_TENANT_CHARS),
         ),
         **_fields("BackfillJob", ticks=Limit(items=MAX_BACKFILL_TICKS)),
         **_fields("ClaimTask", run_id=_IDS, task=_TASK, attempt=_range(COUNTER), worker_id=_WORKER),
@@ -214,6 +217,7 @@ COMMAND_LIMITS: Mapping[str, Limit] = MappingProxyType(
             max_active_tasks=_range(INT32),
             max_queued_runs=_range(INT32),
             max_lease_expiries=_range(INT32),
+            tenant=_token(MAX_TENANT_CHARS),
             **_RUNNABLE,
         ),
         **_fields(

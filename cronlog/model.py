@@ -386,6 +386,8 @@ class JobSpec:
         max_queued_runs: most runs kept queued while ``max_active_runs`` are active; a tick
             past it is skipped (TickSkipped ``queue_full``). Default 100.
         isolation: where a one-task job's ``python`` call runs. Default ``process``.
+        tenant: the team that owns the job (``cronlog.tenants``); fixed at registration.
+            Default ``"default"``, the tenant of single-team use.
     """
 
     name: str
@@ -409,6 +411,7 @@ class JobSpec:
     max_lease_expiries: int = 3
     max_queued_runs: int = 100
     isolation: Isolation = Isolation.PROCESS
+    tenant: str = "default"
 
     def action(self) -> TaskAction:
         """Return what a worker runs for a one-task job (travels in TaskClaimed)."""

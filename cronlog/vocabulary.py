@@ -176,6 +176,9 @@ class RejectReason(StrEnum):
     content: ``cronlog.ids.command_digest``). A key names one command: a re-delivery of the
     same command is a no-op, another command needs a new key (the rule of the IETF draft "The
     Idempotency-Key HTTP Header Field", which the HTTP API applies to requests)."""
+    WRONG_TENANT = "wrong_tenant"
+    """The command's tenant does not own the job (``cronlog.tenants``), or a RegisterJob or
+    UpdateJob names another tenant than its envelope's."""
 
 
 class Reprocess(StrEnum):
