@@ -105,7 +105,7 @@ def test_a_deleted_jobs_id_cannot_be_taken_over_by_another_tenant() -> None:
     after, events = send(state, cmd.RegisterJob(spec=spec_b), "team-b", key="reg-b")
     refusal(events)
     assert after is not None and after.spec.tenant == "team-a"
-    again, events = send(state, cmd.RegisterJob(spec=SPEC_A), "team-a", key="reg-a2")
+    _, events = send(state, cmd.RegisterJob(spec=SPEC_A), "team-a", key="reg-a2")
     assert [type(e) for e in events] == [ev.JobRegistered]  # its own tenant may re-register
 
 
