@@ -83,6 +83,7 @@ class JobOut(BaseModel):
     """A job: its definition (the shape of the POST body), status and counters.
 
     Attributes:
+        tenant: the team that owns the job.
         status: ``active``, ``paused`` or ``deleted`` (a deleted job's history stays).
         next_run_at: the next tick that will fire, null when none will (paused, deleted,
             manual, or a once job that fired).
@@ -95,6 +96,7 @@ class JobOut(BaseModel):
     """
 
     job_id: str
+    tenant: str = "default"
     name: str
     schedule: ScheduleOut
     command: list[str]

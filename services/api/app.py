@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Protocol
 
 from confluent_kafka import Producer
-from fastapi import APIRouter, FastAPI, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -29,14 +29,16 @@ from services.api.answers import (
     TickList,
     documented,
 )
+from services.api.auth import Authenticator, Caller, principal
 from services.api.read_model import ReadModel
 from services.api.schemas import Instant
+from services.api.scope import visible_job, visible_run
 from services.api.sender import CommandSender
 from services.api.settings import ApiSettings
 from topology.topics import Topics
 
 log = logging.getLogger("cronlog.api")
-reads = APIRouter(prefix="/api/v1")
+reads = APIRouter(prefix="/api/v1", dependencies=[Depends(principal)])
 health = APIRouter()
 
 
@@ -50,29 +52,31 @@ def _read_model(request: Request) -> ReadModel:
 @reads.get("/jobs", response_model=JobList, responses=documented(503))
 def list_jobs(
     request: Request,
+    caller: Caller,
     status: Annotated[str | None, Query(pattern="^(active|paused|deleted)$")] = None,
 ) -> Any:
-    """Every job (deleted ones included, with ``status: deleted``), ordered by job_id."""
-    return {"jobs": _read_model(request).jobs(status)}
+    """Every job of the caller's tenant (deleted ones included, with ``status: deleted``),
+    ordered by job_id."""
+    jobs = _read_model(request).jobs(status)
+    return {"jobs": [j for j in jobs if caller.sees(j["tenant"])]}
 
 
 @reads.get("/jobs/{job_id}", response_model=JobOut, responses=documented(404, 503))
-def get_job(job_id: str, request: Request) -> Any:
+def get_job(job_id: str, request: Request, caller: Caller) -> Any:
     """One job: definition, status, next_run_at, counts, last run."""
-    job = _read_model(request).job(job_id)
-    if job is None:
-        raise HTTPException(404, f"job {job_id!r} not found")
-    return job
+    return visible_job(_read_model(request), caller, job_id)
 
 
 @reads.get("/jobs/{job_id}/runs", response_model=RunList, responses=documented(404, 503))
 def list_runs(
-    job_id: str, request: Request, limit: Annotated[int, Query(ge=1, le=1000)] = 20
+    job_id: str,
+    request: Request,
+    caller: Caller,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 20,
 ) -> Any:
     """A job's runs, newest scheduled_for first, at most ``limit``."""
     rm = _read_model(request)
-    if rm.job(job_id) is None:
-        raise HTTPException(404, f"job {job_id!r} not found")
+    visible_job(rm, caller, job_id)
     return {"job_id": job_id, "runs": rm.runs(job_id, limit)}
 
 
@@ -80,6 +84,7 @@ def list_runs(
 def list_ticks(
     job_id: str,
     request: Request,
+    caller: Caller,
     count: Annotated[int, Query(ge=1, le=1000)] = 10,
     after: Annotated[Instant | None, Query()] = None,
 ) -> Any:
@@ -91,6 +96,7 @@ def list_ticks(
     after ``after``; manual and deleted jobs preview nothing; a paused job's ticks are shown.
     """
     rm = _read_model(request)
+    visible_job(rm, caller, job_id)
     ticks = rm.ticks(job_id, after or datetime.now(UTC), count)
     if ticks is None:
         raise HTTPException(404, f"job {job_id!r} not found")
@@ -99,22 +105,21 @@ def list_ticks(
 
 @reads.get("/jobs/{job_id}/skipped", response_model=SkippedList, responses=documented(404, 503))
 def list_skipped(
-    job_id: str, request: Request, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+    job_id: str,
+    request: Request,
+    caller: Caller,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Any:
     """A job's skipped ticks (TickSkipped: scheduled_for, reason, at), newest first."""
     rm = _read_model(request)
-    if rm.job(job_id) is None:
-        raise HTTPException(404, f"job {job_id!r} not found")
+    visible_job(rm, caller, job_id)
     return {"job_id": job_id, "skipped": rm.skipped(job_id, limit)}
 
 
 @reads.get("/runs/{run_id}", response_model=RunOut, responses=documented(404, 503))
-def get_run(run_id: str, request: Request) -> Any:
+def get_run(run_id: str, request: Request, caller: Caller) -> Any:
     """One run: state, attempt, lease, exit code, output tail, timings, trigger lag."""
-    run = _read_model(request).run(run_id)
-    if run is None:
-        raise HTTPException(404, f"run {run_id!r} not found")
-    return run
+    return visible_run(_read_model(request), caller, run_id)
 
 
 class _Reader(Protocol):
@@ -198,6 +203,7 @@ def create_app(
     producer: Producer | None = None,
     log_model: logs.LogModel | None = None,
     worker_directory: workers.WorkerDirectory | None = None,
+    authenticator: Authenticator | None = None,
 ) -> FastAPI:
     """Build the API.
 
@@ -211,6 +217,7 @@ def create_app(
             opens one at ``settings.logs_state_path()``, starts and stops it.
         worker_directory: a WorkerDirectory (worker heartbeats) the caller owns; when None,
             the lifespan makes one, starts and stops it.
+        authenticator: checks bearer tokens; default ``settings.authenticator()``.
 
     Returns:
         The FastAPI app (OpenAPI at /openapi.json).
@@ -258,6 +265,7 @@ def create_app(
         max_body_size=settings.api_max_body_bytes,
     )
     app.state.settings = settings
+    app.state.authenticator = authenticator or settings.authenticator()
     app.state.read_model = read_model
     app.state.log_model = log_model
     app.state.workers = worker_directory

@@ -8,6 +8,7 @@ filters by ``dead_lettered_at``; the listing is bounded by ``limit``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -57,7 +58,12 @@ def replayed(batch: Batch, job_id: str, event: ev.RunScheduled) -> None:
 
 
 def listing(
-    store: Store, job_id: str | None, since: datetime | None, until: datetime | None, limit: int
+    store: Store,
+    job_id: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    limit: int,
+    visible: Callable[[dict[str, Any]], bool] | None = None,
 ) -> list[dict[str, Any]]:
     """Return dead letters, newest ``dead_lettered_at`` first, at most ``limit``.
 
@@ -66,6 +72,7 @@ def listing(
         job_id: only this job's, or None for all.
         since, until: aware instants; ``since <= dead_lettered_at < until`` (None: unbounded).
         limit: most documents returned.
+        visible: only documents it accepts (the caller's tenant's), or None for all.
     """
     prefix = PREFIX + job_id.encode() + b"\x00" if job_id is not None else PREFIX
     lo = iso(since) if since is not None else None
@@ -76,7 +83,11 @@ def listing(
         if doc is None:
             continue
         at = doc["dead_lettered_at"]
-        if (lo is None or at >= lo) and (hi is None or at < hi):
+        if (
+            (lo is None or at >= lo)
+            and (hi is None or at < hi)
+            and (visible is None or visible(doc))
+        ):
             docs.append(doc)
     docs.sort(key=lambda d: (d["dead_lettered_at"], d["run_id"], d["task"]), reverse=True)
     return docs[:limit]

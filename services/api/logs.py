@@ -18,12 +18,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from confluent_kafka import Message
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse, Response
 
 from cronlog.time import iso
+from services.api.auth import Caller, principal
 from services.api.read_model import ReadModel
+from services.api.scope import visible_run
 from services.api.store import Batch
 from topology.config import KafkaSettings
 from topology.logs import LogChunk, decode_chunk
@@ -31,7 +33,7 @@ from topology.retrying import record_ok
 from topology.topics import Topics
 
 log = logging.getLogger("cronlog.api.logs")
-router = APIRouter(prefix="/api/v1")
+router = APIRouter(prefix="/api/v1", dependencies=[Depends(principal)])
 
 
 def _attempt_prefix(run_id: str, task: str, attempt: int) -> bytes:
@@ -183,6 +185,7 @@ def attempt_log(
     run_id: str,
     task: str,
     request: Request,
+    caller: Caller,
     attempt: Annotated[int, PathParam(ge=1, le=1_000_000)],
     epoch: Annotated[int | None, Query(ge=0)] = None,
     format: Annotated[Literal["text", "json"], Query()] = "text",
@@ -199,9 +202,11 @@ def attempt_log(
     """
     rm: ReadModel | None = request.app.state.read_model
     logs: LogModel | None = getattr(request.app.state, "log_model", None)
-    if rm is None or logs is None:
+    if rm is None:
         raise HTTPException(503, "the read model is not running")
-    run = rm.run(run_id)
+    run = visible_run(rm, caller, run_id)  # another tenant's run: 404 whatever else is down
+    if logs is None:
+        raise HTTPException(503, "the read model is not running")
     entry = next(
         (
             a

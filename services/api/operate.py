@@ -17,12 +17,14 @@ from cronlog import commands as cmd
 from cronlog.ids import run_id_for_replay, step_idem_key
 from services.api import dead_letters, idempotency
 from services.api.answers import RunOut, documented
+from services.api.auth import Caller, Role, principal, require
 from services.api.projection import TERMINAL_RUN_STATES
 from services.api.read_model import ReadModel
 from services.api.schemas import Instant
+from services.api.scope import job_tenant, sees_job, visible_job, visible_run
 from services.api.writes import IdemKey, _accepted, _check, _command, _invalid
 
-router = APIRouter(prefix="/api/v1", dependencies=[Depends(idempotency.guard)])
+router = APIRouter(prefix="/api/v1", dependencies=[Depends(principal), Depends(idempotency.guard)])
 _ANSWERS = documented(400, 404, 409, 413, 503, accepted=True)
 MAX_REPLAYS = 100
 """At most this many dead letters are replayed per request."""
@@ -95,9 +97,25 @@ class ReplayList(BaseModel):
     replays: list[Replayed]
 
 
-@router.post("/runs/{run_id}/cancel", response_model=RunOut, responses=_ANSWERS)
+def _tenant(rm: ReadModel, job_id: str) -> str:
+    tenant = job_tenant(rm, job_id)
+    if tenant is None:  # a run whose job the read model lost: nothing to act for
+        raise HTTPException(404, f"job {job_id!r} not found")
+    return tenant
+
+
+@router.post(
+    "/runs/{run_id}/cancel",
+    response_model=RunOut,
+    responses=_ANSWERS,
+    dependencies=[require(Role.OPERATOR)],
+)
 async def cancel_run(
-    run_id: str, request: Request, body: CancelIn | None = None, idempotency_key: IdemKey = None
+    run_id: str,
+    request: Request,
+    caller: Caller,
+    body: CancelIn | None = None,
+    idempotency_key: IdemKey = None,
 ) -> Any:
     """Cancel a run (RunCancelled) or one of its tasks (TaskCancelled) → the run.
 
@@ -108,9 +126,7 @@ async def cancel_run(
     """
     rm = _read_model(request)
     task = body.task if body is not None else None
-    run = rm.run(run_id)
-    if run is None:
-        raise HTTPException(404, f"run {run_id!r} not found")
+    run = visible_run(rm, caller, run_id)
     if task is not None and run["state"] == "queued":
         raise HTTPException(409, f"run {run_id!r} is queued: cancel the whole run")
     if task is not None and task not in run["tasks"]:
@@ -119,7 +135,11 @@ async def cancel_run(
     if run["state"] in TERMINAL_RUN_STATES and not rm.events_for(idem_key, run["job_id"]):
         raise HTTPException(409, f"run {run_id!r} already ended ({run['state']})")
     events = await _command(
-        request, run["job_id"], idem_key, cmd.CancelRun(run_id=run_id, task=task)
+        request,
+        run["job_id"],
+        idem_key,
+        cmd.CancelRun(run_id=run_id, task=task),
+        _tenant(rm, run["job_id"]),
     )
     if not events:
         return _accepted(run["job_id"], idem_key, f"/api/v1/runs/{run_id}", run_id)
@@ -131,11 +151,13 @@ async def cancel_run(
     "/runs/{run_id}/tasks/{task}/retry",
     response_model=RunOut,
     responses=_ANSWERS,
+    dependencies=[require(Role.OPERATOR)],
 )
 async def rerun_task(
     run_id: str,
     task: str,
     request: Request,
+    caller: Caller,
     body: RerunIn | None = None,
     idempotency_key: IdemKey = None,
 ) -> Any:
@@ -147,9 +169,7 @@ async def rerun_task(
     the run's history.
     """
     rm = _read_model(request)
-    run = rm.run(run_id)
-    if run is None:
-        raise HTTPException(404, f"run {run_id!r} not found")
+    run = visible_run(rm, caller, run_id)
     if run["state"] == "queued":
         raise HTTPException(409, f"run {run_id!r} is queued: it has not started")
     if task not in run["tasks"]:
@@ -172,7 +192,7 @@ async def rerun_task(
         tasks=snapshot,
     )
     idem_key = idempotency_key or str(uuid.uuid4())
-    events = await _command(request, run["job_id"], idem_key, command)
+    events = await _command(request, run["job_id"], idem_key, command, _tenant(rm, run["job_id"]))
     if not events:
         return _accepted(run["job_id"], idem_key, f"/api/v1/runs/{run_id}", run_id)
     _check(events)
@@ -182,22 +202,49 @@ async def rerun_task(
 @router.get("/dead-letters", response_model=DeadLetterList, responses=documented(503))
 def list_dead_letters(
     request: Request,
+    caller: Caller,
     job_id: str | None = None,
     since: Annotated[Instant | None, Query()] = None,
     until: Annotated[Instant | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Any:
-    """Dead letters (filters: job_id, ``since <= dead_lettered_at < until``), newest first."""
+    """The caller's tenant's dead letters (filters: job_id, ``since <= dead_lettered_at <
+    until``), newest first."""
     rm = _read_model(request)
-    return {"dead_letters": dead_letters.listing(rm.store, job_id, since, until, limit)}
+    if job_id is not None:
+        visible_job(rm, caller, job_id)
+    return {"dead_letters": _listing(rm, caller, job_id, since, until, limit)}
 
 
-def _selected(request: Request, body: ReplayIn) -> list[dict[str, Any]]:
+def _listing(
+    rm: ReadModel,
+    caller: Caller,
+    job_id: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    limit: int,
+) -> list[dict[str, Any]]:
+    """Dead letters the caller may see (its tenant's jobs), newest first, at most ``limit``."""
+    seen: dict[str, bool] = {}
+
+    def visible(doc: dict[str, Any]) -> bool:
+        job = doc["job_id"]
+        if job not in seen:
+            seen[job] = sees_job(rm, caller, job)
+        return seen[job]
+
+    return dead_letters.listing(rm.store, job_id, since, until, limit, visible)
+
+
+def _selected(request: Request, caller: Caller, body: ReplayIn) -> list[dict[str, Any]]:
     rm = _read_model(request)
+    if body.job_id is not None:
+        visible_job(rm, caller, body.job_id)
     if body.run_id is not None or body.task is not None:
         if body.run_id is None or body.task is None:
             raise _invalid("task" if body.task is None else "run_id", "run_id and task go together")
         run = rm.run(body.run_id)
+        run = run if run is not None and sees_job(rm, caller, run["job_id"]) else None
         doc = (
             rm.store.get_json(dead_letters.dead_letter_key(run["job_id"], body.run_id, body.task))
             if run
@@ -208,23 +255,33 @@ def _selected(request: Request, body: ReplayIn) -> list[dict[str, Any]]:
         return [doc]
     if body.job_id is None and body.since is None and body.until is None:
         raise _invalid("run_id", "give run_id and task, job_id, or since/until")
-    return dead_letters.listing(rm.store, body.job_id, body.since, body.until, MAX_REPLAYS)
+    return _listing(rm, caller, body.job_id, body.since, body.until, MAX_REPLAYS)
 
 
-@router.post("/dead-letters/replay", response_model=ReplayList, responses=_ANSWERS)
+@router.post(
+    "/dead-letters/replay",
+    response_model=ReplayList,
+    responses=_ANSWERS,
+    dependencies=[require(Role.OPERATOR)],
+)
 async def replay_dead_letters(
-    body: ReplayIn, request: Request, idempotency_key: IdemKey = None
+    body: ReplayIn, request: Request, caller: Caller, idempotency_key: IdemKey = None
 ) -> Any:
     """Run dead-lettered task instances again (ReplayTask each): new runs, trigger
     ``replay``, attempt 1; the old attempts stay in their run → ``{replays: [...]}``."""
     base = idempotency_key or str(uuid.uuid4())
     replays = []
-    for doc in _selected(request, body):
+    rm = _read_model(request)
+    for doc in _selected(request, caller, body):
         job_id, run_id, task = doc["job_id"], doc["run_id"], doc["task"]
         idem_key = step_idem_key(base, run_id, task)
         tick = datetime.fromisoformat(doc["scheduled_for"] or doc["dead_lettered_at"])
         events = await _command(
-            request, job_id, idem_key, cmd.ReplayTask(run_id=run_id, task=task, scheduled_for=tick)
+            request,
+            job_id,
+            idem_key,
+            cmd.ReplayTask(run_id=run_id, task=task, scheduled_for=tick),
+            _tenant(rm, job_id),
         )
         new_run = run_id_for_replay(job_id, run_id, task, idem_key)
         if not events:

@@ -13,9 +13,12 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
 from cronlog.limits import EARLIEST, LATEST, MAX_DURATION, MAX_JOB_ID_CHARS
+from cronlog.tenants import TENANT_PATTERN
 from cronlog.validation import MAX_LEASE_EXPIRIES_LIMIT, MAX_QUEUED_RUNS_LIMIT
 
 JOB_ID_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_JOB_ID_CHARS - 1}}}$"
+TENANT_NAME_PATTERN = rf"^{TENANT_PATTERN.pattern}$"
+"""A tenant name (``cronlog.tenants.TENANT_PATTERN``)."""
 """job_ids are URL-path safe: letters, digits, ``.``, ``_``, ``-``; 1..128 characters."""
 
 MAX_DURATION_S = int(MAX_DURATION.total_seconds())
@@ -301,9 +304,12 @@ class JobIn(JobDefinition):
 
     Attributes:
         job_id: the job's id; generated when absent. Re-using a live id is a 409.
+        tenant: the owning tenant; only a platform caller (tenant ``*``) names one (default
+            ``default``); anyone else's jobs are their own tenant's (leave it out).
     """
 
     job_id: Annotated[str, Field(pattern=JOB_ID_PATTERN)] | None = None
+    tenant: Annotated[str, Field(pattern=TENANT_NAME_PATTERN)] | None = None
 
 
 class SchedulePatch(_Strict):

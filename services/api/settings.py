@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from services.api.auth import Authenticator
 from topology.config import KafkaSettings
 
 
@@ -31,6 +32,13 @@ class ApiSettings(KafkaSettings):
         api_stall_s: a consumer thread (run-events, logs) that has not gone round its loop for
             this many seconds is stuck: ``/healthz`` answers 503 so a supervisor restarts the
             process. Default 60.
+        api_tokens_file: the static API tokens (their SHA-256 digests, tenant and role; see
+            ``services.api.auth``); env ``CRONLOG_API_TOKENS_FILE``. Default
+            ``state/api-tokens.json``; ``cronlog tokens create`` adds to it.
+        api_jwt_keys_file: the public key (PEM) or key set (JWKS JSON) JWTs are verified
+            with; env ``CRONLOG_API_JWT_KEYS_FILE``. Default none: JWTs are refused.
+        api_jwt_audience: the ``aud`` a JWT must carry. Default ``cronlog``.
+        api_jwt_issuer: the ``iss`` a JWT must carry. Default none (any issuer).
         api_test_fault: tests only: ``fatal`` makes the read model meet a fatal KafkaError,
             ``stall`` makes it hang. Default empty (none).
     """
@@ -42,7 +50,17 @@ class ApiSettings(KafkaSettings):
     api_delivery_timeout_s: float = Field(default=10.0, gt=0, le=300)
     api_max_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
     api_stall_s: float = Field(default=60.0, gt=0)
+    api_tokens_file: Path = Path("state") / "api-tokens.json"
+    api_jwt_keys_file: Path | None = None
+    api_jwt_audience: str = "cronlog"
+    api_jwt_issuer: str | None = None
     api_test_fault: Literal["", "fatal", "stall"] = ""
+
+    def authenticator(self) -> Authenticator:
+        """Return the API's authenticator from these settings (reads the JWT keys file)."""
+        return Authenticator(
+            self.api_tokens_file, self.api_jwt_keys_file, self.api_jwt_audience, self.api_jwt_issuer
+        )
 
     def state_path(self) -> Path:
         """Return the read model's RocksDB directory."""

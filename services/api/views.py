@@ -9,6 +9,7 @@ from typing import Any
 from cronlog import events as ev
 from cronlog.model import DstGapPolicy, DstOverlapPolicy, ScheduleKind
 from cronlog.schedule import cron_ticks, zone
+from cronlog.tenants import DEFAULT_TENANT
 from cronlog.time import iso
 from services.api import skips
 from services.api.projection import events_prefix, job_key, job_runs_prefix, run_key
@@ -20,7 +21,7 @@ def job_view(store: Store, doc: dict[str, Any]) -> dict[str, Any]:
     """Return the API shape of a stored job document.
 
     Returns:
-        ``{job_id, <definition fields>, status, next_run_at, created_at, updated_at,
+        ``{job_id, tenant, <definition fields>, status, next_run_at, created_at, updated_at,
         deleted_at, counts: {runs, active, queued, succeeded, failed, cancelled}, last_run,
         skipped_count, runs_remaining}``;
         ``counts.queued`` is how many runs wait for a slot under ``max_active_runs`` (state
@@ -35,6 +36,7 @@ def job_view(store: Store, doc: dict[str, Any]) -> dict[str, Any]:
     done = doc["succeeded"] + doc["failed"]
     return {
         "job_id": doc["job_id"],
+        "tenant": doc.get("tenant", DEFAULT_TENANT),
         **stored_definition(doc),
         "status": doc["status"],
         "next_run_at": doc["next_fire_at"] if doc["status"] == "active" else None,

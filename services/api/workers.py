@@ -22,12 +22,14 @@ from functools import partial
 from typing import Annotated, Any, Literal
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from pydantic import BaseModel
 
 from cronlog.time import iso
 from services.api.answers import documented
+from services.api.auth import Caller, principal
 from services.api.reader_thread import ReaderHealth
+from services.api.scope import sees_job
 from topology.codec import DecodeError, decode_heartbeat
 from topology.config import KafkaSettings
 from topology.heartbeats import WorkerHeartbeat
@@ -42,7 +44,7 @@ from topology.retrying import (
 from topology.topics import Topics
 
 log = logging.getLogger("cronlog.api.workers")
-router = APIRouter(prefix="/api/v1")
+router = APIRouter(prefix="/api/v1", dependencies=[Depends(principal)])
 
 
 class LeaseOut(BaseModel):
@@ -208,6 +210,7 @@ class WorkerDirectory(ReaderHealth):
 @router.get("/workers", response_model=WorkerList, responses=documented(503))
 def list_workers(
     request: Request,
+    caller: Caller,
     include_lost: Annotated[bool, Query(description="also list lost workers")] = False,
 ) -> Any:
     """The workers that heartbeat: id, host, pid, slots, free slots, held leases, last
@@ -217,4 +220,15 @@ def list_workers(
     directory: WorkerDirectory | None = getattr(request.app.state, "workers", None)
     if directory is None:
         raise HTTPException(503, "the workers reader is not running")
-    return {"workers": directory.listing(include_lost)}
+    listing = directory.listing(include_lost)
+    rm = request.app.state.read_model
+    for w in listing:  # the fleet is shared; another tenant's leases are not shown
+        w["leases"] = [le for le in w["leases"] if _sees_run(rm, caller, le["run_id"])]
+    return {"workers": listing}
+
+
+def _sees_run(rm: Any, caller: Caller, run_id: str) -> bool:
+    if caller.tenant == "*":
+        return True
+    run = rm.run(run_id) if rm is not None else None
+    return run is not None and sees_job(rm, caller, run["job_id"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -31,12 +32,14 @@ from cronlog.ids import (
     step_idem_key,
 )
 from cronlog.model import JobSpec
+from cronlog.tenants import DEFAULT_TENANT
 from cronlog.time import iso
 from cronlog.validation import validate_spec
 from cronlog.vocabulary import RejectReason, Reprocess
 from services.api import backfill as bf
 from services.api import idempotency
 from services.api.answers import JobOut, documented
+from services.api.auth import PLATFORM, Caller, Principal, Role, principal, require
 from services.api.mapping import merge_patch, spec_to_json, to_spec
 from services.api.projection import is_conflict
 from services.api.read_model import ReadModel
@@ -54,7 +57,7 @@ from services.api.schemas import (
 from services.api.sender import CommandNotSent, CommandSender
 
 log = logging.getLogger("cronlog.api")
-router = APIRouter(prefix="/api/v1", dependencies=[Depends(idempotency.guard)])
+router = APIRouter(prefix="/api/v1", dependencies=[Depends(principal), Depends(idempotency.guard)])
 IdemKey = Annotated[
     str | None,
     Header(
@@ -109,9 +112,13 @@ def _parts(request: Request) -> tuple[ReadModel, CommandSender]:
     return rm, sender
 
 
-def _known_job(rm: ReadModel, job_id: str, *, live: bool = True) -> dict[str, Any]:
+def _known_job(
+    rm: ReadModel, caller: Principal, job_id: str, *, live: bool = True
+) -> dict[str, Any]:
+    """Return job ``job_id`` if ``caller`` may see it; 404 otherwise (another tenant's job is
+    not found, never forbidden); 409 for a deleted job when ``live``."""
     job = rm.job(job_id)
-    if job is None:
+    if job is None or not caller.sees(job["tenant"]):
         raise HTTPException(404, f"job {job_id!r} not found")
     if live and job["status"] == "deleted":
         raise HTTPException(409, f"job {job_id!r} was deleted")
@@ -119,9 +126,10 @@ def _known_job(rm: ReadModel, job_id: str, *, live: bool = True) -> dict[str, An
 
 
 async def _command(
-    request: Request, job_id: str, idem_key: str, command: cmd.Command
+    request: Request, job_id: str, idem_key: str, command: cmd.Command, tenant: str
 ) -> list[ev.RunEvent]:
-    """Produce one command (unless its idem_key was applied already) and await its events."""
+    """Produce one command of ``tenant`` (the job's; unless its idem_key was applied already)
+    and await its events."""
     rm, sender = _parts(request)
     settings = request.app.state.settings
     idempotency.remember(request)  # the header's first use (a reuse was refused by guard)
@@ -130,7 +138,7 @@ async def _command(
         return prior
     try:
         await sender.send(
-            cmd.Envelope(idem_key=idem_key, job_id=job_id, command=command),
+            cmd.Envelope(idem_key=idem_key, job_id=job_id, command=command, tenant=tenant),
             settings.api_delivery_timeout_s,
         )
     except CommandNotSent as exc:
@@ -198,19 +206,42 @@ def _accepted(job_id: str, idem_key: str, location: str, run_id: str | None = No
     return JSONResponse(body.model_dump(), status_code=202, headers={"Location": location})
 
 
-@router.post("/jobs", status_code=201, response_model=JobCreated, responses=_ANSWERS)
+def _owner(caller: Principal, asked: str | None) -> str:
+    """Return the tenant a new job gets: the caller's; a platform caller names one."""
+    if caller.tenant == PLATFORM:
+        return asked or DEFAULT_TENANT
+    if asked is not None and asked != caller.tenant:
+        raise _invalid("tenant", f"you act for tenant {caller.tenant!r}; leave tenant out")
+    return caller.tenant
+
+
+@router.post(
+    "/jobs",
+    status_code=201,
+    response_model=JobCreated,
+    responses=_ANSWERS,
+    dependencies=[require(Role.ADMIN)],
+)
 async def register_job(
-    body: JobIn, request: Request, response: Response, idempotency_key: IdemKey = None
+    body: JobIn,
+    request: Request,
+    response: Response,
+    caller: Caller,
+    idempotency_key: IdemKey = None,
 ) -> Any:
-    """Register a job (RegisterJob) → 201 ``{job_id, next_run_at}``; 409 if the id is live."""
-    spec = validated_spec(body, body.job_id)
+    """Register a job (RegisterJob) → 201 ``{job_id, next_run_at}``; 409 if the id is live
+    (job ids are unique across tenants: the 409 says only that the id is taken)."""
+    tenant = _owner(caller, body.tenant)
+    spec = replace(validated_spec(body, body.job_id), tenant=tenant)
     job_id = body.job_id or f"job-{uuid.uuid4().hex[:12]}"
     idem_key = idempotency_key or str(uuid.uuid4())
     rm, _ = _parts(request)
     known = rm.job(job_id)
+    if known and known["tenant"] != tenant:
+        raise HTTPException(409, f"job {job_id!r} already exists")
     if known and known["status"] != "deleted" and not rm.events_for(idem_key, job_id):
         raise HTTPException(409, f"job {job_id!r} already exists")
-    events = await _command(request, job_id, idem_key, cmd.RegisterJob(spec=spec))
+    events = await _command(request, job_id, idem_key, cmd.RegisterJob(spec=spec), tenant)
     location = f"/api/v1/jobs/{job_id}"
     if not events:
         return _accepted(job_id, idem_key, location)
@@ -221,6 +252,7 @@ async def register_job(
 
 
 def _patched_spec(job: dict[str, Any], patch: dict[str, Any]) -> JobSpec | None:
+    # the job's tenant is kept (a patch cannot name one: JobPatch has no such field)
     """Return the new spec if the merge-patch changes the definition, else None."""
     current = {k: job[k] for k in JobDefinition.model_fields if k in job}  # older docs lack some
     try:
@@ -228,24 +260,31 @@ def _patched_spec(job: dict[str, Any], patch: dict[str, Any]) -> JobSpec | None:
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_context=False)
         raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in errors]) from exc
-    spec = validated_spec(body, job.get("job_id"))
+    spec = replace(validated_spec(body, job.get("job_id")), tenant=job["tenant"])
     return spec if spec_to_json(spec) != current else None
 
 
-@router.patch("/jobs/{job_id}", response_model=JobOut, responses=_ANSWERS)
+@router.patch(
+    "/jobs/{job_id}",
+    response_model=JobOut,
+    responses=_ANSWERS,
+    dependencies=[require(Role.OPERATOR)],
+)
 async def patch_job(
-    job_id: str, body: JobPatch, request: Request, idempotency_key: IdemKey = None
+    job_id: str, body: JobPatch, request: Request, caller: Caller, idempotency_key: IdemKey = None
 ) -> Any:
-    """Pause/resume (``paused``, with ``catchup`` on resume) and/or change the definition
-    (JSON merge-patch) → the job."""
+    """Pause/resume (``paused``, with ``catchup`` on resume; operator) and/or change the
+    definition (JSON merge-patch; admin) → the job."""
     rm, _ = _parts(request)
-    job = _known_job(rm, job_id)
+    job = _known_job(rm, caller, job_id)
     patch = body.model_dump(exclude_unset=True)
     paused = patch.pop("paused", None)
     catchup = patch.pop("catchup", None)
     if catchup is not None and paused is not False:
         raise _invalid("catchup", "only with paused: false (a resume)")
     steps: list[tuple[str, cmd.Command]] = []
+    if patch and caller.role < Role.ADMIN:
+        raise HTTPException(403, "role operator may not change a definition; needs admin")
     spec = _patched_spec(job, patch) if patch else None
     if spec is not None:
         steps.append(("update", cmd.UpdateJob(spec=spec)))
@@ -258,22 +297,29 @@ async def patch_job(
     base = idempotency_key or str(uuid.uuid4())
     for suffix, command in steps:
         idem_key = step_idem_key(base, suffix)
-        events = await _command(request, job_id, idem_key, command)
+        events = await _command(request, job_id, idem_key, command, job["tenant"])
         if not events:
             return _accepted(job_id, idem_key, f"/api/v1/jobs/{job_id}")
         _check(events, RejectReason.ALREADY_IN_STATE)
     return rm.job(job_id)
 
 
-@router.delete("/jobs/{job_id}", response_model=JobOut, responses=_ANSWERS)
-async def delete_job(job_id: str, request: Request, idempotency_key: IdemKey = None) -> Any:
+@router.delete(
+    "/jobs/{job_id}",
+    response_model=JobOut,
+    responses=_ANSWERS,
+    dependencies=[require(Role.ADMIN)],
+)
+async def delete_job(
+    job_id: str, request: Request, caller: Caller, idempotency_key: IdemKey = None
+) -> Any:
     """Delete a job (DeleteJob): no new runs; it and its runs stay readable. Idempotent."""
     rm, _ = _parts(request)
-    job = _known_job(rm, job_id, live=False)
+    job = _known_job(rm, caller, job_id, live=False)
     if job["status"] == "deleted":
         return job
     idem_key = idempotency_key or str(uuid.uuid4())
-    events = await _command(request, job_id, idem_key, cmd.DeleteJob())
+    events = await _command(request, job_id, idem_key, cmd.DeleteJob(), job["tenant"])
     if not events:
         return _accepted(job_id, idem_key, f"/api/v1/jobs/{job_id}")
     _check(events, RejectReason.JOB_DELETED)
@@ -281,18 +327,26 @@ async def delete_job(job_id: str, request: Request, idempotency_key: IdemKey = N
 
 
 @router.post(
-    "/jobs/{job_id}/trigger", status_code=201, response_model=RunTriggered, responses=_ANSWERS
+    "/jobs/{job_id}/trigger",
+    status_code=201,
+    response_model=RunTriggered,
+    responses=_ANSWERS,
+    dependencies=[require(Role.OPERATOR)],
 )
 async def trigger_job(
-    job_id: str, request: Request, response: Response, idempotency_key: IdemKey = None
+    job_id: str,
+    request: Request,
+    response: Response,
+    caller: Caller,
+    idempotency_key: IdemKey = None,
 ) -> Any:
     """Start one manual run now (TriggerJob) → 201 ``{job_id, run_id, scheduled_for}``."""
     rm, _ = _parts(request)
-    _known_job(rm, job_id)
+    job = _known_job(rm, caller, job_id)
     idem_key = idempotency_key or str(uuid.uuid4())
     run_id = run_id_for_trigger(job_id, idem_key)
     location = f"/api/v1/runs/{run_id}"
-    events = await _command(request, job_id, idem_key, cmd.TriggerJob())
+    events = await _command(request, job_id, idem_key, cmd.TriggerJob(), job["tenant"])
     if not events:
         return _accepted(job_id, idem_key, location, run_id)
     _check(events)
@@ -314,9 +368,18 @@ def _backfilled(job_id: str, events: list[ev.RunEvent]) -> dict[str, Any]:
     }
 
 
-@router.post("/jobs/{job_id}/backfill", response_model=Backfilled, responses=_ANSWERS)
+@router.post(
+    "/jobs/{job_id}/backfill",
+    response_model=Backfilled,
+    responses=_ANSWERS,
+    dependencies=[require(Role.OPERATOR)],
+)
 async def backfill_job(
-    job_id: str, body: BackfillIn, request: Request, idempotency_key: IdemKey = None
+    job_id: str,
+    body: BackfillIn,
+    request: Request,
+    caller: Caller,
+    idempotency_key: IdemKey = None,
 ) -> Any:
     """Create runs (trigger ``backfill``) for the job's ticks in (start, end] (BackfillJob).
 
@@ -330,7 +393,7 @@ async def backfill_job(
     rm = request.app.state.read_model
     if rm is None:
         raise HTTPException(503, "the read model is not running")
-    _known_job(rm, job_id)
+    job = _known_job(rm, caller, job_id)
     doc = rm.stored_job(job_id)
     if doc is None:
         raise HTTPException(404, f"job {job_id!r} not found")
@@ -377,6 +440,7 @@ async def backfill_job(
         job_id,
         idem_key,
         cmd.BackfillJob(ticks=tuple(p.tick for p in planned), reprocess=reprocess),
+        job["tenant"],
     )
     if not events:
         return _accepted(job_id, idem_key, f"/api/v1/jobs/{job_id}/runs")

@@ -23,6 +23,24 @@ DEFINITION_FIELDS = tuple(JobDefinition.model_fields)
 """Every field of a definition: ``apply`` sends each (absent ones as null = default)."""
 
 
+TOKEN_FILE = Path("state") / "api-token"
+"""Where ``cronlog up`` leaves the local admin token for the CLI (mode 0600), unless
+``CRONLOG_API_TOKEN_FILE`` names another file."""
+
+
+def api_token() -> str | None:
+    """Return the bearer token the CLI sends: ``CRONLOG_API_TOKEN``, else the first line of
+    ``CRONLOG_API_TOKEN_FILE`` (default ``state/api-token``), else None (the API answers 401)."""
+    token = os.environ.get("CRONLOG_API_TOKEN")
+    if token:
+        return token.strip()
+    path = Path(os.environ.get("CRONLOG_API_TOKEN_FILE") or TOKEN_FILE)
+    try:
+        return path.read_text().strip().splitlines()[0] or None
+    except (OSError, IndexError):
+        return None
+
+
 class ApiError(CronlogError):
     """The API answered with an error status (or could not be reached: ``status`` 0)."""
 
@@ -50,9 +68,13 @@ class ApiClient:
     202 answers (the effect not yet visible) are returned as-is, with ``status: accepted``.
     """
 
-    def __init__(self, base_url: str = DEFAULT_API, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, base_url: str = DEFAULT_API, timeout_s: float = 30.0, token: str | None = None
+    ) -> None:
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s)
+        token = token or api_token()
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s, headers=headers)
 
     def __enter__(self) -> ApiClient:
         return self

@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from services.api.app import create_app
 from services.api.read_model import ReadModel
 from services.api.settings import ApiSettings
+from tests.unit.authed import authed
 
 
 @pytest.fixture
@@ -26,7 +27,7 @@ def rm(tmp_path: Path) -> Iterator[ReadModel]:
 @pytest.fixture
 def client(rm: ReadModel) -> TestClient:
     """The API over ``rm``; its lifespan is not entered, so no Kafka client is made."""
-    return TestClient(create_app(rm.settings, read_model=rm))
+    return authed(create_app(rm.settings, read_model=rm))
 
 
 @pytest.fixture
@@ -36,5 +37,5 @@ def offline(rm: ReadModel) -> Iterator[TestClient]:
     settings = rm.settings.model_copy(update={"api_delivery_timeout_s": 0.3})
     producer = Producer({"bootstrap.servers": "127.0.0.1:9", "log_level": 0})
     app = create_app(settings, read_model=rm, producer=producer)
-    yield TestClient(app)
+    yield authed(app)
     app.state.sender.close(0)

@@ -12,11 +12,12 @@ from services.api.app import create_app
 from services.api.mapping import spec_to_json, to_spec
 from services.api.schemas import JobIn
 from services.api.settings import ApiSettings
+from tests.unit.authed import authed
 
 
 @pytest.fixture
 def client(tmp_path: Path) -> TestClient:
-    return TestClient(create_app(ApiSettings(api_state_dir=tmp_path / "rm")))
+    return authed(create_app(ApiSettings(api_state_dir=tmp_path / "rm")))
 
 
 def job(**schedule: object) -> dict[str, object]:

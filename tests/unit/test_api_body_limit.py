@@ -19,6 +19,7 @@ from fastapi.testclient import TestClient
 
 from services.api.app import create_app
 from services.api.settings import ApiSettings
+from tests.unit.authed import authed
 
 LIMIT = 4096
 
@@ -31,7 +32,7 @@ def free_port() -> int:
 
 @pytest.fixture
 def small(tmp_path: Path) -> TestClient:
-    return TestClient(create_app(ApiSettings(api_state_dir=tmp_path, api_max_body_bytes=LIMIT)))
+    return authed(create_app(ApiSettings(api_state_dir=tmp_path, api_max_body_bytes=LIMIT)))
 
 
 def job_body(size: int) -> bytes:

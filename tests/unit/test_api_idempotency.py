@@ -15,6 +15,7 @@ from httpx import Response
 
 from services.api.app import create_app
 from services.api.read_model import ReadModel
+from tests.unit.authed import authed
 from tests.unit.test_backfill_api import JOB, register
 
 KEY = {"Idempotency-Key": "K1"}
@@ -73,7 +74,7 @@ def test_the_first_use_is_remembered_across_an_api_restart(
     rm.store.close()
     reopened = ReadModel(rm.settings, rm.settings.state_path())
     try:
-        client = TestClient(create_app(rm.settings, read_model=reopened))
+        client = authed(create_app(rm.settings, read_model=reopened))
         conflict(client.delete(f"/api/v1/jobs/{JOB}", headers=KEY))
     finally:
         reopened.store.close()

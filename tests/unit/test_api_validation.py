@@ -16,11 +16,12 @@ from services.api.app import create_app
 from services.api.mapping import merge_patch, spec_to_json, to_spec
 from services.api.schemas import JobIn
 from services.api.settings import ApiSettings
+from tests.unit.authed import authed
 
 
 @pytest.fixture
 def client(tmp_path: Path) -> TestClient:
-    return TestClient(create_app(ApiSettings(api_state_dir=tmp_path / "rm")))
+    return authed(create_app(ApiSettings(api_state_dir=tmp_path / "rm")))
 
 
 def body(**changes: Any) -> dict[str, Any]:
@@ -235,7 +236,7 @@ def test_catchup_without_a_resume_is_refused_by_the_patch_model() -> None:
 
 @pytest.mark.parametrize("run_at", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"])
 def test_run_at_out_of_range_is_a_422_naming_it(run_at: str) -> None:
-    client = TestClient(create_app(ApiSettings()))
+    client = authed(create_app(ApiSettings()))
     answer = client.post(
         "/api/v1/jobs",
         json={"name": "x", "schedule": {"type": "once", "run_at": run_at}, "command": ["true"]},
@@ -245,7 +246,7 @@ def test_run_at_out_of_range_is_a_422_naming_it(run_at: str) -> None:
 
 
 def test_nul_byte_in_argv_is_a_422_naming_command() -> None:
-    client = TestClient(create_app(ApiSettings()))
+    client = authed(create_app(ApiSettings()))
     answer = client.post(
         "/api/v1/jobs",
         json={"name": "x", "schedule": {"type": "manual"}, "command": ["echo", "a\u0000b"]},
@@ -255,7 +256,7 @@ def test_nul_byte_in_argv_is_a_422_naming_command() -> None:
 
 
 def test_nan_in_the_body_is_a_422_naming_the_field_not_a_500() -> None:
-    client = TestClient(create_app(ApiSettings()))
+    client = authed(create_app(ApiSettings()))
     answer = client.post(
         "/api/v1/jobs",
         headers={"content-type": "application/json"},

@@ -24,6 +24,7 @@ from services.api.read_model import ReadModel
 from services.api.store import Batch
 from services.worker.kinds import PythonPool, execution_for
 from services.worker.logsink import AttemptRef, LogSink
+from tests.unit.authed import authed
 from topology.codec import DecodeError, encode_event
 from topology.logs import CHUNK_BYTES, LogChunk, decode_chunk
 
@@ -237,7 +238,7 @@ def logs(rm: ReadModel, tmp_path: Path) -> Iterator[LogModel]:
 
 @pytest.fixture
 def api(rm: ReadModel, logs: LogModel) -> TestClient:
-    return TestClient(create_app(rm.settings, read_model=rm, log_model=logs))
+    return authed(create_app(rm.settings, read_model=rm, log_model=logs))
 
 
 def _events(rm: ReadModel, *events: ev.Event) -> None:
@@ -261,6 +262,7 @@ def _claimed(rm: ReadModel, epoch: int = 1, attempt: int = 1) -> None:
     spec = BASE
     _events(
         rm,
+        ev.JobRegistered(spec=spec, next_fire_at=None),
         ev.RunScheduled(
             run_id="r1",
             scheduled_for=T0,

@@ -25,6 +25,7 @@ from services.api.workers import WorkerDirectory
 from services.cli import main
 from services.worker.heartbeat import Heartbeat
 from services.worker.settings import WorkerSettings
+from tests.unit.authed import authed, token
 from tests.unit.test_api_body_limit import free_port
 from topology.codec import encode_heartbeat
 from topology.heartbeats import HeldLease, WorkerHeartbeat
@@ -74,7 +75,7 @@ def directory(tmp_path: Path, clock: Clock) -> WorkerDirectory:
 @pytest.fixture
 def api(tmp_path: Path, directory: WorkerDirectory) -> TestClient:
     app = create_app(ApiSettings(api_state_dir=tmp_path / "rm"), worker_directory=directory)
-    return TestClient(app)
+    return authed(app, tenant="*")  # the platform's view: every lease (no read model here)
 
 
 def listed(api: TestClient, **params: str) -> list[dict[str, object]]:
@@ -137,7 +138,7 @@ def test_a_tombstone_removes_the_worker_and_an_older_heartbeat_changes_nothing(
 
 
 def test_without_a_workers_reader_the_listing_is_503(tmp_path: Path) -> None:
-    bare = TestClient(create_app(ApiSettings(api_state_dir=tmp_path / "rm")))
+    bare = authed(create_app(ApiSettings(api_state_dir=tmp_path / "rm")))
     assert bare.get("/api/v1/workers").status_code == 503
 
 
@@ -170,12 +171,16 @@ def test_cronlog_workers_list_prints_a_table_and_json(
 ) -> None:
     beat(directory, heartbeat("w-cli", T0, HeldLease("r0123456789", "load", 1, 2)))
     clock.now = T0 + timedelta(seconds=1)
-    runner = CliRunner()
+    runner = CliRunner(env={"CRONLOG_API_TOKEN": token("*")})
     as_json = runner.invoke(main.app, ["workers", "list", "--api", served, "-o", "json"])
     assert as_json.exit_code == 0, as_json.output
     [w] = json.loads(as_json.output)
     assert (w["worker_id"], w["slots"], w["free_slots"], w["state"]) == ("w-cli", 4, 3, "alive")
-    table = runner.invoke(main.app, ["workers", "list", "--api", served], env={"COLUMNS": "200"})
+    table = runner.invoke(
+        main.app,
+        ["workers", "list", "--api", served],
+        env={"COLUMNS": "200", "CRONLOG_API_TOKEN": token("*")},
+    )
     assert table.exit_code == 0, table.output
     row = next(line for line in table.output.splitlines() if "w-cli" in line)
     cells = [c.strip() for c in row.strip("│┃ ").split("│")]

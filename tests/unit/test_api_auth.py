@@ -1,0 +1,258 @@
+"""API authentication and tenant isolation, against a read model fed by hand (no Kafka).
+
+The route walk takes every ``/api/v1`` route from the app's own OpenAPI document, so a route
+added later is walked too: with tenant B's token against tenant A's ids, each answers 404 (or,
+for the collection routes, 200 without A's resources); without a token, 401.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jwt
+import pytest
+from confluent_kafka import Producer
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from fastapi.testclient import TestClient
+
+from cronlog import events as ev
+from cronlog.model import JobSpec
+from services.api.app import create_app
+from services.api.auth import Authenticator, Role, Unauthenticated, add_token, load_tokens
+from services.api.read_model import ReadModel
+from tests.unit.authed import TOKENS, authed, token
+from tests.unit.test_backfill_api import HOURLY, T0, feed
+from tests.unit.test_operate_api import dead_letter
+
+A_JOB = "a-job"
+MANUAL = {"name": "x", "command": ["true"], "schedule": {"type": "manual"}}
+
+
+def register_for(rm: ReadModel, tenant: str, job_id: str) -> None:
+    spec = JobSpec("j", HOURLY, ("true",), tenant=tenant)
+    feed(rm, f"reg-{job_id}", ev.JobRegistered(spec=spec, next_fire_at=None), job_id=job_id)
+
+
+@pytest.fixture
+def app_of_a(rm: ReadModel) -> Iterator[Any]:
+    """An app whose read model holds tenant A's job with a dead-lettered run; its producer's
+    broker never answers, so a write that passed every check would end 503, not 404."""
+    register_for(rm, "team-a", A_JOB)
+    dead_letter(rm, 1, job_id=A_JOB)
+    settings = rm.settings.model_copy(update={"api_delivery_timeout_s": 0.3})
+    producer = Producer({"bootstrap.servers": "127.0.0.1:9", "log_level": 0})
+    app = create_app(settings, read_model=rm, producer=producer)
+    yield app
+    app.state.sender.close(0)
+
+
+def a_run(rm: ReadModel) -> str:
+    runs = rm.runs(A_JOB, 10)
+    assert len(runs) == 1
+    return str(runs[0]["run_id"])
+
+
+def routes(app: Any) -> list[tuple[str, str]]:
+    spec = TestClient(app).get("/openapi.json").json()
+    return [
+        (method.upper(), path)
+        for path, ops in spec["paths"].items()
+        if path.startswith("/api/v1/")
+        for method in ops
+    ]
+
+
+def filled(path: str, run_id: str) -> str:
+    return (
+        path.replace("{job_id}", A_JOB)
+        .replace("{run_id}", run_id)
+        .replace("{task}", "main")
+        .replace("{attempt}", "1")
+    )
+
+
+BODIES: dict[tuple[str, str], dict[str, Any]] = {
+    ("POST", "/api/v1/jobs/{job_id}/backfill"): {
+        "start": "2024-03-01T00:00:00Z",
+        "end": "2024-03-01T05:00:00Z",
+    },
+    ("PATCH", "/api/v1/jobs/{job_id}"): {"paused": True},
+}
+COLLECTIONS = {("GET", "/api/v1/jobs"), ("GET", "/api/v1/dead-letters"), ("GET", "/api/v1/workers")}
+
+
+def test_every_route_answers_another_tenants_ids_with_404(rm: ReadModel, app_of_a: Any) -> None:
+    b = authed(app_of_a, tenant="team-b", role="admin")
+    rid = a_run(rm)
+    walked = []
+    for method, path in routes(app_of_a):
+        if (method, path) in COLLECTIONS:
+            continue
+        body = BODIES.get((method, path))
+        if (method, path) == ("POST", "/api/v1/dead-letters/replay"):
+            for body in ({"run_id": rid, "task": "main"}, {"job_id": A_JOB}):
+                answer = b.request(method, filled(path, rid), json=body)
+                assert answer.status_code == 404, (path, body, answer.text)
+            walked.append(path)
+            continue
+        if (method, path) == ("POST", "/api/v1/jobs"):
+            answer = b.post(path, json={"job_id": A_JOB, **MANUAL})
+            assert answer.status_code == 409, answer.text  # ids are global: taken, nothing more
+            assert answer.json() == {"detail": "job 'a-job' already exists"}
+            walked.append(path)
+            continue
+        answer = b.request(method, filled(path, rid), json=body)
+        assert answer.status_code == 404, (method, path, answer.text)
+        assert "team-a" not in answer.text
+        walked.append(path)
+    assert len(walked) >= 12  # the walk reached the routes (a renamed prefix would skip them)
+
+
+def test_collections_hide_another_tenants_resources(rm: ReadModel, app_of_a: Any) -> None:
+    register_for(rm, "team-b", "b-job")
+    b = authed(app_of_a, tenant="team-b", role="viewer")
+    assert [j["job_id"] for j in b.get("/api/v1/jobs").json()["jobs"]] == ["b-job"]
+    assert b.get("/api/v1/dead-letters").json() == {"dead_letters": []}
+    assert b.get(f"/api/v1/dead-letters?job_id={A_JOB}").status_code == 404
+    a = authed(app_of_a, tenant="team-a", role="viewer")
+    assert [j["job_id"] for j in a.get("/api/v1/jobs").json()["jobs"]] == [A_JOB]
+    assert a.get("/api/v1/jobs").json()["jobs"][0]["tenant"] == "team-a"
+    assert len(a.get("/api/v1/dead-letters").json()["dead_letters"]) == 1
+    platform = authed(app_of_a, tenant="*", role="viewer")
+    assert [j["job_id"] for j in platform.get("/api/v1/jobs").json()["jobs"]] == [A_JOB, "b-job"]
+
+
+def test_without_a_token_every_route_answers_401(app_of_a: Any, rm: ReadModel) -> None:
+    bare = TestClient(app_of_a)
+    rid = a_run(rm)
+    for method, path in routes(app_of_a):
+        answer = bare.request(method, filled(path, rid), json=BODIES.get((method, path), {}))
+        assert answer.status_code == 401, (method, path, answer.text)
+        assert answer.headers["www-authenticate"] == "Bearer"
+    assert bare.get("/healthz").status_code in (200, 503)  # probes need no token
+
+
+@pytest.mark.parametrize(
+    ("header", "detail"),
+    [
+        ("Bearer clt_nope", "unknown API token"),
+        ("Bearer not-a-jwt", "not an API token, and no JWT keys are configured"),
+        ("Basic dXNlcjpwYXNz", "missing bearer token"),
+    ],
+)
+def test_a_bad_token_is_a_401_naming_what_is_wrong(app_of_a: Any, header: str, detail: str) -> None:
+    answer = TestClient(app_of_a).get("/api/v1/jobs", headers={"Authorization": header})
+    assert answer.status_code == 401
+    assert answer.json() == {"detail": detail}
+
+
+def test_a_viewer_cannot_write_and_an_operator_cannot_define(app_of_a: Any) -> None:
+    viewer = authed(app_of_a, tenant="team-a", role="viewer")
+    assert viewer.get(f"/api/v1/jobs/{A_JOB}").status_code == 200
+    answer = viewer.post(f"/api/v1/jobs/{A_JOB}/trigger")
+    assert answer.status_code == 403
+    assert answer.json() == {"detail": "role viewer may not do this; needs operator"}
+    operator = authed(app_of_a, tenant="team-a", role="operator")
+    answer = operator.patch(f"/api/v1/jobs/{A_JOB}", json={"name": "renamed"})
+    assert answer.json() == {"detail": "role operator may not change a definition; needs admin"}
+    assert operator.post("/api/v1/jobs", json=MANUAL).status_code == 403
+    assert operator.delete(f"/api/v1/jobs/{A_JOB}").status_code == 403
+
+
+def test_a_tenant_cannot_register_for_another_tenant(app_of_a: Any) -> None:
+    b = authed(app_of_a, tenant="team-b", role="admin")
+    answer = b.post("/api/v1/jobs", json={**MANUAL, "tenant": "team-a"})
+    assert answer.status_code == 422
+    assert answer.json()["detail"][0]["loc"] == ["body", "tenant"]
+    assert "you act for tenant 'team-b'" in answer.json()["detail"][0]["msg"]
+
+
+# -- tokens and JWTs --------------------------------------------------------------------------
+
+
+def test_the_tokens_file_keeps_digests_only(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+    secret = add_token(path, "ci", "team-a", Role.OPERATOR)
+    assert secret.startswith("clt_") and len(secret) == 47
+    assert secret not in path.read_text()
+    assert path.stat().st_mode & 0o777 == 0o600
+    (principal,) = load_tokens(path).values()
+    assert (principal.subject, principal.tenant, principal.role) == ("ci", "team-a", Role.OPERATOR)
+    assert Authenticator(path).authenticate(secret) == principal
+
+
+def _rsa_pem(tmp_path: Path) -> tuple[Any, Path]:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    path = tmp_path / "jwt.pem"
+    path.write_bytes(pem)
+    return key, path
+
+
+def _claims(**over: Any) -> dict[str, Any]:
+    base = {"sub": "alice", "aud": "cronlog", "tenant": "team-a", "role": "operator"}
+    return {"exp": int(time.time()) + 300, **base, **over}
+
+
+def test_a_jwt_signed_by_the_configured_key_is_a_principal(tmp_path: Path) -> None:
+    key, pem = _rsa_pem(tmp_path)
+    auth = Authenticator(None, pem)
+    who = auth.authenticate(jwt.encode(_claims(), key, algorithm="RS256"))
+    assert (who.subject, who.tenant, who.role) == ("alice", "team-a", Role.OPERATOR)
+
+
+@pytest.mark.parametrize(
+    ("claims", "fragment"),
+    [
+        (_claims(exp=int(time.time()) - 10), "Signature has expired"),
+        (_claims(aud="other"), "Audience doesn't match"),
+        ({k: v for k, v in _claims().items() if k != "tenant"}, 'missing the "tenant" claim'),
+        (_claims(role="root"), "role 'root' is not one of viewer, operator, admin"),
+        (_claims(tenant="Team A"), "claim 'tenant' 'Team A' is not a tenant name or '*'"),
+    ],
+)
+def test_a_jwt_with_bad_claims_is_refused(
+    tmp_path: Path, claims: dict[str, Any], fragment: str
+) -> None:
+    key, pem = _rsa_pem(tmp_path)
+    with pytest.raises(Unauthenticated) as caught:
+        Authenticator(None, pem).authenticate(jwt.encode(claims, key, algorithm="RS256"))
+    assert fragment in str(caught.value)
+
+
+def test_a_jwt_signed_by_another_key_or_with_hs256_is_refused(tmp_path: Path) -> None:
+    _, pem = _rsa_pem(tmp_path)
+    stranger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    auth = Authenticator(None, pem)
+    for forged in (
+        jwt.encode(_claims(), stranger, algorithm="RS256"),
+        jwt.encode(_claims(), "s" * 32, algorithm="HS256"),  # symmetric algorithms: never
+    ):
+        with pytest.raises(Unauthenticated) as caught:
+            auth.authenticate(forged)
+        assert str(caught.value).startswith("bad JWT: ")
+
+
+def test_a_jwks_key_set_picks_the_key_by_kid(tmp_path: Path) -> None:
+    key = ec.generate_private_key(ec.SECP256R1())
+    jwk = jwt.algorithms.ECAlgorithm.to_jwk(key.public_key(), as_dict=True)
+    path = tmp_path / "jwks.json"
+    path.write_text(__import__("json").dumps({"keys": [{**jwk, "kid": "k1", "use": "sig"}]}))
+    auth = Authenticator(None, path)
+    good = jwt.encode(_claims(), key, algorithm="ES256", headers={"kid": "k1"})
+    assert auth.authenticate(good).tenant == "team-a"
+    with pytest.raises(Unauthenticated, match="no configured key has kid 'k2'"):
+        auth.authenticate(jwt.encode(_claims(), key, algorithm="ES256", headers={"kid": "k2"}))
+
+
+def test_a_token_added_while_the_api_runs_is_accepted(app_of_a: Any) -> None:
+    fresh = add_token(TOKENS, "late", "team-a", Role.VIEWER)
+    answer = authed(app_of_a).get("/api/v1/jobs", headers={"Authorization": f"Bearer {fresh}"})
+    assert answer.status_code == 200
+    assert token("team-a", "viewer") != fresh
