@@ -326,12 +326,18 @@ _ERRORS: dict[int, dict[str, Any]] = {
     413: {"description": "The body is larger than CRONLOG_API_MAX_BODY_BYTES (default 1 MiB)."},
     503: {"model": Problem, "description": "Kafka or the read model is not reachable yet."},
 }
+_AUTH: dict[int | str, dict[str, Any]] = {
+    401: {"model": Problem, "description": "No bearer token, or a bad one (named in detail)."},
+    403: {"model": Problem, "description": "The caller's role may not do this."},
+}
 
 
 def documented(*codes: int, accepted: bool = False) -> dict[int | str, dict[str, Any]]:
     """Return a route's OpenAPI ``responses=``: the error answers ``codes`` (400, 404, 409,
-    413, 503) and, with ``accepted``, the 202 of a write whose effect was not seen in time."""
+    413, 503), the 401 and 403 of authentication, and, with ``accepted``, the 202 of a write
+    whose effect was not seen in time."""
     out: dict[int | str, dict[str, Any]] = {code: _ERRORS[code] for code in codes}
+    out.update(_AUTH)
     if accepted:
         out[202] = {
             "model": Accepted,

@@ -23,6 +23,7 @@ from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse, Response
 
 from cronlog.time import iso
+from services.api.answers import documented
 from services.api.auth import Caller, principal
 from services.api.read_model import ReadModel
 from services.api.scope import visible_run
@@ -179,7 +180,7 @@ def put_chunk(batch: Batch, chunk: LogChunk) -> None:
 
 @router.get(
     "/runs/{run_id}/tasks/{task}/attempts/{attempt}/log",
-    responses={200: {"content": {"text/plain": {}}}, 404: {}},
+    responses={200: {"content": {"text/plain": {}}}, **documented(404)},
 )
 def attempt_log(
     run_id: str,

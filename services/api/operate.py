@@ -199,7 +199,7 @@ async def rerun_task(
     return rm.run(run_id)
 
 
-@router.get("/dead-letters", response_model=DeadLetterList, responses=documented(503))
+@router.get("/dead-letters", response_model=DeadLetterList, responses=documented(404, 503))
 def list_dead_letters(
     request: Request,
     caller: Caller,
@@ -209,7 +209,7 @@ def list_dead_letters(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Any:
     """The caller's tenant's dead letters (filters: job_id, ``since <= dead_lettered_at <
-    until``), newest first."""
+    until``), newest first. 404: ``job_id`` names no job of the caller's tenant."""
     rm = _read_model(request)
     if job_id is not None:
         visible_job(rm, caller, job_id)

@@ -16,7 +16,7 @@ import typer
 from cronlog.errors import InvalidDefinition
 from cronlog.model import DstGapPolicy, DstOverlapPolicy
 from cronlog.schedule import cron_ticks, prev_ticks, validate_cron, zone
-from services.cli import render, replay_cmd, runs_cmd
+from services.cli import render, replay_cmd, runs_cmd, tokens_cmd
 from services.cli.client import ApiClient, load_job_file
 from services.cli.common import (
     DEFAULT_API,
@@ -50,6 +50,7 @@ workers = typer.Typer(
     no_args_is_help=True, help="The workers that heartbeat: slots, free slots, held leases."
 )
 app.add_typer(workers, name="workers")
+app.add_typer(tokens_cmd.tokens, name="tokens")
 
 
 def _load(path: Path) -> list[dict[str, Any]]:

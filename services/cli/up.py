@@ -28,6 +28,7 @@ from cronlog.errors import CronlogError
 from services.api.settings import ApiSettings
 from services.cli import render
 from services.cli.client import ApiClient, ApiError, load_job_file
+from services.cli.tokens_cmd import local_admin_token
 from topology.bootstrap import ensure_topics
 from topology.config import KafkaSettings
 
@@ -305,7 +306,15 @@ def run_up(examples: bool, duration_s: float | None, api_url: str | None) -> int
         logs = ROOT / ".cache" / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         (ROOT / "state").mkdir(exist_ok=True)  # the services' default state dirs live here
+        token = local_admin_token(ROOT / "state")
+        console.print(
+            f"API token (tenant default, admin): {token}\n"
+            "  the CLI reads it from state/api-token; other tools send it as "
+            "'Authorization: Bearer …' (docs/tenants.md)",
+            highlight=False,
+        )
         env = dict(os.environ)
+        env.setdefault("CRONLOG_API_TOKENS_FILE", str(ROOT / "state" / "api-tokens.json"))
         # A stable static-membership id: a restarted `up` takes over the previous scheduler's
         # group membership at once instead of waiting out its session timeout.
         env.setdefault("CRONLOG_INSTANCE_ID", "local-scheduler")
@@ -317,7 +326,7 @@ def run_up(examples: bool, duration_s: float | None, api_url: str | None) -> int
         supervisor = Supervisor(services, lambda name: _spawn(name, env, logs, append=True))
         settings = ApiSettings()
         host = "127.0.0.1" if settings.api_host in ("0.0.0.0", "::") else settings.api_host  # noqa: S104
-        client = ApiClient(api_url or f"http://{host}:{settings.api_port}")
+        client = ApiClient(api_url or f"http://{host}:{settings.api_port}", token=token)
         _wait_ready(client, supervisor, READY_TIMEOUT_S)
         if examples:
             _apply_examples(client)

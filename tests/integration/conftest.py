@@ -19,14 +19,21 @@ pytestmark = pytest.mark.broker
 
 @pytest.fixture
 def cluster(
-    kafka_bootstrap: str, tmp_path: Path, request: pytest.FixtureRequest
+    kafka_bootstrap: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Cluster]:
-    """An isolated cronlog (own topics) on the session's broker; processes stopped at the end."""
+    """An isolated cronlog (own topics) on the session's broker; processes stopped at the end.
+
+    ``cronlog`` CLI subprocesses of the test send the cluster's admin token
+    (``CRONLOG_API_TOKEN``)."""
     settings = KafkaSettings(
         bootstrap=kafka_bootstrap, topic_prefix=f"t{uuid.uuid4().hex[:8]}.", partitions=4
     )
     ensure_topics(settings)
     c = Cluster(settings, tmp_path)
+    monkeypatch.setenv("CRONLOG_API_TOKEN", c.token())
     yield c
     c.stop_all()
     rep = getattr(request.node, "rep_call", None)

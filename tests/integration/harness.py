@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from cronlog import commands as cmd
 from cronlog import events as ev
+from services.api.auth import Role, add_token
 from topology.codec import decode_dead_letter, decode_event, encode_command
 from topology.config import KafkaSettings
 from topology.topics import Topics
@@ -97,6 +98,7 @@ class Cluster:
     procs: list[Proc] = field(default_factory=list)
     clients: list[Any] = field(default_factory=list)
     """Things with a ``close()`` (HTTP clients) closed by ``stop_all``."""
+    _tokens: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @property
     def topics(self) -> Topics:
@@ -114,8 +116,24 @@ class Cluster:
             }
         )
         env.update(client_env(self.settings))
+        env["CRONLOG_API_TOKENS_FILE"] = str(self.tokens_file)
+        env["CRONLOG_API_TOKEN"] = self.token()
         env.update(extra)
         return env
+
+    @property
+    def tokens_file(self) -> Path:
+        """The API processes' static tokens (``services.api.auth``)."""
+        return self.tmp / "api-tokens.json"
+
+    def token(self, tenant: str = "default", role: str = "admin") -> str:
+        """Return a static API token of ``tenant`` with ``role`` (made once per cluster)."""
+        key = (tenant, role)
+        if key not in self._tokens:
+            self._tokens[key] = add_token(
+                self.tokens_file, f"{tenant}-{role}", tenant, Role.parse(role)
+            )
+        return self._tokens[key]
 
     def scheduler(self, name: str = "s1", **extra: str) -> Proc:
         """Start a scheduler process with a persistent state dir under the test's tmp dir."""

@@ -53,16 +53,22 @@ def create_topics_now(settings: KafkaSettings) -> None:
         future.result(30)
 
 
-def start_api(cluster: Cluster, timeout: float = 90) -> httpx.Client:
-    """Start an API process of ``cluster`` on a free port; return a client once /readyz
-    answers 200.
+def start_api(
+    cluster: Cluster, timeout: float = 90, tenant: str = "default", role: str = "admin"
+) -> httpx.Client:
+    """Start an API process of ``cluster`` on a free port; return a client (with a token of
+    ``tenant`` and ``role``) once /readyz answers 200.
 
     Raises:
         AssertionError: not ready within ``timeout`` seconds.
     """
     port = free_port()
     cluster.api(port)
-    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
+    client = httpx.Client(
+        base_url=f"http://127.0.0.1:{port}",
+        timeout=30,
+        headers={"Authorization": f"Bearer {cluster.token(tenant, role)}"},
+    )
     cluster.clients.append(client)  # closed with the cluster's processes
 
     def ready() -> bool:

@@ -25,7 +25,7 @@ from services.api.app import create_app
 from services.api.auth import Authenticator, Role, Unauthenticated, add_token, load_tokens
 from services.api.read_model import ReadModel
 from tests.unit.authed import TOKENS, authed, token
-from tests.unit.test_backfill_api import HOURLY, T0, feed
+from tests.unit.test_backfill_api import HOURLY, feed
 from tests.unit.test_operate_api import dead_letter
 
 A_JOB = "a-job"

@@ -1,0 +1,65 @@
+"""``cronlog tokens create``: static API tokens, and the local admin token of ``cronlog up``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from services.api.auth import PLATFORM, Role, add_token, digest, load_tokens
+from services.api.settings import ApiSettings
+from services.cli.client import TOKEN_FILE
+
+console = Console()
+tokens = typer.Typer(no_args_is_help=True, help="Static API tokens (hashed at rest).")
+
+
+@tokens.command("create")
+def create(
+    name: Annotated[str, typer.Argument(help="who or what the token is for (shown in logs)")],
+    tenant: Annotated[str, typer.Option(help="the tenant it acts for; '*' for the platform")] = (
+        "default"
+    ),
+    role: Annotated[str, typer.Option(help="viewer, operator or admin")] = "viewer",
+    tokens_file: Annotated[
+        Path | None, typer.Option(help="default: CRONLOG_API_TOKENS_FILE or state/api-tokens.json")
+    ] = None,
+) -> None:
+    """Create a static API token and print it once; the API keeps only its SHA-256 digest.
+
+    The API re-reads the tokens file when it changes: no restart needed.
+    """
+    from cronlog.tenants import is_tenant_name
+
+    if tenant != PLATFORM and not is_tenant_name(tenant):
+        raise typer.BadParameter(f"{tenant!r} is not a tenant name (a-z 0-9 _ -, or '*')")
+    try:
+        parsed = Role.parse(role)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    path = tokens_file or ApiSettings().api_tokens_file
+    token = add_token(path, name, tenant, parsed)
+    console.print(f"token for {name} (tenant {tenant}, {role}); shown once:", highlight=False)
+    print(token)
+
+
+def local_admin_token(state_dir: Path) -> str:
+    """Return the admin token of tenant ``default`` that ``cronlog up`` prints and the CLI reads.
+
+    Kept (mode 0600) in ``<state_dir>/api-token`` for the CLI, like a kubeconfig's credential;
+    the API's ``<state_dir>/api-tokens.json`` holds only its digest. Made once; re-used while
+    its digest is in the tokens file.
+    """
+    token_file, tokens_file = state_dir / TOKEN_FILE.name, state_dir / "api-tokens.json"
+    if token_file.exists() and tokens_file.exists():
+        token = token_file.read_text().strip()
+        if digest(token) in load_tokens(tokens_file):
+            return token
+    token = add_token(tokens_file, "local-admin", "default", Role.ADMIN)
+    fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(token + "\n")
+    return token
