@@ -22,7 +22,7 @@ import httpx
 from cronlog.model import HttpTask
 from cronlog.vocabulary import FailureKind
 from services.worker.execute import DISCARD, Outcome, Output, tail
-from services.worker.reach import AddressPolicy, DestinationRefused, checked_address
+from services.worker.reach import AddressPolicy, DestinationRefused, checked_addresses
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -98,21 +98,37 @@ class HttpExecution:
         return await asyncio.wait_for(self._checked_request(), self.timeout_s)
 
     async def _checked_request(self) -> httpx.Response:
-        """Resolve and check the destination, then send the request to that address."""
+        """Resolve and check the destination, then send the request to its first address
+        that accepts a connection (resolver order)."""
         url = httpx.URL(self.task.url)
         host = url.raw_host.decode("ascii")  # IDNA-encoded; an IPv6 literal without brackets
-        address = await checked_address(
-            host, url.port or DEFAULT_PORTS.get(url.scheme, 80), self.policy
-        )
+        port = url.port or DEFAULT_PORTS.get(url.scheme, 80)
+        addresses = await checked_addresses(host, port, self.policy)
         headers = [(h.name, h.value) for h in self.task.headers]
         if not any(name.lower() == "host" for name, _ in headers):
             headers.insert(0, ("Host", url.netloc.decode("ascii")))
         headers += list(self.context_headers.items())
         async with httpx.AsyncClient(follow_redirects=False, trust_env=False) as client:
-            return await client.request(
-                self.task.method,
-                url.copy_with(host=address),
-                headers=headers,
-                content=None if self.task.body is None else self.task.body.encode(),
-                extensions={"sni_hostname": host} if url.scheme == "https" else {},
-            )
+            for address in addresses[:-1]:
+                try:
+                    return await self._request_to(client, url, address, headers)
+                except httpx.ConnectError:
+                    continue  # the next address (no request was sent)
+            return await self._request_to(client, url, addresses[-1], headers)
+
+    async def _request_to(
+        self,
+        client: httpx.AsyncClient,
+        url: httpx.URL,
+        address: str,
+        headers: list[tuple[str, str]],
+    ) -> httpx.Response:
+        return await client.request(
+            self.task.method,
+            url.copy_with(host=address),
+            headers=headers,
+            content=None if self.task.body is None else self.task.body.encode(),
+            extensions={"sni_hostname": url.raw_host.decode("ascii")}
+            if url.scheme == "https"
+            else {},
+        )

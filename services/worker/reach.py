@@ -199,7 +199,7 @@ def address_refusal(ip: IPAddress) -> str | None:
     """
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
-    for what in ("loopback", "link_local", "private", "reserved", "multicast", "unspecified"):
+    for what in ("unspecified", "loopback", "link_local", "multicast", "reserved", "private"):
         if getattr(ip, f"is_{what}"):
             return what.replace("_", "-")
     if not ip.is_global:
@@ -257,10 +257,10 @@ class AddressPolicy:
         return f"http destination {named} is {what}; allow it with CRONLOG_HTTP_ALLOW"
 
 
-async def checked_address(host: str, port: int, policy: AddressPolicy) -> str:
-    """Resolve ``host`` and return the address to connect to, every address checked.
+async def checked_addresses(host: str, port: int, policy: AddressPolicy) -> list[str]:
+    """Resolve ``host`` and return its addresses (resolver order), every one checked.
 
-    The request then goes to that address (not to the name again), so a second DNS answer
+    The request then goes to these addresses (not to the name again), so a second DNS answer
     cannot differ from the checked one (DNS rebinding).
 
     Raises:
@@ -279,7 +279,7 @@ async def checked_address(host: str, port: int, policy: AddressPolicy) -> str:
         why = policy.refusal(host, ipaddress.ip_address(address))
         if why is not None:
             raise DestinationRefused(why)
-    return addresses[0]
+    return addresses
 
 
 # -- all of it ---------------------------------------------------------------------------------
