@@ -12,7 +12,6 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from cronlog.time import iso
 from services.worker.execute import Execution
 from services.worker.kinds import PythonPool, execution_for
 from services.worker.logsink import AttemptRef, LogShipper, LogSink
+from services.worker.reach import Reach
 
 log = logging.getLogger("cronlog.worker")
 Send = Callable[[str, str, cmd.Command], bool]
@@ -55,6 +55,7 @@ class Attempts:
         on_free: called whenever a slot frees (an attempt ended).
         claim_next: called with a completion's idem_key as it is sent; returns how many of
             the tasks it readies the worker takes at once (CompleteTask.claim_next).
+        reach: what tasks may reach (environment, user, python modules, http destinations).
     """
 
     def __init__(
@@ -66,7 +67,9 @@ class Attempts:
         log_cap_bytes: int,
         on_free: Callable[[], None],
         claim_next: Callable[[str], int] = lambda _key: 0,
+        reach: Reach | None = None,
     ) -> None:
+        self.reach = reach or Reach()
         self.worker_id = worker_id
         self.send = send
         self.pool = pool
@@ -109,7 +112,7 @@ class Attempts:
             grant.action,
             grant.command,
             context,
-            env={**os.environ, **context},
+            reach=self.reach,
             timeout_s=grant.timeout.total_seconds(),
             grace_s=grant.grace.total_seconds(),
             pool=self.pool,

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from cronlog.vocabulary import FailureKind
+from services.worker.reach import TaskUser
 
 TAIL_BYTES = 4096
 """How much of the end of the combined stdout/stderr travels with the completion."""
@@ -131,8 +132,29 @@ def _die_with_worker() -> Callable[[], None] | None:
     return guard
 
 
+class Refused:
+    """An attempt the worker's policy does not run (``services/worker/reach.py``): it fails at
+    once as a ``spawn_error`` with ``why`` as its output."""
+
+    def __init__(self, why: str, output: Output = DISCARD) -> None:
+        self.why, self.output = why, output
+
+    def run(self) -> Outcome:
+        """Fail with the reason."""
+        now = datetime.now(UTC)
+        self.output.write(self.why.encode())
+        return Outcome(None, FailureKind.SPAWN_ERROR, self.why, now, now)
+
+    def kill(self) -> None:
+        """Nothing runs."""
+
+
 class ProcessExecution:
-    """One running command (kinds exec and shell): argv in its own process group."""
+    """One running command (kinds exec and shell): argv in its own process group.
+
+    ``user``: run it as that user, with its group and no supplementary groups
+    (``CRONLOG_TASK_USER``); None: as the worker's user.
+    """
 
     def __init__(
         self,
@@ -141,7 +163,9 @@ class ProcessExecution:
         timeout_s: float,
         grace_s: float = 10.0,
         output: Output = DISCARD,
+        user: TaskUser | None = None,
     ) -> None:
+        self.user = user
         self.output = output
         self.argv = argv
         self.env = env
@@ -176,6 +200,7 @@ class ProcessExecution:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # own process group
                 preexec_fn=_die_with_worker(),  # threads and preexec_fn: see its docstring
+                **_as_user(self.user),
             )
         except OSError as exc:
             why = f"cannot start {self.argv[0]!r}: {exc}"
@@ -208,6 +233,14 @@ class ProcessExecution:
         return Outcome(
             code if code >= 0 else None, FailureKind.NONZERO_EXIT, output, started, finished
         )
+
+
+def _as_user(user: TaskUser | None) -> dict[str, typing.Any]:
+    """Popen's arguments that start the child as ``user`` (CPython switches user and groups
+    before the preexec_fn, so the death signal it sets survives the switch)."""
+    if user is None:
+        return {}
+    return {"user": user.uid, "group": user.gid, "extra_groups": []}
 
 
 def _read_tail(proc: subprocess.Popen[bytes], tail: deque[bytes], output: Output) -> None:

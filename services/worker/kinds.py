@@ -2,12 +2,12 @@
 
 python: ``module:function`` called with the run context in a process pool shared by the
 worker (no process spawn per attempt); timeout or revoke SIGKILLs the pool process running it.
-http: one request (httpx, asyncio); timeout or revoke cancels it.
+Only modules under ``CRONLOG_PYTHON_MODULES`` run (``reach.python_refusal``). http: one
+request to a checked address (``services/worker/http_kind.py``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import importlib
 import io
@@ -23,19 +23,34 @@ from concurrent.futures.process import BrokenProcessPool
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
-
-from cronlog.model import HttpTask, Isolation, TaskAction, TaskKind
+from cronlog.model import Isolation, TaskAction, TaskKind
 from cronlog.vocabulary import FailureKind
-from services.worker.execute import DISCARD, Execution, Outcome, Output, ProcessExecution, tail
+from services.worker.execute import (
+    DISCARD,
+    Execution,
+    Outcome,
+    Output,
+    ProcessExecution,
+    Refused,
+    tail,
+)
+from services.worker.http_kind import HttpExecution
+from services.worker.reach import Reach, callable_refusal, python_refusal, task_env
+
+__all__ = ["HttpExecution", "PythonPool", "execution_for"]
 
 _started: Any = None
 """In a pool process only: the queue on which it reports (token, pid) as a call starts."""
+_modules: tuple[str, ...] = ()
+"""In a pool process only: the module prefixes its calls may come from."""
 
 
-def _init_pool_process(started: Any) -> None:
-    global _started  # set once per pool child by its initializer; never in the worker
-    _started = started
+def _init_pool_process(started: Any, env: dict[str, str], modules: tuple[str, ...]) -> None:
+    global _started, _modules  # set once per pool child by its initializer; never in the worker
+    _started, _modules = started, modules
+    # Not the worker's environment (its Kafka credentials): a call sees what exec tasks see.
+    os.environ.clear()
+    os.environ.update(env)
     # A SIGTERM or Ctrl-C sent to the worker's whole process group must not kill running
     # calls: the worker drains them, then releases and SIGKILLs what is left.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -71,12 +86,25 @@ def _call(
     _started.put((token, os.getpid()))
     captured = _Capture(cap)
     try:
-        module, _, name = ref.partition(":")
         with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
-            result = getattr(importlib.import_module(module), name)(context)
+            result = _resolve(ref, _modules)(context)
     except BaseException:  # the task's failure is data: the traceback is its output
         return False, traceback.format_exc(), bytes(captured.kept), captured.total
     return True, "" if result is None else str(result), bytes(captured.kept), captured.total
+
+
+def _resolve(ref: str, modules: tuple[str, ...]) -> Any:
+    """Import ``module:function`` (``python_refusal`` was checked by the worker).
+
+    Raises:
+        PermissionError: the function is re-exported from a module outside ``modules``.
+    """
+    module, _, name = ref.partition(":")
+    function = getattr(importlib.import_module(module), name)
+    why = callable_refusal(function, ref, modules)
+    if why is not None:
+        raise PermissionError(why)
+    return function
 
 
 class PythonPool:
@@ -85,11 +113,17 @@ class PythonPool:
     Killing a pool process breaks a ``ProcessPoolExecutor`` for every call it runs: calls
     running beside a killed one fail too (their attempts are retried per policy), and the
     next submit starts a fresh pool.
+
+    Pool processes run as the worker's user, with the environment of an exec task without
+    context (``reach.task_env``), and call only functions of ``reach.python_modules``.
     """
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, reach: Reach | None = None) -> None:
         self._ctx = multiprocessing.get_context("spawn")  # the worker has threads: no fork
         self._workers = workers
+        reach = reach or Reach()
+        self._initargs = (task_env(os.environ, {}, reach.env_pass),)
+        self._modules = reach.python_modules
         self._reports: Any = self._ctx.Queue()
         self._lock = threading.Lock()
         self._pids: dict[str, int] = {}
@@ -105,7 +139,7 @@ class PythonPool:
             self._workers,
             mp_context=self._ctx,
             initializer=_init_pool_process,
-            initargs=(self._reports,),
+            initargs=(self._reports, *self._initargs, self._modules),
         )
 
     def submit(
@@ -231,9 +265,16 @@ class ThreadExecution:
     """
 
     def __init__(
-        self, ref: str, context: dict[str, Any], timeout_s: float, output: Output = DISCARD
+        self,
+        ref: str,
+        context: dict[str, Any],
+        timeout_s: float,
+        output: Output = DISCARD,
+        modules: tuple[str, ...] = (),
     ) -> None:
         self.ref, self.context, self.timeout_s, self.output = ref, context, timeout_s, output
+        self.modules = modules
+        """The module prefixes ``ref``'s function must come from (re-exports: ``_resolve``)."""
         self._killed = threading.Event()
         self._done = threading.Event()
         self._answer: tuple[bool, str] = (False, "")
@@ -244,8 +285,7 @@ class ThreadExecution:
 
     def _call(self) -> None:
         try:
-            module, _, name = self.ref.partition(":")
-            result = getattr(importlib.import_module(module), name)(self.context)
+            result = _resolve(self.ref, self.modules)(self.context)
             self._answer = (True, "" if result is None else str(result))
         except BaseException:  # the task's failure is data: the traceback is its output
             self._answer = (False, traceback.format_exc())
@@ -271,88 +311,12 @@ class ThreadExecution:
         return Outcome(1, FailureKind.NONZERO_EXIT, tail(text), started, datetime.now(UTC))
 
 
-class HttpExecution:
-    """An http task: one request; success when the status is in the task's success set."""
-
-    def __init__(
-        self,
-        task: HttpTask,
-        context_headers: dict[str, str],
-        timeout_s: float,
-        output: Output = DISCARD,
-    ) -> None:
-        self.task, self.context_headers, self.timeout_s = task, context_headers, timeout_s
-        self.output = output
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._request: asyncio.Task[httpx.Response] | None = None
-        self._killed = False
-
-    def kill(self) -> None:
-        """Cancel the request."""
-        with self._lock:
-            self._killed = True
-            if self._loop is not None and self._request is not None:
-                self._loop.call_soon_threadsafe(self._request.cancel)
-
-    def run(self) -> Outcome:
-        """Send the request and return the outcome. Blocks."""
-        started = datetime.now(UTC)
-        try:
-            response = asyncio.run(self._send())
-        except TimeoutError:
-            return self._failed(
-                FailureKind.TIMEOUT, f"no response within {self.timeout_s:g} s", started
-            )
-        except asyncio.CancelledError:
-            return self._failed(FailureKind.NONZERO_EXIT, "request cancelled", started)
-        except httpx.HTTPError as exc:
-            return self._failed(FailureKind.SPAWN_ERROR, f"{type(exc).__name__}: {exc}", started)
-        codes = self.task.success_codes
-        ok = response.status_code in codes if codes else 200 <= response.status_code < 300
-        # The log: the status line, then the body's bytes (the sink keeps its head, up to the cap).
-        self.output.write(
-            f"{response.http_version} {response.status_code} {response.reason_phrase}\n".encode()
-        )
-        self.output.write(response.content)
-        output = tail(f"HTTP {response.status_code}\n{response.text}")
-        return Outcome(
-            0 if ok else response.status_code,
-            None if ok else FailureKind.NONZERO_EXIT,
-            output,
-            started,
-            datetime.now(UTC),
-        )
-
-    def _failed(self, kind: FailureKind, why: str, started: datetime) -> Outcome:
-        self.output.write(why.encode())
-        return Outcome(None, kind, why, started, datetime.now(UTC))
-
-    async def _send(self) -> httpx.Response:
-        headers = [(h.name, h.value) for h in self.task.headers]
-        headers += list(self.context_headers.items())
-        async with httpx.AsyncClient(follow_redirects=False) as client:
-            request = asyncio.ensure_future(
-                client.request(
-                    self.task.method,
-                    self.task.url,
-                    headers=headers,
-                    content=None if self.task.body is None else self.task.body.encode(),
-                )
-            )
-            with self._lock:
-                self._loop, self._request = asyncio.get_running_loop(), request
-                if self._killed:
-                    request.cancel()
-            return await asyncio.wait_for(request, self.timeout_s)
-
-
 def execution_for(
     action: TaskAction | None,
     command: tuple[str, ...],
     context: dict[str, str],
     *,
-    env: dict[str, str],
+    reach: Reach,
     timeout_s: float,
     grace_s: float,
     pool: PythonPool,
@@ -367,8 +331,10 @@ def execution_for(
         context: the CRONLOG_* context, e.g. ``{"CRONLOG_RUN_ID": ...}``; python tasks get it
             as a dict keyed by the lower-case name without the prefix (``run_id``; ``attempt``
             and ``epoch`` as int), http tasks
-            as ``X-Cronlog-Run-Id`` headers; exec and shell tasks find it in ``env``.
-        env: the process environment of exec and shell tasks (context included).
+            as ``X-Cronlog-Run-Id`` headers; exec and shell tasks find it in their environment.
+        reach: the worker's task policy: the environment and user of exec and shell tasks,
+            the modules of python tasks (one outside them is ``Refused``: spawn_error), the
+            destinations of http tasks.
         timeout_s, grace_s: timeout and SIGTERM-to-SIGKILL grace, seconds.
         pool: the worker's process pool for python tasks.
         output: where the attempt's full output goes (exec/shell: stdout+stderr as read;
@@ -378,15 +344,20 @@ def execution_for(
             process at most (the log cap); the rest is only counted.
     """
     action = action or TaskAction()
+    env = reach.task_env(context)
     if action.kind is TaskKind.SHELL and action.shell is not None:
-        return ProcessExecution(["/bin/sh", "-c", action.shell], env, timeout_s, grace_s, output)
+        argv = ["/bin/sh", "-c", action.shell]
+        return ProcessExecution(argv, env, timeout_s, grace_s, output, reach.user)
     if action.kind is TaskKind.PYTHON and action.callable is not None:
+        refused = python_refusal(action.callable, reach.python_modules)
+        if refused is not None:
+            return Refused(refused, output)
         ctx: dict[str, Any] = {k.removeprefix("CRONLOG_").lower(): v for k, v in context.items()}
         for number in ("attempt", "epoch"):
             if number in ctx:
                 ctx[number] = int(ctx[number])
         if action.isolation is Isolation.THREAD:
-            return ThreadExecution(action.callable, ctx, timeout_s, output)
+            return ThreadExecution(action.callable, ctx, timeout_s, output, reach.python_modules)
         return PythonExecution(pool, action.callable, ctx, timeout_s, output, capture_bytes)
     if action.kind is TaskKind.HTTP and action.http is not None:
         headers = {
@@ -394,5 +365,5 @@ def execution_for(
             + "-".join(p.capitalize() for p in k.removeprefix("CRONLOG_").split("_")): v
             for k, v in context.items()
         }
-        return HttpExecution(action.http, headers, timeout_s, output)
-    return ProcessExecution(list(command), env, timeout_s, grace_s, output)
+        return HttpExecution(action.http, headers, timeout_s, output, reach.http)
+    return ProcessExecution(list(command), env, timeout_s, grace_s, output, reach.user)

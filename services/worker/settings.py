@@ -5,9 +5,17 @@ from __future__ import annotations
 import os
 import socket
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from cronlog.limits import MAX_CLAIM_NEXT, MAX_WORKER_ID_CHARS
+from services.worker.reach import (
+    DEFAULT_PYTHON_MODULES,
+    AddressPolicy,
+    Reach,
+    check_env_pass,
+    check_python_modules,
+    resolve_task_user,
+)
 from topology.config import KafkaSettings
 from topology.logs import DEFAULT_CAP_BYTES
 
@@ -42,6 +50,26 @@ class WorkerSettings(KafkaSettings):
         heartbeat_s: seconds between two heartbeats on ``cronlog.workers`` (slots, free
             slots, held leases; ``services/worker/heartbeat.py``). A heartbeat vouches for
             the worker 3 intervals. Env ``CRONLOG_HEARTBEAT_S``. Default 2.
+        task_env_pass: comma-separated names of the worker's variables its exec/shell tasks
+            get besides ``PATH``, ``LANG``, ``LANGUAGE``, ``LC_*``, ``TZ``, ``HOME``,
+            ``TMPDIR`` and their ``CRONLOG_*`` context; nothing else of the worker's
+            environment reaches a task. Env ``CRONLOG_TASK_ENV_PASS``. Default: none. A name
+            that looks like a secret or a cronlog setting (``reach.SECRET_NAME``) is refused.
+        task_user: the user (name or uid) exec/shell tasks run as, with its own group and no
+            supplementary groups; needs a worker running as root (else it refuses to start).
+            Env ``CRONLOG_TASK_USER``. Default: the worker's own user.
+        python_modules: comma-separated module prefixes python tasks may come from
+            (``myteam.`` allows ``myteam`` and ``myteam.*``); a task outside them fails
+            (``spawn_error``) naming its module. Env ``CRONLOG_PYTHON_MODULES``. Default
+            ``tests.unit.tasks_for_tests``; empty: no python task runs.
+        http_allow: comma-separated CIDRs and host names http tasks may reach although
+            loopback, link-local, private, reserved, multicast or not globally routable
+            (``127.0.0.1/32,10.0.0.0/8,hooks.internal``). Env ``CRONLOG_HTTP_ALLOW``.
+            Default: none. docs/security.md, "What a task can reach".
+
+    Raises:
+        pydantic.ValidationError: a bad task policy setting, naming it (an unknown
+            ``task_user``, ``task_user`` in a worker that is not root, …).
     """
 
     worker_id: str = Field(
@@ -58,6 +86,44 @@ class WorkerSettings(KafkaSettings):
     log_cap_bytes: int = Field(default=DEFAULT_CAP_BYTES, ge=0, le=1024**3)
     log_flush_s: float = Field(default=0.5, gt=0, le=60)
     heartbeat_s: float = Field(default=2.0, ge=0.1, le=300)
+    task_env_pass: str = ""
+    task_user: str = ""
+    python_modules: str = DEFAULT_PYTHON_MODULES
+    http_allow: str = ""
+
+    @field_validator("task_env_pass")
+    @classmethod
+    def _env_pass(cls, value: str) -> str:
+        check_env_pass(value)
+        return value
+
+    @field_validator("task_user")
+    @classmethod
+    def _task_user(cls, value: str) -> str:
+        if value.strip():
+            resolve_task_user(value.strip(), os.geteuid())
+        return value.strip()
+
+    @field_validator("python_modules")
+    @classmethod
+    def _python_modules(cls, value: str) -> str:
+        check_python_modules(value)
+        return value
+
+    @field_validator("http_allow")
+    @classmethod
+    def _http_allow(cls, value: str) -> str:
+        AddressPolicy.parse(value)
+        return value
+
+    def reach(self) -> Reach:
+        """Return the task policy these settings describe (``services/worker/reach.py``)."""
+        return Reach(
+            env_pass=check_env_pass(self.task_env_pass),
+            user=resolve_task_user(self.task_user, os.geteuid()) if self.task_user else None,
+            python_modules=check_python_modules(self.python_modules),
+            http=AddressPolicy.parse(self.http_allow),
+        )
 
     def ready_group(self) -> str:
         """Return the consumer group of the ready topic."""

@@ -60,7 +60,8 @@ class Worker:
         """Why a thread of this worker could not go on (the process then exits non-zero)."""
         self.replies_liveness = Liveness("replies", log)
         self.ready_liveness = Liveness("ready", log)
-        self.python_pool = PythonPool(settings.slots)
+        reach = settings.reach()
+        self.python_pool = PythonPool(settings.slots, reach)
         self.logs = LogShipper(
             settings,
             self.topics.logs,
@@ -75,6 +76,7 @@ class Worker:
             settings.log_cap_bytes,
             self._slot_freed.set,
             self._reserve,
+            reach,
         )
 
     def stop(self) -> None:

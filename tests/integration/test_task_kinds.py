@@ -88,7 +88,7 @@ def test_http_task_succeeds_by_status_and_sends_context(
     cluster: Cluster, events: EventLog, hook: str
 ) -> None:
     cluster.scheduler()
-    cluster.worker()
+    cluster.worker(CRONLOG_HTTP_ALLOW="127.0.0.1/32")  # the hook listens on loopback
     cluster.send(
         "http-ok",
         cmd.RegisterJob(

@@ -38,3 +38,12 @@ def chatty(context: dict[str, Any]) -> str:
 
 def noop(context: dict[str, Any]) -> None:
     """Do nothing (bench/dag_chain.py: the per-hop cost of a DAG without the task's own)."""
+
+
+def environment(context: dict[str, Any]) -> str:
+    """Return the names in this process's environment, sorted, as JSON (test_task_reach)."""
+    return json.dumps(sorted(os.environ))
+
+
+reexported = os.getcwd
+"""A function of another module under this module's name: the worker refuses to call it."""

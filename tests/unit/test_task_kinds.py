@@ -28,6 +28,7 @@ from cronlog.vocabulary import FailureKind
 from services.api.mapping import spec_to_json, to_spec
 from services.api.schemas import JobDefinition
 from services.worker.kinds import HttpExecution, PythonPool, execution_for
+from services.worker.reach import AddressPolicy, Reach
 
 BASE = JobSpec(name="kinds", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
 CONTEXT = {
@@ -40,6 +41,8 @@ CONTEXT = {
     "CRONLOG_SCHEDULED_FOR": "2026-01-01T00:00:00Z",
 }
 HTTP = HttpTask(url="http://127.0.0.1:1/x")
+LOCAL = Reach(http=AddressPolicy.parse("127.0.0.1/32"))
+"""The task policy of these tests: their http server listens on loopback."""
 
 
 @pytest.mark.parametrize(
@@ -132,7 +135,7 @@ def _run(
         spec.action(),
         spec.command,
         ctx,
-        env={**os.environ, **ctx},
+        reach=LOCAL,
         timeout_s=timeout_s,
         grace_s=1.0,
         pool=pool,
@@ -187,7 +190,8 @@ def test_python_kind_exception_is_failure_with_traceback_tail(pool: PythonPool) 
 
 
 def test_python_kind_unimportable_callable_is_failure(pool: PythonPool) -> None:
-    out = _run(replace(_python("x"), callable="no_such_module_here:f"), pool).run()
+    missing = "tests.unit.tasks_for_tests.no_such_module_here:f"  # inside the allowed modules
+    out = _run(replace(_python("x"), callable=missing), pool).run()
     assert out.failure_kind is FailureKind.NONZERO_EXIT
     assert "ModuleNotFoundError" in out.output_tail
 
@@ -321,7 +325,7 @@ def test_http_kind_timeout_and_unreachable(pool: PythonPool, server: str) -> Non
 
 
 def test_http_kind_revoke_cancels_the_request(server: str) -> None:
-    execution = HttpExecution(HttpTask(f"{server}/slow"), {}, 60.0)
+    execution = HttpExecution(HttpTask(f"{server}/slow"), {}, 60.0, policy=LOCAL.http)
     result: list[object] = []
     thread = threading.Thread(target=lambda: result.append(execution.run()))
     started = time.monotonic()

@@ -24,6 +24,7 @@ from services.api.read_model import ReadModel
 from services.api.store import Batch
 from services.worker.kinds import PythonPool, execution_for
 from services.worker.logsink import AttemptRef, LogSink
+from services.worker.reach import AddressPolicy, Reach
 from tests.unit.authed import authed
 from topology.codec import DecodeError, encode_event
 from topology.logs import CHUNK_BYTES, LogChunk, decode_chunk
@@ -146,6 +147,8 @@ def test_a_log_chunk_is_not_a_run_event() -> None:
 
 BASE = JobSpec(name="kinds", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
 CONTEXT = {"CRONLOG_RUN_ID": "r1", "CRONLOG_ATTEMPT": "1", "CRONLOG_EPOCH": "1"}
+LOCAL = Reach(http=AddressPolicy.parse("127.0.0.1/32"))
+"""The task policy of these tests: their http server listens on loopback."""
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +164,7 @@ def _log_of(spec: JobSpec, pool: PythonPool, cap: int = 1024 * KIB) -> tuple[byt
         spec.action(),
         spec.command,
         CONTEXT,
-        env={**os.environ, **CONTEXT},
+        reach=LOCAL,
         timeout_s=20,
         grace_s=1,
         pool=pool,
