@@ -212,9 +212,15 @@ def add_token(path: Path, name: str, tenant: str, role: Role) -> str:
     """Create a static token, append its digest to ``path`` (made 0600), return the token.
 
     The token itself is stored nowhere: show it to the user once.
+
+    Raises:
+        CronlogError: ``path`` already has a token named ``name`` (names identify tokens:
+            revoking one is deleting its entry).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     entries = json.loads(path.read_text())["tokens"] if path.exists() else []
+    if any(e.get("name") == name for e in entries):
+        raise CronlogError(f"{path} already has a token named {name!r}: pick another name")
     token = new_token()
     entries.append(
         {"name": name, "sha256": digest(token), "tenant": tenant, "role": role.name.lower()}

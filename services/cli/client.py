@@ -23,20 +23,26 @@ DEFINITION_FIELDS = tuple(JobDefinition.model_fields)
 """Every field of a definition: ``apply`` sends each (absent ones as null = default)."""
 
 
-TOKEN_FILE = Path("state") / "api-token"
-"""Where ``cronlog up`` leaves the local admin token for the CLI (mode 0600), unless
-``CRONLOG_API_TOKEN_FILE`` names another file."""
+TOKEN_FILE = Path(__file__).resolve().parents[2] / "state" / "api-token"
+"""Where ``cronlog up`` leaves the local admin token for the CLI (mode 0600): the checkout's
+``state/api-token``, whatever the working directory, unless ``CRONLOG_API_TOKEN_FILE`` names
+another file."""
+
+
+def token_file() -> Path:
+    """Return the file the CLI reads its token from (``CRONLOG_API_TOKEN_FILE`` or
+    ``TOKEN_FILE``)."""
+    return Path(os.environ.get("CRONLOG_API_TOKEN_FILE") or TOKEN_FILE)
 
 
 def api_token() -> str | None:
     """Return the bearer token the CLI sends: ``CRONLOG_API_TOKEN``, else the first line of
-    ``CRONLOG_API_TOKEN_FILE`` (default ``state/api-token``), else None (the API answers 401)."""
+    ``token_file()``, else None (the API answers 401)."""
     token = os.environ.get("CRONLOG_API_TOKEN")
     if token:
         return token.strip()
-    path = Path(os.environ.get("CRONLOG_API_TOKEN_FILE") or TOKEN_FILE)
     try:
-        return path.read_text().strip().splitlines()[0] or None
+        return token_file().read_text().strip().splitlines()[0] or None
     except (OSError, IndexError):
         return None
 
@@ -107,6 +113,11 @@ class ApiClient:
                 detail = r.json().get("detail", r.text)
             except ValueError:
                 detail = r.text
+            if r.status_code == 401 and "Authorization" not in self._http.headers:
+                detail = (
+                    f"{detail} (the CLI found no token: set CRONLOG_API_TOKEN, or "
+                    f"CRONLOG_API_TOKEN_FILE; {token_file()} does not exist)"
+                )
             raise ApiError(r.status_code, detail)
         return r
 

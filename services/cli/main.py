@@ -129,7 +129,8 @@ def jobs_delete(job_id: JobId, api: Api = DEFAULT_API, output: Fmt = Output.tabl
 
 @jobs.command("trigger")
 def jobs_trigger(job_id: JobId, api: Api = DEFAULT_API, output: Fmt = Output.table) -> None:
-    """Start one manual run now and print its run_id."""
+    """Start one manual run now: prints ``JOB: triggered run RUN_ID`` (``-o json``: the answer,
+    with ``run_id``)."""
     answer = call(lambda: ApiClient(api).trigger(job_id))
     if output is Output.json:
         show(answer, output)

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from cronlog.errors import CronlogError
 from services.api.auth import PLATFORM, Role, add_token, digest, load_tokens
 from services.api.settings import ApiSettings
 from services.cli.client import TOKEN_FILE
@@ -41,7 +42,10 @@ def create(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     path = tokens_file or ApiSettings().api_tokens_file
-    token = add_token(path, name, tenant, parsed)
+    try:
+        token = add_token(path, name, tenant, parsed)
+    except CronlogError as exc:
+        raise typer.BadParameter(str(exc)) from None
     console.print(f"token for {name} (tenant {tenant}, {role}); shown once:", highlight=False)
     print(token)
 
@@ -58,7 +62,15 @@ def local_admin_token(state_dir: Path) -> str:
         token = token_file.read_text().strip()
         if digest(token) in load_tokens(tokens_file):
             return token
-    token = add_token(tokens_file, "local-admin", "default", Role.ADMIN)
+    taken = (
+        {p.subject for p in load_tokens(tokens_file).values()} if tokens_file.exists() else set()
+    )
+    name = next(
+        f"local-admin-{i}" if i else "local-admin"
+        for i in range(len(taken) + 1)
+        if (f"local-admin-{i}" if i else "local-admin") not in taken
+    )
+    token = add_token(tokens_file, name, "default", Role.ADMIN)
     fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
         out.write(token + "\n")

@@ -15,9 +15,13 @@ TOKENS = Path(tempfile.mkdtemp(prefix="cronlog-tokens-")) / "tokens.json"
 """One tokens file for the unit tests' apps."""
 
 
-@cache
 def token(tenant: str = "default", role: str = "admin") -> str:
     """Return a static token of ``tenant`` with ``role`` (made once, kept in ``TOKENS``)."""
+    return _token(tenant, role)
+
+
+@cache
+def _token(tenant: str, role: str) -> str:  # positional: one cache entry per pair
     return add_token(TOKENS, f"{tenant}-{role}", tenant, Role.parse(role))
 
 

@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from fastapi.testclient import TestClient
 
 from cronlog import events as ev
+from cronlog.errors import CronlogError
 from cronlog.model import JobSpec
 from services.api.app import create_app
 from services.api.auth import Authenticator, Role, Unauthenticated, add_token, load_tokens
@@ -183,6 +184,8 @@ def test_the_tokens_file_keeps_digests_only(tmp_path: Path) -> None:
     (principal,) = load_tokens(path).values()
     assert (principal.subject, principal.tenant, principal.role) == ("ci", "team-a", Role.OPERATOR)
     assert Authenticator(path).authenticate(secret) == principal
+    with pytest.raises(CronlogError, match="already has a token named 'ci': pick another name"):
+        add_token(path, "ci", "team-b", Role.VIEWER)  # names identify tokens (revocation)
 
 
 def _rsa_pem(tmp_path: Path) -> tuple[Any, Path]:
