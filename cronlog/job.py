@@ -10,6 +10,7 @@ from datetime import datetime
 
 from cronlog.ids import idem_marker
 from cronlog.model import JobSpec
+from cronlog.priority import rank
 from cronlog.vocabulary import (
     OFF_SCHEDULE_TRIGGERS,
     WAITING_TASK_STATES,
@@ -198,15 +199,21 @@ class JobState:
         """
         return sum(r.trigger not in OFF_SCHEDULE_TRIGGERS for r in self.runs)
 
-    def ready_since(self) -> datetime | None:
-        """Return when the oldest run with a grantable task instance was scheduled.
+    def ready_rank(self) -> datetime | None:
+        """Return the smallest rank (``cronlog.priority.rank``) of a grantable task instance.
 
-        That is the job's place in its partition's ready index (docs/dispatch.md); None when
-        no task instance is ready.
+        That is the job's place in its partition's ready index (docs/dispatch.md): for class
+        0 tasks, when the oldest run with one was scheduled. None when no task instance is
+        ready.
         """
-        ready = TaskState.READY
+        ready, spec = TaskState.READY, self.spec
         return min(
-            (r.scheduled_for for r in self.runs if any(t.state is ready for t in r.tasks)),
+            (
+                rank(spec, r.scheduled_for, t.task)
+                for r in self.runs
+                for t in r.tasks
+                if t.state is ready
+            ),
             default=None,
         )
 

@@ -16,6 +16,7 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.decision import Decision
 from cronlog.job import Run, TaskInstance
+from cronlog.priority import rank
 from cronlog.progress import advance_run, time_out
 from cronlog.retry import next_attempt_at
 from cronlog.vocabulary import WAITING_TASK_STATES, FailureKind, RejectReason, TaskState
@@ -258,9 +259,9 @@ def _grant_next(
 def grant_ready(d: Decision, worker_id: str, most: int, now: datetime) -> int:
     """Grant ``worker_id`` up to ``most`` of the job's ready task instances (a poll).
 
-    Oldest run first (``scheduled_for``, then run_id), tasks in definition order within a
-    run: the order the partition's ready index serves jobs in (docs/dispatch.md, where a
-    priority class or a tenant's cap would act).
+    Smallest rank first (``cronlog.priority.rank``: the run's ``scheduled_for`` less the
+    task's priority class times the job's aging), then run_id, then definition order within a
+    run: the order the partition's ready index serves jobs in (docs/dispatch.md).
 
     Returns:
         How many were granted.
@@ -269,15 +270,19 @@ def grant_ready(d: Decision, worker_id: str, most: int, now: datetime) -> int:
         TaskClaimed (``grant``) for each.
     Refusals: none (a job with nothing ready grants nothing).
     """
-    granted = 0
-    for run in sorted(d.live().runs, key=lambda r: (r.scheduled_for, r.run_id)):
-        for ti in run.tasks:
-            if granted >= most:
-                return granted
-            if ti.state is TaskState.READY:
-                grant(d, run, ti, worker_id, now)
-                granted += 1
-    return granted
+    state = d.live()
+    ready = sorted(
+        (
+            (rank(state.spec, run.scheduled_for, ti.task), run.run_id, i, run, ti)
+            for run in state.runs
+            for i, ti in enumerate(run.tasks)
+            if ti.state is TaskState.READY
+        ),
+        key=lambda item: item[:3],
+    )
+    for _, _, _, run, ti in ready[:most]:
+        grant(d, run, ti, worker_id, now)
+    return min(most, len(ready))
 
 
 def expire_lease(d: Decision, run: Run, ti: TaskInstance, now: datetime) -> None:

@@ -218,12 +218,14 @@ COMMAND_LIMITS: Mapping[str, Limit] = MappingProxyType(
             max_queued_runs=_range(INT32),
             max_lease_expiries=_range(INT32),
             tenant=_token(MAX_TENANT_CHARS),
+            priority=Limit(low=-9, high=9),
             **_RUNNABLE,
         ),
         **_fields(
             "TaskSpec",
             name=_TASK,
             depends_on=Limit(items=MAX_TASKS, chars=MAX_TASK_NAME),
+            priority=Limit(low=-9, high=9),
             **_RUNNABLE,
         ),
         **_fields(

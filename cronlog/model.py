@@ -326,6 +326,7 @@ class TaskSpec:
         trigger_rule: when it runs given its upstream outcomes. Default ``all_success``.
         retry_policy, timeout, lease_ttl: per-task overrides of the job's; None inherits.
         isolation: where a ``python`` task's call runs. Default ``process``.
+        priority: the task's priority class (``cronlog.priority``); None inherits the job's.
     """
 
     name: str
@@ -340,6 +341,7 @@ class TaskSpec:
     timeout: timedelta | None = None
     lease_ttl: timedelta | None = None
     isolation: Isolation = Isolation.PROCESS
+    priority: int | None = None
 
     def action(self) -> TaskAction:
         """Return what a worker runs for this task (travels in TaskClaimed)."""
@@ -388,6 +390,10 @@ class JobSpec:
         isolation: where a one-task job's ``python`` call runs. Default ``process``.
         tenant: the team that owns the job (``cronlog.tenants``); fixed at registration.
             Default ``"default"``, the tenant of single-team use.
+        priority: the priority class of its tasks, -9..9, higher starts first under backlog
+            (``cronlog.priority``). Default 0.
+        priority_aging: a waiting task counts as one class higher per this much waiting, so
+            nothing starves (``cronlog.priority``). Default 5 minutes.
     """
 
     name: str
@@ -412,6 +418,8 @@ class JobSpec:
     max_queued_runs: int = 100
     isolation: Isolation = Isolation.PROCESS
     tenant: str = "default"
+    priority: int = 0
+    priority_aging: timedelta = timedelta(minutes=5)
 
     def action(self) -> TaskAction:
         """Return what a worker runs for a one-task job (travels in TaskClaimed)."""

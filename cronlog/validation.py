@@ -21,6 +21,7 @@ from cronlog.limits import MAX_COMMAND_BYTES as MAX_COMMAND_BYTES  # re-exported
 from cronlog.limits import MAX_TASK_NAME as MAX_TASK_NAME  # re-exported
 from cronlog.limits import MAX_TASKS as MAX_TASKS  # re-exported
 from cronlog.model import HttpTask, Isolation, JobSpec, RetryPolicy, TaskKind
+from cronlog.priority import MAX_PRIORITY, MAX_PRIORITY_AGING, MIN_PRIORITY
 from cronlog.schedule import validate_schedule
 
 MAX_ACTIVE_RUNS_LIMIT = 256
@@ -43,6 +44,22 @@ _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _TASK_NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_TASK_NAME - 1}}}")
 """A DAG task's name: like a job_id (URL-path and environment safe)."""
 _KIND_FIELD = {TaskKind.SHELL: "shell", TaskKind.PYTHON: "callable", TaskKind.HTTP: "http"}
+
+
+def validate_priority(spec: JobSpec) -> None:
+    """Check the priority classes (job's and tasks') and the aging of ``spec``.
+
+    Raises:
+        InvalidDefinition: ``priority``, ``tasks.<name>.priority`` or ``priority_aging_s``.
+    """
+    bound = f"must be {MIN_PRIORITY}..{MAX_PRIORITY}"
+    if not MIN_PRIORITY <= spec.priority <= MAX_PRIORITY:
+        raise InvalidDefinition("priority", bound)
+    for t in spec.task_specs:
+        if t.priority is not None and not MIN_PRIORITY <= t.priority <= MAX_PRIORITY:
+            raise InvalidDefinition(f"tasks.{t.name}.priority", bound)
+    if not timedelta(seconds=1) <= spec.priority_aging <= MAX_PRIORITY_AGING:
+        raise InvalidDefinition("priority_aging_s", "must be 1 s .. 7 days")
 
 
 def validate_spec(spec: JobSpec, *, job_id: str | None = None) -> None:
@@ -83,6 +100,7 @@ def validate_spec(spec: JobSpec, *, job_id: str | None = None) -> None:
         raise InvalidDefinition("max_queued_runs", f"must be 0..{MAX_QUEUED_RUNS_LIMIT}")
     if not 0 <= spec.max_lease_expiries <= MAX_LEASE_EXPIRIES_LIMIT:
         raise InvalidDefinition("max_lease_expiries", f"must be 0..{MAX_LEASE_EXPIRIES_LIMIT}")
+    validate_priority(spec)
     if not timedelta(0) <= spec.jitter <= MAX_JITTER:
         raise InvalidDefinition("jitter_s", f"must be 0..{MAX_JITTER.total_seconds():g} s")
     if spec.max_active_runs * len(spec.tasks) > MAX_ACTIVE_TASK_INSTANCES:

@@ -50,7 +50,7 @@ class Write(NamedTuple):
         partition: the job's partition.
         value: the stored record (``state_codec`` bytes).
         deadline_ms: when a Tick next has work for it (``JobState.next_deadline``), epoch ms.
-        ready_ms: its place in the ready index (``JobState.ready_since``), epoch ms.
+        ready_ms: its place in the ready index (``JobState.ready_rank``), epoch ms.
     """
 
     partition: int

@@ -76,7 +76,7 @@ class BatchFolder:
             batch sees deadlines set earlier in it (batch boundaries never change the outcome).
         codec: the Avro codec.
         tick_slice: most due jobs one Tick decides (TICK_SLICE).
-        ready: the ready index (jobs with a grantable task instance, by ``ready_since``),
+        ready: the ready index (jobs with a grantable task instance, by ``ready_rank``),
             kept like the due index; default: a new one owning every partition.
         cache: states this process committed (``topology/state_cache.py``), read before
             ``load``; None decodes every record (``cronlog replay``).
@@ -178,7 +178,7 @@ class BatchFolder:
     ) -> int:
         """Grant ``worker_id`` up to ``most`` ready task instances of the record's partition.
 
-        Oldest ``ready_since`` first, one PollTasks decision per job. A job that granted what
+        Smallest ``ready_rank`` first, one PollTasks decision per job. A job that granted what
         it could (or nothing: its record is full, its tasks are at ``max_active_tasks``) is
         looked past, so it holds back no other job's work; at most ``most`` +
         ``GRANT_LOOK_PAST`` jobs are looked at per poll, which bounds a poll's cost.
@@ -368,5 +368,5 @@ class BatchFolder:
 
 
 def _ready_ms(state: JobState | None) -> int | None:
-    since = state.ready_since() if state is not None else None
+    since = state.ready_rank() if state is not None else None
     return to_ms(since) if since is not None else None

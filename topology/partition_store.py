@@ -1,7 +1,7 @@
 """One command partition's job table on disk: a rocksdict (RocksDB) opened on assignment.
 
 Keys: ``j:<job_id>`` → the stored JobState (``state_codec`` bytes), ``d:<job_id>`` → the
-job's next deadline and ``r:<job_id>`` → its place in the ready index (``ready_since``; both
+job's next deadline and ``r:<job_id>`` → its place in the ready index (``ready_rank``; both
 8-byte big-endian epoch ms, absent when it has none), and ``m:changelog`` → the offset of the
 last changelog record the store holds. The fold writes a batch's records,
 deadlines and that offset in one RocksDB write batch, *after* the Kafka transaction that put
@@ -68,7 +68,7 @@ class PartitionStore:
 
         Args:
             records: ``(job_id, stored bytes or None to delete, deadline epoch ms or None,
-                ready_since epoch ms or None)``.
+                ready_rank epoch ms or None)``.
             changelog_offset: the offset of the last changelog record these came from (the
                 store is trusted up to it); None leaves the recorded offset as it is.
         """
@@ -97,7 +97,7 @@ class PartitionStore:
         """Write the ``r:`` key of every job once (a store written before the ready index).
 
         Args:
-            ready_ms: stored bytes → ready_since epoch ms or None (``restore.ready_ms``).
+            ready_ms: stored bytes → ready_rank epoch ms or None (``restore.ready_ms``).
 
         Returns:
             How many records were read (0 when the store was indexed already).
@@ -115,7 +115,7 @@ class PartitionStore:
         return n
 
     def ready(self) -> Iterator[tuple[str, int]]:
-        """Yield ``(job_id, ready_since epoch ms)`` of every job with a ready task instance."""
+        """Yield ``(job_id, ready_rank epoch ms)`` of every job with a ready task instance."""
         for job_id, value in self._prefixed(_READY):
             yield job_id, int.from_bytes(value, "big", signed=True)
 

@@ -54,17 +54,17 @@ class Restored:
 
 
 def ready_ms(value: bytes) -> int | None:
-    """Return a stored job record's ready_since (epoch ms), or None."""
-    ready = load_state(value).ready_since()
+    """Return a stored job record's ready_rank (epoch ms), or None."""
+    ready = load_state(value).ready_rank()
     return None if ready is None else to_ms(ready)
 
 
 def index_keys(value: bytes | None) -> tuple[int | None, int | None]:
-    """Return a stored job record's next deadline and ready_since (epoch ms, or None each)."""
+    """Return a stored job record's next deadline and ready_rank (epoch ms, or None each)."""
     if value is None:
         return None, None
     state = load_state(value)
-    deadline, ready = state.next_deadline(), state.ready_since()
+    deadline, ready = state.next_deadline(), state.ready_rank()
     return (
         None if deadline is None else to_ms(deadline),
         None if ready is None else to_ms(ready),

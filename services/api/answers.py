@@ -123,6 +123,8 @@ class JobOut(BaseModel):
     max_queued_runs: int = 100
     max_lease_expiries: int = 3
     isolation: Literal["process", "thread"] = "process"
+    priority: int = 0
+    priority_aging_s: Number = 300
 
 
 class JobList(BaseModel):

@@ -92,6 +92,8 @@ def to_spec(body: JobDefinition) -> JobSpec:
         max_queued_runs=body.max_queued_runs,
         max_lease_expiries=body.max_lease_expiries,
         isolation=ModelIsolation(body.isolation),
+        priority=body.priority,
+        priority_aging=timedelta(seconds=body.priority_aging_s),
     )
 
 
@@ -135,6 +137,7 @@ def _task_spec(t: TaskIn) -> TaskSpec:
         timeout=timedelta(seconds=t.timeout_s) if t.timeout_s is not None else None,
         lease_ttl=timedelta(seconds=t.lease_ttl_s) if t.lease_ttl_s is not None else None,
         isolation=ModelIsolation(t.isolation),
+        priority=t.priority,
     )
 
 
@@ -152,6 +155,7 @@ def _task_json(t: TaskSpec) -> dict[str, Any]:
         "timeout_s": _secs(t.timeout) if t.timeout is not None else None,
         "lease_ttl_s": _secs(t.lease_ttl) if t.lease_ttl is not None else None,
         "isolation": t.isolation.value,
+        "priority": t.priority,
     }
 
 
@@ -263,6 +267,8 @@ def spec_to_json(spec: JobSpec) -> dict[str, Any]:
         "max_queued_runs": spec.max_queued_runs,
         "max_lease_expiries": spec.max_lease_expiries,
         "isolation": spec.isolation.value,
+        "priority": spec.priority,
+        "priority_aging_s": _secs(spec.priority_aging),
     }
 
 

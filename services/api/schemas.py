@@ -13,10 +13,17 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
 from cronlog.limits import EARLIEST, LATEST, MAX_DURATION, MAX_JOB_ID_CHARS
+from cronlog.priority import MAX_PRIORITY, MAX_PRIORITY_AGING, MIN_PRIORITY
 from cronlog.tenants import TENANT_PATTERN
 from cronlog.validation import MAX_LEASE_EXPIRIES_LIMIT, MAX_QUEUED_RUNS_LIMIT
 
 JOB_ID_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_JOB_ID_CHARS - 1}}}$"
+Priority = Annotated[int, Field(ge=MIN_PRIORITY, le=MAX_PRIORITY)]
+"""A priority class (``cronlog.priority``)."""
+AgingSeconds = Annotated[
+    float, Field(ge=1, le=MAX_PRIORITY_AGING.total_seconds(), allow_inf_nan=False)
+]
+"""``priority_aging_s``: 1 s .. 7 days."""
 TENANT_NAME_PATTERN = rf"^{TENANT_PATTERN.pattern}$"
 """A tenant name (``cronlog.tenants.TENANT_PATTERN``)."""
 """job_ids are URL-path safe: letters, digits, ``.``, ``_``, ``-``; 1..128 characters."""
@@ -221,6 +228,7 @@ class TaskIn(_Strict):
         isolation: where a ``python`` task's call runs: ``process`` (default; the worker's
             pool, killable) or ``thread`` (in the worker, no process round trip; cannot be
             killed on timeout).
+        priority: the task's priority class (-9..9); null inherits the job's.
     """
 
     name: TaskName
@@ -235,6 +243,7 @@ class TaskIn(_Strict):
     timeout_s: Seconds | None = None
     lease_ttl_s: Seconds | None = None
     isolation: Isolation = "process"
+    priority: Priority | None = None
 
 
 class JobDefinition(_Strict):
@@ -275,6 +284,10 @@ class JobDefinition(_Strict):
             dead-lettered as ``lease_expired`` (0..100). Default 3.
         isolation: where a one-task job's ``python`` call runs: ``process`` (default) or
             ``thread`` (see TaskIn).
+        priority: the priority class of its tasks, -9..9: under backlog a higher class is
+            granted a worker slot first. Default 0. docs/dispatch.md, "Priorities".
+        priority_aging_s: a waiting task counts as one class higher per this many seconds
+            waited (1 .. 604800), so nothing starves. Default 300.
     """
 
     name: str
@@ -297,6 +310,8 @@ class JobDefinition(_Strict):
     max_queued_runs: int = Field(default=100, ge=0, le=MAX_QUEUED_RUNS_LIMIT)
     max_lease_expiries: int = Field(default=3, ge=0, le=MAX_LEASE_EXPIRIES_LIMIT)
     isolation: Isolation = "process"
+    priority: Priority = 0
+    priority_aging_s: AgingSeconds = 300.0
 
 
 class JobIn(JobDefinition):
@@ -380,6 +395,8 @@ class JobPatch(_Strict):
     max_queued_runs: int | None = Field(default=None, ge=0, le=MAX_QUEUED_RUNS_LIMIT)
     max_lease_expiries: int | None = Field(default=None, ge=0, le=MAX_LEASE_EXPIRIES_LIMIT)
     isolation: Isolation | None = None
+    priority: Priority | None = None
+    priority_aging_s: AgingSeconds | None = None
 
 
 class JobCreated(BaseModel):

@@ -99,7 +99,7 @@ class FoldRuntime:
         self.due = DueIndex()
         self.due.reset(())
         self.ready = DueIndex()
-        """The ready index (jobs with a grantable task instance, by ready_since)."""
+        """The ready index (jobs with a grantable task instance, by ready_rank)."""
         self.ready.reset(())
         self.stores: dict[int, PartitionStore] = {}
         self.pending: list[int] = []
