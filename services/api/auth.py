@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import secrets
 import threading
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from cronlog.errors import CronlogError
 from cronlog.tenants import is_tenant_name
 
+log = logging.getLogger("cronlog.api.auth")
 PLATFORM = "*"
 """The tenant claim of a platform principal: it sees and acts on every tenant."""
 TOKEN_PREFIX = "clt_"  # noqa: S105 (a prefix, not a secret)
@@ -59,9 +61,9 @@ class Role(IntEnum):
         Raises:
             ValueError: any other value.
         """
-        if isinstance(name, str) and name.upper() in cls.__members__:
+        if isinstance(name, str) and name in ("viewer", "operator", "admin"):
             return cls[name.upper()]
-        raise ValueError(f"role {name!r} is not one of viewer, operator, admin")
+        raise ValueError(f"role {_short(name)} is not one of viewer, operator, admin")
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +89,12 @@ class Unauthenticated(CronlogError):
     """The token is missing, malformed, expired, unknown or badly signed (HTTP 401)."""
 
 
+def _short(value: object) -> str:
+    """Return ``repr(value)`` cut to 80 characters: claims are the caller's, echo little."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def digest(token: str) -> str:
     """Return the hex SHA-256 of a static token: what the tokens file keeps."""
     return hashlib.sha256(token.encode()).hexdigest()
@@ -100,7 +108,7 @@ def new_token() -> str:
 def _principal(claims: dict[str, Any], subject_key: str) -> Principal:
     tenant, subject = claims.get("tenant"), claims.get(subject_key)
     if not isinstance(tenant, str) or not (tenant == PLATFORM or is_tenant_name(tenant)):
-        raise Unauthenticated(f"claim 'tenant' {tenant!r} is not a tenant name or '*'")
+        raise Unauthenticated(f"claim 'tenant' {_short(tenant)} is not a tenant name or '*'")
     try:
         role = Role.parse(claims.get("role"))
     except ValueError as exc:
@@ -163,7 +171,16 @@ class Authenticator:
                 return self._tokens
             version = (st.st_mtime_ns, st.st_size)
             if version != self._version:
-                self._tokens, self._version = load_tokens(self.tokens_file), version
+                self._version = version
+                try:
+                    self._tokens = load_tokens(self.tokens_file)
+                except CronlogError as exc:  # a half-written or hand-broken file
+                    log.error(
+                        "the tokens file cannot be read; keeping the %d tokens read before: %s",
+                        len(self._tokens),
+                        exc,
+                        extra={"action": "api.tokens_unreadable"},
+                    )
             return self._tokens
 
     def _jwt(self, token: str) -> Principal:
@@ -171,9 +188,16 @@ class Authenticator:
             key: Any = self._pem
             if self._keys is not None:
                 kid = jwt.get_unverified_header(token).get("kid")
-                key = next((k for k in self._keys.keys if k.key_id == kid), None)
+                key = next(
+                    (
+                        k
+                        for k in self._keys.keys
+                        if k.key_id == kid and k.public_key_use in (None, "sig")
+                    ),
+                    None,
+                )
                 if key is None:
-                    raise Unauthenticated(f"no configured key has kid {kid!r}")
+                    raise Unauthenticated(f"no configured key has kid {_short(kid)}")
             if key is None:
                 raise Unauthenticated("not an API token, and no JWT keys are configured")
             claims = jwt.decode(

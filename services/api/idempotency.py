@@ -22,11 +22,14 @@ from typing import Any
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 
+from services.api.auth import Caller
 from services.api.store import Store
 
 HEADER = "Idempotency-Key"
 KEY_PREFIX = b"ik:"
-"""Store key prefix of a key's first use: ``ik:<key>`` → JSON ``{fingerprint, method, path}``."""
+"""Store key prefix of a key's first use: ``ik:<tenant>\\x00<key>`` → JSON ``{fingerprint,
+method, path}``. Keys are scoped by the caller's tenant: another tenant's use of a key neither
+binds it nor shows in a refusal (docs/tenants.md)."""
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
@@ -43,7 +46,7 @@ def fingerprint(method: str, path: str, body: bytes) -> str:
         canonical = json.dumps(
             json.loads(body), sort_keys=True, separators=(",", ":"), ensure_ascii=False
         ).encode()
-    except ValueError:  # not JSON (or empty): the bytes themselves
+    except (ValueError, RecursionError):  # not JSON, empty, or nested too deep: the bytes
         canonical = body
     digest = hashlib.sha256(f"{method.upper()} {path}\n".encode())
     digest.update(canonical)
@@ -66,14 +69,18 @@ def _conflict(key: str, first: dict[str, Any]) -> RequestValidationError:
     )
 
 
-def _check(store: Store, key: str, fp: str) -> dict[str, Any] | None:
-    first = store.get_json(KEY_PREFIX + key.encode())
+def _stored_key(tenant: str, key: str) -> bytes:
+    return KEY_PREFIX + tenant.encode() + b"\x00" + key.encode()
+
+
+def _check(store: Store, tenant: str, key: str, fp: str) -> dict[str, Any] | None:
+    first = store.get_json(_stored_key(tenant, key))
     if first is not None and first["fingerprint"] != fp:
         raise _conflict(key, first)
     return first
 
 
-async def guard(request: Request) -> None:
+async def guard(request: Request, caller: Caller) -> None:
     """Refuse a write whose Idempotency-Key was first used by another request.
 
     A router dependency: it runs before the handler, so nothing is produced. Requests
@@ -87,8 +94,9 @@ async def guard(request: Request) -> None:
     if not key or store is None or request.method in _SAFE_METHODS:
         return
     fp = fingerprint(request.method, request.url.path, await request.body())
-    _check(store, key, fp)
+    _check(store, caller.tenant, key, fp)
     request.state.idem_fingerprint = fp
+    request.state.idem_tenant = caller.tenant
 
 
 def remember(request: Request) -> None:
@@ -102,8 +110,9 @@ def remember(request: Request) -> None:
         RequestValidationError: another request became the key's first use meanwhile.
     """
     fp: str | None = getattr(request.state, "idem_fingerprint", None)
+    tenant: str = getattr(request.state, "idem_tenant", "")
     key, store = request.headers.get(HEADER), _store(request)
-    if fp is None or not key or store is None or _check(store, key, fp) is not None:
+    if fp is None or not key or store is None or _check(store, tenant, key, fp) is not None:
         return
     doc = {"fingerprint": fp, "method": request.method, "path": request.url.path}
-    store.write({KEY_PREFIX + key.encode(): json.dumps(doc, separators=(",", ":")).encode()})
+    store.write({_stored_key(tenant, key): json.dumps(doc, separators=(",", ":")).encode()})

@@ -184,6 +184,12 @@ def _check(events: list[ev.RunEvent], *tolerated: RejectReason) -> None:
     """Raise the HTTP error of a CommandRejected in ``events``, unless its reason is tolerated."""
     for record in events:
         rej = record.event
+        if isinstance(rej, ev.CommandRejected) and rej.reason is RejectReason.WRONG_TENANT:
+            # another tenant took the id meanwhile (the read model had not seen it): answer as
+            # for any taken id or unknown job, never saying whose it is
+            if rej.command == "RegisterJob":
+                raise HTTPException(409, f"job {record.job_id!r} already exists")
+            raise HTTPException(404, f"job {record.job_id!r} not found")
         if isinstance(rej, ev.CommandRejected) and rej.reason not in tolerated:
             if rej.reason is RejectReason.INVALID_DEFINITION:
                 field, _, reason = rej.detail.partition(": ")
@@ -233,9 +239,10 @@ async def register_job(
     (job ids are unique across tenants: the 409 says only that the id is taken)."""
     tenant = _owner(caller, body.tenant)
     spec = replace(validated_spec(body, body.job_id), tenant=tenant)
+    rm, _ = _parts(request)
+    _same_tenant_upstream(rm, spec)
     job_id = body.job_id or f"job-{uuid.uuid4().hex[:12]}"
     idem_key = idempotency_key or str(uuid.uuid4())
-    rm, _ = _parts(request)
     known = rm.job(job_id)
     if known and known["tenant"] != tenant:
         raise HTTPException(409, f"job {job_id!r} already exists")
@@ -251,7 +258,24 @@ async def register_job(
     return JobCreated(job_id=job_id, next_run_at=_iso(registered.next_fire_at))
 
 
-def _patched_spec(job: dict[str, Any], patch: dict[str, Any]) -> JobSpec | None:
+def _same_tenant_upstream(rm: ReadModel, spec: JobSpec) -> None:
+    """Refuse an ``after`` schedule naming a job of another tenant (422 at schedule.job_id).
+
+    A job not (yet) known is accepted, as before tenants: a downstream job may be registered
+    first. The answer is the same as for an id another tenant holds at registration: the
+    id is taken, nothing more (docs/tenants.md).
+    """
+    upstream = spec.schedule.after_job_id
+    if upstream is None:
+        return
+    doc = rm.stored_job(upstream)
+    if doc is not None and doc.get("tenant", DEFAULT_TENANT) != spec.tenant:
+        raise _invalid(
+            "schedule.job_id", f"job {upstream!r} is not a job of tenant {spec.tenant!r}"
+        )
+
+
+def _patched_spec(rm: ReadModel, job: dict[str, Any], patch: dict[str, Any]) -> JobSpec | None:
     # the job's tenant is kept (a patch cannot name one: JobPatch has no such field)
     """Return the new spec if the merge-patch changes the definition, else None."""
     current = {k: job[k] for k in JobDefinition.model_fields if k in job}  # older docs lack some
@@ -261,6 +285,7 @@ def _patched_spec(job: dict[str, Any], patch: dict[str, Any]) -> JobSpec | None:
         errors = exc.errors(include_url=False, include_context=False)
         raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in errors]) from exc
     spec = replace(validated_spec(body, job.get("job_id")), tenant=job["tenant"])
+    _same_tenant_upstream(rm, spec)
     return spec if spec_to_json(spec) != current else None
 
 
@@ -285,7 +310,7 @@ async def patch_job(
     steps: list[tuple[str, cmd.Command]] = []
     if patch and caller.role < Role.ADMIN:
         raise HTTPException(403, "role operator may not change a definition; needs admin")
-    spec = _patched_spec(job, patch) if patch else None
+    spec = _patched_spec(rm, job, patch) if patch else None
     if spec is not None:
         steps.append(("update", cmd.UpdateJob(spec=spec)))
     if paused is not None:

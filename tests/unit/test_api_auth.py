@@ -259,3 +259,59 @@ def test_a_token_added_while_the_api_runs_is_accepted(app_of_a: Any) -> None:
     answer = authed(app_of_a).get("/api/v1/jobs", headers={"Authorization": f"Bearer {fresh}"})
     assert answer.status_code == 200
     assert token("team-a", "viewer") != fresh
+
+
+# -- found by an adversarial run ----------------------------------------------------------------
+
+
+def test_idempotency_keys_are_scoped_by_tenant(rm: ReadModel, app_of_a: Any) -> None:
+    register_for(rm, "team-b", "b-job")
+    a = authed(app_of_a, tenant="team-a", role="operator")
+    b = authed(app_of_a, tenant="team-b", role="operator")
+    key = {"Idempotency-Key": "nightly-1"}
+    assert a.post(f"/api/v1/jobs/{A_JOB}/trigger", headers=key).status_code == 503  # no broker
+    answer = b.post("/api/v1/jobs/b-job/trigger", headers=key)
+    assert answer.status_code == 503  # not a 422 naming A's request: B's key is B's own
+    assert A_JOB not in answer.text
+    again = a.post(f"/api/v1/jobs/{A_JOB}/cancel", headers=key)  # A's reuse is still refused
+    assert again.status_code in (404, 422)
+
+
+def test_a_deeply_nested_body_with_an_idempotency_key_is_no_500(app_of_a: Any) -> None:
+    a = authed(app_of_a, tenant="team-a", role="operator")
+    deep = "[" * 100_000 + "]" * 100_000
+    answer = a.post(
+        f"/api/v1/jobs/{A_JOB}/trigger",
+        content=deep,
+        headers={"Idempotency-Key": "deep", "content-type": "text/plain"},
+    )
+    assert answer.status_code == 503  # the body is ignored by trigger; no broker here
+
+
+def test_a_corrupt_tokens_file_keeps_the_tokens_read_before(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "tokens.json"
+    secret = add_token(path, "ci", "team-a", Role.VIEWER)
+    auth = Authenticator(path)
+    assert auth.authenticate(secret).tenant == "team-a"
+    path.write_text('{"tokens": [')  # truncated by a careless edit
+    assert auth.authenticate(secret).tenant == "team-a"
+    assert "the tokens file cannot be read; keeping the 1 tokens read before" in caplog.text
+
+
+def test_roles_are_the_three_lowercase_names() -> None:
+    assert Role.parse("operator") is Role.OPERATOR
+    for odd in ("ADMIN", "Admin", "adm\u0131n", 3, None):
+        with pytest.raises(ValueError, match="is not one of viewer, operator, admin"):
+            Role.parse(odd)
+
+
+def test_an_after_job_cannot_follow_another_tenants_job(app_of_a: Any) -> None:
+    b = authed(app_of_a, tenant="team-b", role="admin")
+    body = {**MANUAL, "schedule": {"type": "after", "job_id": A_JOB, "on": "done"}}
+    answer = b.post("/api/v1/jobs", json=body)
+    assert answer.status_code == 422
+    (err,) = answer.json()["detail"]
+    assert err["loc"] == ["body", "schedule", "job_id"]
+    assert err["msg"] == f"job {A_JOB!r} is not a job of tenant 'team-b'"
