@@ -18,6 +18,7 @@ from cronlog.model import AfterOn, ScheduleKind
 from cronlog.runs import start_run
 from cronlog.vocabulary import (
     JobStatus,
+    QueueReason,
     RunTrigger,
     SkipReason,
     UpstreamOutcome,
@@ -80,7 +81,11 @@ def upstream_run_ended(
     reason = None
     if remaining == 0:
         reason = SkipReason.MAX_RUNS
-    elif state.queue or state.active_runs() >= state.spec.max_active_runs:
+    elif (
+        state.queue
+        or state.active_runs() >= state.spec.max_active_runs
+        or state.suspended_until is not None
+    ):
         if len(state.queue) >= state.spec.max_queued_runs:
             reason = SkipReason.QUEUE_FULL
         else:  # delayed, not dropped: it starts when a slot frees (progress.release_queued)
@@ -93,6 +98,11 @@ def upstream_run_ended(
                     runs_remaining=None if remaining is None else remaining - 1,
                     upstream_job_id=command.upstream_job_id,
                     upstream_run_id=command.upstream_run_id,
+                    reason=(
+                        QueueReason.SUSPENDED
+                        if state.suspended_until is not None
+                        else QueueReason.MAX_ACTIVE_RUNS
+                    ),
                 )
             )
             return

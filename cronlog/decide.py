@@ -9,6 +9,7 @@ from typing import assert_never
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.after import upstream_run_ended
+from cronlog.breaker import check_breaker
 from cronlog.decision import Decision
 from cronlog.errors import InvalidDefinition
 from cronlog.firing import (
@@ -33,7 +34,14 @@ from cronlog.progress import release_waiting
 from cronlog.runs import start_run
 from cronlog.tenants import tenant_mismatch
 from cronlog.validation import validate_spec
-from cronlog.vocabulary import CancelReason, JobStatus, RejectReason, Reprocess, RunTrigger
+from cronlog.vocabulary import (
+    CancelReason,
+    JobStatus,
+    RejectReason,
+    Reprocess,
+    RunTrigger,
+    UnsuspendReason,
+)
 
 WORKER_COMMANDS = (cmd.ClaimTask, cmd.RenewLease, cmd.CompleteTask, cmd.ReleaseTask)
 """Commands whose dedupe markers live in the worker window (``JobState.renewals``)."""
@@ -81,6 +89,7 @@ def handle(
     now = max(state.clock, record_time) if state is not None else record_time
     decision = Decision(state, envelope.job_id)
     decide(decision, envelope, now)
+    check_breaker(decision, now)
     new = decision.state
     if new is not None:
         new = replace(new, clock=now)
@@ -161,6 +170,10 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
                 d.reject(command, RejectReason.ALREADY_IN_STATE, "job is already paused")
             else:
                 d.emit(ev.JobPaused())
+        case cmd.ResumeJob() if state.suspended_until is not None:
+            # an operator closes an open circuit (cronlog.breaker); a paused job stays paused
+            d.emit(ev.JobUnsuspended(reason=UnsuspendReason.OPERATOR))
+            release_waiting(d, now)
         case cmd.ResumeJob():
             if state.status is JobStatus.ACTIVE:
                 d.reject(command, RejectReason.ALREADY_IN_STATE, "job is not paused")

@@ -11,9 +11,12 @@ from cronlog.vocabulary import (
     CancelReason,
     CommandKind,
     FailureKind,
+    QueueReason,
     RejectReason,
     RunTrigger,
     SkipReason,
+    SuspendReason,
+    UnsuspendReason,
 )
 
 
@@ -139,6 +142,8 @@ class RunQueued:
     """For an ``after`` run: the upstream job whose run ended; else None."""
     upstream_run_id: str | None = None
     """For an ``after`` run: the upstream run that ended; else None."""
+    reason: QueueReason = QueueReason.MAX_ACTIVE_RUNS
+    """Why it waits: ``max_active_runs``, or ``suspended`` (the job's circuit is open)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -511,6 +516,36 @@ class PollAnswered:
     """How many task instances it granted (each a TaskClaimed before this answer)."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobSuspended:
+    """The job's circuit opened (``cronlog.breaker``): new runs queue until it closes."""
+
+    reason: SuspendReason
+    """``circuit_open`` or ``probe_failed``."""
+    failed_attempts: int
+    """Attempts failed within the window with no success between (0 for probe_failed)."""
+    window: timedelta
+    """The job's ``breaker_window``."""
+    resume_at: datetime
+    """When the circuit half-opens (the first queued run starts as the probe), aware UTC."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobProbing:
+    """A suspended job's circuit half-opened: ``run_id`` starts as the one probe."""
+
+    run_id: str
+    """The probe run (the oldest queued one)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobUnsuspended:
+    """The job's circuit closed: queued runs start again as slots allow."""
+
+    reason: UnsuspendReason
+    """``operator`` (a ResumeJob) or ``probe_succeeded``."""
+
+
 Event = (
     JobRegistered
     | JobRedefined
@@ -541,6 +576,9 @@ Event = (
     | TaskReset
     | RunQueued
     | PollAnswered
+    | JobSuspended
+    | JobProbing
+    | JobUnsuspended
 )
 
 

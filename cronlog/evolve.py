@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime
 from typing import assert_never
 
 from cronlog import events as ev
@@ -15,6 +16,14 @@ from cronlog.vocabulary import (
     RunTrigger,
     TaskState,
 )
+
+
+def _with_failure(state: JobState, finished_at: datetime) -> JobState:
+    """Return ``state`` with a failed attempt counted for its breaker (``cronlog.breaker``)."""
+    most = state.spec.breaker_failures
+    if most <= 0:
+        return state
+    return replace(state, failures=(*state.failures, finished_at)[-most:])
 
 
 def _with_task(state: JobState, run_id: str, ti: TaskInstance) -> JobState:
@@ -109,6 +118,9 @@ def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | N
                 buffered=None,
                 queue=(),
                 incarnation=state.incarnation + 1,
+                failures=(),
+                suspended_until=None,
+                probe_run=None,
             )
         case ev.CommandRejected():
             return state
@@ -192,14 +204,22 @@ def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | N
             return _with_task(state, run_id, replace(ti, lease_expiries=ti.lease_expiries + 1))
         case ev.TaskSucceeded(run_id=run_id, task=task):
             ti = _task(state, run_id, task)
+            state = replace(state, failures=()) if state.failures else state
             return _with_task(
                 state, run_id, replace(ti, state=TaskState.SUCCEEDED, lease_expires_at=None)
             )
         case ev.TaskFailed(run_id=run_id, task=task):
             ti = _task(state, run_id, task)
+            state = _with_failure(state, event.finished_at)
             return _with_task(
                 state, run_id, replace(ti, state=TaskState.FAILED, lease_expires_at=None)
             )
+        case ev.JobSuspended(resume_at=resume_at):
+            return replace(state, suspended_until=resume_at, failures=(), probe_run=None)
+        case ev.JobProbing(run_id=run_id):
+            return replace(state, probe_run=run_id)
+        case ev.JobUnsuspended():
+            return replace(state, suspended_until=None, probe_run=None, failures=())
         case ev.TaskCancelled(run_id=run_id, task=task):
             ti = _task(state, run_id, task)
             return _with_task(

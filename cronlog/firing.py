@@ -22,7 +22,13 @@ from cronlog.job import JobState
 from cronlog.model import CatchupPolicy, OverlapPolicy, Schedule, ScheduleKind
 from cronlog.runs import start_run
 from cronlog.schedule import next_tick
-from cronlog.vocabulary import OFF_SCHEDULE_TRIGGERS, CancelReason, RunTrigger, SkipReason
+from cronlog.vocabulary import (
+    OFF_SCHEDULE_TRIGGERS,
+    CancelReason,
+    QueueReason,
+    RunTrigger,
+    SkipReason,
+)
 
 ON_TIME_GRACE = timedelta(seconds=60)
 """The default ``Schedule.misfire_grace``: a tick folded at most this late counts as on time
@@ -143,6 +149,7 @@ class _Fold:
         self.ticks = {r.run_id: r.scheduled_for for r in state.runs}
         self.buffered = state.buffered is not None
         self.queued = len(state.queue)
+        self.suspended = state.suspended_until is not None
         self.fired = state.runs_fired
         self.limit = state.spec.schedule.max_runs
 
@@ -218,7 +225,9 @@ def fire_due_ticks(state: JobState, now: datetime) -> Iterator[ev.Event]:
                         scheduled_for=fold.ticks.get(old),
                     )
                 fold.active = []
-        if reason is None and (len(fold.active) >= spec.max_active_runs or fold.queued):
+        if reason is None and (
+            len(fold.active) >= spec.max_active_runs or fold.queued or fold.suspended
+        ):
             if fold.queued >= spec.max_queued_runs:
                 reason = SkipReason.QUEUE_FULL
             else:  # overload delays, never drops: the run starts when a slot frees
@@ -229,6 +238,7 @@ def fire_due_ticks(state: JobState, now: datetime) -> Iterator[ev.Event]:
                     trigger=trigger,
                     next_fire_at=cursor,
                     runs_remaining=fold.remaining(),
+                    reason=QueueReason.SUSPENDED if fold.suspended else QueueReason.MAX_ACTIVE_RUNS,
                 )
                 continue
         if reason is not None:

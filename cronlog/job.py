@@ -132,6 +132,10 @@ class JobState:
         buffered: the tick a ``buffer_one`` job holds until its active runs end, or None.
         queue: runs waiting for a slot under ``max_active_runs``, in the order they were
             queued (tick order); at most ``max_queued_runs``.
+        failures: when the attempts that failed since the last success ended (the last
+            ``breaker_failures`` of them; empty while the breaker is off): ``cronlog.breaker``.
+        suspended_until: None while the job's circuit is closed; else when it half-opens.
+        probe_run: the probe run of a half-open circuit, or None.
     """
 
     job_id: str
@@ -147,6 +151,9 @@ class JobState:
     incarnation: int = 0
     buffered: Buffered | None = None
     queue: tuple[Queued, ...] = ()
+    failures: tuple[datetime, ...] = ()
+    suspended_until: datetime | None = None
+    probe_run: str | None = None
 
     def runs_remaining(self) -> int | None:
         """Return how many runs the schedule may still fire, or None when unbounded."""
@@ -225,6 +232,8 @@ class JobState:
         times: list[datetime] = []
         if self.status is JobStatus.ACTIVE and self.next_fire_at is not None:
             times.append(self.next_fire_at)
+        if self.suspended_until is not None and self.probe_run is None and self.queue:
+            times.append(self.suspended_until)  # the half-open: the probe starts
         for run in self.runs:
             if run.timeout_at is not None:
                 times.append(run.timeout_at)

@@ -219,6 +219,7 @@ COMMAND_LIMITS: Mapping[str, Limit] = MappingProxyType(
             max_lease_expiries=_range(INT32),
             tenant=_token(MAX_TENANT_CHARS),
             priority=Limit(low=-9, high=9),
+            breaker_failures=Limit(low=0, high=100),
             **_RUNNABLE,
         ),
         **_fields(

@@ -394,6 +394,12 @@ class JobSpec:
             (``cronlog.priority``). Default 0.
         priority_aging: a waiting task counts as one class higher per this much waiting, so
             nothing starves (``cronlog.priority``). Default 5 minutes.
+        breaker_failures: the job's circuit opens (``cronlog.breaker``) when this many
+            attempts failed within ``breaker_window`` with no success between; 0 (default)
+            turns the breaker off.
+        breaker_window: see ``breaker_failures``. Default 10 minutes.
+        breaker_cooldown: an open circuit half-opens (one probe run) this long after it
+            opened. Default 5 minutes.
     """
 
     name: str
@@ -420,6 +426,9 @@ class JobSpec:
     tenant: str = "default"
     priority: int = 0
     priority_aging: timedelta = timedelta(minutes=5)
+    breaker_failures: int = 0
+    breaker_window: timedelta = timedelta(minutes=10)
+    breaker_cooldown: timedelta = timedelta(minutes=5)
 
     def action(self) -> TaskAction:
         """Return what a worker runs for a one-task job (travels in TaskClaimed)."""

@@ -151,6 +151,14 @@ def release_waiting(d: Decision, now: datetime) -> None:
     state = d.live()
     if state.status is JobStatus.DELETED:
         return
+    if state.suspended_until is not None:  # an open circuit (cronlog.breaker)
+        if state.probe_run is None and state.queue and now >= state.suspended_until:
+            q = state.queue[0]  # half-open: the oldest queued run is the one probe
+            d.emit(ev.JobProbing(run_id=q.run_id))
+            _start_waiting(
+                d, q.run_id, q.scheduled_for, q.trigger, now, q.upstream_job_id, q.upstream_run_id
+            )
+        return
     held = state.buffered
     if held is not None and state.active_runs() == 0:
         _start_waiting(d, held.run_id, held.scheduled_for, held.trigger, now)

@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Protocol
 from urllib.parse import urlsplit
 
+from cronlog.breaker import MAX_BREAKER_FAILURES
 from cronlog.dag import find_cycle
 from cronlog.errors import InvalidDefinition
 from cronlog.limits import (
@@ -62,6 +63,23 @@ def validate_priority(spec: JobSpec) -> None:
         raise InvalidDefinition("priority_aging_s", "must be 1 s .. 7 days")
 
 
+def validate_breaker(spec: JobSpec) -> None:
+    """Check the circuit breaker settings of ``spec`` (``cronlog.breaker``).
+
+    Raises:
+        InvalidDefinition: ``breaker_failures`` (0..100), ``breaker_window_s`` or
+            ``breaker_cooldown_s`` (1 s .. 7 days).
+    """
+    if not 0 <= spec.breaker_failures <= MAX_BREAKER_FAILURES:
+        raise InvalidDefinition("breaker_failures", f"must be 0..{MAX_BREAKER_FAILURES}")
+    for field, value in (
+        ("breaker_window_s", spec.breaker_window),
+        ("breaker_cooldown_s", spec.breaker_cooldown),
+    ):
+        if not timedelta(seconds=1) <= value <= timedelta(days=7):
+            raise InvalidDefinition(field, "must be 1 s .. 7 days")
+
+
 def validate_spec(spec: JobSpec, *, job_id: str | None = None) -> None:
     """Check a job definition.
 
@@ -101,6 +119,7 @@ def validate_spec(spec: JobSpec, *, job_id: str | None = None) -> None:
     if not 0 <= spec.max_lease_expiries <= MAX_LEASE_EXPIRIES_LIMIT:
         raise InvalidDefinition("max_lease_expiries", f"must be 0..{MAX_LEASE_EXPIRIES_LIMIT}")
     validate_priority(spec)
+    validate_breaker(spec)
     if not timedelta(0) <= spec.jitter <= MAX_JITTER:
         raise InvalidDefinition("jitter_s", f"must be 0..{MAX_JITTER.total_seconds():g} s")
     if spec.max_active_runs * len(spec.tasks) > MAX_ACTIVE_TASK_INSTANCES:

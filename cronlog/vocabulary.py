@@ -181,6 +181,34 @@ class RejectReason(StrEnum):
     UpdateJob names another tenant than its envelope's."""
 
 
+class QueueReason(StrEnum):
+    """Why a run waits in its job's queue (``RunQueued.reason``)."""
+
+    MAX_ACTIVE_RUNS = "max_active_runs"
+    """``max_active_runs`` runs of the job are active: it starts when one ends."""
+    SUSPENDED = "suspended"
+    """The job's circuit is open (``cronlog.breaker``): it starts when the job is resumed,
+    or as the probe once the cool-down passed."""
+
+
+class SuspendReason(StrEnum):
+    """Why a job's circuit opened (``JobSuspended.reason``)."""
+
+    CIRCUIT_OPEN = "circuit_open"
+    """``breaker_failures`` attempts failed within ``breaker_window`` with no success."""
+    PROBE_FAILED = "probe_failed"
+    """The one probe run of a half-open circuit failed (or was cancelled)."""
+
+
+class UnsuspendReason(StrEnum):
+    """Why a job's circuit closed (``JobUnsuspended.reason``)."""
+
+    OPERATOR = "operator"
+    """A ResumeJob (``cronlog jobs resume``)."""
+    PROBE_SUCCEEDED = "probe_succeeded"
+    """The probe run succeeded."""
+
+
 class Reprocess(StrEnum):
     """Which ticks of a backfill get a new run although a run for them exists."""
 

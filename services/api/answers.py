@@ -79,6 +79,23 @@ class RetryPolicyOut(BaseModel):
     non_retryable_exit_codes: list[int]
 
 
+class Suspended(BaseModel):
+    """A job's open circuit: runs queue (reason ``suspended``) until it closes.
+
+    Attributes:
+        reason: ``circuit_open`` or ``probe_failed``.
+        failed_attempts: attempts failed within the window (0 for probe_failed).
+        since: when it opened; resume_at: when it half-opens (one probe run).
+        probe_run_id: the probe run while half-open, else null.
+    """
+
+    reason: str
+    failed_attempts: int
+    since: str
+    resume_at: str
+    probe_run_id: str | None = None
+
+
 class JobOut(BaseModel):
     """A job: its definition (the shape of the POST body), status and counters.
 
@@ -125,6 +142,11 @@ class JobOut(BaseModel):
     isolation: Literal["process", "thread"] = "process"
     priority: int = 0
     priority_aging_s: Number = 300
+    breaker_failures: int = 0
+    breaker_window_s: Number = 600
+    breaker_cooldown_s: Number = 300
+    suspended: Suspended | None = None
+    """The open circuit (``cronlog.breaker``), or null while it is closed."""
 
 
 class JobList(BaseModel):
@@ -216,7 +238,7 @@ class RunOut(BaseModel):
             (terminal) when a ``cancel_previous`` tick displaced it, a user cancelled it, or
             its job was deleted while it was queued (a run with one task cancelled ends
             ``failed``).
-        queued_at: when it was queued (null for a run that never was).
+        queued_at: when it was queued (null for a run that never was); queued_reason: why.
         release_at: when jitter delays the run, the instant its tasks are released.
         runs_remaining: runs the schedule may still fire after this one (``max_runs``).
         cancelled_by: the run that displaced a cancelled run.
@@ -258,6 +280,8 @@ class RunOut(BaseModel):
     cancelled_by: str | None = None
     cancel_reason: str | None = None
     queued_at: str | None = None
+    queued_reason: str | None = None
+    """Why a queued run waits: ``max_active_runs`` or ``suspended`` (open circuit)."""
     timed_out_at: str | None = None
     """When the job's run timeout stopped this run (its tasks cancelled, the run failed)."""
     reopened_at: list[str] = []

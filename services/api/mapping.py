@@ -94,6 +94,9 @@ def to_spec(body: JobDefinition) -> JobSpec:
         isolation=ModelIsolation(body.isolation),
         priority=body.priority,
         priority_aging=timedelta(seconds=body.priority_aging_s),
+        breaker_failures=body.breaker_failures,
+        breaker_window=timedelta(seconds=body.breaker_window_s),
+        breaker_cooldown=timedelta(seconds=body.breaker_cooldown_s),
     )
 
 
@@ -269,6 +272,9 @@ def spec_to_json(spec: JobSpec) -> dict[str, Any]:
         "isolation": spec.isolation.value,
         "priority": spec.priority,
         "priority_aging_s": _secs(spec.priority_aging),
+        "breaker_failures": spec.breaker_failures,
+        "breaker_window_s": _secs(spec.breaker_window),
+        "breaker_cooldown_s": _secs(spec.breaker_cooldown),
     }
 
 

@@ -115,7 +115,7 @@ def apply(batch: Batch, record: ev.RunEvent) -> bool:
     batch.put(marker, b"")
     batch.put(_event_key(record), dump_run_event(record))
     event = record.event
-    metrics.count(event)
+    metrics.count(event, record.job_id)
     if isinstance(event, ev.RunScheduled | ev.RunBuffered | ev.RunQueued):
         _run_scheduled(batch, record, event)
         if isinstance(event, ev.RunScheduled):
@@ -172,6 +172,19 @@ def _job_event(batch: Batch, record: ev.RunEvent, event: ev.Event) -> None:
         job.update(status="active", next_fire_at=_iso(event.next_fire_at))
     elif isinstance(event, ev.JobDeleted):
         job.update(status="deleted", next_fire_at=None, deleted_at=at)
+    elif isinstance(event, ev.JobSuspended):
+        job["suspended"] = {
+            "reason": event.reason.value,
+            "failed_attempts": event.failed_attempts,
+            "since": at,
+            "resume_at": iso(event.resume_at),
+            "probe_run_id": None,
+        }
+    elif isinstance(event, ev.JobProbing):
+        if job.get("suspended"):
+            job["suspended"]["probe_run_id"] = event.run_id
+    elif isinstance(event, ev.JobUnsuspended):
+        job["suspended"] = None
     elif isinstance(event, ev.TickSkipped):
         job["next_fire_at"] = _iso(event.next_fire_at)
         skips.record(batch, record.job_id, event, at)

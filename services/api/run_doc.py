@@ -50,6 +50,7 @@ def new(
         "output_tail": "",
         "created_at": at,
         "queued_at": at if isinstance(event, ev.RunQueued) else None,
+        "queued_reason": event.reason.value if isinstance(event, ev.RunQueued) else None,
         "ready_at": None,
         "claimed_at": None,
         "started_at": None,

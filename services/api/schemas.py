@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
+from cronlog.breaker import MAX_BREAKER_FAILURES
 from cronlog.limits import EARLIEST, LATEST, MAX_DURATION, MAX_JOB_ID_CHARS
 from cronlog.priority import MAX_PRIORITY, MAX_PRIORITY_AGING, MIN_PRIORITY
 from cronlog.tenants import TENANT_PATTERN
@@ -288,6 +289,11 @@ class JobDefinition(_Strict):
             granted a worker slot first. Default 0. docs/dispatch.md, "Priorities".
         priority_aging_s: a waiting task counts as one class higher per this many seconds
             waited (1 .. 604800), so nothing starves. Default 300.
+        breaker_failures: the job's circuit opens (``JobSuspended``; new runs queue) when
+            this many attempts failed within ``breaker_window_s`` with no success between
+            (0..100; 0, the default, is off). docs/schedules.md, "Circuit breaking".
+        breaker_window_s: default 600. breaker_cooldown_s: an open circuit half-opens (one
+            probe run) this many seconds after it opened; default 300. Both 1 .. 604800.
     """
 
     name: str
@@ -312,6 +318,9 @@ class JobDefinition(_Strict):
     isolation: Isolation = "process"
     priority: Priority = 0
     priority_aging_s: AgingSeconds = 300.0
+    breaker_failures: int = Field(default=0, ge=0, le=MAX_BREAKER_FAILURES)
+    breaker_window_s: AgingSeconds = 600.0
+    breaker_cooldown_s: AgingSeconds = 300.0
 
 
 class JobIn(JobDefinition):
@@ -397,6 +406,9 @@ class JobPatch(_Strict):
     isolation: Isolation | None = None
     priority: Priority | None = None
     priority_aging_s: AgingSeconds | None = None
+    breaker_failures: int | None = Field(default=None, ge=0, le=MAX_BREAKER_FAILURES)
+    breaker_window_s: AgingSeconds | None = None
+    breaker_cooldown_s: AgingSeconds | None = None
 
 
 class JobCreated(BaseModel):

@@ -56,6 +56,7 @@ def job_view(store: Store, doc: dict[str, Any]) -> dict[str, Any]:
         else None,
         "skipped_count": skips.count(store, doc["job_id"]),
         "runs_remaining": doc.get("runs_remaining"),
+        "suspended": doc.get("suspended"),
     }
 
 

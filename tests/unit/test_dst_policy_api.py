@@ -144,7 +144,7 @@ def test_patch_merges_policies_into_the_current_definition(
     register(rm, "patched", GAP.SKIP, OVERLAP.BOTH)
     job = rm.job("patched")
     assert job is not None
-    spec = _patched_spec(job, patch)
+    spec = _patched_spec(rm, job, patch)
     assert spec is not None
     assert (spec.schedule.dst_gap, spec.schedule.dst_overlap) == (gap, overlap)
 
@@ -163,7 +163,7 @@ def test_patch_of_a_document_projected_before_the_definition_had_them(rm: ReadMo
     job = rm.job("old-doc")
     assert job is not None
     assert (job["schedule"]["dst_gap"], job["schedule"]["dst_overlap"]) == ("skip", "last")
-    spec = _patched_spec(job, {"name": "renamed"})
+    spec = _patched_spec(rm, job, {"name": "renamed"})
     assert spec is not None
     assert (spec.schedule.dst_gap, spec.schedule.dst_overlap) == (GAP.SKIP, OVERLAP.LAST)
 
