@@ -350,6 +350,10 @@ _ERRORS: dict[int, dict[str, Any]] = {
     404: {"model": Problem, "description": "Unknown job, run or task."},
     409: {"model": Problem, "description": "The job was deleted, or the run or task ended."},
     413: {"description": "The body is larger than CRONLOG_API_MAX_BODY_BYTES (default 1 MiB)."},
+    429: {
+        "model": Problem,
+        "description": "Over a tenant quota (detail names it); Retry-After says when to retry.",
+    },
     503: {"model": Problem, "description": "Kafka or the read model is not reachable yet."},
 }
 _AUTH: dict[int | str, dict[str, Any]] = {

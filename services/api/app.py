@@ -19,7 +19,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from services.api import logs, metrics, operate, workers, writes
+from services.api import logs, metrics, operate, tenants, workers, writes
 from services.api.answers import (
     JobList,
     JobOut,
@@ -266,6 +266,7 @@ def create_app(
     )
     app.state.settings = settings
     app.state.authenticator = authenticator or settings.authenticator()
+    app.state.admission = tenants.Admission(settings.api_tenants_file)
     app.state.read_model = read_model
     app.state.log_model = log_model
     app.state.workers = worker_directory
@@ -278,6 +279,7 @@ def create_app(
     app.include_router(reads)
     app.include_router(logs.router)
     app.include_router(workers.router)
+    app.include_router(tenants.router)
     app.include_router(health)
     app.include_router(metrics.router)
     return app

@@ -39,6 +39,8 @@ class ApiSettings(KafkaSettings):
             with; env ``CRONLOG_API_JWT_KEYS_FILE``. Default none: JWTs are refused.
         api_jwt_audience: the ``aud`` a JWT must carry. Default ``cronlog``.
         api_jwt_issuer: the ``iss`` a JWT must carry. Default none (any issuer).
+        api_tenants_file: tenants' quotas (``services.api.tenants``); env
+            ``CRONLOG_API_TENANTS_FILE``. Default none: no quotas.
         api_test_fault: tests only: ``fatal`` makes the read model meet a fatal KafkaError,
             ``stall`` makes it hang. Default empty (none).
     """
@@ -54,6 +56,7 @@ class ApiSettings(KafkaSettings):
     api_jwt_keys_file: Path | None = None
     api_jwt_audience: str = "cronlog"
     api_jwt_issuer: str | None = None
+    api_tenants_file: Path | None = None
     api_test_fault: Literal["", "fatal", "stall"] = ""
 
     def authenticator(self) -> Authenticator:

@@ -74,7 +74,7 @@ _STATUS = {
     RejectReason.INVALID_DEFINITION: 422,
     RejectReason.IDEMPOTENCY_CONFLICT: 422,
 }
-_ANSWERS = documented(400, 404, 409, 413, 503, accepted=True)
+_ANSWERS = documented(400, 404, 409, 413, 429, 503, accepted=True)
 
 
 def _iso(instant: datetime | None) -> str | None:
@@ -246,6 +246,8 @@ async def register_job(
     known = rm.job(job_id)
     if known and known["tenant"] != tenant:
         raise HTTPException(409, f"job {job_id!r} already exists")
+    if not (known and known["status"] != "deleted"):  # a retried registration is no new job
+        request.app.state.admission.admit_job(rm, tenant)
     if known and known["status"] != "deleted" and not rm.events_for(idem_key, job_id):
         raise HTTPException(409, f"job {job_id!r} already exists")
     events = await _command(request, job_id, idem_key, cmd.RegisterJob(spec=spec), tenant)
@@ -370,6 +372,8 @@ async def trigger_job(
     job = _known_job(rm, caller, job_id)
     idem_key = idempotency_key or str(uuid.uuid4())
     run_id = run_id_for_trigger(job_id, idem_key)
+    if not rm.events_for(idem_key, job_id):  # a retried trigger starts nothing new
+        request.app.state.admission.admit_manual_runs(job["tenant"])
     location = f"/api/v1/runs/{run_id}"
     events = await _command(request, job_id, idem_key, cmd.TriggerJob(), job["tenant"])
     if not events:
@@ -460,6 +464,7 @@ async def backfill_job(
             ],
         }
     idem_key = idempotency_key or str(uuid.uuid4())
+    request.app.state.admission.admit_manual_runs(job["tenant"], len(planned))
     events = await _command(
         request,
         job_id,

@@ -51,6 +51,8 @@ workers = typer.Typer(
 )
 app.add_typer(workers, name="workers")
 app.add_typer(tokens_cmd.tokens, name="tokens")
+tenants = typer.Typer(no_args_is_help=True, help="A tenant's usage, quotas and dead letters.")
+app.add_typer(tenants, name="tenants")
 
 
 def _load(path: Path) -> list[dict[str, Any]]:
@@ -312,6 +314,31 @@ def workers_list(
     """List the workers that heartbeat (a worker stopped gracefully is not listed)."""
     with ApiClient(api) as client:
         show(call(lambda: client.workers(include_lost)), output, render.workers_table)
+
+
+@tenants.command("show")
+def tenants_show(tenant: str, api: Api = DEFAULT_API, output: Fmt = Output.table) -> None:
+    """Show a tenant's usage (jobs, active/queued runs, suspended jobs, dead letters) and
+    quotas."""
+    with ApiClient(api) as client:
+        show(call(lambda: client.request("GET", f"/api/v1/tenants/{tenant}")), output, None)
+
+
+@tenants.command("dead-letters")
+def tenants_dead_letters(
+    tenant: str,
+    api: Api = DEFAULT_API,
+    output: Fmt = Output.table,
+    limit: Annotated[int, typer.Option(help="At most this many, newest first.")] = 100,
+) -> None:
+    """List a tenant's dead letters, newest first."""
+    with ApiClient(api) as client:
+        answer = call(
+            lambda: client.request(
+                "GET", f"/api/v1/tenants/{tenant}/dead-letters", params={"limit": limit}
+            )
+        )
+    show(answer["dead_letters"], output, render.dead_letters_table)
 
 
 @app.command("up")

@@ -73,6 +73,7 @@ def filled(path: str, run_id: str) -> str:
         .replace("{run_id}", run_id)
         .replace("{task}", "main")
         .replace("{attempt}", "1")
+        .replace("{tenant}", "team-a")
     )
 
 
@@ -315,3 +316,66 @@ def test_an_after_job_cannot_follow_another_tenants_job(app_of_a: Any) -> None:
     (err,) = answer.json()["detail"]
     assert err["loc"] == ["body", "schedule", "job_id"]
     assert err["msg"] == f"job {A_JOB!r} is not a job of tenant 'team-b'"
+
+
+# -- quotas and tenant views --------------------------------------------------------------------
+
+
+def _with_quotas(app: Any, tmp_path: Path, quotas: dict[str, Any], clock: Any = None) -> None:
+    from services.api.tenants import Admission
+
+    path = tmp_path / "tenants.json"
+    path.write_text(__import__("json").dumps({"tenants": quotas}))
+    app.state.admission = Admission(path, clock) if clock else Admission(path)
+
+
+def test_a_registration_past_max_jobs_is_a_429_with_retry_after(
+    app_of_a: Any, tmp_path: Path
+) -> None:
+    _with_quotas(app_of_a, tmp_path, {"team-a": {"max_jobs": 1}})
+    a = authed(app_of_a, tenant="team-a", role="admin")
+    answer = a.post("/api/v1/jobs", json=MANUAL)
+    assert answer.status_code == 429
+    assert answer.headers["retry-after"] == "60"
+    assert answer.json()["detail"].startswith("tenant 'team-a' has 1 of 1 jobs (max_jobs)")
+    b = authed(app_of_a, tenant="team-b", role="admin")  # another tenant: its own quota
+    assert b.post("/api/v1/jobs", json=MANUAL).status_code == 503  # admitted (no broker)
+
+
+def test_manual_runs_past_the_per_minute_quota_are_429_until_the_window_frees(
+    app_of_a: Any, tmp_path: Path
+) -> None:
+    now = [1000.0]
+    _with_quotas(app_of_a, tmp_path, {"team-a": {"max_manual_runs_per_minute": 2}}, lambda: now[0])
+    a = authed(app_of_a, tenant="team-a", role="operator")
+    url = f"/api/v1/jobs/{A_JOB}/trigger"
+    assert [a.post(url).status_code for _ in range(2)] == [503, 503]  # admitted, no broker
+    now[0] += 20
+    refused = a.post(url)
+    assert refused.status_code == 429
+    assert refused.headers["retry-after"] == "40"
+    now[0] += 40
+    assert a.post(url).status_code == 503  # a minute after the first: admitted again
+
+
+def test_the_tenant_view_shows_usage_and_quota_and_hides_other_tenants(
+    app_of_a: Any, tmp_path: Path
+) -> None:
+    _with_quotas(app_of_a, tmp_path, {"team-a": {"max_jobs": 10}})
+    a = authed(app_of_a, tenant="team-a", role="viewer")
+    view = a.get("/api/v1/tenants/team-a").json()
+    assert view == {
+        "tenant": "team-a",
+        "jobs": 1,
+        "runs_active": 0,
+        "runs_queued": 0,
+        "suspended_jobs": 0,
+        "dead_letters": 1,
+        "quota": {"max_jobs": 10, "max_manual_runs_per_minute": None},
+    }
+    letters = a.get("/api/v1/tenants/team-a/dead-letters").json()["dead_letters"]
+    assert [d["job_id"] for d in letters] == [A_JOB]
+    b = authed(app_of_a, tenant="team-b", role="admin")
+    assert b.get("/api/v1/tenants/team-a").status_code == 404
+    assert b.get("/api/v1/tenants/team-a/dead-letters").status_code == 404
+    assert b.get("/api/v1/tenants/team-b/dead-letters").json() == {"dead_letters": []}

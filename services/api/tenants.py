@@ -1,0 +1,202 @@
+"""Tenants' quotas and views: ``GET /tenants/{tenant}`` (usage against quotas),
+``GET /tenants/{tenant}/dead-letters``; the admission checks writes make (429 + Retry-After).
+
+Quotas come from ``CRONLOG_TENANTS_FILE`` (JSON: ``{"tenants": {"team-a": {"max_jobs": 100,
+"max_manual_runs_per_minute": 60}}}``), re-read when it changes; a tenant without an entry
+(and every tenant without the file) has no quota. What each quota bounds, and what is not
+built (a global cap of running tasks, weighted fair sharing): docs/tenants.md, "Quotas".
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from pydantic import BaseModel, Field, ValidationError
+
+from services.api import dead_letters
+from services.api.answers import documented
+from services.api.auth import Caller, Principal, principal
+from services.api.read_model import ReadModel
+
+log = logging.getLogger("cronlog.api.tenants")
+router = APIRouter(prefix="/api/v1", dependencies=[Depends(principal)])
+WINDOW_S = 60.0
+"""The window of ``max_manual_runs_per_minute``, seconds."""
+
+
+class Quota(BaseModel):
+    """One tenant's quotas; null: unbounded.
+
+    Attributes:
+        max_jobs: most live (not deleted) jobs; a registration past it is a 429.
+        max_manual_runs_per_minute: most runs started through the API (trigger, backfill,
+            dead-letter replay) per sliding minute, per API process; past it a 429 whose
+            Retry-After says when one is free.
+    """
+
+    model_config = {"extra": "forbid"}
+    max_jobs: int | None = Field(default=None, ge=0)
+    max_manual_runs_per_minute: int | None = Field(default=None, ge=0)
+
+
+class QuotaFile(BaseModel):
+    """The tenants file's shape."""
+
+    model_config = {"extra": "forbid"}
+    tenants: dict[str, Quota] = Field(default_factory=dict)
+
+
+@dataclass
+class _Window:
+    starts: deque[float]
+
+
+class Admission:
+    """Quota checks of one API process; thread-safe.
+
+    Args:
+        path: the tenants file, or None (no quotas). Unreadable contents keep the quotas
+            read before (logged), as the tokens file does.
+        clock: monotonic seconds (tests pass their own).
+    """
+
+    def __init__(self, path: Path | None, clock: Any = time.monotonic) -> None:
+        self.path, self.clock = path, clock
+        self._lock = threading.Lock()
+        self._quotas: dict[str, Quota] = {}
+        self._version: tuple[int, int] | None = None
+        self._windows: dict[str, _Window] = {}
+
+    def quota(self, tenant: str) -> Quota:
+        """Return ``tenant``'s quotas (unbounded ones as null)."""
+        with self._lock:
+            self._reload()
+            return self._quotas.get(tenant, Quota())
+
+    def _reload(self) -> None:
+        if self.path is None:
+            return
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            self._quotas, self._version = {}, None
+            return
+        version = (st.st_mtime_ns, st.st_size)
+        if version == self._version:
+            return
+        self._version = version
+        try:
+            self._quotas = QuotaFile.model_validate(json.loads(self.path.read_text())).tenants
+        except (OSError, ValueError, ValidationError) as exc:
+            log.error("the tenants file cannot be read; keeping the quotas read before: %s", exc)
+
+    def admit_job(self, rm: ReadModel, tenant: str) -> None:
+        """Refuse (429) a registration past ``max_jobs``."""
+        most = self.quota(tenant).max_jobs
+        if most is None:
+            return
+        live = sum(1 for j in rm.jobs() if j["tenant"] == tenant and j["status"] != "deleted")
+        if live >= most:
+            raise HTTPException(
+                429,
+                f"tenant {tenant!r} has {live} of {most} jobs (max_jobs): delete one or ask "
+                "for a larger quota",
+                {"Retry-After": "60"},
+            )
+
+    def admit_manual_runs(self, tenant: str, runs: int = 1) -> None:
+        """Count ``runs`` manual starts of ``tenant``, or refuse them all (429 + Retry-After)."""
+        most = self.quota(tenant).max_manual_runs_per_minute
+        if most is None:
+            return
+        now = self.clock()
+        with self._lock:
+            window = self._windows.setdefault(tenant, _Window(deque()))
+            while window.starts and window.starts[0] <= now - WINDOW_S:
+                window.starts.popleft()
+            if len(window.starts) + runs > most:
+                free_at = window.starts[0] + WINDOW_S if window.starts else now + WINDOW_S
+                wait = max(1, int(free_at - now + 0.999))
+                raise HTTPException(
+                    429,
+                    f"tenant {tenant!r} started {len(window.starts)} runs through the API in "
+                    f"the last minute; {runs} more would pass max_manual_runs_per_minute "
+                    f"({most})",
+                    {"Retry-After": str(wait)},
+                )
+            window.starts.extend([now] * runs)
+
+
+def _visible_tenant(caller: Principal, tenant: str) -> None:
+    if not caller.sees(tenant):
+        raise HTTPException(404, f"tenant {tenant!r} not found")
+
+
+class TenantOut(BaseModel):
+    """A tenant's usage against its quotas.
+
+    Attributes:
+        jobs: live (not deleted) jobs; runs_active / runs_queued: over those jobs;
+        dead_letters: dead-lettered task instances kept; quota: its quotas (null:
+        unbounded).
+    """
+
+    tenant: str
+    jobs: int
+    runs_active: int
+    runs_queued: int
+    suspended_jobs: int
+    dead_letters: int
+    quota: Quota
+
+
+@router.get("/tenants/{tenant}", response_model=TenantOut, responses=documented(404, 503))
+def get_tenant(tenant: str, request: Request, caller: Caller) -> Any:
+    """A tenant's usage (jobs, active and queued runs, suspended jobs, dead letters) and
+    quotas. 404 for another tenant."""
+    _visible_tenant(caller, tenant)
+    rm: ReadModel | None = request.app.state.read_model
+    if rm is None:
+        raise HTTPException(503, "the read model is not running")
+    mine = [j for j in rm.jobs() if j["tenant"] == tenant]
+    live = [j for j in mine if j["status"] != "deleted"]
+    ids = {j["job_id"] for j in mine}
+    letters = dead_letters.listing(rm.store, None, None, None, 10**9, lambda d: d["job_id"] in ids)
+    return {
+        "tenant": tenant,
+        "jobs": len(live),
+        "runs_active": sum(j["counts"]["active"] for j in mine),
+        "runs_queued": sum(j["counts"]["queued"] for j in mine),
+        "suspended_jobs": sum(1 for j in live if j.get("suspended")),
+        "dead_letters": len(letters),
+        "quota": request.app.state.admission.quota(tenant),
+    }
+
+
+@router.get("/tenants/{tenant}/dead-letters", responses=documented(404, 503))
+def tenant_dead_letters(
+    tenant: str,
+    request: Request,
+    caller: Caller,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> Any:
+    """The tenant's dead letters, newest first (as ``GET /dead-letters``). 404 for another
+    tenant."""
+    _visible_tenant(caller, tenant)
+    rm: ReadModel | None = request.app.state.read_model
+    if rm is None:
+        raise HTTPException(503, "the read model is not running")
+    ids = {j["job_id"] for j in rm.jobs() if j["tenant"] == tenant}
+    return {
+        "dead_letters": dead_letters.listing(
+            rm.store, None, None, None, limit, lambda d: d["job_id"] in ids
+        )
+    }
