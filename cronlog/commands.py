@@ -86,23 +86,35 @@ class ClaimTask:
         run_id, task: the task instance.
         attempt: the attempt number the worker saw in TaskReady (1-based).
         worker_id: the claiming worker.
+        lease_token: the worker's lease secret (``cronlog.leases.lease_digest``): a grant
+            stores its digest, and a renewal, completion or release must present the same
+            secret. "" from workers before lease tokens (then not checked).
     """
 
     run_id: str
     task: str
     attempt: int
     worker_id: str
+    lease_token: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RenewLease:
-    """The lease holder extends its lease by the job's lease_ttl from the fold's now."""
+    """The lease holder extends its lease by the job's lease_ttl from the fold's now.
+
+    Attributes:
+        run_id, task, attempt, epoch, worker_id: the lease being renewed.
+        lease_token: the worker's lease secret (``cronlog.leases.lease_digest``): a grant
+            stores its digest, and a renewal, completion or release must present the same
+            secret. "" from workers before lease tokens (then not checked).
+    """
 
     run_id: str
     task: str
     attempt: int
     epoch: int
     worker_id: str
+    lease_token: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,6 +132,9 @@ class CompleteTask:
             granted in the same decision (Temporal's eager dispatch), then the oldest ready
             ones of the partition (docs/dispatch.md); the fold answers with PollAnswered
             (``poll_id`` = this command's idem_key). 0 (default): none, and no answer.
+        lease_token: the worker's lease secret (``cronlog.leases.lease_digest``): a grant
+            stores its digest, and a renewal, completion or release must present the same
+            secret. "" from workers before lease tokens (then not checked).
     """
 
     run_id: str
@@ -134,6 +149,7 @@ class CompleteTask:
     started_at: datetime
     finished_at: datetime
     claim_next: int = 0
+    lease_token: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -150,11 +166,15 @@ class PollTasks:
         worker_id: the polling worker.
         slots: most task instances it takes (its free slots, 1..256).
         poll_id: names the answer; chosen by the worker, unique among its polls.
+        lease_token: the worker's lease secret (``cronlog.leases.lease_digest``): a grant
+            stores its digest, and a renewal, completion or release must present the same
+            secret. "" from workers before lease tokens (then not checked).
     """
 
     worker_id: str
     slots: int
     poll_id: str
+    lease_token: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -168,6 +188,9 @@ class ReleaseTask:
     Attributes:
         run_id, task, attempt, epoch, worker_id: the lease being given back.
         reason: free text for the history, e.g. ``"worker draining"``.
+        lease_token: the worker's lease secret (``cronlog.leases.lease_digest``): a grant
+            stores its digest, and a renewal, completion or release must present the same
+            secret. "" from workers before lease tokens (then not checked).
     """
 
     run_id: str
@@ -176,6 +199,7 @@ class ReleaseTask:
     epoch: int
     worker_id: str
     reason: str
+    lease_token: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

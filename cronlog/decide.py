@@ -28,7 +28,7 @@ from cronlog.ids import (
 )
 from cronlog.interventions import cancel, drop_removed_tasks, rerun
 from cronlog.job import JobState
-from cronlog.leases import grant_ready, lease_command, tick_attempts
+from cronlog.leases import grant_ready, lease_command, lease_digest, tick_attempts
 from cronlog.limits import MAX_BACKFILL_TASK_INSTANCES
 from cronlog.progress import release_waiting
 from cronlog.runs import start_run
@@ -216,7 +216,7 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
         case cmd.ClaimTask() | cmd.RenewLease() | cmd.CompleteTask() | cmd.ReleaseTask():
             lease_command(d, command, now)
         case cmd.PollTasks():
-            grant_ready(d, command.worker_id, command.slots, now)
+            grant_ready(d, command.worker_id, command.slots, now, lease_digest(command.lease_token))
         case cmd.CancelRun():
             cancel(d, state, command, now)
         case cmd.RerunTask():

@@ -218,6 +218,8 @@ class TaskClaimed:
     deadline_at: datetime | None = None
     """The fold's hard deadline for this attempt (claim + timeout + grace + lease ttl): a
     Tick past it fails the attempt as ``timeout`` even if the holder still renews."""
+    lease_token_digest: str = ""
+    """``cronlog.leases.lease_digest`` of the worker's lease secret; "" when it sent none."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -192,6 +192,7 @@ def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | N
                     worker_id=worker,
                     lease_expires_at=event.lease_expires_at,
                     deadline_at=event.deadline_at,
+                    lease_token_digest=event.lease_token_digest,
                 ),
             )
         case ev.LeaseRenewed(run_id=run_id, task=task, lease_expires_at=until):

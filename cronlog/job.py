@@ -60,6 +60,8 @@ class TaskInstance:
     """Attempts of the current series whose lease lapsed (a worker that crashed or hung): they
     were given back, not failed, and do not count toward max_attempts; past the job's
     ``max_lease_expiries`` the task is dead-lettered (kind ``lease_expired``)."""
+    lease_token_digest: str = ""
+    """The current lease's ``TaskClaimed.lease_token_digest`` ("" when none)."""
 
 
 @dataclass(frozen=True, slots=True)

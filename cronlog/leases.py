@@ -10,6 +10,7 @@ refusal is an event. Called by ``decide``; every function emits into a ``Decisio
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 
 from cronlog import commands as cmd
@@ -128,7 +129,7 @@ def lease_command(
                 f"task instance is {ti.state} at attempt {ti.attempt}",
             )
             return
-        grant(d, run, ti, command.worker_id, now)
+        grant(d, run, ti, command.worker_id, now, lease_digest(command.lease_token))
         return
     if ti.state is not TaskState.CLAIMED or command.epoch != ti.epoch:
         d.reject(
@@ -139,6 +140,13 @@ def lease_command(
         return
     if command.worker_id != ti.worker_id:
         d.reject(command, RejectReason.NOT_HOLDER, f"lease is held by {ti.worker_id}")
+        return
+    if ti.lease_token_digest and lease_digest(command.lease_token) != ti.lease_token_digest:
+        d.reject(
+            command,
+            RejectReason.NOT_HOLDER,
+            "the lease token is not the grant's (a command not from the holding worker)",
+        )
         return
     if isinstance(command, cmd.RenewLease):
         d.emit(
@@ -184,7 +192,15 @@ def lease_command(
         )
         advance_run(d, run.run_id, now)
         if command.claim_next > 0:
-            _grant_next(d, run.run_id, command.worker_id, command.claim_next, mark, now)
+            _grant_next(
+                d,
+                run.run_id,
+                command.worker_id,
+                command.claim_next,
+                mark,
+                now,
+                lease_digest(command.lease_token),
+            )
     else:
         kind = command.failure_kind or FailureKind.NONZERO_EXIT
         fail(
@@ -207,7 +223,21 @@ def lease_command(
         )
 
 
-def grant(d: Decision, run: Run, ti: TaskInstance, worker_id: str, now: datetime) -> None:
+def lease_digest(token: str) -> str:
+    """Return what a grant keeps of a worker's lease secret (32 hex digits of its SHA-256).
+
+    "" for no secret: a worker from before lease tokens, whose commands are not checked.
+
+    The secret travels only in worker commands (``cronlog.commands``, an internal topic);
+    run-events and the API carry at most this digest, so who reads a run (its epoch and
+    worker id are public) still cannot forge a completion.
+    """
+    return hashlib.sha256(token.encode()).hexdigest()[:32] if token else ""
+
+
+def grant(
+    d: Decision, run: Run, ti: TaskInstance, worker_id: str, now: datetime, token_digest: str = ""
+) -> None:
     """Grant the lease on ``ti``'s current attempt to ``worker_id``.
 
     Emits:
@@ -233,12 +263,19 @@ def grant(d: Decision, run: Run, ti: TaskInstance, worker_id: str, now: datetime
             action=task.action(),
             grace=grace,
             deadline_at=now + timeout + grace + lease_ttl,
+            lease_token_digest=token_digest,
         )
     )
 
 
 def _grant_next(
-    d: Decision, run_id: str, worker_id: str, most: int, mark: int, now: datetime
+    d: Decision,
+    run_id: str,
+    worker_id: str,
+    most: int,
+    mark: int,
+    now: datetime,
+    token_digest: str = "",
 ) -> None:
     """Grant the completing worker up to ``most`` of the tasks its completion readied.
 
@@ -253,10 +290,12 @@ def _grant_next(
         run = d.live().run(run_id)
         ti = run.task(ready.task) if run is not None else None
         if run is not None and ti is not None and ti.state is TaskState.READY:
-            grant(d, run, ti, worker_id, now)
+            grant(d, run, ti, worker_id, now, token_digest)
 
 
-def grant_ready(d: Decision, worker_id: str, most: int, now: datetime) -> int:
+def grant_ready(
+    d: Decision, worker_id: str, most: int, now: datetime, token_digest: str = ""
+) -> int:
     """Grant ``worker_id`` up to ``most`` of the job's ready task instances (a poll).
 
     Smallest rank first (``cronlog.priority.rank``: the run's ``scheduled_for`` less the
@@ -281,7 +320,7 @@ def grant_ready(d: Decision, worker_id: str, most: int, now: datetime) -> int:
         key=lambda item: item[:3],
     )
     for _, _, _, run, ti in ready[:most]:
-        grant(d, run, ti, worker_id, now)
+        grant(d, run, ti, worker_id, now, token_digest)
     return min(most, len(ready))
 
 

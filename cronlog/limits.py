@@ -78,6 +78,8 @@ MAX_OUTPUT_TAIL_CHARS = 16 * 1024
 MAX_REASON_CHARS = 1024
 """Free text a worker gives (ReleaseTask.reason), characters."""
 MAX_LABEL_CHARS = 64
+MAX_LEASE_TOKEN_CHARS = 128
+"""A worker's lease secret (``cronlog.leases.lease_digest``)."""
 MAX_TENANT_CHARS = 63
 """A tenant name (``cronlog.tenants.TENANT_PATTERN``); the fold refuses a malformed one."""
 """A string-coded enum value the core checks itself (TaskSnapshot.state, RerunTask.trigger)."""
@@ -146,7 +148,12 @@ def _range(bounds: tuple[int, int]) -> Limit:
 _IDS = _token(MAX_RUN_ID_CHARS)
 _TASK = _token(MAX_TASK_NAME)
 _WORKER = _token(MAX_WORKER_ID_CHARS)
-_LEASE = {"attempt": _range(COUNTER), "epoch": _range(COUNTER), "worker_id": _WORKER}
+_LEASE = {
+    "attempt": _range(COUNTER),
+    "epoch": _range(COUNTER),
+    "worker_id": _WORKER,
+    "lease_token": _text(MAX_LEASE_TOKEN_CHARS),
+}
 _ARGV = Limit(items=MAX_ARGV_ITEMS, total_chars=MAX_COMMAND_BYTES)
 _RUNNABLE = {
     "command": _ARGV,
@@ -168,7 +175,14 @@ COMMAND_LIMITS: Mapping[str, Limit] = MappingProxyType(
             tenant=_token(MAX_TENANT_CHARS),
         ),
         **_fields("BackfillJob", ticks=Limit(items=MAX_BACKFILL_TICKS)),
-        **_fields("ClaimTask", run_id=_IDS, task=_TASK, attempt=_range(COUNTER), worker_id=_WORKER),
+        **_fields(
+            "ClaimTask",
+            run_id=_IDS,
+            task=_TASK,
+            attempt=_range(COUNTER),
+            worker_id=_WORKER,
+            lease_token=_text(MAX_LEASE_TOKEN_CHARS),
+        ),
         **_fields("RenewLease", run_id=_IDS, task=_TASK, **_LEASE),
         **_fields(
             "CompleteTask",
@@ -186,6 +200,7 @@ COMMAND_LIMITS: Mapping[str, Limit] = MappingProxyType(
             worker_id=_WORKER,
             slots=Limit(low=1, high=MAX_CLAIM_NEXT),
             poll_id=_token(MAX_EVENT_ID_CHARS),
+            lease_token=_text(MAX_LEASE_TOKEN_CHARS),
         ),
         **_fields("ReplayTask", run_id=_IDS, task=_TASK),
         **_fields(

@@ -140,7 +140,9 @@ class BatchFolder:
             return
         if isinstance(env.command, cmd.PollTasks):
             poll = env.command
-            granted = self._grant_ready(rec, env, poll.worker_id, poll.slots, overlay, out)
+            granted = self._grant_ready(
+                rec, env, poll.worker_id, poll.slots, overlay, out, poll.lease_token
+            )
             self._answer(rec, env, poll.worker_id, poll.poll_id, granted, out)
             return
         if not env.job_id or not env.idem_key:
@@ -164,7 +166,9 @@ class BatchFolder:
             )
             if granted < command.claim_next:
                 more = command.claim_next - granted
-                granted += self._grant_ready(rec, env, worker, more, overlay, out)
+                granted += self._grant_ready(
+                    rec, env, worker, more, overlay, out, command.lease_token
+                )
             self._answer(rec, env, worker, env.idem_key, granted, out)
 
     def _grant_ready(
@@ -175,6 +179,7 @@ class BatchFolder:
         most: int,
         overlay: dict[str, JobState | None],
         out: BatchResult,
+        lease_token: str = "",
     ) -> int:
         """Grant ``worker_id`` up to ``most`` ready task instances of the record's partition.
 
@@ -196,7 +201,12 @@ class BatchFolder:
                 passed.append(popped[0])
                 continue
             seen.add(popped[0])
-            poll = cmd.PollTasks(worker_id=worker_id, slots=most - granted, poll_id=env.idem_key)
+            poll = cmd.PollTasks(
+                worker_id=worker_id,
+                slots=most - granted,
+                poll_id=env.idem_key,
+                lease_token=lease_token,
+            )
             job_env = cmd.Envelope(idem_key=key, job_id=popped[0], command=poll)
             events = self._apply(rec, job_env, from_ms(rec.timestamp_ms), overlay, out)
             granted += sum(1 for e in events if isinstance(e, ev.TaskClaimed))

@@ -41,6 +41,7 @@ from cronlog.job import (
     Run,
     TaskInstance,
 )
+from cronlog.leases import lease_digest
 from cronlog.limits import COUNTER, MAX_IDEM_KEY_CHARS, MAX_RUN_ID_CHARS, MAX_WORKER_ID_CHARS
 from cronlog.model import JobSpec, ScheduleKind
 from cronlog.vocabulary import JobStatus, RunTrigger, TaskState
@@ -89,6 +90,7 @@ def _run(spec: JobSpec, n: int) -> Run:
         deadline_at=_LATEST,
         first_attempt=_COUNT,
         lease_expiries=spec.max_lease_expiries + 1,  # the lapse past the bound ends it
+        lease_token_digest=lease_digest("worst"),  # always 32 hex digits
     )
     return Run(
         run_id=f"r{n:024x}",

@@ -56,6 +56,8 @@ class Attempts:
         claim_next: called with a completion's idem_key as it is sent; returns how many of
             the tasks it readies the worker takes at once (CompleteTask.claim_next).
         reach: what tasks may reach (environment, user, python modules, http destinations).
+        lease_token: this worker's lease secret, sent with every renewal, completion and
+            release (``cronlog.leases.lease_digest``); "" sends none.
     """
 
     def __init__(
@@ -68,8 +70,10 @@ class Attempts:
         on_free: Callable[[], None],
         claim_next: Callable[[str], int] = lambda _key: 0,
         reach: Reach | None = None,
+        lease_token: str = "",
     ) -> None:
         self.reach = reach or Reach()
+        self.lease_token = lease_token
         self.worker_id = worker_id
         self.send = send
         self.pool = pool
@@ -154,6 +158,7 @@ class Attempts:
                 epoch=grant.epoch,
                 worker_id=self.worker_id,
                 reason=reason,
+                lease_token=self.lease_token,
             ),
         )
 
@@ -195,6 +200,7 @@ class Attempts:
                         started_at=outcome.started_at,
                         finished_at=outcome.finished_at,
                         claim_next=self.claim_next(key) if outcome.failure_kind is None else 0,
+                        lease_token=self.lease_token,
                     ),
                 )
         except Exception:
@@ -235,5 +241,6 @@ class Attempts:
                     attempt=grant.attempt,
                     epoch=grant.epoch,
                     worker_id=self.worker_id,
+                    lease_token=self.lease_token,
                 ),
             )

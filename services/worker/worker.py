@@ -13,6 +13,7 @@ completions awaiting their answer.
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 import time
 
@@ -61,6 +62,9 @@ class Worker:
         self.replies_liveness = Liveness("replies", log)
         self.ready_liveness = Liveness("ready", log)
         reach = settings.reach()
+        self.lease_token = secrets.token_urlsafe(32)
+        """This process's lease secret (``cronlog.leases.lease_digest``): never logged or
+        shown; a restarted worker has a new one (its old leases were the dead process's)."""
         self.python_pool = PythonPool(settings.slots, reach)
         self.logs = LogShipper(
             settings,
@@ -77,6 +81,7 @@ class Worker:
             self._slot_freed.set,
             self._reserve,
             reach,
+            self.lease_token,
         )
 
     def stop(self) -> None:
@@ -242,7 +247,9 @@ class Worker:
         wid = self.settings.worker_id
         polls = self.polls.plan(free, time.monotonic())
         for poll_id, partition, slots in polls:
-            poll = cmd.PollTasks(worker_id=wid, slots=slots, poll_id=poll_id)
+            poll = cmd.PollTasks(
+                worker_id=wid, slots=slots, poll_id=poll_id, lease_token=self.lease_token
+            )
             if not self._send("", poll_idem_key(wid, poll_id), poll, partition):
                 self.polls.answered(poll_id, 0)  # not sent: its slots are free again
         if polls:

@@ -54,6 +54,26 @@ DURATIONS = st.integers(
     min_value=duration_ms(timedelta.min), max_value=duration_ms(timedelta.max)
 ).map(ms_duration)
 """Timedeltas in whole milliseconds, negative ones included."""
+INT32 = st.integers(min_value=-(2**31), max_value=2**31 - 1)
+
+
+def _avro_int_fields() -> frozenset[tuple[str, str]]:
+    """``(record, field)`` of every field the schemas declare ``int`` (32-bit) or nullable
+    ``int``: their values come from validated definitions, within 32 bits."""
+    import json as _json
+
+    from topology.codec import SCHEMA_DIR
+
+    out = set()
+    for path in SCHEMA_DIR.glob("*.avsc"):
+        schema = _json.loads(path.read_text())
+        for f in schema.get("fields", []):
+            if f["type"] == "int" or f["type"] == ["null", "int"]:
+                out.add((schema["name"], f["name"]))
+    return frozenset(out)
+
+
+AVRO_INTS = _avro_int_fields()
 SCALARS: dict[object, st.SearchStrategy[typing.Any]] = {
     str: st.text(max_size=30),
     int: INT64,
@@ -80,10 +100,31 @@ def strategy_for(tp: object) -> st.SearchStrategy[typing.Any]:
         return st.lists(strategy_for(args[0]), max_size=4).map(tuple)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         hints = typing.get_type_hints(tp)
+        record = avro_name(tp).rpartition(".")[2] if _mapped(tp) else ""
         return st.builds(
-            tp, **{f.name: strategy_for(hints[f.name]) for f in dataclasses.fields(tp)}
+            tp,
+            **{
+                f.name: (
+                    _int32(hints[f.name])
+                    if (record, f.name) in AVRO_INTS
+                    else strategy_for(hints[f.name])
+                )
+                for f in dataclasses.fields(tp)
+            },
         )
     raise TypeError(f"no strategy for {tp!r}")
+
+
+def _mapped(tp: type) -> bool:
+    try:
+        avro_name(tp)
+    except Exception:  # a dataclass the codec names otherwise
+        return False
+    return True
+
+
+def _int32(tp: object) -> st.SearchStrategy[typing.Any]:
+    return INT32 if tp is int else st.one_of(st.none(), INT32)
 
 
 def command_strategy_for(

@@ -109,7 +109,8 @@ def test_every_route_answers_another_tenants_ids_with_404(rm: ReadModel, app_of_
             continue
         answer = b.request(method, filled(path, rid), json=body)
         assert answer.status_code == 404, (method, path, answer.text)
-        assert "team-a" not in answer.text
+        if "{tenant}" not in path:  # a tenant route echoes the name asked for, nothing more
+            assert "team-a" not in answer.text
         walked.append(path)
     assert len(walked) >= 12  # the walk reached the routes (a renamed prefix would skip them)
 

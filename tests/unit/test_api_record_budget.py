@@ -82,12 +82,12 @@ def test_the_budget_takes_the_wire_limits_in_the_costliest_character() -> None:
 
 
 def test_definition_just_under_the_limit_passes_and_just_over_is_422(client: TestClient) -> None:
-    headroom = MAX_RECORD_BYTES - worst(dag(0, count=180))
+    headroom = MAX_RECORD_BYTES - worst(dag(0, count=165))
     assert 0 < headroom < 20_000  # the shape is near the limit already
-    assert worst(dag(headroom, count=180)) == MAX_RECORD_BYTES
-    at_limit = client.post("/api/v1/jobs", json=dag(headroom, count=180))
+    assert worst(dag(headroom, count=165)) == MAX_RECORD_BYTES
+    at_limit = client.post("/api/v1/jobs", json=dag(headroom, count=165))
     assert at_limit.status_code == 503, at_limit.text  # valid: it only needs Kafka
-    over = client.post("/api/v1/jobs", json=dag(headroom + 1, count=180))
+    over = client.post("/api/v1/jobs", json=dag(headroom + 1, count=165))
     assert over.status_code == 422, over.text
     [error] = over.json()["detail"]
     assert error["loc"] == ["body", "max_active_runs"]
@@ -111,7 +111,7 @@ def test_too_many_active_runs_of_a_wide_dag_is_422_naming_max_active_runs(
 
 def test_definition_too_large_for_even_one_run_names_the_body(client: TestClient) -> None:
     answer = client.post(
-        "/api/v1/jobs", json=dag(0, max_active_runs=1, command_chars=2500, count=180)
+        "/api/v1/jobs", json=dag(0, max_active_runs=1, command_chars=2500, count=165)
     )
     assert answer.status_code == 422, answer.text
     [error] = answer.json()["detail"]
@@ -124,7 +124,7 @@ def test_a_patch_that_raises_max_active_runs_past_the_budget_is_422(
 ) -> None:
     register(rm)
     # 6 x 70 task instances are within the core's 1000, but not within the record limit
-    big = dag(0, count=180)
+    big = dag(0, count=165)
     assert worst(big) < MAX_RECORD_BYTES < worst({**big, "max_active_runs": 6})
     shape = {k: v for k, v in big.items() if k in ("tasks", "max_active_tasks")}
     fits = offline.patch(
@@ -145,8 +145,8 @@ def test_the_largest_admitted_record_folded_with_the_costliest_input_fits(
     started by upstream runs of the costliest ids, every task claimed by the costliest worker
     id, both marker windows full of the costliest keys: within ``MAX_RECORD_BYTES``."""
     after = {"type": "after", "job_id": UPSTREAM}
-    body = dag(0, count=170, schedule=after)
-    body = dag(MAX_RECORD_BYTES - worst(body), count=170, schedule=after)
+    body = dag(0, count=160, schedule=after)
+    body = dag(MAX_RECORD_BYTES - worst(body), count=160, schedule=after)
     assert worst(body) == MAX_RECORD_BYTES
     admitted = client.post("/api/v1/jobs", json=body)
     assert admitted.status_code == 503, admitted.text  # valid: it only needs Kafka
@@ -174,7 +174,13 @@ def test_the_largest_admitted_record_folded_with_the_costliest_input_fits(
     assert (len(state.runs), len(state.queue)) == (spec.max_active_runs, spec.max_queued_runs)
     for run in state.runs:
         for task in spec.tasks:
-            claim = cmd.ClaimTask(run_id=run.run_id, task=task, attempt=1, worker_id=WORKER_ID)
+            claim = cmd.ClaimTask(
+                run_id=run.run_id,
+                task=task,
+                attempt=1,
+                worker_id=WORKER_ID,
+                lease_token="s",  # noqa: S106
+            )
             apply(claim, t0 + timedelta(seconds=1))
     for i in range(MAX_APPLIED_MARKERS):  # fill the user markers with the costliest keys
         apply(cmd.PauseJob() if i % 2 == 0 else cmd.ResumeJob(), t0 + timedelta(seconds=2))
