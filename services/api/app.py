@@ -19,7 +19,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from services.api import logs, metrics, operate, tenants, workers, writes
+from services.api import backfill_api, logs, metrics, operate, tenants, workers, writes
 from services.api.answers import (
     JobList,
     JobOut,
@@ -275,6 +275,7 @@ def create_app(
     )
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.include_router(writes.router)
+    app.include_router(backfill_api.router)
     app.include_router(operate.router)
     app.include_router(reads)
     app.include_router(logs.router)

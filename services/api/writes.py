@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Request, Response
@@ -27,7 +27,6 @@ from cronlog.ids import (
     command_digest,
     conflict_key,
     event_id,
-    run_id_for_tick,
     run_id_for_trigger,
     step_idem_key,
 )
@@ -35,8 +34,7 @@ from cronlog.model import JobSpec
 from cronlog.tenants import DEFAULT_TENANT
 from cronlog.time import iso
 from cronlog.validation import validate_spec
-from cronlog.vocabulary import RejectReason, Reprocess
-from services.api import backfill as bf
+from cronlog.vocabulary import RejectReason
 from services.api import idempotency
 from services.api.answers import JobOut, documented
 from services.api.auth import PLATFORM, Caller, Principal, Role, principal, require
@@ -46,8 +44,6 @@ from services.api.read_model import ReadModel
 from services.api.record_budget import RecordTooLarge, check_record_budget
 from services.api.schemas import (
     Accepted,
-    Backfilled,
-    BackfillIn,
     JobCreated,
     JobDefinition,
     JobIn,
@@ -386,93 +382,3 @@ async def trigger_job(
         run_id=run_id,
         scheduled_for=_iso(scheduled.scheduled_for if scheduled else None),
     )
-
-
-def _backfilled(job_id: str, events: list[ev.RunEvent]) -> dict[str, Any]:
-    runs = [e.event for e in events if isinstance(e.event, ev.RunScheduled)]
-    return {
-        "job_id": job_id,
-        "dry_run": False,
-        "runs": [{"scheduled_for": iso(r.scheduled_for), "run_id": r.run_id} for r in runs],
-    }
-
-
-@router.post(
-    "/jobs/{job_id}/backfill",
-    response_model=Backfilled,
-    responses=_ANSWERS,
-    dependencies=[require(Role.OPERATOR)],
-)
-async def backfill_job(
-    job_id: str,
-    body: BackfillIn,
-    request: Request,
-    caller: Caller,
-    idempotency_key: IdemKey = None,
-) -> Any:
-    """Create runs (trigger ``backfill``) for the job's ticks in (start, end] (BackfillJob).
-
-    Idempotent: with ``reprocess: none`` a tick that has a run is left alone, so a second
-    backfill of the same range creates nothing; ``failed`` / ``all`` run ticks again (new
-    run_ids). ``dry_run`` lists the ticks and creates nothing. → 200 ``{job_id, runs:
-    [{scheduled_for, run_id}], dry_run}``; 409 for a deleted job; 422 naming ``end`` for
-    more than 1000 runs (fewer for a job of many tasks: ``backfill.most_runs``) without
-    ``max_runs``, or naming ``max_runs`` above that.
-    """
-    rm = request.app.state.read_model
-    if rm is None:
-        raise HTTPException(503, "the read model is not running")
-    job = _known_job(rm, caller, job_id)
-    doc = rm.stored_job(job_id)
-    if doc is None:
-        raise HTTPException(404, f"job {job_id!r} not found")
-    if body.end <= body.start:
-        raise _invalid("end", "must be after start")
-    if idempotency_key and not body.dry_run:
-        prior = answer_of(rm.events_for(idempotency_key, job_id), idempotency_key, job_id)
-        if prior:  # a retried request: answer as the first time
-            _check(prior)
-            return _backfilled(job_id, prior)
-    reprocess = Reprocess(body.reprocess)
-    try:
-        planned = bf.plan(
-            rm.store,
-            doc,
-            body.start.astimezone(UTC),
-            body.end.astimezone(UTC),
-            reprocess,
-            body.max_runs,
-            datetime.now(UTC),
-        )
-    except bf.TooManyTicks as exc:
-        raise _invalid(exc.field, exc.reason) from exc
-    if body.dry_run or not planned:
-        plain = reprocess is Reprocess.NONE
-        return {
-            "job_id": job_id,
-            "dry_run": body.dry_run,
-            "runs": [
-                {
-                    "scheduled_for": iso(p.tick),
-                    "run_id": (
-                        run_id_for_tick(job_id, p.tick, doc.get("incarnation", 0))
-                        if plain
-                        else None
-                    ),
-                }
-                for p in planned
-            ],
-        }
-    idem_key = idempotency_key or str(uuid.uuid4())
-    request.app.state.admission.admit_manual_runs(job["tenant"], len(planned))
-    events = await _command(
-        request,
-        job_id,
-        idem_key,
-        cmd.BackfillJob(ticks=tuple(p.tick for p in planned), reprocess=reprocess),
-        job["tenant"],
-    )
-    if not events:
-        return _accepted(job_id, idem_key, f"/api/v1/jobs/{job_id}/runs")
-    _check(events)
-    return _backfilled(job_id, events)
