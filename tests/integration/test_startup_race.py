@@ -40,7 +40,11 @@ def _round(bootstrap: str, tmp: Path, i: int) -> tuple[float, int]:
         cluster.api(port)
         cluster.worker()
         cluster.scheduler()
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as api:
+        with httpx.Client(
+            base_url=f"http://127.0.0.1:{port}",
+            timeout=30,
+            headers={"Authorization": f"Bearer {cluster.token()}"},
+        ) as api:
 
             def ready() -> bool:
                 for proc in cluster.procs:
