@@ -7,6 +7,9 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.decide import handle
@@ -161,3 +164,23 @@ def test_the_breaker_is_off_by_default() -> None:
         job.run_once(minute, ok=False)
     assert not [e for e in job.events if isinstance(e, ev.JobSuspended)]
     assert job.state is not None and job.state.failures == ()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.booleans(), min_size=1, max_size=12))
+def test_the_circuit_opens_exactly_at_the_third_failure_in_a_row(outcomes: list[bool]) -> None:
+    # window and cool-down far longer than the run: only the streak decides
+    job = Job(replace(SPEC, breaker_window=timedelta(days=1), breaker_cooldown=timedelta(days=1)))
+    opened_at = None
+    for i, ok in enumerate(outcomes):
+        out = job.run_once(i + 1, ok)
+        if any(isinstance(e, ev.JobSuspended) for e in out):
+            assert opened_at is None  # opens once; then runs queue and nothing ends
+            opened_at = i
+    streak, expected = 0, None
+    for i, ok in enumerate(outcomes):
+        streak = 0 if ok else streak + 1
+        if streak == 3:
+            expected = i
+            break
+    assert opened_at == expected
