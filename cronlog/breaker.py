@@ -8,9 +8,11 @@ open, ticks (and after-runs) queue (``RunQueued`` reason ``suspended``, up to
 drop. Manual triggers still start (an operator's own probe). The circuit closes when:
 
 - an operator resumes the job (``ResumeJob``: ``cronlog jobs resume``): ``JobUnsuspended``
-  reason ``operator``, and queued runs start as slots allow; or
+  reason ``operator``, and queued runs start as slots allow; or the definition turns the
+  breaker off (``breaker_failures`` 0): reason ``breaker_off``; or
 - it **half-opens** after ``breaker_cooldown``: the oldest queued run starts as the one
-  probe (``JobProbing``). Its success closes the circuit (``probe_succeeded``); its failure
+  probe (``JobProbing``); with none queued, the first run that starts after it (a tick's, a
+  manual one) is the probe. Its success closes the circuit (``probe_succeeded``); its failure
   or cancellation opens it again for another cool-down (``JobSuspended`` ``probe_failed``).
 
 The states are Hystrix's and resilience4j's (closed, open, half-open with a bounded number of
@@ -50,6 +52,17 @@ def check_breaker(d: Decision, now: datetime) -> None:
     if state is None or state.status is JobStatus.DELETED:
         return
     spec = state.spec
+    if state.suspended_until is not None and spec.breaker_failures <= 0:
+        # the definition turned the breaker off: an open circuit has nothing to guard
+        d.emit(ev.JobUnsuspended(reason=UnsuspendReason.BREAKER_OFF))
+        release_waiting(d, now)
+        return
+    if state.probe_run is None and state.suspended_until is not None:
+        if now >= state.suspended_until:  # half-open, nothing was queued: the first run
+            started = next((e for e in d.events if isinstance(e, ev.RunScheduled)), None)
+            if started is not None:
+                d.emit(ev.JobProbing(run_id=started.run_id))
+        return
     if state.probe_run is not None:
         end = _run_end(d.events, state.probe_run)
         if isinstance(end, ev.RunSucceeded):

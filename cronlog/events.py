@@ -101,6 +101,10 @@ class RunScheduled:
     decides them): a TaskReady follows for each, at once or at ``release_at``; the other
     tasks start pending. ``evolve`` copies it rather than recomputing the DAG's roots. Empty
     in records written before schema v4 (they were decided by the rules of then)."""
+    created_at: datetime | None = None
+    """For a backfill or replay run: when it was created (the fold's now), where its priority
+    rank starts (``cronlog.priority``: its waiting starts then, not at its old tick); None for
+    other runs, whose rank starts at ``scheduled_for``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -63,6 +63,7 @@ def _run_scheduled(state: JobState, event: ev.RunScheduled) -> JobState:
             for t in event.tasks
         ),
         event.timeout_at,
+        event.created_at,
     )
     state = replace(state, runs=(*state.runs, run))
     if event.trigger is RunTrigger.MANUAL or event.trigger in OFF_SCHEDULE_TRIGGERS:

@@ -184,6 +184,14 @@ def fire_due_ticks(state: JobState, now: datetime) -> Iterator[ev.Event]:
     any_on_time = len(late) + len(excluded) < len(due)
     complete = after_all is None or after_all > now
     fold = _Fold(state)
+    # half-open with nothing queued: the first tick's run starts (the probe, cronlog.breaker)
+    half_open = (
+        state.suspended_until is not None
+        and state.probe_run is None
+        and not state.queue
+        and now >= state.suspended_until
+    )
+    fold.suspended = fold.suspended and not half_open
     for i, tick in enumerate(due):
         cursor = due[i + 1] if i + 1 < len(due) else after_all
         if sched.end_at is not None and tick > sched.end_at:
@@ -247,6 +255,7 @@ def fire_due_ticks(state: JobState, now: datetime) -> Iterator[ev.Event]:
         fold.active.append(run_id)
         fold.ticks[run_id] = tick
         fold.fired += 1
+        fold.suspended = fold.suspended or half_open  # one probe; later ticks queue
         yield from start_run(
             state,
             run_id=run_id,

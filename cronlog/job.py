@@ -74,6 +74,16 @@ class Run:
     tasks: tuple[TaskInstance, ...]
     timeout_at: datetime | None = None
     """The run timeout as an instant (RunScheduled.timeout_at), or None."""
+    created_at: datetime | None = None
+    """A backfill or replay run's creation (RunScheduled.created_at), or None."""
+
+    @property
+    def waiting_since(self) -> datetime:
+        """Return where the run's priority rank starts (``cronlog.priority``).
+
+        A backfill or replay run's creation, else its tick.
+        """
+        return self.created_at if self.created_at is not None else self.scheduled_for
 
     def task(self, name: str) -> TaskInstance | None:
         """Return the task instance named ``name``, or None."""
@@ -218,7 +228,7 @@ class JobState:
         ready, spec = TaskState.READY, self.spec
         return min(
             (
-                rank(spec, r.scheduled_for, t.task)
+                rank(spec, r.waiting_since, t.task)
                 for r in self.runs
                 for t in r.tasks
                 if t.state is ready

@@ -312,7 +312,7 @@ def grant_ready(
     state = d.live()
     ready = sorted(
         (
-            (rank(state.spec, run.scheduled_for, ti.task), run.run_id, i, run, ti)
+            (rank(state.spec, run.waiting_since, ti.task), run.run_id, i, run, ti)
             for run in state.runs
             for i, ti in enumerate(run.tasks)
             if ti.state is TaskState.READY

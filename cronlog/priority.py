@@ -1,7 +1,9 @@
 """Priorities with aging: which ready task instance a poll is granted first.
 
-Every ready task instance has a *rank*, an instant: its run's ``scheduled_for`` minus its
-priority class times the job's ``priority_aging``. A poll grants the smallest rank first
+Every ready task instance has a *rank*, an instant: when its run began waiting (its
+``scheduled_for``; a backfill or replay run's creation, ``Run.waiting_since``, so an old
+backfill does not outrank everything) minus its priority class times the job's
+``priority_aging``. A poll grants the smallest rank first
 (the partition's ready index is ordered by the job's smallest rank, ``JobState.ready_rank``;
 ``leases.grant_ready`` orders a job's own instances the same way).
 

@@ -16,7 +16,7 @@ from cronlog.ids import stable_fraction
 from cronlog.job import JobState
 from cronlog.model import JobSpec
 from cronlog.time import to_ms
-from cronlog.vocabulary import RunTrigger
+from cronlog.vocabulary import OFF_SCHEDULE_TRIGGERS, RunTrigger
 
 JITTERED_TRIGGERS = frozenset({RunTrigger.SCHEDULE, RunTrigger.CATCHUP})
 """Runs whose release the job's ``jitter`` may delay: those its schedule fires. A run someone
@@ -111,6 +111,7 @@ def start_run(
             upstream_job_id=upstream_job_id,
             upstream_run_id=upstream_run_id,
             ready=ready,
+            created_at=now if trigger in OFF_SCHEDULE_TRIGGERS else None,
         )
     ]
     if release is None:

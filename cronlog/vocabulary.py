@@ -207,6 +207,8 @@ class UnsuspendReason(StrEnum):
     """A ResumeJob (``cronlog jobs resume``)."""
     PROBE_SUCCEEDED = "probe_succeeded"
     """The probe run succeeded."""
+    BREAKER_OFF = "breaker_off"
+    """The job's definition was changed to ``breaker_failures`` 0."""
 
 
 class Reprocess(StrEnum):

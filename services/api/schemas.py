@@ -19,7 +19,7 @@ from cronlog.tenants import TENANT_PATTERN
 from cronlog.validation import MAX_LEASE_EXPIRIES_LIMIT, MAX_QUEUED_RUNS_LIMIT
 
 JOB_ID_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_JOB_ID_CHARS - 1}}}$"
-Priority = Annotated[int, Field(ge=MIN_PRIORITY, le=MAX_PRIORITY)]
+Priority = Annotated[int, Field(ge=MIN_PRIORITY, le=MAX_PRIORITY, strict=True)]
 """A priority class (``cronlog.priority``)."""
 AgingSeconds = Annotated[
     float, Field(ge=1, le=MAX_PRIORITY_AGING.total_seconds(), allow_inf_nan=False)

@@ -1,7 +1,7 @@
 """Tenants' quotas and views: ``GET /tenants/{tenant}`` (usage against quotas),
 ``GET /tenants/{tenant}/dead-letters``; the admission checks writes make (429 + Retry-After).
 
-Quotas come from ``CRONLOG_TENANTS_FILE`` (JSON: ``{"tenants": {"team-a": {"max_jobs": 100,
+Quotas come from ``CRONLOG_API_TENANTS_FILE`` (JSON: ``{"tenants": {"team-a": {"max_jobs": 100,
 "max_manual_runs_per_minute": 60}}}``), re-read when it changes; a tenant without an entry
 (and every tenant without the file) has no quota. What each quota bounds, and what is not
 built (a global cap of running tasks, weighted fair sharing): docs/tenants.md, "Quotas".
@@ -14,6 +14,8 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -43,8 +45,8 @@ class Quota(BaseModel):
     """
 
     model_config = {"extra": "forbid"}
-    max_jobs: int | None = Field(default=None, ge=0)
-    max_manual_runs_per_minute: int | None = Field(default=None, ge=0)
+    max_jobs: int | None = Field(default=None, ge=0, strict=True)
+    max_manual_runs_per_minute: int | None = Field(default=None, ge=0, strict=True)
 
 
 class QuotaFile(BaseModel):
@@ -74,6 +76,7 @@ class Admission:
         self._quotas: dict[str, Quota] = {}
         self._version: tuple[int, int] | None = None
         self._windows: dict[str, _Window] = {}
+        self._pending: dict[str, int] = {}
 
     def quota(self, tenant: str) -> Quota:
         """Return ``tenant``'s quotas (unbounded ones as null)."""
@@ -98,19 +101,37 @@ class Admission:
         except (OSError, ValueError, ValidationError) as exc:
             log.error("the tenants file cannot be read; keeping the quotas read before: %s", exc)
 
-    def admit_job(self, rm: ReadModel, tenant: str) -> None:
-        """Refuse (429) a registration past ``max_jobs``."""
+    @contextmanager
+    def job_slot(self, rm: ReadModel, tenant: str) -> Iterator[None]:
+        """Hold one of ``tenant``'s ``max_jobs`` while a registration is produced and awaited.
+
+        Registrations in flight on this process count with the live jobs of the read model,
+        so parallel requests cannot all pass the check before any is visible.
+
+        Raises:
+            HTTPException: 429 (Retry-After 60) past ``max_jobs``.
+        """
         most = self.quota(tenant).max_jobs
         if most is None:
+            yield
             return
-        live = sum(1 for j in rm.jobs() if j["tenant"] == tenant and j["status"] != "deleted")
-        if live >= most:
-            raise HTTPException(
-                429,
-                f"tenant {tenant!r} has {live} of {most} jobs (max_jobs): delete one or ask "
-                "for a larger quota",
-                {"Retry-After": "60"},
-            )
+        with self._lock:
+            live = sum(1 for j in rm.jobs() if j["tenant"] == tenant and j["status"] != "deleted")
+            pending = self._pending.get(tenant, 0)
+            if live + pending >= most:
+                raise HTTPException(
+                    429,
+                    f"tenant {tenant!r} has {live} of {most} jobs (max_jobs)"
+                    + (f", {pending} more being registered" if pending else "")
+                    + ": delete one or ask for a larger quota",
+                    {"Retry-After": "60"},
+                )
+            self._pending[tenant] = pending + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._pending[tenant] -= 1
 
     def admit_manual_runs(self, tenant: str, runs: int = 1) -> None:
         """Count ``runs`` manual starts of ``tenant``, or refuse them all (429 + Retry-After)."""
@@ -122,6 +143,12 @@ class Admission:
             window = self._windows.setdefault(tenant, _Window(deque()))
             while window.starts and window.starts[0] <= now - WINDOW_S:
                 window.starts.popleft()
+            if runs > most:
+                raise HTTPException(
+                    422,
+                    f"{runs} runs in one request are more than tenant {tenant!r}'s "
+                    f"max_manual_runs_per_minute ({most}): split the range",
+                )
             if len(window.starts) + runs > most:
                 free_at = window.starts[0] + WINDOW_S if window.starts else now + WINDOW_S
                 wait = max(1, int(free_at - now + 0.999))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from contextlib import nullcontext
 from dataclasses import replace
 from datetime import datetime
 from typing import Annotated, Any
@@ -242,11 +243,12 @@ async def register_job(
     known = rm.job(job_id)
     if known and known["tenant"] != tenant:
         raise HTTPException(409, f"job {job_id!r} already exists")
-    if not (known and known["status"] != "deleted"):  # a retried registration is no new job
-        request.app.state.admission.admit_job(rm, tenant)
     if known and known["status"] != "deleted" and not rm.events_for(idem_key, job_id):
         raise HTTPException(409, f"job {job_id!r} already exists")
-    events = await _command(request, job_id, idem_key, cmd.RegisterJob(spec=spec), tenant)
+    new_job = not (known and known["status"] != "deleted")  # else a retried registration
+    admission = request.app.state.admission
+    with admission.job_slot(rm, tenant) if new_job else nullcontext():
+        events = await _command(request, job_id, idem_key, cmd.RegisterJob(spec=spec), tenant)
     location = f"/api/v1/jobs/{job_id}"
     if not events:
         return _accepted(job_id, idem_key, location)

@@ -23,6 +23,7 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.errors import CronlogError
 from cronlog.ids import poll_idem_key
+from cronlog.leases import lease_digest
 from cronlog.vocabulary import CommandKind
 from services.worker.attempts import Attempts
 from services.worker.heartbeat import Heartbeat
@@ -63,6 +64,7 @@ class Worker:
         self.ready_liveness = Liveness("ready", log)
         reach = settings.reach()
         self.lease_token = secrets.token_urlsafe(32)
+        self._lease_digest = lease_digest(self.lease_token)
         """This process's lease secret (``cronlog.leases.lease_digest``): never logged or
         shown; a restarted worker has a new one (its old leases were the dead process's)."""
         self.python_pool = PythonPool(settings.slots, reach)
@@ -144,6 +146,14 @@ class Worker:
             case ev.TaskClaimed(worker_id=holder) if holder == self.settings.worker_id:
                 if self.attempts.holds(event.run_id, event.task):
                     return  # a re-delivered grant of a lease already running here
+                if event.lease_token_digest != self._lease_digest:
+                    # granted to another process under this worker id (a predecessor's late
+                    # poll, or a forged poll): its commands cannot be ours; the lease lapses
+                    log.warning(
+                        "ignoring a grant made for another lease secret",
+                        extra={"run_id": event.run_id, "task": event.task, "epoch": event.epoch},
+                    )
+                    return
                 if self._stop.is_set():
                     self.attempts.release(job_id, event, "worker stopping: granted as it stopped")
                     return

@@ -17,6 +17,7 @@ import pytest
 from confluent_kafka import Producer
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from fastapi import HTTPException
 from fastapi.testclient import TestClient
 
 from cronlog import events as ev
@@ -384,3 +385,39 @@ def test_the_tenant_view_shows_usage_and_quota_and_hides_other_tenants(
     assert b.get("/api/v1/tenants/team-a").status_code == 404
     assert b.get("/api/v1/tenants/team-a/dead-letters").status_code == 404
     assert b.get("/api/v1/tenants/team-b/dead-letters").json() == {"dead_letters": []}
+
+
+def test_registrations_in_flight_count_against_max_jobs(rm: ReadModel, tmp_path: Path) -> None:
+    # found by an adversarial run: 8 parallel registrations all passed max_jobs 2
+    from services.api.tenants import Admission
+
+    path = tmp_path / "tenants.json"
+    path.write_text('{"tenants": {"team-c": {"max_jobs": 2}}}')
+    admission = Admission(path)
+    with admission.job_slot(rm, "team-c"), admission.job_slot(rm, "team-c"):
+        with pytest.raises(HTTPException) as refused, admission.job_slot(rm, "team-c"):
+            pass
+        assert refused.value.status_code == 429
+        assert "0 of 2 jobs (max_jobs), 2 more being registered" in str(refused.value.detail)
+    with admission.job_slot(rm, "team-c"):  # the two ended: room again
+        pass
+
+
+def test_a_request_larger_than_the_per_minute_quota_is_422_not_429(tmp_path: Path) -> None:
+    from services.api.tenants import Admission
+
+    path = tmp_path / "tenants.json"
+    path.write_text('{"tenants": {"t": {"max_manual_runs_per_minute": 3}}}')
+    with pytest.raises(HTTPException) as refused:
+        Admission(path).admit_manual_runs("t", 9)
+    assert refused.value.status_code == 422
+    assert "9 runs in one request are more than" in str(refused.value.detail)
+
+
+def test_quota_numbers_must_be_integers(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from services.api.tenants import Admission
+
+    path = tmp_path / "tenants.json"
+    path.write_text('{"tenants": {"t": {"max_jobs": true}}}')
+    assert Admission(path).quota("t").max_jobs is None  # refused, logged: no quota read
+    assert "the tenants file cannot be read" in caplog.text

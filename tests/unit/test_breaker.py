@@ -184,3 +184,29 @@ def test_the_circuit_opens_exactly_at_the_third_failure_in_a_row(outcomes: list[
             expected = i
             break
     assert opened_at == expected
+
+
+def test_turning_the_breaker_off_closes_an_open_circuit() -> None:
+    job = Job()
+    for minute in (1, 2, 3):
+        job.run_once(minute, ok=False)
+    job.send(cmd.Tick(), T0 + timedelta(minutes=4, seconds=1))  # one run queued
+    off = replace(SPEC, breaker_failures=0)
+    out = job.send(cmd.UpdateJob(spec=off), T0 + timedelta(minutes=4, seconds=10))
+    assert ev.JobUnsuspended(reason=UnsuspendReason.BREAKER_OFF) in out
+    assert "RunScheduled" in kinds(out)  # the queue starts
+    assert job.state is not None and job.state.suspended_until is None
+
+
+def test_with_nothing_queued_the_first_run_after_the_cooldown_is_the_probe() -> None:
+    job = Job(replace(SPEC, max_queued_runs=0))
+    for minute in (1, 2, 3):
+        job.run_once(minute, ok=False)
+    out = job.send(cmd.Tick(), T0 + timedelta(minutes=4, seconds=1))
+    assert [e.reason for e in out if isinstance(e, ev.TickSkipped)] == ["queue_full"]
+    out = job.send(cmd.Tick(), T0 + timedelta(minutes=9, seconds=1))  # cool-down over
+    started = [e.run_id for e in out if isinstance(e, ev.RunScheduled)]
+    assert len(started) == 1
+    assert ev.JobProbing(run_id=started[0]) in out
+    done = job.finish(started[0], T0 + timedelta(minutes=9, seconds=2), ok=True)
+    assert ev.JobUnsuspended(reason=UnsuspendReason.PROBE_SUCCEEDED) in done

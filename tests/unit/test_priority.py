@@ -86,3 +86,27 @@ def test_rank_orders_by_class_and_ages_one_class_per_aging(
     # a (ready wait_s earlier, class p) goes first exactly when its head start in waiting plus
     # its class advantage, in agings, beats b's
     assert (a < b) == (wait_s + (p - q) * aging_s > 0)
+
+
+def test_an_old_backfill_waits_from_its_creation_not_from_its_old_tick() -> None:
+    # found by an adversarial run: ranked at a year-old tick, a class -9 backfill outranked
+    # a class 9 task readied now
+    from cronlog.decide import handle
+
+    week = timedelta(days=7)
+    cron = JobSpec("b", Schedule(ScheduleKind.CRON, expression="0 0 1 1 *"), ("true",), priority=-9)
+    cron = replace(cron, priority_aging=week)
+    now = T0
+
+    def apply(state: object, job: str, command: cmd.Command, key: str) -> object:
+        env = cmd.Envelope(idem_key=key, job_id=job, command=command)
+        return handle(state, env, now)[0]  # type: ignore[arg-type]
+
+    low = apply(None, "low", cmd.RegisterJob(spec=cron), "r1")
+    low = apply(low, "low", cmd.BackfillJob(ticks=(datetime(2025, 1, 1, tzinfo=UTC),)), "b1")
+    high_spec = replace(MANUAL, priority=9, priority_aging=week)
+    high = apply(None, "high", cmd.RegisterJob(spec=high_spec), "r2")
+    high = apply(high, "high", cmd.TriggerJob(), "t2")
+    assert low.ready_rank() == now + 9 * week  # type: ignore[attr-defined]
+    assert high.ready_rank() == now - 9 * week  # type: ignore[attr-defined]
+    assert high.ready_rank() < low.ready_rank()  # type: ignore[attr-defined]
