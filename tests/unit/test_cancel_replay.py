@@ -173,6 +173,7 @@ def test_replay_starts_a_new_run_holding_only_that_task_at_attempt_1() -> None:
             runs_remaining=None,
             replay_of=RUN,
             ready=("load",),
+            created_at=FINISHED,  # its priority rank starts now, not at the old tick
         ),
         ev.TaskReady(run_id=new_run, task="load", attempt=1, scheduled_for=TICK),
     ]
