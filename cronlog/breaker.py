@@ -59,12 +59,26 @@ def check_breaker(d: Decision, now: datetime) -> None:
         return
     if state.probe_run is None and state.suspended_until is not None:
         if now >= state.suspended_until:  # half-open, nothing was queued: the first run
-            started = next((e for e in d.events if isinstance(e, ev.RunScheduled)), None)
+            started = next(
+                (
+                    e
+                    for e in d.events
+                    if isinstance(e, ev.RunScheduled) and state.run(e.run_id) is not None
+                ),
+                None,
+            )  # a run started and already replaced (cancel_previous) is no probe
             if started is not None:
                 d.emit(ev.JobProbing(run_id=started.run_id))
         return
     if state.probe_run is not None:
         end = _run_end(d.events, state.probe_run)
+        if (
+            isinstance(end, ev.RunCancelled)
+            and end.replaced_by is not None
+            and state.run(end.replaced_by) is not None
+        ):  # replaced by a newer run (overlap cancel_previous): that run is the probe now
+            d.emit(ev.JobProbing(run_id=end.replaced_by))
+            return
         if isinstance(end, ev.RunSucceeded):
             d.emit(ev.JobUnsuspended(reason=UnsuspendReason.PROBE_SUCCEEDED))
             release_waiting(d, now)

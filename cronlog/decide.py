@@ -73,7 +73,9 @@ def handle(
     A user command's marker carries its ``command_digest``, so a re-delivery (same digest) is
     told from a re-use of the key by another command (another digest: refused with
     ``idempotency_conflict``). The keys of worker commands (ClaimTask, RenewLease,
-    CompleteTask, ReleaseTask: several per run) go to a window of their own, without digests,
+    CompleteTask, ReleaseTask: several per run; ``marker_key``: with the lease token's
+    digest, so a forged command cannot take the holder's key) go to a window of their own,
+    without digests,
     so that they never push out the markers of the rare user commands (register, pause,
     trigger, …); a worker command older than its window is still fenced by the task
     instance's state and epoch.
@@ -81,7 +83,8 @@ def handle(
     """
     user = not isinstance(envelope.command, (*WORKER_COMMANDS, *UNMARKED_COMMANDS))
     digest = command_digest(envelope.command) if user else ""
-    if state is not None and state.has_applied(envelope.idem_key):
+    marker = marker_key(envelope)
+    if state is not None and state.has_applied(marker):
         first = state.applied_digest(envelope.idem_key) if user else None
         if first is None or first == digest:  # a re-delivery (or a marker without digest)
             return state, []
@@ -94,7 +97,7 @@ def handle(
     if new is not None:
         new = replace(new, clock=now)
         if isinstance(envelope.command, WORKER_COMMANDS):
-            new = new.with_renewal(envelope.idem_key)
+            new = new.with_renewal(marker)
         elif user:
             new = new.with_applied(envelope.idem_key, digest)
     return new, decision.events
@@ -124,10 +127,26 @@ def _refuse_reuse(
     return replace(state.with_applied(key, digest), clock=now), d.events
 
 
+def marker_key(envelope: cmd.Envelope) -> str:
+    """Return the key a command is deduplicated (and its events named) by.
+
+    The idem_key; for a worker command carrying a lease token, the idem_key with the token's
+    digest (``idem_key#digest``). Worker keys are predictable from public values (run, task,
+    epoch): without the digest, a forged command sent first under the holder's key would be
+    refused and yet take the key, and the holder's own command would then be dropped as a
+    re-delivery (found by review: a completion lost, the task run again).
+    """
+    command = envelope.command
+    if isinstance(command, WORKER_COMMANDS) and command.lease_token:
+        return f"{envelope.idem_key}#{lease_digest(command.lease_token)}"
+    return envelope.idem_key
+
+
 def event_key(envelope: cmd.Envelope, event: ev.Event) -> str:
     """Return the key the adapter derives ``event``'s event_id from (with job_id and index).
 
-    The command's idem_key, except for the refusal of a re-used key (``idempotency_conflict``):
+    The command's ``marker_key``, except for the refusal of a re-used key
+    (``idempotency_conflict``):
     ``conflict_key(idem_key, command_digest(command))``, since the first command's events own
     the ids of the idem_key (DESIGN.md invariant 6: one event_id, one content).
     """
@@ -135,7 +154,7 @@ def event_key(envelope: cmd.Envelope, event: ev.Event) -> str:
         event.reason is RejectReason.IDEMPOTENCY_CONFLICT
     ):
         return conflict_key(envelope.idem_key, command_digest(envelope.command))
-    return envelope.idem_key
+    return marker_key(envelope)
 
 
 def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:

@@ -50,5 +50,6 @@ class Decision:
                 run_id=getattr(command, "run_id", None),
                 task=getattr(command, "task", None),
                 worker_id=getattr(command, "worker_id", None),
+                epoch=getattr(command, "epoch", None),
             )
         )

@@ -501,6 +501,9 @@ class CommandRejected:
     """The command's task, when it names one, else None."""
     worker_id: str | None = None
     """The sending worker, for worker commands, else None."""
+    epoch: int | None = None
+    """The refused command's epoch, when it has one (a worker command): a worker revokes
+    only a lease of that epoch."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -209,7 +209,7 @@ def fire_due_ticks(state: JobState, now: datetime) -> Iterator[ev.Event]:
             else None
         )
         run_id = run_id_for_tick(state.job_id, tick, state.incarnation)
-        if reason is None and fold.active:
+        if reason is None and fold.active and not fold.suspended:  # an open circuit queues
             if spec.overlap is OverlapPolicy.SKIP or (
                 spec.overlap is OverlapPolicy.BUFFER_ONE and fold.buffered
             ):

@@ -152,7 +152,12 @@ def release_waiting(d: Decision, now: datetime) -> None:
     if state.status is JobStatus.DELETED:
         return
     if state.suspended_until is not None:  # an open circuit (cronlog.breaker)
-        if state.probe_run is None and state.queue and now >= state.suspended_until:
+        if (
+            state.probe_run is None
+            and state.queue
+            and now >= state.suspended_until
+            and state.active_runs() < state.spec.max_active_runs
+        ):
             q = state.queue[0]  # half-open: the oldest queued run is the one probe
             d.emit(ev.JobProbing(run_id=q.run_id))
             _start_waiting(

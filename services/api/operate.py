@@ -272,7 +272,11 @@ async def replay_dead_letters(
     base = idempotency_key or str(uuid.uuid4())
     replays = []
     rm = _read_model(request)
-    for doc in _selected(request, caller, body):
+    selected = _selected(request, caller, body)
+    for tenant in {str(_tenant(rm, doc["job_id"])) for doc in selected}:
+        count = sum(1 for doc in selected if _tenant(rm, doc["job_id"]) == tenant)
+        request.app.state.admission.admit_manual_runs(tenant, count)
+    for doc in selected:
         job_id, run_id, task = doc["job_id"], doc["run_id"], doc["task"]
         idem_key = step_idem_key(base, run_id, task)
         tick = datetime.fromisoformat(doc["scheduled_for"] or doc["dead_lettered_at"])

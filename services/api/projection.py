@@ -150,6 +150,7 @@ def _job_event(batch: Batch, record: ev.RunEvent, event: ev.Event) -> None:
         }
         job.update(
             incarnation=incarnation,
+            suspended=None,  # a new incarnation starts with a closed circuit
             tenant=event.spec.tenant,
             definition=spec_to_json(event.spec),
             status="active",

@@ -134,10 +134,14 @@ class Attempts:
             target=self._attempt, args=(held,), daemon=True, name=f"attempt-{grant.run_id}"
         ).start()
 
-    def revoke(self, run_id: str, task: str) -> None:
-        """A renewal was refused: the lease is gone; kill the attempt, never complete it."""
+    def revoke(self, run_id: str, task: str, epoch: int | None = None) -> None:
+        """A renewal was refused: the lease is gone; kill the attempt, never complete it.
+
+        ``epoch``: the refused renewal's (``CommandRejected.epoch``); a refusal of another
+        epoch than the one held (a forged renewal naming an old lease) changes nothing.
+        """
         held = self.held.get((run_id, task))
-        if held is not None:
+        if held is not None and (epoch is None or epoch == held.grant.epoch):
             log.warning("lease revoked, killing", extra={"run_id": run_id, "task": task})
             held.revoked = True
             held.execution.kill()

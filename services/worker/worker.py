@@ -24,7 +24,7 @@ from cronlog import events as ev
 from cronlog.errors import CronlogError
 from cronlog.ids import poll_idem_key
 from cronlog.leases import lease_digest
-from cronlog.vocabulary import CommandKind
+from cronlog.vocabulary import CommandKind, RejectReason
 from services.worker.attempts import Attempts
 from services.worker.heartbeat import Heartbeat
 from services.worker.kinds import PythonPool
@@ -146,9 +146,10 @@ class Worker:
             case ev.TaskClaimed(worker_id=holder) if holder == self.settings.worker_id:
                 if self.attempts.holds(event.run_id, event.task):
                     return  # a re-delivered grant of a lease already running here
-                if event.lease_token_digest != self._lease_digest:
+                if event.lease_token_digest not in ("", self._lease_digest):
                     # granted to another process under this worker id (a predecessor's late
-                    # poll, or a forged poll): its commands cannot be ours; the lease lapses
+                    # poll, or a forged poll): its commands cannot be ours; the lease lapses.
+                    # "" is a grant of a scheduler from before lease tokens: run it
                     log.warning(
                         "ignoring a grant made for another lease secret",
                         extra={"run_id": event.run_id, "task": event.task, "epoch": event.epoch},
@@ -167,8 +168,10 @@ class Worker:
                 self.polls.answered(poll_id, granted)
                 self._slot_freed.set()
             case ev.CommandRejected(command=CommandKind.RENEW_LEASE, run_id=run_id, task=task):
-                if run_id and task:
-                    self.attempts.revoke(run_id, task)
+                # this worker's own renewal is never refused not_holder (its id and secret
+                # are the grant's): such a refusal answers someone else's forged renewal
+                if run_id and task and event.reason is not RejectReason.NOT_HOLDER:
+                    self.attempts.revoke(run_id, task, event.epoch)
             case _:
                 return
 

@@ -14,7 +14,7 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.decide import handle
 from cronlog.job import JobState
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, OverlapPolicy, Schedule, ScheduleKind
 from cronlog.vocabulary import FailureKind, QueueReason, SuspendReason, UnsuspendReason
 
 JOB = "flaky"
@@ -210,3 +210,50 @@ def test_with_nothing_queued_the_first_run_after_the_cooldown_is_the_probe() -> 
     assert ev.JobProbing(run_id=started[0]) in out
     done = job.finish(started[0], T0 + timedelta(minutes=9, seconds=2), ok=True)
     assert ev.JobUnsuspended(reason=UnsuspendReason.PROBE_SUCCEEDED) in done
+
+
+def test_a_half_open_probe_waits_for_a_free_slot_under_max_active_runs() -> None:
+    # found by review: the probe started beside a run still active under max_active_runs 1
+    job = Job(replace(SPEC, max_active_runs=1, breaker_failures=1, lease_ttl=timedelta(hours=2)))
+    at = T0 + timedelta(minutes=1, seconds=1)
+    out = job.send(cmd.Tick(), at)
+    (first,) = [e.run_id for e in out if isinstance(e, ev.RunScheduled)]
+    claim = job.send(cmd.ClaimTask(run_id=first, task="main", attempt=1, worker_id="w"), at)
+    (claimed,) = [e for e in claim if isinstance(e, ev.TaskClaimed)]
+    job.state = replace(job.state, failures=(at,))  # type: ignore[arg-type]
+    out = job.send(cmd.Tick(), T0 + timedelta(minutes=2, seconds=1))  # trips; the tick queues
+    assert "JobSuspended" in kinds(out) or "RunQueued" in kinds(out)
+    out = job.send(cmd.Tick(), T0 + timedelta(minutes=9))  # cool-down over, the run still on
+    assert "JobProbing" not in kinds(out)
+    assert job.state is not None and len(job.state.runs) == 1
+    done = cmd.CompleteTask(
+        run_id=first,
+        task="main",
+        attempt=1,
+        epoch=claimed.epoch,
+        worker_id="w",
+        succeeded=True,
+        exit_code=0,
+        failure_kind=None,
+        output_tail="",
+        started_at=at,
+        finished_at=at,
+    )
+    out = job.send(done, T0 + timedelta(minutes=9, seconds=1))
+    assert "JobProbing" in kinds(out)  # the slot freed: now the probe starts
+
+
+def test_an_open_circuit_does_not_let_cancel_previous_cancel_the_probe() -> None:
+    # found by review: two ticks in one half-open Tick started the probe and cancelled it at
+    # once (the circuit then stayed open for good), and a later tick cancelled a running
+    # probe, counted as a failed probe
+    job = Job(replace(SPEC, overlap=OverlapPolicy.CANCEL_PREVIOUS, max_queued_runs=0))
+    for minute in (1, 2, 3):
+        job.run_once(minute, ok=False)
+    out = job.send(cmd.Tick(), T0 + timedelta(minutes=9, seconds=1))  # ticks 8 and 9 due
+    probes = [e.run_id for e in out if isinstance(e, ev.JobProbing)]
+    assert len(probes) == 1 and "RunCancelled" not in kinds(out)
+    assert job.state is not None and job.state.run(probes[0]) is not None  # a live run
+    out = job.send(cmd.Tick(), T0 + timedelta(minutes=10, seconds=1))
+    assert "RunCancelled" not in kinds(out) and "JobSuspended" not in kinds(out)
+    assert [e.reason for e in out if isinstance(e, ev.TickSkipped)] == ["queue_full"]

@@ -167,6 +167,7 @@ def rejected(command: cmd.Command, reason: RejectReason, detail: str) -> ev.Comm
         run_id=getattr(command, "run_id", None),
         task=getattr(command, "task", None),
         worker_id=getattr(command, "worker_id", None),
+        epoch=getattr(command, "epoch", None),
     )
 
 

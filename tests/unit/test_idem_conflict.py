@@ -39,6 +39,7 @@ def _conflict(command: cmd.Command, key: str, first: cmd.Command) -> ev.CommandR
         run_id=getattr(command, "run_id", None),
         task=getattr(command, "task", None),
         worker_id=getattr(command, "worker_id", None),
+        epoch=getattr(command, "epoch", None),
     )
 
 

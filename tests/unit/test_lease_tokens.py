@@ -10,7 +10,7 @@ import pytest
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.decide import handle
+from cronlog.decide import event_key, handle
 from cronlog.job import JobState
 from cronlog.leases import lease_digest
 from cronlog.model import JobSpec, Schedule, ScheduleKind
@@ -102,3 +102,18 @@ def test_a_grant_without_a_secret_is_not_checked() -> None:
     env = cmd.Envelope(idem_key="d", job_id=JOB, command=_complete(run, claimed.epoch, ""))
     _, out = handle(state, env, T0 + timedelta(seconds=1))
     assert ev.TaskSucceeded in [type(e) for e in out]
+
+
+def test_a_forged_command_sent_first_under_the_holders_key_does_not_take_it() -> None:
+    # found by review: worker keys are predictable (complete:<run>:<task>:<epoch>); a forged
+    # completion refused under that key used to make the holder's own one a "re-delivery"
+    state, run, claimed = _claimed(SECRET)
+    key = f"complete:{run}:main:{claimed.epoch}"
+    forged = cmd.Envelope(idem_key=key, job_id=JOB, command=_complete(run, claimed.epoch, ""))
+    state, out = handle(state, forged, T0 + timedelta(seconds=1))
+    assert [type(e) for e in out] == [ev.CommandRejected]
+    real = cmd.Envelope(idem_key=key, job_id=JOB, command=_complete(run, claimed.epoch, SECRET))
+    _, out = handle(state, real, T0 + timedelta(seconds=2))
+    assert ev.TaskSucceeded in [type(e) for e in out]  # applied, not dropped
+    assert event_key(real, out[0]) == f"{key}#{lease_digest(SECRET)}"  # its own event ids
+    assert event_key(forged, out[0]) == key
