@@ -226,6 +226,11 @@ class JobState:
         ready.
         """
         ready, spec = TaskState.READY, self.spec
+        if spec.priority == 0 and not any(t.priority for t in spec.task_specs):
+            return min(  # every task class 0: the rank is the run's own (no per-task look-up)
+                (r.waiting_since for r in self.runs if any(t.state is ready for t in r.tasks)),
+                default=None,
+            )
         return min(
             (
                 rank(spec, r.waiting_since, t.task)

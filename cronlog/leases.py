@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
+from functools import lru_cache
 
 from cronlog import commands as cmd
 from cronlog import events as ev
@@ -223,6 +224,7 @@ def lease_command(
         )
 
 
+@lru_cache(maxsize=1024)  # a worker's secret is the same on all its commands: hash it once
 def lease_digest(token: str) -> str:
     """Return what a grant keeps of a worker's lease secret (32 hex digits of its SHA-256).
 

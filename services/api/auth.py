@@ -25,7 +25,6 @@ import hashlib
 import json
 import logging
 import secrets
-import threading
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
@@ -37,6 +36,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from cronlog.errors import CronlogError
 from cronlog.tenants import is_tenant_name
+from services.api.watched import WatchedFile
 
 log = logging.getLogger("cronlog.api.auth")
 PLATFORM = "*"
@@ -135,9 +135,9 @@ class Authenticator:
         issuer: str | None = None,
     ) -> None:
         self.tokens_file, self.audience, self.issuer = tokens_file, audience, issuer
-        self._lock = threading.Lock()
-        self._tokens: dict[str, Principal] = {}
-        self._version: tuple[int, int] | None = None
+        self._tokens: WatchedFile[dict[str, Principal]] = WatchedFile(
+            tokens_file, load_tokens, {}, "tokens"
+        )
         self._keys: jwt.PyJWKSet | None = None
         self._pem: str | None = None
         if jwt_keys_file is not None:
@@ -161,27 +161,7 @@ class Authenticator:
         return self._jwt(token)
 
     def _static(self) -> dict[str, Principal]:
-        if self.tokens_file is None:
-            return {}
-        with self._lock:
-            try:
-                st = self.tokens_file.stat()
-            except FileNotFoundError:
-                self._tokens, self._version = {}, None
-                return self._tokens
-            version = (st.st_mtime_ns, st.st_size)
-            if version != self._version:
-                self._version = version
-                try:
-                    self._tokens = load_tokens(self.tokens_file)
-                except CronlogError as exc:  # a half-written or hand-broken file
-                    log.error(
-                        "the tokens file cannot be read; keeping the %d tokens read before: %s",
-                        len(self._tokens),
-                        exc,
-                        extra={"action": "api.tokens_unreadable"},
-                    )
-            return self._tokens
+        return self._tokens.get()
 
     def _jwt(self, token: str) -> Principal:
         try:

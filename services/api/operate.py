@@ -7,6 +7,7 @@ Each write answers after read-your-writes like ``writes`` does: the effect event
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -273,8 +274,7 @@ async def replay_dead_letters(
     replays = []
     rm = _read_model(request)
     selected = _selected(request, caller, body)
-    for tenant in {str(_tenant(rm, doc["job_id"])) for doc in selected}:
-        count = sum(1 for doc in selected if _tenant(rm, doc["job_id"]) == tenant)
+    for tenant, count in Counter(_tenant(rm, doc["job_id"]) for doc in selected).items():
         request.app.state.admission.admit_manual_runs(tenant, count)
     for doc in selected:
         job_id, run_id, task = doc["job_id"], doc["run_id"], doc["task"]

@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from services.api import dead_letters
 from services.api.answers import documented
 from services.api.auth import Caller, Principal, principal
 from services.api.read_model import ReadModel
+from services.api.watched import WatchedFile
 
 log = logging.getLogger("cronlog.api.tenants")
 router = APIRouter(prefix="/api/v1", dependencies=[Depends(principal)])
@@ -56,6 +57,10 @@ class QuotaFile(BaseModel):
     tenants: dict[str, Quota] = Field(default_factory=dict)
 
 
+def _parse_quotas(path: Path) -> dict[str, Quota]:
+    return QuotaFile.model_validate(json.loads(path.read_text())).tenants
+
+
 @dataclass
 class _Window:
     starts: deque[float]
@@ -73,33 +78,15 @@ class Admission:
     def __init__(self, path: Path | None, clock: Any = time.monotonic) -> None:
         self.path, self.clock = path, clock
         self._lock = threading.Lock()
-        self._quotas: dict[str, Quota] = {}
-        self._version: tuple[int, int] | None = None
+        self._quotas: WatchedFile[dict[str, Quota]] = WatchedFile(
+            path, _parse_quotas, {}, "tenants"
+        )
         self._windows: dict[str, _Window] = {}
         self._pending: dict[str, int] = {}
 
     def quota(self, tenant: str) -> Quota:
         """Return ``tenant``'s quotas (unbounded ones as null)."""
-        with self._lock:
-            self._reload()
-            return self._quotas.get(tenant, Quota())
-
-    def _reload(self) -> None:
-        if self.path is None:
-            return
-        try:
-            st = self.path.stat()
-        except FileNotFoundError:
-            self._quotas, self._version = {}, None
-            return
-        version = (st.st_mtime_ns, st.st_size)
-        if version == self._version:
-            return
-        self._version = version
-        try:
-            self._quotas = QuotaFile.model_validate(json.loads(self.path.read_text())).tenants
-        except (OSError, ValueError, ValidationError) as exc:
-            log.error("the tenants file cannot be read; keeping the quotas read before: %s", exc)
+        return self._quotas.get().get(tenant, Quota())
 
     @contextmanager
     def job_slot(self, rm: ReadModel, tenant: str) -> Iterator[None]:

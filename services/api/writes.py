@@ -51,6 +51,7 @@ from services.api.schemas import (
     JobPatch,
     RunTriggered,
 )
+from services.api.scope import visible_job
 from services.api.sender import CommandNotSent, CommandSender
 
 log = logging.getLogger("cronlog.api")
@@ -114,9 +115,7 @@ def _known_job(
 ) -> dict[str, Any]:
     """Return job ``job_id`` if ``caller`` may see it; 404 otherwise (another tenant's job is
     not found, never forbidden); 409 for a deleted job when ``live``."""
-    job = rm.job(job_id)
-    if job is None or not caller.sees(job["tenant"]):
-        raise HTTPException(404, f"job {job_id!r} not found")
+    job = visible_job(rm, caller, job_id)
     if live and job["status"] == "deleted":
         raise HTTPException(409, f"job {job_id!r} was deleted")
     return job
