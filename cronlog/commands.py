@@ -310,6 +310,81 @@ class UpstreamRunEnded:
     upstream_event_id: str = ""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AskSlots:
+    """A job of ``tenant`` has ``count`` more ready task instances without a tenant slot.
+
+    Addressed to the tenant ledger (job_id ``cronlog.ledger.LEDGER_KEY``), appended by the
+    fold in the transaction that decided the job's ``TenantSlotsAsked`` (idem_key: that
+    event's event_id). The ledger answers with GrantSlots as its caps and weights allow
+    (docs/tenants.md, "The tenant ledger").
+
+    Attributes:
+        tenant: the asking job's tenant.
+        asker: the asking job's job_id (where the grant goes).
+        count: how many slots, 1..``MAX_SLOT_COUNT``.
+        rank_at: the best rank of the job's waiting task instances (``cronlog.priority``),
+            aware UTC: within a tenant the ledger serves the smallest first.
+    """
+
+    tenant: str
+    asker: str
+    count: int
+    rank_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReturnSlots:
+    """A job of ``tenant`` gives ``count`` tenant slots back (leases ended, work gone).
+
+    Addressed to the tenant ledger, appended with the job's ``TenantSlotsReturned``.
+
+    Attributes:
+        tenant: the job's tenant.
+        asker: the job returning them.
+        count: how many, 1..``MAX_SLOT_COUNT``.
+    """
+
+    tenant: str
+    asker: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GrantSlots:
+    """The tenant ledger gives a job ``count`` tenant slots (an answer to AskSlots).
+
+    Addressed to the job; its ready task instances may then be granted to workers, one lease
+    per slot. A job that no longer needs them returns them at once.
+
+    Attributes:
+        tenant: the tenant the slots are counted against.
+        count: how many, 1..``MAX_SLOT_COUNT``.
+    """
+
+    tenant: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SetTenantLimits:
+    """Set a tenant's share of the fleet, or the fleet's size; addressed to the tenant ledger.
+
+    Sent by the API for a platform admin (``PUT /api/v1/tenants/{tenant}/limits``).
+
+    Attributes:
+        tenant: the tenant, or ``*`` for the fleet (then only ``max_running_tasks`` counts:
+            how many task instances of all ledger tenants run at once, the fleet's slots).
+        weight: the tenant's weight in fair sharing, 1..1000.
+        max_running_tasks: most task instances of the tenant holding a slot (claimed or
+            about to be) at once; None for no cap.
+    """
+
+    tenant: str
+    weight: int = 1
+    max_running_tasks: int | None = None
+
+
 Command = (
     RegisterJob
     | UpdateJob
@@ -328,6 +403,10 @@ Command = (
     | RerunTask
     | UpstreamRunEnded
     | PollTasks
+    | AskSlots
+    | ReturnSlots
+    | GrantSlots
+    | SetTenantLimits
 )
 
 

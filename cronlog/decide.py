@@ -32,6 +32,7 @@ from cronlog.leases import grant_ready, lease_command, lease_digest, tick_attemp
 from cronlog.limits import MAX_BACKFILL_TASK_INSTANCES
 from cronlog.progress import release_waiting
 from cronlog.runs import start_run
+from cronlog.slots import receive, settle_slots
 from cronlog.tenants import tenant_mismatch
 from cronlog.validation import validate_spec
 from cronlog.vocabulary import (
@@ -47,6 +48,11 @@ WORKER_COMMANDS = (cmd.ClaimTask, cmd.RenewLease, cmd.CompleteTask, cmd.ReleaseT
 """Commands whose dedupe markers live in the worker window (``JobState.renewals``)."""
 REPLY_COMMANDS = (*WORKER_COMMANDS, cmd.PollTasks)
 """Commands whose events are copied to the sending worker's partition of ``cronlog.replies``."""
+PLATFORM_MARKED = (*WORKER_COMMANDS, cmd.GrantSlots)
+"""Commands whose dedupe markers live in the platform window (``JobState.renewals``): the
+worker commands and the tenant ledger's grants."""
+LEDGER_COMMANDS = (cmd.AskSlots, cmd.ReturnSlots, cmd.SetTenantLimits)
+"""Commands addressed to the tenant ledger (``cronlog.ledger``), never to a job."""
 UNMARKED_COMMANDS = (cmd.Tick, cmd.PollTasks)
 """Commands that leave no dedupe marker: a Tick is idempotent by the schedule cursor and the
 deterministic run_id, a poll by the task instances' state (a granted instance is no longer
@@ -81,7 +87,7 @@ def handle(
     instance's state and epoch.
     Determinism: now = max(state.clock, record_time); the same log gives the same result.
     """
-    user = not isinstance(envelope.command, (*WORKER_COMMANDS, *UNMARKED_COMMANDS))
+    user = not isinstance(envelope.command, (*PLATFORM_MARKED, *UNMARKED_COMMANDS))
     digest = command_digest(envelope.command) if user else ""
     marker = marker_key(envelope)
     if state is not None and state.has_applied(marker):
@@ -93,10 +99,11 @@ def handle(
     decision = Decision(state, envelope.job_id)
     decide(decision, envelope, now)
     check_breaker(decision, now)
+    settle_slots(decision, state)
     new = decision.state
     if new is not None:
         new = replace(new, clock=now)
-        if isinstance(envelope.command, WORKER_COMMANDS):
+        if isinstance(envelope.command, PLATFORM_MARKED):
             new = new.with_renewal(marker)
         elif user:
             new = new.with_applied(envelope.idem_key, digest)
@@ -169,6 +176,16 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
         return
     if isinstance(command, cmd.RegisterJob):
         _register(d, command, now)
+        return
+    if isinstance(command, cmd.GrantSlots):  # a job with no record gives them back
+        receive(d, command)
+        return
+    if isinstance(command, LEDGER_COMMANDS):
+        d.reject(
+            command,
+            RejectReason.UNKNOWN_JOB,
+            f"a {type(command).__name__} is addressed to the tenant ledger, not a job",
+        )
         return
     if state is None:
         d.reject(command, RejectReason.UNKNOWN_JOB, f"job {envelope.job_id!r} is not registered")
@@ -244,7 +261,9 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
             _replay(d, state, command, envelope.idem_key, now)
         case cmd.UpstreamRunEnded():
             upstream_run_ended(d, state, command, now)
-        case cmd.RegisterJob():
+        case cmd.RegisterJob() | cmd.GrantSlots() | cmd.AskSlots() | cmd.ReturnSlots():
+            raise AssertionError("handled above")
+        case cmd.SetTenantLimits():
             raise AssertionError("handled above")
         case _:
             assert_never(command)

@@ -555,6 +555,45 @@ class JobUnsuspended:
     """``operator`` (a ResumeJob) or ``probe_succeeded``."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TenantSlotsAsked:
+    """The job asked the tenant ledger for slots: ready task instances wait for them.
+
+    The fold appends an AskSlots to the ledger in the same transaction. Only jobs of a
+    tenant other than ``default`` go through the ledger (docs/tenants.md).
+    """
+
+    tenant: str
+    """The job's tenant."""
+    count: int
+    """Slots asked for now."""
+    waiting: int
+    """Ready task instances of the job without a slot after this event (all asked for)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TenantSlotsReturned:
+    """The job gave tenant slots back: leases ended, or the work they were for is gone.
+
+    The fold appends a ReturnSlots to the ledger in the same transaction.
+    """
+
+    tenant: str
+    """The tenant they count against."""
+    count: int
+    """How many."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TenantSlotsReceived:
+    """The ledger gave the job tenant slots (GrantSlots): that many ready instances may start."""
+
+    tenant: str
+    """The tenant they count against."""
+    count: int
+    """How many."""
+
+
 Event = (
     JobRegistered
     | JobRedefined
@@ -588,6 +627,9 @@ Event = (
     | JobSuspended
     | JobProbing
     | JobUnsuspended
+    | TenantSlotsAsked
+    | TenantSlotsReturned
+    | TenantSlotsReceived
 )
 
 

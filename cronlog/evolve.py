@@ -282,5 +282,15 @@ def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | N
             return state
         case ev.PollAnswered():
             return state  # a reply to a worker, not a fact of the job
+        case ev.TenantSlotsAsked(count=count):
+            return replace(state, slots_asked=state.slots_asked + count)
+        case ev.TenantSlotsReturned(count=count):
+            return replace(state, slots_held=max(0, state.slots_held - count))
+        case ev.TenantSlotsReceived(count=count):
+            return replace(
+                state,
+                slots_asked=max(0, state.slots_asked - count),
+                slots_held=state.slots_held + count,
+            )
         case _:
             assert_never(event)

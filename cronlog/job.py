@@ -11,6 +11,7 @@ from datetime import datetime
 from cronlog.ids import idem_marker
 from cronlog.model import JobSpec
 from cronlog.priority import rank
+from cronlog.tenants import DEFAULT_TENANT
 from cronlog.vocabulary import (
     OFF_SCHEDULE_TRIGGERS,
     WAITING_TASK_STATES,
@@ -148,6 +149,10 @@ class JobState:
             ``breaker_failures`` of them; empty while the breaker is off): ``cronlog.breaker``.
         suspended_until: None while the job's circuit is closed; else when it half-opens.
         probe_run: the probe run of a half-open circuit, or None.
+        slots_held: tenant slots the ledger gave the job and it has not returned: one per
+            claimed task instance, the rest for ready ones (``cronlog.slots``; always 0 for
+            the default tenant).
+        slots_asked: tenant slots asked for and not yet given.
     """
 
     job_id: str
@@ -166,6 +171,8 @@ class JobState:
     failures: tuple[datetime, ...] = ()
     suspended_until: datetime | None = None
     probe_run: str | None = None
+    slots_held: int = 0
+    slots_asked: int = 0
 
     def runs_remaining(self) -> int | None:
         """Return how many runs the schedule may still fire, or None when unbounded."""
@@ -226,6 +233,10 @@ class JobState:
         ready.
         """
         ready, spec = TaskState.READY, self.spec
+        if spec.tenant != DEFAULT_TENANT and self.slots_held <= sum(
+            t.state is TaskState.CLAIMED for r in self.runs for t in r.tasks
+        ):
+            return None  # a ledger tenant's job with no free tenant slot (cronlog.slots)
         if spec.priority == 0 and not any(t.priority for t in spec.task_specs):
             return min(  # every task class 0: the rank is the run's own (no per-task look-up)
                 (r.waiting_since for r in self.runs if any(t.state is ready for t in r.tasks)),

@@ -21,6 +21,7 @@ from cronlog.job import Run, TaskInstance
 from cronlog.priority import rank
 from cronlog.progress import advance_run, time_out
 from cronlog.retry import next_attempt_at
+from cronlog.slots import free_slots
 from cronlog.vocabulary import WAITING_TASK_STATES, FailureKind, RejectReason, TaskState
 
 
@@ -287,6 +288,8 @@ def _grant_next(
     Emits:
         TaskClaimed (``grant``) for each, after the completion's own events.
     """
+    if free_slots(d.live()) is not None:
+        return  # a ledger tenant's job: the ended lease's slot goes back (cronlog.slots)
     readied = [e for e in d.events[mark:] if isinstance(e, ev.TaskReady) and e.run_id == run_id]
     for ready in readied[:most]:
         run = d.live().run(run_id)
@@ -321,6 +324,8 @@ def grant_ready(
         ),
         key=lambda item: item[:3],
     )
+    free = free_slots(state)  # a job of a ledger tenant: only under its tenant slots
+    most = most if free is None else min(most, free)
     for _, _, _, run, ti in ready[:most]:
         grant(d, run, ti, worker_id, now, token_digest)
     return min(most, len(ready))

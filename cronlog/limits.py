@@ -101,6 +101,8 @@ INT32 = (-(2**31), 2**31 - 1)
 """The range of a 32-bit signed integer."""
 COUNTER = (0, 2**31 - 1)
 """The range of attempt numbers and lease epochs."""
+SLOT_COUNT = (1, 2**31 - 1)
+"""The range of a tenant ledger command's slot count (AskSlots, ReturnSlots, GrantSlots)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +205,25 @@ COMMAND_LIMITS: Mapping[str, Limit] = MappingProxyType(
             lease_token=_text(MAX_LEASE_TOKEN_CHARS),
         ),
         **_fields("ReplayTask", run_id=_IDS, task=_TASK),
+        **_fields(
+            "AskSlots",
+            tenant=_token(MAX_TENANT_CHARS),
+            asker=_token(MAX_JOB_ID_CHARS),
+            count=_range(SLOT_COUNT),
+        ),
+        **_fields(
+            "ReturnSlots",
+            tenant=_token(MAX_TENANT_CHARS),
+            asker=_token(MAX_JOB_ID_CHARS),
+            count=_range(SLOT_COUNT),
+        ),
+        **_fields("GrantSlots", tenant=_token(MAX_TENANT_CHARS), count=_range(SLOT_COUNT)),
+        **_fields(
+            "SetTenantLimits",
+            tenant=_token(MAX_TENANT_CHARS),
+            weight=Limit(low=1, high=1000),
+            max_running_tasks=_range(COUNTER),
+        ),
         **_fields(
             "RerunTask",
             run_id=_IDS,

@@ -29,6 +29,10 @@ PLATFORM_COMMANDS = (
     cmd.ReleaseTask,
     cmd.PollTasks,
     cmd.UpstreamRunEnded,
+    cmd.GrantSlots,
+    cmd.AskSlots,
+    cmd.ReturnSlots,
+    cmd.SetTenantLimits,
 )
 """Commands the platform sends (scheduler, workers, after relay): no tenant check."""
 

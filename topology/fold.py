@@ -22,8 +22,10 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.decide import REPLY_COMMANDS, event_key, handle
 from cronlog.errors import CronlogError
-from cronlog.ids import continuation_idem_key, event_id, grant_idem_key
+from cronlog.ids import continuation_idem_key, event_id, grant_idem_key, idem_marker
 from cronlog.job import JobState
+from cronlog.ledger import LEDGER_KEY, LedgerState, decide_ledger
+from cronlog.slots import best_rank_ms
 from cronlog.time import from_ms, to_ms
 from cronlog.vocabulary import CommandKind, RejectReason
 from topology.batch import BatchResult, Outgoing, Record, Write
@@ -41,7 +43,7 @@ from topology.record_limits import (
     unended,
 )
 from topology.state_cache import StateCache
-from topology.state_codec import dump_state, load_state
+from topology.state_codec import dump_ledger, dump_state, load_ledger, load_state
 from topology.topics import Topics
 
 __all__ = [
@@ -109,6 +111,7 @@ class BatchFolder:
         """Decide a batch. Never raises for bad input: such records become dead letters."""
         out = BatchResult()
         overlay: dict[str, JobState | None] = {}
+        self._ledger: LedgerState | None = None  # the tenant ledger as this batch left it
         for rec in records:
             try:
                 self._fold_one(rec, overlay, out)
@@ -157,6 +160,9 @@ class BatchFolder:
                 f"wrong_partition: key {env.job_id!r} maps to partition "
                 f"{partition_for(rec.key, self.partitions)}, record is on {rec.partition}"
             )
+        if env.job_id == LEDGER_KEY:
+            self._fold_ledger(rec, env, record_time, out)
+            return
         events = self._apply(rec, env, record_time, overlay, out)
         command = env.command
         if isinstance(command, cmd.CompleteTask) and command.claim_next > 0:
@@ -170,6 +176,34 @@ class BatchFolder:
                     rec, env, worker, more, overlay, out, command.lease_token
                 )
             self._answer(rec, env, worker, env.idem_key, granted, out)
+
+    def _fold_ledger(
+        self, rec: Record, env: cmd.Envelope, record_time: datetime, out: BatchResult
+    ) -> None:
+        """Fold a command of the tenant ledger (``cronlog.ledger``); send its grants.
+
+        Each grant is a GrantSlots to its job on the commands topic, in this batch's
+        transaction (idem_key: ``slots:<marker of the ledger command>:<job_id>``).
+        """
+        state = self._ledger
+        if state is None:
+            raw = self.load(rec.partition, LEDGER_KEY)
+            state = load_ledger(raw) if raw is not None else None
+        new, grants = decide_ledger(state, env, record_time)
+        out.decisions += 1
+        self._ledger = new
+        if new is not state:
+            out.writes[LEDGER_KEY] = Write(rec.partition, dump_ledger(new), None, None)
+        marker = idem_marker(env.idem_key)
+        for g in grants:
+            grant = cmd.Envelope(
+                idem_key=f"slots:{marker}:{g.job_id}",
+                job_id=g.job_id,
+                command=cmd.GrantSlots(tenant=g.tenant, count=g.count),
+                tenant=g.tenant,
+            )
+            value = self.codec.encode_command(grant)
+            out.sends.append(Outgoing(self.topics.commands, g.job_id.encode(), value))
 
     def _grant_ready(
         self,
@@ -301,6 +335,8 @@ class BatchFolder:
             events = [self._too_large(env, f"an event would exceed {MAX_OUTPUT_BYTES} bytes")]
             sends = [s for i, e in enumerate(events) for s in self._emit(env, at, i, e)]
         out.sends += sends
+        if new is not None:
+            out.sends += self._to_ledger(env, at, events, new)
         overlay[env.job_id] = new
         out.states[env.job_id] = (rec.partition, new)
         if new is None:
@@ -316,6 +352,32 @@ class BatchFolder:
         self.due.set(rec.partition, env.job_id, deadline_ms)
         self.ready.set(rec.partition, env.job_id, ready_ms)
         return events
+
+    def _to_ledger(
+        self, env: cmd.Envelope, at: datetime, events: list[ev.Event], state: JobState
+    ) -> list[Outgoing]:
+        """Return the ledger commands of a job's slot events (``cronlog.slots``).
+
+        An AskSlots per TenantSlotsAsked, a ReturnSlots per TenantSlotsReturned, keyed
+        ``LEDGER_KEY``; idem_key: the event's event_id.
+        """
+        sends: list[Outgoing] = []
+        for i, e in enumerate(events):
+            command: cmd.Command
+            if isinstance(e, ev.TenantSlotsAsked):
+                rank_at = from_ms(best_rank_ms(state)) if best_rank_ms(state) else at
+                command = cmd.AskSlots(
+                    tenant=e.tenant, asker=env.job_id, count=e.count, rank_at=rank_at
+                )
+            elif isinstance(e, ev.TenantSlotsReturned):
+                command = cmd.ReturnSlots(tenant=e.tenant, asker=env.job_id, count=e.count)
+            else:
+                continue
+            key = event_id(event_key(env, e), env.job_id, i)
+            ledger = cmd.Envelope(idem_key=key, job_id=LEDGER_KEY, command=command)
+            value = self.codec.encode_command(ledger)
+            sends.append(Outgoing(self.topics.commands, LEDGER_KEY.encode(), value))
+        return sends
 
     def _too_large(self, env: cmd.Envelope, detail: str) -> ev.CommandRejected:
         command = env.command

@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from cronlog.time import to_ms
 from topology.partition_store import PartitionStore
 from topology.retrying import is_transient
-from topology.state_codec import load_state
+from topology.state_codec import is_ledger, load_state
 
 BATCH = 5000
 """Changelog records per consume call and per RocksDB write batch."""
@@ -54,14 +54,16 @@ class Restored:
 
 
 def ready_ms(value: bytes) -> int | None:
-    """Return a stored job record's ready_rank (epoch ms), or None."""
+    """Return a stored job record's ready_rank (epoch ms), or None (the tenant ledger's)."""
+    if is_ledger(value):
+        return None
     ready = load_state(value).ready_rank()
     return None if ready is None else to_ms(ready)
 
 
 def index_keys(value: bytes | None) -> tuple[int | None, int | None]:
     """Return a stored job record's next deadline and ready_rank (epoch ms, or None each)."""
-    if value is None:
+    if value is None or is_ledger(value):
         return None, None
     state = load_state(value)
     deadline, ready = state.next_deadline(), state.ready_rank()

@@ -35,6 +35,7 @@ from pydantic import TypeAdapter
 from cronlog.errors import CronlogError
 from cronlog.ids import idem_marker
 from cronlog.job import JobState
+from cronlog.ledger import LedgerState
 
 WORST_CHAR = "\x01"
 """The character whose stored form is longest: a control character, which JSON writes as a
@@ -43,6 +44,8 @@ estimates of a record (``services/api/record_budget.py``) fill free text with it
 _TAG = b"v2:"
 _V1 = b"v1:"
 _ADAPTER: TypeAdapter[JobState] = TypeAdapter(JobState)
+_LEDGER_TAG = b"l1:"
+_LEDGER: TypeAdapter[LedgerState] = TypeAdapter(LedgerState)
 
 
 class StateDecodeError(CronlogError):
@@ -77,3 +80,27 @@ def _from_v1(state: JobState) -> JobState:
         applied=tuple(map(idem_marker, state.applied)),
         renewals=tuple(map(idem_marker, state.renewals)),
     )
+
+
+def is_ledger(data: bytes) -> bool:
+    """Return whether a stored record is the tenant ledger's (``cronlog.ledger``), not a job's."""
+    return data[: len(_LEDGER_TAG)] == _LEDGER_TAG
+
+
+def dump_ledger(state: LedgerState) -> bytes:
+    """Return the stored form of the tenant ledger (``l1:`` + JSON)."""
+    return _LEDGER_TAG + _LEDGER.dump_json(state)
+
+
+def load_ledger(data: bytes) -> LedgerState:
+    """Return the tenant ledger stored as ``data``.
+
+    Raises:
+        StateDecodeError: not an ``l1`` record, or invalid content.
+    """
+    if not is_ledger(data):
+        raise StateDecodeError(f"tenant ledger record has unknown version tag {data[:8]!r}")
+    try:
+        return _LEDGER.validate_json(data[len(_LEDGER_TAG) :])
+    except ValueError as exc:
+        raise StateDecodeError(f"corrupt tenant ledger record: {exc}") from exc

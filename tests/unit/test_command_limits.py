@@ -77,6 +77,10 @@ BODIES: dict[str, Any] = {
         outcome=UpstreamOutcome.SUCCEEDED,
         upstream_event_id="e" * 32,
     ),
+    "AskSlots": cmd.AskSlots(tenant="a", asker="j", count=1, rank_at=T),
+    "ReturnSlots": cmd.ReturnSlots(tenant="a", asker="j", count=1),
+    "GrantSlots": cmd.GrantSlots(tenant="a", count=1),
+    "SetTenantLimits": cmd.SetTenantLimits(tenant="a", weight=1, max_running_tasks=4),
 }
 ITEMS: dict[type, Any] = {  # one valid item of each array element type
     str: "a",

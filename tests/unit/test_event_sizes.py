@@ -251,6 +251,19 @@ LARGEST: dict[type, Callable[[World, str], cmd.Command]] = {
     cmd.PollTasks: lambda w, r: cmd.PollTasks(
         worker_id=WORKER, slots=limits.MAX_CLAIM_NEXT, poll_id=ID_CHAR * limits.MAX_EVENT_ID_CHARS
     ),
+    # the ledger's commands sent to a job are refused; a grant to a default job goes back
+    cmd.AskSlots: lambda w, r: cmd.AskSlots(
+        tenant="t" * limits.MAX_TENANT_CHARS, asker=ID_CHAR * 128, count=2**31 - 1, rank_at=T0
+    ),
+    cmd.ReturnSlots: lambda w, r: cmd.ReturnSlots(
+        tenant="t" * limits.MAX_TENANT_CHARS, asker=ID_CHAR * 128, count=2**31 - 1
+    ),
+    cmd.GrantSlots: lambda w, r: cmd.GrantSlots(
+        tenant="t" * limits.MAX_TENANT_CHARS, count=2**31 - 1
+    ),
+    cmd.SetTenantLimits: lambda w, r: cmd.SetTenantLimits(
+        tenant="t" * limits.MAX_TENANT_CHARS, weight=1000, max_running_tasks=2**31 - 1
+    ),
 }
 
 

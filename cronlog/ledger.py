@@ -1,0 +1,231 @@
+"""The tenant ledger: where every tenant's task slots are counted, capped and shared.
+
+A grant of a task instance is decided in the partition of its job (docs/dispatch.md), and a
+tenant's jobs are spread over every partition, so no partition alone can cap a tenant or
+share the fleet between tenants. The ledger is one record, keyed ``LEDGER_KEY`` on the
+commands topic: exactly one partition, and so one scheduler process at a time, folds it, in
+log order (the partition's owner, as for any job; a ``kill -9`` hands it to the next owner,
+which folds the same commands to the same grants).
+
+- A job of a tenant other than ``default`` asks for a slot for each ready task instance
+  (``AskSlots``, appended by the fold with the job's ``TenantSlotsAsked``, in the same
+  transaction) and gives it back when the lease ends (``ReturnSlots``) (``cronlog.slots``).
+- The ledger gives slots (``GrantSlots`` to the job) while the tenant is under its cap
+  (``max_running_tasks``) and the fleet under its size (``SetTenantLimits`` for ``*``),
+  choosing between tenants that wait by **deficit round-robin** weighted by ``weight``
+  (Shreedhar & Varghese, "Efficient fair queuing using deficit round robin", 1995: each turn
+  a tenant's deficit grows by its weight and each slot costs 1), and within a tenant the
+  smallest rank first (``cronlog.priority``). A tenant alone takes every free slot
+  (work-conserving); a tenant without waiting work keeps no credit.
+
+So at most ``max_running_tasks`` task instances of a tenant hold a slot at once, whichever
+partitions and processes grant them, and while the fleet is full the slots freed are handed
+out in proportion to the weights of the tenants that wait. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from cronlog import commands as cmd
+from cronlog.errors import CronlogError
+from cronlog.ids import idem_marker
+from cronlog.time import EPOCH
+
+LEDGER_KEY = "~tenant-ledger"
+"""The ledger's job_id and record key. ``~`` cannot start a job_id the API accepts, and the
+fold refuses any other command for this key."""
+FLEET = "*"
+"""``SetTenantLimits.tenant`` naming the whole fleet."""
+MAX_WEIGHT = 1000
+"""Largest ``SetTenantLimits.weight``."""
+MAX_LEDGER_MARKERS = 512
+"""How many recent idem_keys the ledger remembers (a re-delivered command is a no-op)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """A job's ask for slots the ledger has not met yet."""
+
+    job_id: str
+    count: int
+    rank_at: datetime
+    """Its best waiting task instance's rank (``AskSlots.rank_at``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TenantBook:
+    """One tenant in the ledger.
+
+    Attributes:
+        tenant: its name.
+        weight: its share of a full fleet against other waiting tenants.
+        max_running: its cap, or None.
+        running: slots given and not returned.
+        deficit: its deficit round-robin credit, in slots.
+        waiting: the asks not met, by (rank_at, job_id).
+    """
+
+    tenant: str
+    weight: int = 1
+    max_running: int | None = None
+    running: int = 0
+    deficit: int = 0
+    waiting: tuple[Waiting, ...] = ()
+
+    def waiting_slots(self) -> int:
+        """Return how many slots its jobs wait for."""
+        return sum(w.count for w in self.waiting)
+
+    def can_take(self) -> bool:
+        """Return whether it waits and is under its cap."""
+        return bool(self.waiting) and (self.max_running is None or self.running < self.max_running)
+
+    def idle(self) -> bool:
+        """Return whether the book holds nothing worth keeping (default limits, no work)."""
+        return (
+            self.running == 0 and not self.waiting and self.weight == 1 and self.max_running is None
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerState:
+    """The ledger's record.
+
+    Attributes:
+        books: one per tenant with limits or work, by tenant name.
+        fleet_slots: most slots given at once over all tenants, None for no limit.
+        turn: the deficit round-robin's position: the first tenant (by name, cyclically)
+            served next.
+        applied: markers (``idem_marker``) of the most recent commands folded.
+        clock: the fold's now at the last command.
+    """
+
+    books: tuple[TenantBook, ...] = ()
+    fleet_slots: int | None = None
+    turn: str = ""
+    applied: tuple[str, ...] = ()
+    clock: datetime = EPOCH
+
+    def book(self, tenant: str) -> TenantBook:
+        """Return ``tenant``'s book (a default one when it has none)."""
+        return next((b for b in self.books if b.tenant == tenant), TenantBook(tenant))
+
+    def running(self) -> int:
+        """Return the slots given and not returned, over all tenants."""
+        return sum(b.running for b in self.books)
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """Slots given to one job by one decision (sent as a GrantSlots)."""
+
+    tenant: str
+    job_id: str
+    count: int
+
+
+def decide_ledger(
+    state: LedgerState | None, envelope: cmd.Envelope, record_time: datetime
+) -> tuple[LedgerState, list[Grant]]:
+    """Fold one command into the ledger and give what it frees.
+
+    Args:
+        state: the ledger's record, None before its first command.
+        envelope: an AskSlots, ReturnSlots or SetTenantLimits addressed to ``LEDGER_KEY``.
+        record_time: the record's timestamp, aware UTC.
+
+    Returns:
+        ``(state after, grants)``: grants in the order decided, one per (tenant, job).
+
+    Raises:
+        CronlogError: any other command (the fold dead-letters it).
+    """
+    state = state if state is not None else LedgerState()
+    if idem_marker(envelope.idem_key) in state.applied:
+        return state, []
+    command = envelope.command
+    books = {b.tenant: b for b in state.books}
+    fleet = state.fleet_slots
+    match command:
+        case cmd.AskSlots(tenant=tenant, asker=job_id, count=count, rank_at=rank_at):
+            book = books.get(tenant, TenantBook(tenant))
+            books[tenant] = replace(book, waiting=_ask(book.waiting, job_id, count, rank_at))
+        case cmd.ReturnSlots(tenant=tenant, count=count):
+            book = books.get(tenant, TenantBook(tenant))
+            books[tenant] = replace(book, running=max(0, book.running - count))
+        case cmd.SetTenantLimits(tenant=tenant) if tenant == FLEET:
+            fleet = command.max_running_tasks
+        case cmd.SetTenantLimits(tenant=tenant, weight=weight, max_running_tasks=cap):
+            book = books.get(tenant, TenantBook(tenant))
+            books[tenant] = replace(book, weight=weight, max_running=cap)
+        case _:
+            raise CronlogError(
+                f"{type(command).__name__} is not a tenant ledger command "
+                f"(job_id {LEDGER_KEY!r} takes AskSlots, ReturnSlots, SetTenantLimits)"
+            )
+    books, turn, grants = _admit(books, fleet, state.turn)
+    now = max(state.clock, record_time)
+    new = LedgerState(
+        books=tuple(b for _, b in sorted(books.items()) if not b.idle()),
+        fleet_slots=fleet,
+        turn=turn,
+        applied=(*state.applied, idem_marker(envelope.idem_key))[-MAX_LEDGER_MARKERS:],
+        clock=now,
+    )
+    return new, grants
+
+
+def _ask(
+    waiting: tuple[Waiting, ...], job_id: str, count: int, rank_at: datetime
+) -> tuple[Waiting, ...]:
+    """Return ``waiting`` with the job's ask added (merged with its earlier one)."""
+    old = next((w for w in waiting if w.job_id == job_id), None)
+    merged = (
+        Waiting(job_id, count, rank_at)
+        if old is None
+        else Waiting(job_id, old.count + count, min(old.rank_at, rank_at))
+    )
+    rest = [w for w in waiting if w.job_id != job_id]
+    return tuple(sorted((*rest, merged), key=lambda w: (w.rank_at, w.job_id)))
+
+
+def _admit(
+    books: dict[str, TenantBook], fleet: int | None, turn: str
+) -> tuple[dict[str, TenantBook], str, list[Grant]]:
+    """Give free slots to waiting tenants by weighted deficit round-robin.
+
+    Returns:
+        ``(books, turn, grants)`` after giving every slot the fleet size and the caps allow.
+    """
+    given: dict[tuple[str, str], int] = {}
+    total = sum(b.running for b in books.values())
+    while fleet is None or total < fleet:
+        eligible = sorted(t for t, b in books.items() if b.can_take())
+        if not eligible:
+            break
+        tenant = next((t for t in eligible if t >= turn), eligible[0])
+        book = books[tenant]
+        deficit = book.deficit if book.deficit > 0 else book.deficit + book.weight
+        head = book.waiting[0]
+        rest = (
+            book.waiting[1:]
+            if head.count == 1
+            else (replace(head, count=head.count - 1), *book.waiting[1:])
+        )
+        book = replace(book, running=book.running + 1, deficit=deficit - 1, waiting=rest)
+        total += 1
+        given[(tenant, head.job_id)] = given.get((tenant, head.job_id), 0) + 1
+        if book.deficit <= 0 or not book.can_take():
+            turn = tenant + "\x00"  # the next tenant by name (cyclically) is served next
+            if not book.waiting:
+                book = replace(book, deficit=0)  # no credit kept without waiting work
+        else:
+            turn = tenant
+        books[tenant] = book
+    for tenant, book in books.items():  # a tenant that waits no more keeps no credit
+        if not book.waiting and book.deficit:
+            books[tenant] = replace(book, deficit=0)
+    grants = [Grant(tenant, job_id, count) for (tenant, job_id), count in given.items()]
+    return books, turn, grants

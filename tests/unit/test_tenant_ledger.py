@@ -1,0 +1,325 @@
+"""The tenant ledger (``cronlog.ledger``) and a job's slots (``cronlog.slots``).
+
+Pure decisions first (caps, weighted deficit round-robin, work conservation, dedupe), then
+the fold adapter without Kafka: several partitions, the commands the fold appends fed back
+as the log would, a worker polling every partition. A tenant's cap holds over all partitions,
+and a full fleet is shared by weight.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cronlog import commands as cmd
+from cronlog import events as ev
+from cronlog.ledger import FLEET, LEDGER_KEY, Grant, LedgerState, decide_ledger
+from cronlog.model import JobSpec, Schedule, ScheduleKind
+from topology.codec import Codec, decode_event, encode_command
+from topology.config import KafkaSettings
+from topology.due_index import DueIndex
+from topology.fold import BatchFolder, BatchResult, Record
+from topology.partitioning import partition_for
+from topology.state_codec import load_ledger, load_state
+from topology.topics import Topics
+
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def _env(key: str, command: cmd.Command) -> cmd.Envelope:
+    return cmd.Envelope(idem_key=key, job_id=LEDGER_KEY, command=command)
+
+
+class Ledger:
+    """decide_ledger with generated keys; collects the grants."""
+
+    def __init__(self) -> None:
+        self.state: LedgerState | None = None
+        self.n = 0
+        self.grants: list[Grant] = []
+
+    def send(self, command: cmd.Command) -> list[Grant]:
+        self.n += 1
+        self.state, grants = decide_ledger(self.state, _env(f"k{self.n}", command), T0)
+        self.grants += grants
+        return grants
+
+    def ask(self, tenant: str, job: str, count: int = 1, minute: int = 0) -> list[Grant]:
+        at = T0 + timedelta(minutes=minute)
+        return self.send(cmd.AskSlots(tenant=tenant, asker=job, count=count, rank_at=at))
+
+    def give_back(self, tenant: str, count: int = 1) -> list[Grant]:
+        return self.send(cmd.ReturnSlots(tenant=tenant, asker="x", count=count))
+
+    def limits(self, tenant: str, weight: int = 1, cap: int | None = None) -> list[Grant]:
+        return self.send(cmd.SetTenantLimits(tenant=tenant, weight=weight, max_running_tasks=cap))
+
+
+def test_a_tenant_gets_at_most_its_cap_and_the_rest_when_slots_come_back() -> None:
+    led = Ledger()
+    led.limits("a", cap=2)
+    assert led.ask("a", "j1", 3) == [Grant("a", "j1", 2)]
+    assert led.ask("a", "j2", 1) == []
+    assert led.state is not None and led.state.book("a").running == 2
+    assert led.give_back("a") == [Grant("a", "j1", 1)]  # j1 asked first
+    assert led.give_back("a", 2) == [Grant("a", "j2", 1)]
+    assert led.state.book("a").running == 1 and led.state.book("a").waiting == ()
+
+
+def test_within_a_tenant_the_best_rank_goes_first() -> None:
+    led = Ledger()
+    led.limits("a", cap=1)
+    led.ask("a", "first", minute=0)
+    led.ask("a", "late", minute=9)
+    led.ask("a", "urgent", minute=-30)  # a high class ranks earlier (cronlog.priority)
+    led.give_back("a")
+    led.give_back("a")
+    assert [g.job_id for g in led.grants] == ["first", "urgent", "late"]
+
+
+def test_a_full_fleet_is_shared_by_weight_and_a_lone_tenant_takes_everything() -> None:
+    led = Ledger()
+    led.send(cmd.SetTenantLimits(tenant=FLEET, max_running_tasks=4))
+    led.limits("a", weight=3)
+    led.ask("a", "ja", 1000)
+    assert sum(g.count for g in led.grants) == 4  # alone: the whole fleet (work-conserving)
+    led.ask("b", "jb", 1000)
+    led.grants.clear()
+    for _ in range(400):  # slots come back one at a time, each from whoever held it
+        led.give_back(led.grants[-1].tenant if led.grants else "a")
+    given = Counter(g.tenant for g in led.grants for _ in range(g.count))
+    assert given == {"a": 300, "b": 100}
+
+
+def test_a_tenant_without_waiting_work_keeps_no_credit() -> None:
+    led = Ledger()
+    led.send(cmd.SetTenantLimits(tenant=FLEET, max_running_tasks=1))
+    led.limits("a", weight=5)
+    led.ask("a", "ja", 1)  # granted at once, no one else waits
+    led.ask("b", "jb", 3)
+    led.ask("a", "ja", 3)
+    order = []
+    for _ in range(6):
+        led.grants.clear()
+        led.give_back(order[-1] if order else "a")
+        order += [g.tenant for g in led.grants]
+    assert order[:4] == ["b", "a", "a", "a"]  # b's turn came; a banked nothing while idle
+
+
+def test_a_redelivered_command_changes_nothing() -> None:
+    led = Ledger()
+    led.limits("a", cap=1)
+    first = decide_ledger(
+        led.state, _env("same", cmd.AskSlots(tenant="a", asker="j", count=1, rank_at=T0)), T0
+    )
+    again = decide_ledger(
+        first[0], _env("same", cmd.AskSlots(tenant="a", asker="j", count=1, rank_at=T0)), T0
+    )
+    assert first[1] == [Grant("a", "j", 1)] and again == (first[0], [])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["ask", "return", "limits", "fleet"]),
+            st.sampled_from(["a", "b", "c"]),
+            st.integers(1, 5),
+        ),
+        max_size=60,
+    )
+)
+def test_running_never_passes_a_cap_or_the_fleet(
+    steps: list[tuple[str, str, int]],
+) -> None:
+    led = Ledger()
+    held: Counter[str] = Counter()
+    for kind, tenant, n in steps:
+        if kind == "ask":
+            led.ask(tenant, f"j{tenant}{n}", n)
+        elif kind == "return" and held[tenant]:
+            led.give_back(tenant, min(n, held[tenant]))
+            held[tenant] -= min(n, held[tenant])
+        elif kind == "limits":
+            led.limits(tenant, weight=n, cap=n - 1)
+        elif kind == "fleet":
+            led.send(cmd.SetTenantLimits(tenant=FLEET, max_running_tasks=n + 1))
+        given = Counter[str]()
+        for g in led.grants:
+            given[g.tenant] += g.count
+        held.update(given)
+        led.grants.clear()
+        state = led.state
+        if state is None:
+            continue
+        for book in state.books:
+            assert book.running == held[book.tenant]  # the ledger counts what it gave
+            if given[book.tenant] and book.max_running is not None:
+                assert book.running <= book.max_running  # a grant never passes the cap
+        if given and state.fleet_slots is not None:
+            assert state.running() <= state.fleet_slots  # nor the fleet
+
+
+# -- the fold adapter: several partitions, the ledger's commands fed back as the log would --
+
+N = 4
+TOPICS = Topics.of(KafkaSettings(partitions=N))
+
+
+def _spec(tenant: str) -> JobSpec:
+    return JobSpec(
+        name="m", schedule=Schedule(ScheduleKind.MANUAL), command=("true",), tenant=tenant
+    )
+
+
+class Sim:
+    """One folder owning every partition; what it appends to the commands topic is read back."""
+
+    def __init__(self) -> None:
+        self.store: dict[str, bytes] = {}
+        due = DueIndex()
+        due.reset(range(N))
+        self.folder = BatchFolder(TOPICS, N, lambda _, j: self.store.get(j), due, Codec())
+        self.log: list[Record] = []
+        self.offset = 0
+        self.at = T0
+        self.events: list[ev.RunEvent] = []
+        self.running: Counter[str] = Counter()
+        self.peak: Counter[str] = Counter()
+        self.claims: list[ev.RunEvent] = []
+
+    def append(self, job_id: str, command: cmd.Command, tenant: str = "default") -> None:
+        self.offset += 1
+        env = cmd.Envelope(
+            idem_key=f"k{self.offset}", job_id=job_id, command=command, tenant=tenant
+        )
+        self._add(job_id.encode() if job_id else None, encode_command(env), None)
+
+    def _add(self, key: bytes | None, value: bytes, partition: int | None) -> None:
+        self.offset += 1
+        self.at += timedelta(milliseconds=10)
+        p = partition if partition is not None else partition_for(key or b"", N)
+        self.log.append(Record(p, self.offset, int(self.at.timestamp() * 1000), key, value))
+
+    def pump(self) -> None:
+        """Fold everything in the log, and what that appends, until the log is empty."""
+        while self.log:
+            batch, self.log = self.log, []
+            out = self.folder.fold(batch)
+            self.store.update({j: w.value for j, w in out.writes.items()})
+            self._sent(out)
+
+    def _sent(self, out: BatchResult) -> None:
+        for s in out.sends:
+            if s.topic == TOPICS.commands:
+                self._add(s.key, s.value, s.partition)
+            elif s.topic == TOPICS.run_events:
+                record = decode_event(s.value)
+                self.events.append(record)
+                tenant = self.tenant(record.job_id)
+                if isinstance(record.event, ev.TaskClaimed):
+                    self.claims.append(record)
+                    self.running[tenant] += 1
+                    self.peak[tenant] = max(self.peak[tenant], self.running[tenant])
+                elif isinstance(record.event, (ev.TaskSucceeded, ev.TaskFailed, ev.TaskReleased)):
+                    self.running[tenant] -= 1
+
+    def tenant(self, job_id: str) -> str:
+        return load_state(self.store[job_id]).spec.tenant if job_id in self.store else "?"
+
+    def poll(self, worker: str, slots: int) -> list[ev.RunEvent]:
+        """Poll every partition for up to ``slots``; return the grants."""
+        before = len(self.claims)
+        for p in range(N):
+            self.offset += 1
+            env = cmd.Envelope(
+                idem_key=f"poll{self.offset}",
+                job_id="",
+                command=cmd.PollTasks(worker_id=worker, slots=slots, poll_id=f"p{self.offset}"),
+            )
+            self._add(None, encode_command(env), p)
+        self.pump()
+        return self.claims[before:]
+
+    def complete(self, claim: ev.RunEvent) -> None:
+        c = claim.event
+        assert isinstance(c, ev.TaskClaimed)
+        done = cmd.CompleteTask(
+            run_id=c.run_id,
+            task=c.task,
+            attempt=c.attempt,
+            epoch=c.epoch,
+            worker_id=c.worker_id,
+            succeeded=True,
+            exit_code=0,
+            failure_kind=None,
+            output_tail="",
+            started_at=self.at,
+            finished_at=self.at,
+        )
+        self.append(claim.job_id, done)
+
+
+def _jobs(sim: Sim, tenant: str, jobs: int, runs: int) -> list[str]:
+    ids = [f"{tenant}-{i}" for i in range(jobs)]
+    for j in ids:
+        sim.append(j, cmd.RegisterJob(spec=_spec(tenant)), tenant)
+        for _ in range(runs):
+            sim.append(j, cmd.TriggerJob(), tenant)
+    sim.pump()
+    return ids
+
+
+def test_a_cap_holds_across_partitions_and_every_run_ends() -> None:
+    sim = Sim()
+    sim.append(LEDGER_KEY, cmd.SetTenantLimits(tenant="team-a", max_running_tasks=3))
+    jobs = _jobs(sim, "team-a", jobs=8, runs=3)  # 24 tasks over all 4 partitions
+    assert len({partition_for(j, N) for j in jobs}) == N
+    held: list[ev.RunEvent] = []
+    for _ in range(40):
+        held += sim.poll("w1", 8)
+        assert sim.running["team-a"] <= 3
+        for claim in held:
+            sim.complete(claim)
+        held = []
+        sim.pump()
+    assert sim.peak["team-a"] == 3
+    assert sum(isinstance(r.event, ev.RunSucceeded) for r in sim.events) == 24
+    ledger = load_ledger(sim.store[LEDGER_KEY])
+    assert ledger.book("team-a").running == 0 and ledger.book("team-a").waiting == ()
+    assert all(load_state(sim.store[j]).slots_held == 0 for j in jobs)
+    waiting = [r.event for r in sim.events if isinstance(r.event, ev.TenantSlotsAsked)]
+    assert waiting and all(e.tenant == "team-a" for e in waiting)
+
+
+def test_the_default_tenant_never_asks_the_ledger() -> None:
+    sim = Sim()
+    _jobs(sim, "default", jobs=3, runs=2)
+    for claim in sim.poll("w1", 8):
+        sim.complete(claim)
+    sim.pump()
+    assert LEDGER_KEY not in sim.store
+    assert sum(isinstance(r.event, ev.RunSucceeded) for r in sim.events) == 6
+
+
+def test_a_full_fleet_is_shared_three_to_one_across_partitions() -> None:
+    sim = Sim()
+    sim.append(LEDGER_KEY, cmd.SetTenantLimits(tenant=FLEET, max_running_tasks=4))
+    sim.append(LEDGER_KEY, cmd.SetTenantLimits(tenant="team-a", weight=3))
+    sim.append(LEDGER_KEY, cmd.SetTenantLimits(tenant="team-b", weight=1))
+    _jobs(sim, "team-a", jobs=10, runs=20)
+    _jobs(sim, "team-b", jobs=10, runs=20)
+    started: Counter[str] = Counter()
+    for _ in range(40):  # each round: the worker's 4 slots fill, then the tasks end
+        claims = sim.poll("w1", 4)
+        started.update(sim.tenant(c.job_id) for c in claims)
+        assert sum(sim.running.values()) <= 4
+        for claim in claims:
+            sim.complete(claim)
+        sim.pump()
+    total = started["team-a"] + started["team-b"]
+    assert total >= 150
+    assert abs(started["team-a"] / total - 0.75) <= 0.05, started
