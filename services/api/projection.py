@@ -186,6 +186,13 @@ def _job_event(batch: Batch, record: ev.RunEvent, event: ev.Event) -> None:
             job["suspended"]["probe_run_id"] = event.run_id
     elif isinstance(event, ev.JobUnsuspended):
         job["suspended"] = None
+    elif isinstance(event, ev.TenantSlotsAsked):  # the tenant ledger (docs/tenants.md)
+        job["slots_waiting"] = event.waiting
+    elif isinstance(event, ev.TenantSlotsReceived):
+        job["slots_held"] = job.get("slots_held", 0) + event.count
+        job["slots_waiting"] = max(0, job.get("slots_waiting", 0) - event.count)
+    elif isinstance(event, ev.TenantSlotsReturned):
+        job["slots_held"] = max(0, job.get("slots_held", 0) - event.count)
     elif isinstance(event, ev.TickSkipped):
         job["next_fire_at"] = _iso(event.next_fire_at)
         skips.record(batch, record.job_id, event, at)

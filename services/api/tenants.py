@@ -3,8 +3,9 @@
 
 Quotas come from ``CRONLOG_API_TENANTS_FILE`` (JSON: ``{"tenants": {"team-a": {"max_jobs": 100,
 "max_manual_runs_per_minute": 60}}}``), re-read when it changes; a tenant without an entry
-(and every tenant without the file) has no quota. What each quota bounds, and what is not
-built (a global cap of running tasks, weighted fair sharing): docs/tenants.md, "Quotas".
+(and every tenant without the file) has no quota. What each quota bounds: docs/tenants.md,
+"Quotas". ``PUT /tenants/{tenant}/limits`` sets a tenant's cap of running tasks and weight in
+the tenant ledger (``cronlog.ledger``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import logging
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,10 +25,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from pydantic import BaseModel, Field
 
+from cronlog.commands import Envelope, SetTenantLimits
+from cronlog.ledger import FLEET, LEDGER_KEY, MAX_WEIGHT
+from cronlog.tenants import is_tenant_name
 from services.api import dead_letters
 from services.api.answers import documented
-from services.api.auth import Caller, Principal, principal
+from services.api.auth import PLATFORM, Caller, Principal, Role, principal
 from services.api.read_model import ReadModel
+from services.api.sender import CommandNotSent
 from services.api.watched import WatchedFile
 
 log = logging.getLogger("cronlog.api.tenants")
@@ -159,8 +165,9 @@ class TenantOut(BaseModel):
 
     Attributes:
         jobs: live (not deleted) jobs; runs_active / runs_queued: over those jobs;
-        dead_letters: dead-lettered task instances kept; quota: its quotas (null:
-        unbounded).
+        dead_letters: dead-lettered task instances kept; slots_held / slots_waiting: tenant
+        ledger slots its jobs hold (claimed or about to be) and ready task instances waiting
+        for one (docs/tenants.md, "The tenant ledger"); quota: its quotas (null: unbounded).
     """
 
     tenant: str
@@ -169,6 +176,8 @@ class TenantOut(BaseModel):
     runs_queued: int
     suspended_jobs: int
     dead_letters: int
+    slots_held: int
+    slots_waiting: int
     quota: Quota
 
 
@@ -191,8 +200,49 @@ def get_tenant(tenant: str, request: Request, caller: Caller) -> Any:
         "runs_queued": sum(j["counts"]["queued"] for j in mine),
         "suspended_jobs": sum(1 for j in live if j.get("suspended")),
         "dead_letters": len(letters),
+        "slots_held": sum(j.get("slots_held", 0) for j in mine),
+        "slots_waiting": sum(j.get("slots_waiting", 0) for j in mine),
         "quota": request.app.state.admission.quota(tenant),
     }
+
+
+class LimitsIn(BaseModel):
+    """A tenant's share of the fleet in the tenant ledger (``SetTenantLimits``).
+
+    Attributes:
+        weight: its weight in fair sharing while the fleet is full, 1..1000.
+        max_running_tasks: most of its task instances running (or granted) at once, over
+            every partition and scheduler; null for no cap. For the fleet (``*``): the
+            fleet's slots, the most task instances of all ledger tenants at once.
+    """
+
+    model_config = {"extra": "forbid"}
+    weight: int = Field(default=1, ge=1, le=MAX_WEIGHT, strict=True)
+    max_running_tasks: int | None = Field(default=None, ge=0, le=2**31 - 1, strict=True)
+
+
+@router.put("/tenants/{tenant}/limits", status_code=202, responses=documented(404, 503))
+async def put_limits(tenant: str, body: LimitsIn, request: Request, caller: Caller) -> Any:
+    """Set a tenant's weight and cap of running tasks (``*``: the fleet's size) in the
+    tenant ledger; a platform admin only (403 for a tenant's admin; 404 for another
+    tenant). 202 once the broker has the command: the ledger applies it in log order."""
+    _visible_tenant(caller, tenant)
+    if caller.tenant != PLATFORM or caller.role < Role.ADMIN:
+        raise HTTPException(403, "only a platform admin sets tenant limits")
+    if tenant != FLEET and not is_tenant_name(tenant):
+        raise HTTPException(422, f"{tenant[:80]!r} is neither a tenant name nor '*'")
+    sender = request.app.state.sender
+    if sender is None:
+        raise HTTPException(503, "the API is not connected to Kafka")
+    command = SetTenantLimits(
+        tenant=tenant, weight=body.weight, max_running_tasks=body.max_running_tasks
+    )
+    envelope = Envelope(idem_key=f"limits:{uuid.uuid4().hex}", job_id=LEDGER_KEY, command=command)
+    try:
+        await sender.send(envelope, request.app.state.settings.api_delivery_timeout_s)
+    except CommandNotSent as exc:
+        raise HTTPException(503, str(exc)) from exc
+    return {"tenant": tenant, **body.model_dump()}
 
 
 @router.get("/tenants/{tenant}/dead-letters", responses=documented(404, 503))

@@ -341,6 +341,24 @@ def tenants_dead_letters(
     show(answer["dead_letters"], output, render.dead_letters_table)
 
 
+@tenants.command("limits")
+def tenants_limits(
+    tenant: Annotated[str, typer.Argument(help="A tenant, or '*' for the fleet's size.")],
+    api: Api = DEFAULT_API,
+    output: Fmt = Output.table,
+    weight: Annotated[int, typer.Option(help="Its weight in fair sharing, 1..1000.")] = 1,
+    max_running: Annotated[
+        int | None, typer.Option(help="Most of its task instances running at once.")
+    ] = None,
+) -> None:
+    """Set a tenant's cap of running tasks and its weight in the tenant ledger (a platform
+    admin only; docs/tenants.md)."""
+    body = {"weight": weight, "max_running_tasks": max_running}
+    with ApiClient(api) as client:
+        answer = call(lambda: client.request("PUT", f"/api/v1/tenants/{tenant}/limits", json=body))
+    show(answer, output, None)
+
+
 @app.command("up")
 def up(
     examples: Annotated[bool, typer.Option("--examples", help="Apply examples/*.yaml.")] = False,

@@ -84,6 +84,7 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
         "end": "2024-03-01T05:00:00Z",
     },
     ("PATCH", "/api/v1/jobs/{job_id}"): {"paused": True},
+    ("PUT", "/api/v1/tenants/{tenant}/limits"): {"weight": 2, "max_running_tasks": 4},
 }
 COLLECTIONS = {("GET", "/api/v1/jobs"), ("GET", "/api/v1/dead-letters"), ("GET", "/api/v1/workers")}
 
@@ -377,6 +378,8 @@ def test_the_tenant_view_shows_usage_and_quota_and_hides_other_tenants(
         "runs_queued": 0,
         "suspended_jobs": 0,
         "dead_letters": 1,
+        "slots_held": 0,
+        "slots_waiting": 0,
         "quota": {"max_jobs": 10, "max_manual_runs_per_minute": None},
     }
     letters = a.get("/api/v1/tenants/team-a/dead-letters").json()["dead_letters"]
@@ -421,3 +424,16 @@ def test_quota_numbers_must_be_integers(tmp_path: Path, caplog: pytest.LogCaptur
     path.write_text('{"tenants": {"t": {"max_jobs": true}}}')
     assert Admission(path).quota("t").max_jobs is None  # refused, logged: no quota read
     assert "the tenants file cannot be read" in caplog.text
+
+
+def test_only_a_platform_admin_sets_tenant_limits(app_of_a: Any) -> None:
+    body = {"weight": 3, "max_running_tasks": 4}
+    own_admin = authed(app_of_a, tenant="team-a", role="admin")
+    assert own_admin.put("/api/v1/tenants/team-a/limits", json=body).status_code == 403
+    assert own_admin.put("/api/v1/tenants/*/limits", json=body).status_code == 404
+    platform = authed(app_of_a, tenant="*", role="admin")
+    bad = platform.put("/api/v1/tenants/team-a/limits", json={"weight": 0})
+    assert bad.status_code == 422  # weight 1..1000
+    assert platform.put("/api/v1/tenants/Team A/limits", json=body).status_code == 422
+    answer = platform.put("/api/v1/tenants/team-a/limits", json=body)
+    assert answer.status_code == 503  # validated and authorised; this app has no Kafka
