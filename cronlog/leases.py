@@ -107,7 +107,7 @@ def lease_command(
     Refusals:
         ``unknown_task_instance``: no such active run or task instance (it may have ended).
         ``not_ready``: a claim of an attempt that is not ready (already claimed, or another
-        attempt). ``stale_epoch``: a renewal, completion or release whose epoch is not the
+        attempt), or of a ledger tenant's job with no free tenant slot. ``stale_epoch``: a renewal, completion or release whose epoch is not the
         current lease's, or of an attempt no longer claimed. ``not_holder``: from a worker
         that does not hold the lease.
     """
@@ -129,6 +129,13 @@ def lease_command(
                 command,
                 RejectReason.NOT_READY,
                 f"task instance is {ti.state} at attempt {ti.attempt}",
+            )
+            return
+        if free_slots(state) == 0:  # a ledger tenant's job: only under a tenant slot
+            d.reject(
+                command,
+                RejectReason.NOT_READY,
+                "task instance waits for a tenant slot (docs/tenants.md, the tenant ledger)",
             )
             return
         grant(d, run, ti, command.worker_id, now, lease_digest(command.lease_token))

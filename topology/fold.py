@@ -401,7 +401,8 @@ class BatchFolder:
         """Return the messages of one event: the run-event and its copies.
 
         The ready copy of a TaskReady is left out when the same decision granted that task at
-        once (eager dispatch); worker commands' events get a reply copy.
+        once (eager dispatch); a TenantSlotsReceived gets one too (the job's ready tasks,
+        held back for a tenant slot, may start now); worker commands' events get a reply copy.
         """
         run_event = ev.RunEvent(
             event_id=event_id(event_key(env, event), env.job_id, index),
@@ -415,6 +416,8 @@ class BatchFolder:
         key = env.job_id.encode()
         sends = [Outgoing(self.topics.run_events, key, value)]
         if isinstance(event, ev.TaskReady) and (event.run_id, event.task) not in granted:
+            sends.append(Outgoing(self.topics.ready, key, value))
+        elif isinstance(event, ev.TenantSlotsReceived):  # its ready tasks may start now
             sends.append(Outgoing(self.topics.ready, key, value))
         worker = getattr(env.command, "worker_id", None)
         if isinstance(env.command, REPLY_COMMANDS) and worker:

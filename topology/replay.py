@@ -18,7 +18,7 @@ from topology.codec import Codec
 from topology.due_index import DueIndex
 from topology.fold import BatchFolder, Outgoing, Record
 from topology.state_cache import StateCache
-from topology.state_codec import load_state
+from topology.state_codec import is_ledger, load_ledger, load_state
 from topology.topics import Topics
 
 
@@ -63,6 +63,10 @@ class Replayer:
         """Command records decoded so far (Ticks included, dead letters not)."""
         self.dead_letters = 0
         """Records dead-lettered so far."""
+        self.appended: list[Outgoing] = []
+        """The commands the last batch appended to the commands topic (continuation Ticks,
+        the tenant ledger's commands): a simulated log appends them (``tests/replay/sim.py``);
+        ``cronlog replay`` reads them from the log."""
 
     def _load(self, partition: int, job_id: str) -> bytes | None:
         return self.store.get(job_id.encode())
@@ -88,6 +92,7 @@ class Replayer:
             self.cache.update(out.states)
         self.commands += out.commands
         self.dead_letters += sum(1 for s in out.sends if s.topic == self.topics.dead_letters)
+        self.appended = [s for s in out.sends if s.topic == self.topics.commands]
         return [s for s in out.sends if s.topic == self.topics.run_events]
 
     def snapshot(self, partition: int) -> dict[bytes, bytes]:
@@ -182,7 +187,11 @@ def first_state_difference(
         if a is None or b is None:
             return f"job {name!r}: only in the {'replay' if a is None else 'live table'}"
         try:
-            field = describe_difference(load_state(a), load_state(b))
+            field = (
+                describe_difference(load_ledger(a), load_ledger(b))
+                if is_ledger(a)
+                else describe_difference(load_state(a), load_state(b))
+            )
         except CronlogError as exc:  # StateDecodeError: the unreadable record is the difference
             field = f"unreadable record ({exc})"
         return f"job {name!r}: {field or 'bytes differ'} (live != replay)"

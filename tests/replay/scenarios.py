@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 from cronlog import commands as cmd
 from cronlog import events as ev
+from cronlog.ledger import FLEET, LEDGER_KEY
 from cronlog.model import (
     AfterOn,
     BackoffKind,
@@ -545,6 +546,35 @@ class Scenario:
     drive: Callable[[Sim], None]
 
 
+def tenant_ledger(sim: Sim) -> None:
+    """Jobs of two tenants under the tenant ledger (team-a capped at 1, weights 3:1, a fleet of
+    2), a DAG of team-b, and a default job that never asks; each attempt takes 20 s."""
+    sim.at(at("2026-03-04T06:00:00"))
+    sim.script = lambda job_id, task, attempt: Outcome(after=20 * S)
+    limits = (("team-a", 3, 1), ("team-b", 1, None), (FLEET, 1, 2))
+    for tenant, weight, cap in limits:
+        command = cmd.SetTenantLimits(tenant=tenant, weight=weight, max_running_tasks=cap)
+        sim.send(LEDGER_KEY, command, f"limits:{tenant}")
+    for i in range(3):
+        spec = job(f"a{i}", cron("* * * * *"), tenant="team-a")
+        sim.send(f"a{i}", cmd.RegisterJob(spec=spec), f"register:a{i}", tenant="team-a")
+    tasks = (
+        TaskSpec("first", command=("true",)),
+        TaskSpec("second", command=("true",), depends_on=("first",)),
+    )
+    dag_spec = JobSpec(
+        name="b",
+        schedule=cron("*/2 * * * *"),
+        command=(),
+        tasks=("first", "second"),
+        task_specs=tasks,
+        tenant="team-b",
+    )
+    sim.send("b-dag", cmd.RegisterJob(spec=dag_spec), "register:b-dag", tenant="team-b")
+    register(sim, "plain", job("plain", cron("* * * * *")))
+    sim.run_until(at("2026-03-04T06:05:00"))
+
+
 SCENARIOS = (
     Scenario("cron_catchup", "v3", 4, cron_catchup),
     Scenario("dst_gap", "v3", 4, dst_gap),
@@ -559,4 +589,5 @@ SCENARIOS = (
     Scenario("leases_and_input", "v3", 4, leases_and_input),
     Scenario("v2_basics", "v2", 4, v2_basics),
     Scenario("v1_basics", "v1", 4, v1_basics),
+    Scenario("tenant_ledger", "v4", 4, tenant_ledger),
 )

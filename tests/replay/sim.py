@@ -23,13 +23,13 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.ids import claim_idem_key, complete_idem_key, renew_idem_key, tick_idem_key
 from cronlog.time import from_ms, to_ms
-from cronlog.vocabulary import FailureKind
+from cronlog.vocabulary import FailureKind, TaskState
 from topology.codec import Codec
 from topology.config import KafkaSettings
 from topology.fold import Record
 from topology.partitioning import partition_for
 from topology.replay import Replayer
-from topology.state_codec import load_state
+from topology.state_codec import is_ledger, load_state
 from topology.topics import Topics
 
 TICK_DELAY_MS = 3
@@ -96,17 +96,26 @@ class Sim:
         rec = Record(partition, offset, self.now_ms, key, value)
         self.records.append(rec)
         out = [self.codec.decode_event(s.value) for s in self.replayer.fold([rec])]
+        appended = self.replayer.appended
         self.events += out
         for e in out:
             self._react(e)
+        for s in appended:  # what the fold appended to the log (the tenant ledger's commands)
+            p = s.partition if s.partition is not None else partition_for(s.key, self.partitions)
+            out += self.append(p, s.key, s.value)
         return out
 
     def send(
-        self, job_id: str, command: cmd.Command, idem_key: str | None = None
+        self,
+        job_id: str,
+        command: cmd.Command,
+        idem_key: str | None = None,
+        tenant: str = "default",
     ) -> list[ev.RunEvent]:
         """Append ``command`` for ``job_id`` (idem_key: given, else a fresh one)."""
         key = idem_key or f"{type(command).__name__.lower()}:{job_id}:{next(self._seq)}"
-        value = self._encode(cmd.Envelope(idem_key=key, job_id=job_id, command=command))
+        env = cmd.Envelope(idem_key=key, job_id=job_id, command=command, tenant=tenant)
+        value = self._encode(env)
         return self.append(partition_for(job_id.encode(), self.partitions), job_id.encode(), value)
 
     def tick(self, partition: int) -> list[ev.RunEvent]:
@@ -155,6 +164,8 @@ class Sim:
         """(tick time, partition) of every job's next deadline."""
         out = []
         for key, raw in self._store.items():
+            if is_ledger(raw):
+                continue
             deadline = load_state(raw).next_deadline()
             if deadline is not None:
                 out.append((to_ms(deadline) + TICK_DELAY_MS, partition_for(key, self.partitions)))
@@ -181,6 +192,17 @@ class Sim:
             case ev.TaskReady(run_id=run_id, task=task, attempt=attempt):
                 if self._worker_up:
                     self.later(CLAIM_DELAY_MS, lambda: self._claim(e.job_id, run_id, task, attempt))
+            case ev.TenantSlotsReceived() if self._worker_up:
+                state = load_state(self._store[e.job_id.encode()])
+                for run in state.runs:
+                    for ti in run.tasks:
+                        if ti.state is TaskState.READY:
+                            self.later(
+                                CLAIM_DELAY_MS,
+                                lambda r=run.run_id, t=ti.task, a=ti.attempt: self._claim(
+                                    e.job_id, r, t, a
+                                ),
+                            )
             case ev.TaskClaimed() as claimed if claimed.worker_id == "w1":
                 self._run(e.job_id, claimed)
             case _:

@@ -8,8 +8,10 @@ and a full fleet is shared by weight.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -323,3 +325,24 @@ def test_a_full_fleet_is_shared_three_to_one_across_partitions() -> None:
     total = started["team-a"] + started["team-b"]
     assert total >= 150
     assert abs(started["team-a"] / total - 0.75) <= 0.05, started
+
+
+def test_the_golden_ledger_log_keeps_the_cap_and_the_fleet() -> None:
+    # tests/replay/logs/tenant_ledger: team-a capped at 1, a fleet of 2 ledger slots, 20 s
+    # attempts; the golden test freezes its decisions, this reads what they were.
+    path = Path(__file__).parents[1] / "replay" / "logs" / "tenant_ledger.events.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    running: Counter[str] = Counter()
+    peak: Counter[str] = Counter()
+    fleet = 0
+    for r in sorted(records, key=lambda r: (r["at"], r["type"] != "TaskSucceeded")):
+        tenant = {"a": "team-a", "b": "team-b"}.get(r["job_id"][0], "default")
+        if r["type"] in ("TaskClaimed", "TaskSucceeded"):
+            running[tenant] += 1 if r["type"] == "TaskClaimed" else -1
+            peak[tenant] = max(peak[tenant], running[tenant])
+            fleet = max(fleet, running["team-a"] + running["team-b"])
+    assert peak == {"team-a": 1, "team-b": 1, "default": 1} and fleet == 2
+    kinds = Counter(r["type"] for r in records)
+    assert (
+        kinds["TenantSlotsAsked"] and kinds["TenantSlotsReceived"] and kinds["TenantSlotsReturned"]
+    )
