@@ -284,7 +284,9 @@ def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | N
             return state  # a reply to a worker, not a fact of the job
         case ev.TenantSlotsAsked(count=count):
             return replace(state, slots_asked=state.slots_asked + count)
-        case ev.TenantSlotsReturned(count=count):
+        case ev.TenantSlotsReturned(count=count, tenant=tenant):
+            if tenant != state.spec.tenant:  # a grant it could not take: never held
+                return state
             return replace(state, slots_held=max(0, state.slots_held - count))
         case ev.TenantSlotsReceived(count=count):
             return replace(

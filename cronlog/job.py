@@ -233,10 +233,13 @@ class JobState:
         ready.
         """
         ready, spec = TaskState.READY, self.spec
-        if spec.tenant != DEFAULT_TENANT and self.slots_held <= sum(
-            t.state is TaskState.CLAIMED for r in self.runs for t in r.tasks
-        ):
-            return None  # a ledger tenant's job with no free tenant slot (cronlog.slots)
+        if spec.tenant != DEFAULT_TENANT:  # a ledger tenant's job (cronlog.slots)
+            states = [t.state for r in self.runs for t in r.tasks]
+            claimed, waiting = states.count(TaskState.CLAIMED), states.count(ready)
+            if self.slots_held <= claimed and waiting <= self.slots_asked:
+                return None  # no free tenant slot, and every ready instance asked for one
+            # (ready instances never asked for: a record from before the ledger; a poll's
+            # decision asks for them)
         if spec.priority == 0 and not any(t.priority for t in spec.task_specs):
             return min(  # every task class 0: the rank is the run's own (no per-task look-up)
                 (r.waiting_since for r in self.runs if any(t.state is ready for t in r.tasks)),

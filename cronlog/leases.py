@@ -107,8 +107,9 @@ def lease_command(
     Refusals:
         ``unknown_task_instance``: no such active run or task instance (it may have ended).
         ``not_ready``: a claim of an attempt that is not ready (already claimed, or another
-        attempt), or of a ledger tenant's job with no free tenant slot. ``stale_epoch``: a renewal, completion or release whose epoch is not the
-        current lease's, or of an attempt no longer claimed. ``not_holder``: from a worker
+        attempt), or of a ledger tenant's job with no free tenant slot. ``stale_epoch``: a
+        renewal, completion or release whose epoch is not the current lease's, or of an
+        attempt no longer claimed. ``not_holder``: from a worker
         that does not hold the lease.
     """
     state = d.live()

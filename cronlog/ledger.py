@@ -25,6 +25,7 @@ out in proportion to the weights of the tenants that wait. Pure: no I/O, no cloc
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -180,13 +181,15 @@ def decide_ledger(
 def _ask(
     waiting: tuple[Waiting, ...], job_id: str, count: int, rank_at: datetime
 ) -> tuple[Waiting, ...]:
-    """Return ``waiting`` with the job's ask added (merged with its earlier one)."""
+    """Return ``waiting`` with the job's ask added (merged with its earlier one).
+
+    The merged ask takes the new ask's rank: the job's best ready task instance without a
+    slot now (``cronlog.slots.waiting_rank_ms``). Keeping the first ask's rank instead would
+    keep a job with a steady backlog ahead of better-ranked work for ever (found by review).
+    """
     old = next((w for w in waiting if w.job_id == job_id), None)
-    merged = (
-        Waiting(job_id, count, rank_at)
-        if old is None
-        else Waiting(job_id, old.count + count, min(old.rank_at, rank_at))
-    )
+    count = count if old is None else old.count + count
+    merged = Waiting(job_id, count, rank_at)
     rest = [w for w in waiting if w.job_id != job_id]
     return tuple(sorted((*rest, merged), key=lambda w: (w.rank_at, w.job_id)))
 
@@ -196,36 +199,57 @@ def _admit(
 ) -> tuple[dict[str, TenantBook], str, list[Grant]]:
     """Give free slots to waiting tenants by weighted deficit round-robin.
 
+    A tenant's turn tops its credit up by its weight (when spent) and gives its best-ranked
+    jobs up to that credit, its cap and the fleet's room, several slots to one job at once;
+    then the turn passes to the next tenant by name (unless the fleet's room stopped it).
+    Linear in the waiting jobs served plus the turns taken.
+
     Returns:
         ``(books, turn, grants)`` after giving every slot the fleet size and the caps allow.
     """
     given: dict[tuple[str, str], int] = {}
-    total = sum(b.running for b in books.values())
-    while fleet is None or total < fleet:
-        eligible = sorted(t for t, b in books.items() if b.can_take())
+    queues = {t: deque(b.waiting) for t, b in books.items() if b.waiting}
+    running = {t: b.running for t, b in books.items()}
+    deficit = {t: b.deficit for t, b in books.items()}
+    room = None if fleet is None else fleet - sum(running.values())
+
+    def can_take(t: str) -> bool:
+        cap = books[t].max_running
+        return bool(queues.get(t)) and (cap is None or running[t] < cap)
+
+    while room is None or room > 0:
+        eligible = sorted(t for t in queues if can_take(t))
         if not eligible:
             break
         tenant = next((t for t in eligible if t >= turn), eligible[0])
-        book = books[tenant]
-        deficit = book.deficit if book.deficit > 0 else book.deficit + book.weight
-        head = book.waiting[0]
-        rest = (
-            book.waiting[1:]
-            if head.count == 1
-            else (replace(head, count=head.count - 1), *book.waiting[1:])
+        if deficit[tenant] <= 0:
+            deficit[tenant] += books[tenant].weight
+        queue, cap = queues[tenant], books[tenant].max_running
+        while deficit[tenant] > 0 and can_take(tenant) and (room is None or room > 0):
+            head = queue[0]
+            limits = [head.count, deficit[tenant]]
+            limits += [] if cap is None else [cap - running[tenant]]
+            limits += [] if room is None else [room]
+            k = min(limits)
+            if k == head.count:
+                queue.popleft()
+            else:
+                queue[0] = replace(head, count=head.count - k)
+            running[tenant] += k
+            deficit[tenant] -= k
+            room = None if room is None else room - k
+            given[(tenant, head.job_id)] = given.get((tenant, head.job_id), 0) + k
+        # stopped by the fleet's room, its turn goes on with the next slot; else the turn
+        # passes to the next tenant by name (cyclically)
+        turn = tenant if deficit[tenant] > 0 and can_take(tenant) else tenant + "\x00"
+    out = {
+        t: replace(
+            b,
+            running=running[t],
+            waiting=tuple(queues.get(t, ())),
+            deficit=deficit[t] if queues.get(t) else 0,  # no credit kept without waiting work
         )
-        book = replace(book, running=book.running + 1, deficit=deficit - 1, waiting=rest)
-        total += 1
-        given[(tenant, head.job_id)] = given.get((tenant, head.job_id), 0) + 1
-        if book.deficit <= 0 or not book.can_take():
-            turn = tenant + "\x00"  # the next tenant by name (cyclically) is served next
-            if not book.waiting:
-                book = replace(book, deficit=0)  # no credit kept without waiting work
-        else:
-            turn = tenant
-        books[tenant] = book
-    for tenant, book in books.items():  # a tenant that waits no more keeps no credit
-        if not book.waiting and book.deficit:
-            books[tenant] = replace(book, deficit=0)
+        for t, b in books.items()
+    }
     grants = [Grant(tenant, job_id, count) for (tenant, job_id), count in given.items()]
-    return books, turn, grants
+    return out, turn, grants

@@ -81,15 +81,21 @@ def settle_slots(d: Decision, before: JobState | None) -> None:
         d.emit(ev.TenantSlotsAsked(tenant=state.spec.tenant, count=want, waiting=ready - spare))
 
 
-def best_rank_ms(state: JobState) -> int:
-    """Return the smallest rank of the job's ready task instances, epoch ms (0 if none)."""
-    ranks = [
+def waiting_rank_ms(state: JobState) -> int | None:
+    """Return the best rank of the job's ready task instances that hold no slot, epoch ms.
+
+    Polls grant a job's ready instances best rank first, so its free slots go to its best
+    ones and the rest wait: this is where the job's place in the ledger's queue starts.
+    None when every ready instance has a slot.
+    """
+    ranks = sorted(
         rank(state.spec, run.waiting_since, ti.task)
         for run in state.runs
         for ti in run.tasks
         if ti.state is TaskState.READY
-    ]
-    return to_ms(min(ranks)) if ranks else 0
+    )
+    spare = free_slots(state) or 0
+    return to_ms(ranks[spare]) if spare < len(ranks) else None
 
 
 def receive(d: Decision, command: cmd.GrantSlots) -> None:

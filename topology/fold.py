@@ -25,7 +25,7 @@ from cronlog.errors import CronlogError
 from cronlog.ids import continuation_idem_key, event_id, grant_idem_key, idem_marker
 from cronlog.job import JobState
 from cronlog.ledger import LEDGER_KEY, LedgerState, decide_ledger
-from cronlog.slots import best_rank_ms
+from cronlog.slots import free_slots, waiting_rank_ms
 from cronlog.time import from_ms, to_ms
 from cronlog.vocabulary import CommandKind, RejectReason
 from topology.batch import BatchResult, Outgoing, Record, Write
@@ -112,6 +112,7 @@ class BatchFolder:
         out = BatchResult()
         overlay: dict[str, JobState | None] = {}
         self._ledger: LedgerState | None = None  # the tenant ledger as this batch left it
+        self._ledger_partition: int | None = None  # set when the batch changed it
         for rec in records:
             try:
                 self._fold_one(rec, overlay, out)
@@ -122,6 +123,9 @@ class BatchFolder:
                     "fold failed on %s/%s@%s", self.topics.commands, rec.partition, rec.offset
                 )
                 self._dead_letter(rec, type(exc).__name__, f"internal error: {exc!r}", out)
+        if self._ledger is not None and self._ledger_partition is not None:
+            ledger = dump_ledger(self._ledger)
+            out.writes[LEDGER_KEY] = Write(self._ledger_partition, ledger, None, None)
         return out
 
     def _state(
@@ -190,11 +194,8 @@ class BatchFolder:
             raw = self.load(rec.partition, LEDGER_KEY)
             state = load_ledger(raw) if raw is not None else None
         new, grants = decide_ledger(state, env, record_time)
-        out.decisions += 1
-        self._ledger = new
-        if new is not state:
-            out.writes[LEDGER_KEY] = Write(rec.partition, dump_ledger(new), None, None)
         marker = idem_marker(env.idem_key)
+        sends = []  # encoded before anything is kept: a failure dead-letters the whole command
         for g in grants:
             grant = cmd.Envelope(
                 idem_key=f"slots:{marker}:{g.job_id}",
@@ -203,7 +204,12 @@ class BatchFolder:
                 tenant=g.tenant,
             )
             value = self.codec.encode_command(grant)
-            out.sends.append(Outgoing(self.topics.commands, g.job_id.encode(), value))
+            sends.append(Outgoing(self.topics.commands, g.job_id.encode(), value))
+        out.decisions += 1
+        out.sends += sends
+        if new is not state:
+            self._ledger = new
+            self._ledger_partition = rec.partition  # written once, at the batch's end
 
     def _grant_ready(
         self,
@@ -316,7 +322,13 @@ class BatchFolder:
         limit = MAX_RECORD_BYTES
         if new is not None and new is not state and isinstance(env.command, MANUAL_STARTS):
             limit -= CLAIM_RESERVE_BYTES * min(unended(new), RESERVED_CLAIMS)
-        refused = stored is not None and len(stored) > limit
+        # a grant of tenant slots is never refused for size: the ledger counted it already
+        # (refused, the slot would be lost); it adds a few bytes to the record
+        refused = (
+            stored is not None
+            and len(stored) > limit
+            and not isinstance(env.command, cmd.GrantSlots)
+        )
         if refused:
             new, events = (
                 state,
@@ -324,7 +336,10 @@ class BatchFolder:
             )
         at = new.clock if new is not None else record_time
         granted = {(e.run_id, e.task) for e in events if isinstance(e, ev.TaskClaimed)}
-        sends = [s for i, e in enumerate(events) for s in self._emit(env, at, i, e, granted)]
+        notify = new is None or free_slots(new) != 0
+        sends = [
+            s for i, e in enumerate(events) for s in self._emit(env, at, i, e, granted, notify)
+        ]
         if any(len(s.value) > MAX_OUTPUT_BYTES for s in sends):
             if not isinstance(env.command, cmd.Tick):
                 raise CronlogError(
@@ -335,8 +350,7 @@ class BatchFolder:
             events = [self._too_large(env, f"an event would exceed {MAX_OUTPUT_BYTES} bytes")]
             sends = [s for i, e in enumerate(events) for s in self._emit(env, at, i, e)]
         out.sends += sends
-        if new is not None:
-            out.sends += self._to_ledger(env, at, events, new)
+        out.sends += self._to_ledger(env, at, events, new)
         overlay[env.job_id] = new
         out.states[env.job_id] = (rec.partition, new)
         if new is None:
@@ -354,7 +368,7 @@ class BatchFolder:
         return events
 
     def _to_ledger(
-        self, env: cmd.Envelope, at: datetime, events: list[ev.Event], state: JobState
+        self, env: cmd.Envelope, at: datetime, events: list[ev.Event], state: JobState | None
     ) -> list[Outgoing]:
         """Return the ledger commands of a job's slot events (``cronlog.slots``).
 
@@ -364,8 +378,9 @@ class BatchFolder:
         sends: list[Outgoing] = []
         for i, e in enumerate(events):
             command: cmd.Command
-            if isinstance(e, ev.TenantSlotsAsked):
-                rank_at = from_ms(best_rank_ms(state)) if best_rank_ms(state) else at
+            if isinstance(e, ev.TenantSlotsAsked) and state is not None:
+                rank = waiting_rank_ms(state)
+                rank_at = from_ms(rank) if rank is not None else at
                 command = cmd.AskSlots(
                     tenant=e.tenant, asker=env.job_id, count=e.count, rank_at=rank_at
                 )
@@ -397,8 +412,12 @@ class BatchFolder:
         index: int,
         event: ev.Event,
         granted: frozenset[tuple[str, str]] | set[tuple[str, str]] = frozenset(),
+        notify: bool = True,
     ) -> list[Outgoing]:
         """Return the messages of one event: the run-event and its copies.
+
+        ``notify`` False: no ready copy of a TaskReady (a ledger tenant's job with no free
+        tenant slot: no worker could be granted it; its TenantSlotsReceived notifies).
 
         The ready copy of a TaskReady is left out when the same decision granted that task at
         once (eager dispatch); a TenantSlotsReceived gets one too (the job's ready tasks,
@@ -416,7 +435,8 @@ class BatchFolder:
         key = env.job_id.encode()
         sends = [Outgoing(self.topics.run_events, key, value)]
         if isinstance(event, ev.TaskReady) and (event.run_id, event.task) not in granted:
-            sends.append(Outgoing(self.topics.ready, key, value))
+            if notify:
+                sends.append(Outgoing(self.topics.ready, key, value))
         elif isinstance(event, ev.TenantSlotsReceived):  # its ready tasks may start now
             sends.append(Outgoing(self.topics.ready, key, value))
         worker = getattr(env.command, "worker_id", None)

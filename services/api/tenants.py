@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 
 from cronlog.commands import Envelope, SetTenantLimits
 from cronlog.ledger import FLEET, LEDGER_KEY, MAX_WEIGHT
-from cronlog.tenants import is_tenant_name
+from cronlog.tenants import DEFAULT_TENANT, is_tenant_name
 from services.api import dead_letters
 from services.api.answers import documented
 from services.api.auth import PLATFORM, Caller, Principal, Role, principal
@@ -223,14 +223,18 @@ class LimitsIn(BaseModel):
 
 @router.put("/tenants/{tenant}/limits", status_code=202, responses=documented(404, 503))
 async def put_limits(tenant: str, body: LimitsIn, request: Request, caller: Caller) -> Any:
-    """Set a tenant's weight and cap of running tasks (``*``: the fleet's size) in the
-    tenant ledger; a platform admin only (403 for a tenant's admin; 404 for another
-    tenant). 202 once the broker has the command: the ledger applies it in log order."""
+    """Set a tenant's weight and cap of running tasks (``*``: the fleet's size, weight
+    ignored) in the tenant ledger; both are replaced (an omitted field takes its default).
+    A platform admin only (403 for a tenant's admin; 404 for another tenant; 422 for
+    ``default``, which is outside the ledger). 202 once the broker has the command: the
+    ledger applies it in log order."""
     _visible_tenant(caller, tenant)
     if caller.tenant != PLATFORM or caller.role < Role.ADMIN:
         raise HTTPException(403, "only a platform admin sets tenant limits")
     if tenant != FLEET and not is_tenant_name(tenant):
         raise HTTPException(422, f"{tenant[:80]!r} is neither a tenant name nor '*'")
+    if tenant == DEFAULT_TENANT:
+        raise HTTPException(422, "the default tenant is outside the tenant ledger: no limits")
     sender = request.app.state.sender
     if sender is None:
         raise HTTPException(503, "the API is not connected to Kafka")

@@ -435,5 +435,6 @@ def test_only_a_platform_admin_sets_tenant_limits(app_of_a: Any) -> None:
     bad = platform.put("/api/v1/tenants/team-a/limits", json={"weight": 0})
     assert bad.status_code == 422  # weight 1..1000
     assert platform.put("/api/v1/tenants/Team A/limits", json=body).status_code == 422
+    assert platform.put("/api/v1/tenants/default/limits", json=body).status_code == 422
     answer = platform.put("/api/v1/tenants/team-a/limits", json=body)
     assert answer.status_code == 503  # validated and authorised; this app has no Kafka

@@ -10,22 +10,26 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pytest import MonkeyPatch
 
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.ledger import FLEET, LEDGER_KEY, Grant, LedgerState, decide_ledger
 from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.time import to_ms
+from topology import fold
 from topology.codec import Codec, decode_event, encode_command
 from topology.config import KafkaSettings
 from topology.due_index import DueIndex
 from topology.fold import BatchFolder, BatchResult, Record
 from topology.partitioning import partition_for
-from topology.state_codec import load_ledger, load_state
+from topology.state_codec import dump_state, load_ledger, load_state
 from topology.topics import Topics
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -346,3 +350,83 @@ def test_the_golden_ledger_log_keeps_the_cap_and_the_fleet() -> None:
     assert (
         kinds["TenantSlotsAsked"] and kinds["TenantSlotsReceived"] and kinds["TenantSlotsReturned"]
     )
+
+
+# -- found by review ------------------------------------------------------------------------
+
+
+def test_a_job_with_a_steady_backlog_does_not_keep_its_first_rank() -> None:
+    # A merged ask takes the new ask's rank: the job's best task without a slot now. J1 has
+    # a backlog and asks every minute; J2's task of minute 2 must come once J1's older tasks
+    # are served, not after all of J1's (a merged ask that kept its first rank starved it).
+    led = Ledger()
+    led.limits("a", cap=1)
+    led.ask("a", "X")  # holds the one slot
+    led.ask("a", "J1", 2, minute=0)  # tasks of minutes 0 and 1
+    led.ask("a", "J2", minute=2)
+    led.give_back("a")  # → J1's minute-0 task
+    led.ask("a", "J1", minute=1)  # a task of minute 3; its best without a slot: minute 1
+    led.give_back("a")  # → J1's minute-1 task
+    led.ask("a", "J1", minute=3)  # a task of minute 4; best without a slot: minute 3
+    led.give_back("a")  # → J2 (minute 2)
+    led.give_back("a")  # → J1 (minute 3)
+    assert [g.job_id for g in led.grants] == ["X", "J1", "J1", "J2", "J1"]
+
+
+def test_lifting_a_cap_grants_a_large_backlog_in_one_decision() -> None:
+    led = Ledger()
+    led.limits("a", cap=0)
+    for i in range(2000):
+        led.ask("a", f"j{i:04d}", 20, minute=i)
+    assert led.grants == []
+    grants = led.limits("a", cap=30_000)
+    assert sum(g.count for g in grants) == 30_000
+    assert [g.job_id for g in grants][:2] == ["j0000", "j0001"]  # best rank first
+    state = led.state
+    assert state is not None and state.book("a").waiting_slots() == 10_000
+
+
+def test_a_grant_is_never_refused_for_the_record_size(monkeypatch: MonkeyPatch) -> None:
+    sim = Sim()
+    sim.append(LEDGER_KEY, cmd.SetTenantLimits(tenant="team-a", max_running_tasks=1))
+    _jobs(sim, "team-a", jobs=1, runs=2)
+    job = "team-a-0"
+    assert load_state(sim.store[job]).slots_held == 1  # the first run's slot
+    for claim in sim.poll("w1", 4):
+        monkeypatch.setattr(fold, "MAX_RECORD_BYTES", len(sim.store[job]))  # full
+        sim.complete(claim)
+        sim.pump()  # the slot goes back and comes again as a grant to the same job
+    state = load_state(sim.store[job])
+    assert state.slots_held == 1 and state.slots_asked == 0  # the grant was taken
+
+
+def test_a_grant_to_a_job_without_a_record_goes_back() -> None:
+    sim = Sim()
+    sim.append(LEDGER_KEY, cmd.SetTenantLimits(tenant="team-a", max_running_tasks=1))
+    sim.append(LEDGER_KEY, cmd.AskSlots(tenant="team-a", asker="ghost", count=1, rank_at=T0))
+    sim.pump()
+    ledger = load_ledger(sim.store[LEDGER_KEY])
+    assert ledger.book("team-a").running == 0  # granted to "ghost", returned by it
+
+
+def test_ready_tasks_from_before_the_ledger_ask_for_slots_on_the_next_poll() -> None:
+    sim = Sim()
+    _jobs(sim, "team-a", jobs=1, runs=1)
+    job = "team-a-0"
+    legacy = replace(load_state(sim.store[job]), slots_held=0, slots_asked=0)
+    sim.store[job] = dump_state(legacy)  # as a record written before the ledger
+    assert legacy.ready_rank() is not None  # still polled, so a decision settles it
+    sim.folder.ready.set(partition_for(job, N), job, to_ms(T0))
+    claims = sim.poll("w1", 4)  # the poll asks; the grant's notification, polled again
+    claims += sim.poll("w1", 4)
+    assert [c.job_id for c in claims] == [job]
+
+
+def test_a_ready_task_without_a_slot_sends_no_notification() -> None:
+    sim = Sim()
+    sim.append(LEDGER_KEY, cmd.SetTenantLimits(tenant="team-a", max_running_tasks=0))
+    sim.append("team-a-0", cmd.RegisterJob(spec=_spec("team-a")), "team-a")
+    sim.append("team-a-0", cmd.TriggerJob(), "team-a")
+    batch, sim.log = sim.log, []
+    out = sim.folder.fold(batch)
+    assert not [s for s in out.sends if s.topic == TOPICS.ready]
