@@ -359,11 +359,15 @@ class GrantSlots:
 
     Attributes:
         tenant: the tenant the slots are counted against.
-        count: how many, 1..``MAX_SLOT_COUNT``.
+        count: how many, 0 or more.
+        refused: slots asked for that the ledger refused because its record is full (too
+            many jobs waiting at once); the job no longer counts them as asked and asks again
+            on a later decision (a poll). 0 normally.
     """
 
     tenant: str
     count: int
+    refused: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -592,6 +592,9 @@ class TenantSlotsReceived:
     """The tenant they count against."""
     count: int
     """How many."""
+    refused: int = 0
+    """Asked-for slots the ledger refused (its record was full): no longer counted as asked;
+    the job asks again on a later decision (a poll)."""
 
 
 Event = (

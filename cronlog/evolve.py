@@ -288,10 +288,10 @@ def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | N
             if tenant != state.spec.tenant:  # a grant it could not take: never held
                 return state
             return replace(state, slots_held=max(0, state.slots_held - count))
-        case ev.TenantSlotsReceived(count=count):
+        case ev.TenantSlotsReceived(count=count, refused=refused):
             return replace(
                 state,
-                slots_asked=max(0, state.slots_asked - count),
+                slots_asked=max(0, state.slots_asked - count - refused),
                 slots_held=state.slots_held + count,
             )
         case _:

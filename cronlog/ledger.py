@@ -43,6 +43,16 @@ MAX_WEIGHT = 1000
 """Largest ``SetTenantLimits.weight``."""
 MAX_LEDGER_MARKERS = 512
 """How many recent idem_keys the ledger remembers (a re-delivered command is a no-op)."""
+MAX_LEDGER_BYTES = 448 * 1024
+"""Most bytes the ledger's record may take (the fold refuses job records past 512 KiB, and
+the changelog's messages must stay under 1 MB). An ask that would need a new waiting entry
+past it is refused (``GrantSlots.refused``): about 4,000 jobs with 40-character ids waiting
+at once."""
+WAITING_BYTES = 80
+"""A waiting entry's stored bytes besides its job_id, from above (JSON field names, a
+count, an ISO instant)."""
+BOOK_BYTES = 200
+"""A tenant book's stored bytes besides its waiting entries, from above."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,11 +130,12 @@ class LedgerState:
 
 @dataclass(frozen=True, slots=True)
 class Grant:
-    """Slots given to one job by one decision (sent as a GrantSlots)."""
+    """Slots given to one job by one decision (sent as a GrantSlots), or an ask refused."""
 
     tenant: str
     job_id: str
     count: int
+    refused: int = 0
 
 
 def decide_ledger(
@@ -138,7 +149,9 @@ def decide_ledger(
         record_time: the record's timestamp, aware UTC.
 
     Returns:
-        ``(state after, grants)``: grants in the order decided, one per (tenant, job).
+        ``(state after, grants)``: grants in the order decided, one per (tenant, job). An
+        AskSlots that would need a new waiting entry past ``MAX_LEDGER_BYTES`` is refused
+        instead: one Grant of 0 with ``refused`` = its count, nothing else changed.
 
     Raises:
         CronlogError: any other command (the fold dead-letters it).
@@ -152,6 +165,10 @@ def decide_ledger(
     match command:
         case cmd.AskSlots(tenant=tenant, asker=job_id, count=count, rank_at=rank_at):
             book = books.get(tenant, TenantBook(tenant))
+            if _full(state, book, job_id):  # refused: the job asks again on a later decision
+                return _applied(state, envelope, record_time), [
+                    Grant(tenant, job_id, 0, refused=count)
+                ]
             books[tenant] = replace(book, waiting=_ask(book.waiting, job_id, count, rank_at))
         case cmd.ReturnSlots(tenant=tenant, count=count):
             book = books.get(tenant, TenantBook(tenant))
@@ -167,15 +184,41 @@ def decide_ledger(
                 f"(job_id {LEDGER_KEY!r} takes AskSlots, ReturnSlots, SetTenantLimits)"
             )
     books, turn, grants = _admit(books, fleet, state.turn)
-    now = max(state.clock, record_time)
     new = LedgerState(
         books=tuple(b for _, b in sorted(books.items()) if not b.idle()),
         fleet_slots=fleet,
         turn=turn,
-        applied=(*state.applied, idem_marker(envelope.idem_key))[-MAX_LEDGER_MARKERS:],
-        clock=now,
     )
-    return new, grants
+    return _applied(new, envelope, record_time, state), grants
+
+
+def _applied(
+    new: LedgerState,
+    envelope: cmd.Envelope,
+    record_time: datetime,
+    before: LedgerState | None = None,
+) -> LedgerState:
+    """Return ``new`` with the command's marker and the clock (from ``before``, else ``new``)."""
+    before = before if before is not None else new
+    return replace(
+        new,
+        applied=(*before.applied, idem_marker(envelope.idem_key))[-MAX_LEDGER_MARKERS:],
+        clock=max(before.clock, record_time),
+    )
+
+
+def _full(state: LedgerState, book: TenantBook, job_id: str) -> bool:
+    """Return whether a new waiting entry for ``job_id`` would pass ``MAX_LEDGER_BYTES``.
+
+    An estimate from above of the stored record (``WAITING_BYTES`` per entry plus its
+    job_id), so the record written stays under the fold's record limit.
+    """
+    if any(w.job_id == job_id for w in book.waiting):
+        return False  # merged into its entry: no growth
+    size = len(state.applied) * 40 + sum(
+        BOOK_BYTES + sum(WAITING_BYTES + len(w.job_id) for w in b.waiting) for b in state.books
+    )
+    return size + WAITING_BYTES + len(job_id) > MAX_LEDGER_BYTES
 
 
 def _ask(

@@ -217,7 +217,12 @@ COMMAND_LIMITS: Mapping[str, Limit] = MappingProxyType(
             asker=_token(MAX_JOB_ID_CHARS),
             count=_range(SLOT_COUNT),
         ),
-        **_fields("GrantSlots", tenant=_token(MAX_TENANT_CHARS), count=_range(SLOT_COUNT)),
+        **_fields(
+            "GrantSlots",
+            tenant=_token(MAX_TENANT_CHARS),
+            count=_range(COUNTER),
+            refused=_range(COUNTER),
+        ),
         **_fields(
             "SetTenantLimits",
             tenant=_token(MAX_TENANT_CHARS),

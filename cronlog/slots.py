@@ -77,7 +77,8 @@ def settle_slots(d: Decision, before: JobState | None) -> None:
     state = d.live()
     spare = max(0, state.slots_held - claimed)
     want = ready - spare - state.slots_asked
-    if want > 0:
+    refused = any(isinstance(e, ev.TenantSlotsReceived) and e.refused for e in d.events)
+    if want > 0 and not refused:  # after a refusal, a later decision (a poll) asks again
         d.emit(ev.TenantSlotsAsked(tenant=state.spec.tenant, count=want, waiting=ready - spare))
 
 
@@ -109,6 +110,9 @@ def receive(d: Decision, command: cmd.GrantSlots) -> None:
     """
     state = d.state
     if state is None or not gated(state) or state.spec.tenant != command.tenant:
-        d.emit(ev.TenantSlotsReturned(tenant=command.tenant, count=command.count))
+        if command.count:
+            d.emit(ev.TenantSlotsReturned(tenant=command.tenant, count=command.count))
         return
-    d.emit(ev.TenantSlotsReceived(tenant=command.tenant, count=command.count))
+    d.emit(
+        ev.TenantSlotsReceived(tenant=command.tenant, count=command.count, refused=command.refused)
+    )

@@ -200,7 +200,7 @@ class BatchFolder:
             grant = cmd.Envelope(
                 idem_key=f"slots:{marker}:{g.job_id}",
                 job_id=g.job_id,
-                command=cmd.GrantSlots(tenant=g.tenant, count=g.count),
+                command=cmd.GrantSlots(tenant=g.tenant, count=g.count, refused=g.refused),
                 tenant=g.tenant,
             )
             value = self.codec.encode_command(grant)
@@ -437,7 +437,7 @@ class BatchFolder:
         if isinstance(event, ev.TaskReady) and (event.run_id, event.task) not in granted:
             if notify:
                 sends.append(Outgoing(self.topics.ready, key, value))
-        elif isinstance(event, ev.TenantSlotsReceived):  # its ready tasks may start now
+        elif isinstance(event, ev.TenantSlotsReceived) and event.count:  # tasks may start
             sends.append(Outgoing(self.topics.ready, key, value))
         worker = getattr(env.command, "worker_id", None)
         if isinstance(env.command, REPLY_COMMANDS) and worker:

@@ -20,6 +20,7 @@ from pytest import MonkeyPatch
 
 from cronlog import commands as cmd
 from cronlog import events as ev
+from cronlog import ledger
 from cronlog.ledger import FLEET, LEDGER_KEY, Grant, LedgerState, decide_ledger
 from cronlog.model import JobSpec, Schedule, ScheduleKind
 from cronlog.time import to_ms
@@ -430,3 +431,29 @@ def test_a_ready_task_without_a_slot_sends_no_notification() -> None:
     batch, sim.log = sim.log, []
     out = sim.folder.fold(batch)
     assert not [s for s in out.sends if s.topic == TOPICS.ready]
+
+
+def test_a_full_ledger_refuses_an_ask_and_the_job_asks_again_later(
+    monkeypatch: MonkeyPatch,
+) -> None:
+    # past MAX_LEDGER_BYTES a new waiting job is refused (the record stays writable: a full
+    # one would abort the partition's every batch); the job asks again on a later poll
+    sim = Sim()
+    sim.append(LEDGER_KEY, cmd.SetTenantLimits(tenant="team-a", max_running_tasks=1))
+    first = _jobs(sim, "team-a", jobs=1, runs=2)[0]  # one slot held, one task waiting
+    monkeypatch.setattr(ledger, "MAX_LEDGER_BYTES", len(sim.store[LEDGER_KEY]) + 50)
+    late = _jobs(sim, "team-a", jobs=2, runs=1)[1]  # "team-a-1": refused
+    refusals = [
+        r.event
+        for r in sim.events
+        if isinstance(r.event, ev.TenantSlotsReceived) and r.event.refused
+    ]
+    assert refusals and load_state(sim.store[late]).slots_asked == 0
+    assert load_state(sim.store[late]).ready_rank() is not None  # polled, so asked again
+    monkeypatch.setattr(ledger, "MAX_LEDGER_BYTES", 448 * 1024)
+    for _ in range(6):
+        for claim in sim.poll("w1", 4):
+            sim.complete(claim)
+        sim.pump()
+    done = {r.job_id for r in sim.events if isinstance(r.event, ev.RunSucceeded)}
+    assert {first, late} <= done
