@@ -25,7 +25,7 @@ from cronlog.errors import CronlogError
 from cronlog.ids import continuation_idem_key, event_id, grant_idem_key, idem_marker
 from cronlog.job import JobState
 from cronlog.ledger import LEDGER_KEY, LedgerState, decide_ledger
-from cronlog.slots import free_slots, waiting_rank_ms
+from cronlog.slots import free_slots, gated, waiting_rank_ms
 from cronlog.time import from_ms, to_ms
 from cronlog.vocabulary import CommandKind, RejectReason
 from topology.batch import BatchResult, Outgoing, Record, Write
@@ -336,7 +336,10 @@ class BatchFolder:
             )
         at = new.clock if new is not None else record_time
         granted = {(e.run_id, e.task) for e in events if isinstance(e, ev.TaskClaimed)}
-        notify = new is None or free_slots(new) != 0
+        # a ledger tenant's job, or a grant (cronlog.slots): the slot events' commands, and
+        # no ready notification while it has no free slot
+        slotted = isinstance(env.command, cmd.GrantSlots) or (new is not None and gated(new))
+        notify = not slotted or new is None or free_slots(new) != 0
         sends = [
             s for i, e in enumerate(events) for s in self._emit(env, at, i, e, granted, notify)
         ]
@@ -350,7 +353,8 @@ class BatchFolder:
             events = [self._too_large(env, f"an event would exceed {MAX_OUTPUT_BYTES} bytes")]
             sends = [s for i, e in enumerate(events) for s in self._emit(env, at, i, e)]
         out.sends += sends
-        out.sends += self._to_ledger(env, at, events, new)
+        if slotted:
+            out.sends += self._to_ledger(env, at, events, new)
         overlay[env.job_id] = new
         out.states[env.job_id] = (rec.partition, new)
         if new is None:
