@@ -125,6 +125,10 @@ class PythonPool:
         self._initargs = (task_env(os.environ, {}, reach.env_pass),)
         self._modules = reach.python_modules
         self._reports: Any = self._ctx.Queue()
+        # a pool process killed (SIGKILL of a timed-out call) while writing a report can
+        # leave the queue's pipe locked; the process's exit must not wait to flush it (a
+        # test run's pytest hung at exit joining the feeder thread)
+        self._reports.cancel_join_thread()
         self._lock = threading.Lock()
         self._pids: dict[str, int] = {}
         self._doomed: set[str] = set()
