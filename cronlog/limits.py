@@ -156,6 +156,11 @@ _LEASE = {
     "worker_id": _WORKER,
     "lease_token": _text(MAX_LEASE_TOKEN_CHARS),
 }
+_SLOTS = {  # a job's ask or return of tenant slots
+    "tenant": _token(MAX_TENANT_CHARS),
+    "asker": _token(MAX_JOB_ID_CHARS),
+    "count": _range(SLOT_COUNT),
+}
 _ARGV = Limit(items=MAX_ARGV_ITEMS, total_chars=MAX_COMMAND_BYTES)
 _RUNNABLE = {
     "command": _ARGV,
@@ -205,18 +210,8 @@ COMMAND_LIMITS: Mapping[str, Limit] = MappingProxyType(
             lease_token=_text(MAX_LEASE_TOKEN_CHARS),
         ),
         **_fields("ReplayTask", run_id=_IDS, task=_TASK),
-        **_fields(
-            "AskSlots",
-            tenant=_token(MAX_TENANT_CHARS),
-            asker=_token(MAX_JOB_ID_CHARS),
-            count=_range(SLOT_COUNT),
-        ),
-        **_fields(
-            "ReturnSlots",
-            tenant=_token(MAX_TENANT_CHARS),
-            asker=_token(MAX_JOB_ID_CHARS),
-            count=_range(SLOT_COUNT),
-        ),
+        **_fields("AskSlots", **_SLOTS),
+        **_fields("ReturnSlots", **_SLOTS),
         **_fields(
             "GrantSlots",
             tenant=_token(MAX_TENANT_CHARS),

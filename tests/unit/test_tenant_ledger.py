@@ -24,6 +24,7 @@ from cronlog import ledger
 from cronlog.ledger import FLEET, LEDGER_KEY, Grant, LedgerState, decide_ledger
 from cronlog.model import JobSpec, Schedule, ScheduleKind
 from cronlog.time import to_ms
+from tests.unit.test_poll_dispatch import _succeeded as succeeded
 from topology import fold
 from topology.codec import Codec, decode_event, encode_command
 from topology.config import KafkaSettings
@@ -254,19 +255,7 @@ class Sim:
     def complete(self, claim: ev.RunEvent) -> None:
         c = claim.event
         assert isinstance(c, ev.TaskClaimed)
-        done = cmd.CompleteTask(
-            run_id=c.run_id,
-            task=c.task,
-            attempt=c.attempt,
-            epoch=c.epoch,
-            worker_id=c.worker_id,
-            succeeded=True,
-            exit_code=0,
-            failure_kind=None,
-            output_tail="",
-            started_at=self.at,
-            finished_at=self.at,
-        )
+        done = succeeded(c.run_id, c.task, c.attempt, c.epoch, c.worker_id, self.at)
         self.append(claim.job_id, done)
 
 
