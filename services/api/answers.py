@@ -96,6 +96,18 @@ class Suspended(BaseModel):
     probe_run_id: str | None = None
 
 
+class TenantSlots(BaseModel):
+    """A job's tenant slots (a tenant other than ``default``; docs/tenants.md).
+
+    Attributes:
+        held: slots the tenant ledger gave it: claimed tasks, or ready ones about to be.
+        waiting: ready task instances waiting for a slot.
+    """
+
+    held: int
+    waiting: int
+
+
 class JobOut(BaseModel):
     """A job: its definition (the shape of the POST body), status and counters.
 
@@ -147,6 +159,8 @@ class JobOut(BaseModel):
     breaker_cooldown_s: Number = 300
     suspended: Suspended | None = None
     """The open circuit (``cronlog.breaker``), or null while it is closed."""
+    slots: TenantSlots | None = None
+    """Its tenant slots (the tenant ledger), or null for the default tenant."""
 
 
 class JobList(BaseModel):

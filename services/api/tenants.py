@@ -200,8 +200,8 @@ def get_tenant(tenant: str, request: Request, caller: Caller) -> Any:
         "runs_queued": sum(j["counts"]["queued"] for j in mine),
         "suspended_jobs": sum(1 for j in live if j.get("suspended")),
         "dead_letters": len(letters),
-        "slots_held": sum(j.get("slots_held", 0) for j in mine),
-        "slots_waiting": sum(j.get("slots_waiting", 0) for j in mine),
+        "slots_held": sum(j["slots"]["held"] for j in mine if j.get("slots")),
+        "slots_waiting": sum(j["slots"]["waiting"] for j in mine if j.get("slots")),
         "quota": request.app.state.admission.quota(tenant),
     }
 

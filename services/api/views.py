@@ -57,7 +57,15 @@ def job_view(store: Store, doc: dict[str, Any]) -> dict[str, Any]:
         "skipped_count": skips.count(store, doc["job_id"]),
         "runs_remaining": doc.get("runs_remaining"),
         "suspended": doc.get("suspended"),
+        "slots": _slots(doc),
     }
+
+
+def _slots(doc: dict[str, Any]) -> dict[str, int] | None:
+    """Return a ledger tenant's job's slots (held, waiting), None for the default tenant."""
+    if doc.get("tenant", DEFAULT_TENANT) == DEFAULT_TENANT:
+        return None
+    return {"held": doc.get("slots_held", 0), "waiting": doc.get("slots_waiting", 0)}
 
 
 def stored_definition(doc: dict[str, Any]) -> dict[str, Any]:

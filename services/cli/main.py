@@ -321,7 +321,8 @@ def tenants_show(tenant: str, api: Api = DEFAULT_API, output: Fmt = Output.table
     """Show a tenant's usage (jobs, active/queued runs, suspended jobs, dead letters) and
     quotas."""
     with ApiClient(api) as client:
-        show(call(lambda: client.request("GET", f"/api/v1/tenants/{tenant}")), output, None)
+        answer = call(lambda: client.request("GET", f"/api/v1/tenants/{tenant}"))
+    show(answer, output, partial(render.fields_table, title=f"tenant {tenant}"))
 
 
 @tenants.command("dead-letters")
@@ -356,7 +357,7 @@ def tenants_limits(
     body = {"weight": weight, "max_running_tasks": max_running}
     with ApiClient(api) as client:
         answer = call(lambda: client.request("PUT", f"/api/v1/tenants/{tenant}/limits", json=body))
-    show(answer, output, None)
+    show(answer, output, partial(render.fields_table, title=f"limits of {tenant} (accepted)"))
 
 
 @app.command("up")

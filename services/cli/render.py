@@ -336,3 +336,15 @@ def workers_table(workers: list[dict[str, Any]]) -> Table:
             styled(w["state"]),
         )
     return table
+
+
+def fields_table(answer: dict[str, Any], title: str) -> Table:
+    """Return a two-column table of a flat answer (nested values shown as ``k=v`` pairs)."""
+    table = Table(title=title, show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    for name, value in answer.items():
+        if isinstance(value, dict):
+            value = " ".join(f"{k}={v}" for k, v in value.items())
+        table.add_row(name.replace("_", " "), "-" if value is None else str(value))
+    return table

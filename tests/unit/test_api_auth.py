@@ -438,3 +438,24 @@ def test_only_a_platform_admin_sets_tenant_limits(app_of_a: Any) -> None:
     assert platform.put("/api/v1/tenants/default/limits", json=body).status_code == 422
     answer = platform.put("/api/v1/tenants/team-a/limits", json=body)
     assert answer.status_code == 503  # validated and authorised; this app has no Kafka
+
+
+def test_the_tenant_and_job_views_show_the_slots_held_and_waiting(
+    rm: ReadModel, app_of_a: Any
+) -> None:
+    # found by a newcomer: the projection kept them, the views dropped them
+    feed(
+        rm,
+        "slots-1",
+        ev.TenantSlotsAsked(tenant="team-a", count=3, waiting=3),
+        ev.TenantSlotsReceived(tenant="team-a", count=2),
+        job_id=A_JOB,
+    )
+    a = authed(app_of_a, tenant="team-a", role="viewer")
+    view = a.get("/api/v1/tenants/team-a").json()
+    assert (view["slots_held"], view["slots_waiting"]) == (2, 1)
+    assert a.get(f"/api/v1/jobs/{A_JOB}").json()["slots"] == {"held": 2, "waiting": 1}
+    feed(rm, "slots-2", ev.TenantSlotsReturned(tenant="team-a", count=2), job_id=A_JOB)
+    assert a.get(f"/api/v1/jobs/{A_JOB}").json()["slots"] == {"held": 0, "waiting": 1}
+    register_for(rm, "default", "plain")
+    assert authed(app_of_a).get("/api/v1/jobs/plain").json()["slots"] is None

@@ -127,3 +127,15 @@ def test_run_json_is_the_api_document(fake_api: type[FakeApi]) -> None:
     result = runner.invoke(main.app, ["run", "r-diamond", "-o", "json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["task_instances"][3]["state"] == "pending"
+
+
+def test_a_tenant_shows_as_a_table_of_fields() -> None:
+    from rich.console import Console
+
+    from services.cli.render import fields_table
+
+    answer = {"tenant": "team-a", "slots_held": 2, "quota": {"max_jobs": 10, "x": None}}
+    console = Console(record=True, width=100)
+    console.print(fields_table(answer, "tenant team-a"))
+    text = console.export_text()
+    assert "slots held" in text and "max_jobs=10" in text and "team-a" in text
