@@ -322,7 +322,7 @@ class AskSlots:
     Attributes:
         tenant: the asking job's tenant.
         asker: the asking job's job_id (where the grant goes).
-        count: how many slots, 1..``MAX_SLOT_COUNT``.
+        count: how many slots, 0..2^31 - 1.
         rank_at: the best rank of the job's waiting task instances (``cronlog.priority``),
             aware UTC: within a tenant the ledger serves the smallest first.
     """
@@ -342,12 +342,15 @@ class ReturnSlots:
     Attributes:
         tenant: the job's tenant.
         asker: the job returning them.
-        count: how many, 1..``MAX_SLOT_COUNT``.
+        count: how many, 0..2^31 - 1.
+        withdraw: the job cannot hold slots (no record, another tenant): its waiting ask is
+            dropped too, so the ledger does not grant it again.
     """
 
     tenant: str
     asker: str
     count: int
+    withdraw: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

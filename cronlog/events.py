@@ -582,6 +582,8 @@ class TenantSlotsReturned:
     """The tenant they count against."""
     count: int
     """How many."""
+    withdraw: bool = False
+    """The job cannot hold slots (no record, another tenant): its waiting ask is dropped."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -32,6 +32,7 @@ from datetime import datetime
 from cronlog import commands as cmd
 from cronlog.errors import CronlogError
 from cronlog.ids import idem_marker
+from cronlog.tenants import DEFAULT_TENANT, is_tenant_name
 from cronlog.time import EPOCH
 
 LEDGER_KEY = "~tenant-ledger"
@@ -39,6 +40,8 @@ LEDGER_KEY = "~tenant-ledger"
 fold refuses any other command for this key."""
 FLEET = "*"
 """``SetTenantLimits.tenant`` naming the whole fleet."""
+MAX_COUNT = 2**31 - 1
+"""Largest count of a waiting entry (a merged ask saturates: the wire's range)."""
 MAX_WEIGHT = 1000
 """Largest ``SetTenantLimits.weight``."""
 MAX_LEDGER_MARKERS = 512
@@ -160,6 +163,7 @@ def decide_ledger(
     if idem_marker(envelope.idem_key) in state.applied:
         return state, []
     command = envelope.command
+    _check(command)
     books = {b.tenant: b for b in state.books}
     fleet = state.fleet_slots
     match command:
@@ -170,19 +174,17 @@ def decide_ledger(
                     Grant(tenant, job_id, 0, refused=count)
                 ]
             books[tenant] = replace(book, waiting=_ask(book.waiting, job_id, count, rank_at))
-        case cmd.ReturnSlots(tenant=tenant, count=count):
+        case cmd.ReturnSlots(tenant=tenant, count=count, asker=job_id, withdraw=withdraw):
             book = books.get(tenant, TenantBook(tenant))
-            books[tenant] = replace(book, running=max(0, book.running - count))
+            waiting = tuple(w for w in book.waiting if w.job_id != job_id or not withdraw)
+            books[tenant] = replace(book, running=max(0, book.running - count), waiting=waiting)
         case cmd.SetTenantLimits(tenant=tenant) if tenant == FLEET:
             fleet = command.max_running_tasks
         case cmd.SetTenantLimits(tenant=tenant, weight=weight, max_running_tasks=cap):
             book = books.get(tenant, TenantBook(tenant))
             books[tenant] = replace(book, weight=weight, max_running=cap)
         case _:
-            raise CronlogError(
-                f"{type(command).__name__} is not a tenant ledger command "
-                f"(job_id {LEDGER_KEY!r} takes AskSlots, ReturnSlots, SetTenantLimits)"
-            )
+            raise AssertionError("refused by _check")
     books, turn, grants = _admit(books, fleet, state.turn)
     new = LedgerState(
         books=tuple(b for _, b in sorted(books.items()) if not b.idle()),
@@ -190,6 +192,27 @@ def decide_ledger(
         turn=turn,
     )
     return _applied(new, envelope, record_time, state), grants
+
+
+def _check(command: cmd.Command) -> None:
+    """Refuse what the ledger must never count (found by an adversarial run).
+
+    Raises:
+        CronlogError: not a ledger command; a tenant that is not a ledger tenant (``default``,
+            a malformed name; ``*`` only in SetTenantLimits); an asker that is the ledger
+            itself (its grant could not be delivered: the slots would be lost).
+    """
+    if not isinstance(command, (cmd.AskSlots, cmd.ReturnSlots, cmd.SetTenantLimits)):
+        raise CronlogError(
+            f"{type(command).__name__} is not a tenant ledger command "
+            f"(job_id {LEDGER_KEY!r} takes AskSlots, ReturnSlots, SetTenantLimits)"
+        )
+    tenant = command.tenant
+    fleet_ok = isinstance(command, cmd.SetTenantLimits) and tenant == FLEET
+    if not fleet_ok and (tenant == DEFAULT_TENANT or not is_tenant_name(tenant)):
+        raise CronlogError(f"tenant {tenant[:80]!r} is not a tenant of the ledger")
+    if getattr(command, "asker", None) == LEDGER_KEY:
+        raise CronlogError(f"the asker may not be the ledger ({LEDGER_KEY!r})")
 
 
 def _applied(
@@ -231,7 +254,7 @@ def _ask(
     keep a job with a steady backlog ahead of better-ranked work for ever (found by review).
     """
     old = next((w for w in waiting if w.job_id == job_id), None)
-    count = count if old is None else old.count + count
+    count = min(MAX_COUNT, count if old is None else old.count + count)
     merged = Waiting(job_id, count, rank_at)
     rest = [w for w in waiting if w.job_id != job_id]
     return tuple(sorted((*rest, merged), key=lambda w: (w.rank_at, w.job_id)))
@@ -265,12 +288,15 @@ def _admit(
         if not eligible:
             break
         tenant = next((t for t in eligible if t >= turn), eligible[0])
-        if deficit[tenant] <= 0:
-            deficit[tenant] += books[tenant].weight
+        if deficit[tenant] <= 0:  # a round's quantum: the weight, scaled to the room left
+            share = sum(books[t].weight for t in eligible)
+            rounds = 1 if room is None else max(1, room // share)
+            deficit[tenant] += books[tenant].weight * rounds
         queue, cap = queues[tenant], books[tenant].max_running
         while deficit[tenant] > 0 and can_take(tenant) and (room is None or room > 0):
             head = queue[0]
-            limits = [head.count, deficit[tenant]]
+            # without a fleet size nobody is short: no credit to spend, all at once
+            limits = [head.count] if room is None else [head.count, deficit[tenant]]
             limits += [] if cap is None else [cap - running[tenant]]
             limits += [] if room is None else [room]
             k = min(limits)

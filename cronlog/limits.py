@@ -101,8 +101,6 @@ INT32 = (-(2**31), 2**31 - 1)
 """The range of a 32-bit signed integer."""
 COUNTER = (0, 2**31 - 1)
 """The range of attempt numbers and lease epochs."""
-SLOT_COUNT = (1, 2**31 - 1)
-"""The range of a tenant ledger command's slot count (AskSlots, ReturnSlots, GrantSlots)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +157,7 @@ _LEASE = {
 _SLOTS = {  # a job's ask or return of tenant slots
     "tenant": _token(MAX_TENANT_CHARS),
     "asker": _token(MAX_JOB_ID_CHARS),
-    "count": _range(SLOT_COUNT),
+    "count": _range(COUNTER),
 }
 _ARGV = Limit(items=MAX_ARGV_ITEMS, total_chars=MAX_COMMAND_BYTES)
 _RUNNABLE = {

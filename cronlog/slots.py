@@ -110,8 +110,9 @@ def receive(d: Decision, command: cmd.GrantSlots) -> None:
     """
     state = d.state
     if state is None or not gated(state) or state.spec.tenant != command.tenant:
-        if command.count:
-            d.emit(ev.TenantSlotsReturned(tenant=command.tenant, count=command.count))
+        d.emit(  # and its ask is withdrawn: the ledger must not grant it again
+            ev.TenantSlotsReturned(tenant=command.tenant, count=command.count, withdraw=True)
+        )
         return
     d.emit(
         ev.TenantSlotsReceived(tenant=command.tenant, count=command.count, refused=command.refused)

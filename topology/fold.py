@@ -389,7 +389,9 @@ class BatchFolder:
                     tenant=e.tenant, asker=env.job_id, count=e.count, rank_at=rank_at
                 )
             elif isinstance(e, ev.TenantSlotsReturned):
-                command = cmd.ReturnSlots(tenant=e.tenant, asker=env.job_id, count=e.count)
+                command = cmd.ReturnSlots(
+                    tenant=e.tenant, asker=env.job_id, count=e.count, withdraw=e.withdraw
+                )
             else:
                 continue
             key = event_id(event_key(env, e), env.job_id, i)

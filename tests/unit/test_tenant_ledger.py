@@ -14,6 +14,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pytest import MonkeyPatch
@@ -21,6 +22,7 @@ from pytest import MonkeyPatch
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog import ledger
+from cronlog.errors import CronlogError
 from cronlog.ledger import FLEET, LEDGER_KEY, Grant, LedgerState, decide_ledger
 from cronlog.model import JobSpec, Schedule, ScheduleKind
 from cronlog.time import to_ms
@@ -446,3 +448,58 @@ def test_a_full_ledger_refuses_an_ask_and_the_job_asks_again_later(
         sim.pump()
     done = {r.job_id for r in sim.events if isinstance(r.event, ev.RunSucceeded)}
     assert {first, late} <= done
+
+
+# -- found by an adversarial run ------------------------------------------------------------
+
+
+def test_the_ledger_refuses_what_it_must_never_count() -> None:
+    led = Ledger()
+    for bad in (
+        cmd.AskSlots(tenant="team-a", asker=LEDGER_KEY, count=2, rank_at=T0),  # undeliverable
+        cmd.AskSlots(tenant="default", asker="j", count=1, rank_at=T0),  # not a ledger tenant
+        cmd.SetTenantLimits(tenant="default", max_running_tasks=0),
+        cmd.SetTenantLimits(tenant="Team A", max_running_tasks=0),
+        cmd.ReturnSlots(tenant=FLEET, asker="j", count=1),  # '*' names the fleet only in limits
+    ):
+        with pytest.raises(CronlogError):
+            led.send(bad)
+    assert led.state is None  # nothing was counted
+
+
+def test_a_huge_ask_without_a_fleet_size_is_one_grant_not_a_loop() -> None:
+    led = Ledger()
+    grants = led.ask("team-a", "j", 2**31 - 1)
+    assert grants == [Grant("team-a", "j", 2**31 - 1)]
+    led.ask("team-a", "k", 2**31 - 1)
+    led.ask("team-a", "k", 2**31 - 1)  # merged asks saturate at the wire's range
+    assert sum(g.count for g in led.grants) == 3 * (2**31 - 1)
+
+
+def test_a_full_fleet_with_a_huge_room_shares_in_few_steps() -> None:
+    led = Ledger()
+    led.send(cmd.SetTenantLimits(tenant=FLEET, max_running_tasks=2**30))
+    led.limits("team-a", weight=3)
+    led.ask("team-a", "a", 2**31 - 1)
+    led.ask("team-b", "b", 2**31 - 1)
+    state = led.state
+    assert state is not None and state.running() == 2**30  # the whole fleet, at once
+    assert state.book("team-a").running > state.book("team-b").running
+
+
+def test_a_grant_to_a_job_without_a_record_withdraws_its_ask() -> None:
+    # a forged ask for a job that does not exist: granted once, given back with its ask
+    # withdrawn (it was granted and returned for ever, starving the tenant's real jobs)
+    sim = Sim()
+    sim.append(LEDGER_KEY, cmd.SetTenantLimits(tenant=FLEET, max_running_tasks=4))
+    sim.append(
+        LEDGER_KEY, cmd.AskSlots(tenant="team-a", asker="phantom", count=2**31 - 1, rank_at=T0)
+    )
+    sim.pump()
+    ledger_state = load_ledger(sim.store[LEDGER_KEY])
+    assert ledger_state.book("team-a").waiting == () and ledger_state.running() == 0
+    job = _jobs(sim, "team-a", jobs=1, runs=2)[0]
+    for claim in sim.poll("w1", 4):
+        sim.complete(claim)
+    sim.pump()
+    assert sum(r.job_id == job and isinstance(r.event, ev.RunSucceeded) for r in sim.events) == 2
