@@ -7,7 +7,9 @@ partition's due jobs from the due index, at most ``tick_slice`` of them; if more
 batch appends a continuation Tick to the same partition, which the fold reads after what was
 appended meanwhile. A poll (PollTasks, or a CompleteTask's ``claim_next``) grants the
 partition's ready task instances from the ready index, oldest run first, and is answered with
-PollAnswered on the worker's replies (docs/dispatch.md). The runtime
+PollAnswered on the worker's replies (docs/dispatch.md). Commands keyed ``LEDGER_KEY`` go to
+the tenant ledger (``topology/ledger_fold.py``), and a ledger tenant's job's slot events
+append the ledger's commands. The runtime
 (``services/scheduler/runtime.py``) commits everything a batch decided in one Kafka
 transaction, then writes the job records to RocksDB.
 """
@@ -22,16 +24,17 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.decide import REPLY_COMMANDS, event_key, handle
 from cronlog.errors import CronlogError
-from cronlog.ids import continuation_idem_key, event_id, grant_idem_key, idem_marker
+from cronlog.ids import continuation_idem_key, event_id, grant_idem_key
 from cronlog.job import JobState
-from cronlog.ledger import LEDGER_KEY, LedgerState, decide_ledger
-from cronlog.slots import free_slots, gated, waiting_rank_ms
+from cronlog.ledger import LEDGER_KEY
+from cronlog.slots import free_slots, gated
 from cronlog.time import from_ms, to_ms
 from cronlog.vocabulary import CommandKind, RejectReason
 from topology.batch import BatchResult, Outgoing, Record, Write
 from topology.codec import Codec
 from topology.dead_letters import dead_letter, key_head
 from topology.due_index import DueIndex
+from topology.ledger_fold import LedgerFold, ledger_commands
 from topology.partitioning import partition_for
 from topology.record_limits import (
     CLAIM_RESERVE_BYTES,
@@ -43,7 +46,7 @@ from topology.record_limits import (
     unended,
 )
 from topology.state_cache import StateCache
-from topology.state_codec import dump_ledger, dump_state, load_ledger, load_state
+from topology.state_codec import dump_state, load_state
 from topology.topics import Topics
 
 __all__ = [
@@ -106,13 +109,13 @@ class BatchFolder:
             ready.reset(range(partitions))
         self.ready = ready
         self.cache = cache
+        self.ledger = LedgerFold(topics, load, codec)
 
     def fold(self, records: list[Record]) -> BatchResult:
         """Decide a batch. Never raises for bad input: such records become dead letters."""
         out = BatchResult()
         overlay: dict[str, JobState | None] = {}
-        self._ledger: LedgerState | None = None  # the tenant ledger as this batch left it
-        self._ledger_partition: int | None = None  # set when the batch changed it
+        self.ledger.begin()
         for rec in records:
             try:
                 self._fold_one(rec, overlay, out)
@@ -123,9 +126,7 @@ class BatchFolder:
                     "fold failed on %s/%s@%s", self.topics.commands, rec.partition, rec.offset
                 )
                 self._dead_letter(rec, type(exc).__name__, f"internal error: {exc!r}", out)
-        if self._ledger is not None and self._ledger_partition is not None:
-            ledger = dump_ledger(self._ledger)
-            out.writes[LEDGER_KEY] = Write(self._ledger_partition, ledger, None, None)
+        self.ledger.finish(out)
         return out
 
     def _state(
@@ -165,7 +166,7 @@ class BatchFolder:
                 f"{partition_for(rec.key, self.partitions)}, record is on {rec.partition}"
             )
         if env.job_id == LEDGER_KEY:
-            self._fold_ledger(rec, env, record_time, out)
+            self.ledger.fold(rec, env, record_time, out)
             return
         events = self._apply(rec, env, record_time, overlay, out)
         command = env.command
@@ -180,36 +181,6 @@ class BatchFolder:
                     rec, env, worker, more, overlay, out, command.lease_token
                 )
             self._answer(rec, env, worker, env.idem_key, granted, out)
-
-    def _fold_ledger(
-        self, rec: Record, env: cmd.Envelope, record_time: datetime, out: BatchResult
-    ) -> None:
-        """Fold a command of the tenant ledger (``cronlog.ledger``); send its grants.
-
-        Each grant is a GrantSlots to its job on the commands topic, in this batch's
-        transaction (idem_key: ``slots:<marker of the ledger command>:<job_id>``).
-        """
-        state = self._ledger
-        if state is None:
-            raw = self.load(rec.partition, LEDGER_KEY)
-            state = load_ledger(raw) if raw is not None else None
-        new, grants = decide_ledger(state, env, record_time)
-        marker = idem_marker(env.idem_key)
-        sends = []  # encoded before anything is kept: a failure dead-letters the whole command
-        for g in grants:
-            grant = cmd.Envelope(
-                idem_key=f"slots:{marker}:{g.job_id}",
-                job_id=g.job_id,
-                command=cmd.GrantSlots(tenant=g.tenant, count=g.count, refused=g.refused),
-                tenant=g.tenant,
-            )
-            value = self.codec.encode_command(grant)
-            sends.append(Outgoing(self.topics.commands, g.job_id.encode(), value))
-        out.decisions += 1
-        out.sends += sends
-        if new is not state:
-            self._ledger = new
-            self._ledger_partition = rec.partition  # written once, at the batch's end
 
     def _grant_ready(
         self,
@@ -354,7 +325,7 @@ class BatchFolder:
             sends = [s for i, e in enumerate(events) for s in self._emit(env, at, i, e)]
         out.sends += sends
         if slotted:
-            out.sends += self._to_ledger(env, at, events, new)
+            out.sends += ledger_commands(self.codec, self.topics, env, at, events, new)
         overlay[env.job_id] = new
         out.states[env.job_id] = (rec.partition, new)
         if new is None:
@@ -370,35 +341,6 @@ class BatchFolder:
         self.due.set(rec.partition, env.job_id, deadline_ms)
         self.ready.set(rec.partition, env.job_id, ready_ms)
         return events
-
-    def _to_ledger(
-        self, env: cmd.Envelope, at: datetime, events: list[ev.Event], state: JobState | None
-    ) -> list[Outgoing]:
-        """Return the ledger commands of a job's slot events (``cronlog.slots``).
-
-        An AskSlots per TenantSlotsAsked, a ReturnSlots per TenantSlotsReturned, keyed
-        ``LEDGER_KEY``; idem_key: the event's event_id.
-        """
-        sends: list[Outgoing] = []
-        for i, e in enumerate(events):
-            command: cmd.Command
-            if isinstance(e, ev.TenantSlotsAsked) and state is not None:
-                rank = waiting_rank_ms(state)
-                rank_at = from_ms(rank) if rank is not None else at
-                command = cmd.AskSlots(
-                    tenant=e.tenant, asker=env.job_id, count=e.count, rank_at=rank_at
-                )
-            elif isinstance(e, ev.TenantSlotsReturned):
-                command = cmd.ReturnSlots(
-                    tenant=e.tenant, asker=env.job_id, count=e.count, withdraw=e.withdraw
-                )
-            else:
-                continue
-            key = event_id(event_key(env, e), env.job_id, i)
-            ledger = cmd.Envelope(idem_key=key, job_id=LEDGER_KEY, command=command)
-            value = self.codec.encode_command(ledger)
-            sends.append(Outgoing(self.topics.commands, LEDGER_KEY.encode(), value))
-        return sends
 
     def _too_large(self, env: cmd.Envelope, detail: str) -> ev.CommandRejected:
         command = env.command
