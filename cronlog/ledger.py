@@ -291,7 +291,7 @@ def _admit(
         if deficit[tenant] <= 0:  # a round's quantum: the weight, scaled to the room left
             share = sum(books[t].weight for t in eligible)
             rounds = 1 if room is None else max(1, room // share)
-            deficit[tenant] += books[tenant].weight * rounds
+            deficit[tenant] = max(0, deficit[tenant]) + books[tenant].weight * rounds
         queue, cap = queues[tenant], books[tenant].max_running
         while deficit[tenant] > 0 and can_take(tenant) and (room is None or room > 0):
             head = queue[0]
@@ -305,8 +305,9 @@ def _admit(
             else:
                 queue[0] = replace(head, count=head.count - k)
             running[tenant] += k
-            deficit[tenant] -= k
-            room = None if room is None else room - k
+            if room is not None:  # credit is spent only when the fleet is short
+                deficit[tenant] -= k
+                room -= k
             given[(tenant, head.job_id)] = given.get((tenant, head.job_id), 0) + k
         # stopped by the fleet's room, its turn goes on with the next slot; else the turn
         # passes to the next tenant by name (cyclically)

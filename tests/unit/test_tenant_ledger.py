@@ -503,3 +503,16 @@ def test_a_grant_to_a_job_without_a_record_withdraws_its_ask() -> None:
         sim.complete(claim)
     sim.pump()
     assert sum(r.job_id == job and isinstance(r.event, ev.RunSucceeded) for r in sim.events) == 2
+
+
+def test_slots_given_without_a_fleet_size_cost_no_credit_later() -> None:
+    # a huge grant while the fleet was unbounded must not leave a debt that the next
+    # fleet-bounded decision pays off one weight at a time (a hang of hours)
+    led = Ledger()
+    led.limits("team-a", cap=2**31 - 2)
+    led.ask("team-a", "j", 2**31 - 1)  # all but one granted, one waits at the cap
+    led.send(cmd.SetTenantLimits(tenant=FLEET, max_running_tasks=2**31 - 1))
+    led.give_back("team-a", 5)
+    state = led.state
+    assert state is not None and state.book("team-a").deficit >= 0
+    assert led.grants[-1] == Grant("team-a", "j", 1)
