@@ -221,7 +221,7 @@ class LimitsIn(BaseModel):
     max_running_tasks: int | None = Field(default=None, ge=0, le=2**31 - 1, strict=True)
 
 
-@router.put("/tenants/{tenant}/limits", status_code=202, responses=documented(404, 503))
+@router.put("/tenants/{tenant}/limits", status_code=202, responses=documented(400, 404, 503))
 async def put_limits(tenant: str, body: LimitsIn, request: Request, caller: Caller) -> Any:
     """Set a tenant's weight and cap of running tasks (``*``: the fleet's size, weight
     ignored) in the tenant ledger; both are replaced (an omitted field takes its default).
