@@ -186,5 +186,8 @@ def test_a_flooding_tenant_leaves_another_its_share(
         f"{f['a']:.0f}, team-b {f['b']:.0f} claims ({share:.1%} for team-a)"
     )
     if fair:
-        assert f["lag_p99"] < 2.0
+        # Without a fleet size the job waits behind the whole backlog (~50 s on a 2-core box);
+        # with it, well under a second idle, 2.4 s seen on a loaded CI machine. The bound
+        # separates the two cases, it is not a latency target (those live in bench/).
+        assert f["lag_p99"] < 10.0
         assert abs(share - 0.75) <= 0.075  # 3:1 ± 10 %
