@@ -187,6 +187,7 @@ def jobs_backfill(
         int | None,
         typer.Option(min=1, max=1000, help="At most this many runs, oldest ticks first."),
     ] = None,
+    wait: runs_cmd.Wait = None,
     api: Api = DEFAULT_API,
     output: Fmt = Output.table,
 ) -> None:
@@ -199,11 +200,14 @@ def jobs_backfill(
     }
     if max_runs is not None:
         body["max_runs"] = max_runs
-    answer = call(lambda: ApiClient(api).backfill(job_id, body))
+    client = ApiClient(api)
+    answer = call(lambda: client.backfill(job_id, body))
     if isinstance(answer, dict) and answer.get("status") == "accepted":
         said(job_id, "backfill", answer, output)
-    else:
-        show(answer, output, render.backfill_table)
+        return
+    show(answer, output, render.backfill_table)
+    if wait and not dry_run:
+        runs_cmd.wait_for(client, [r["run_id"] for r in answer["runs"] if r["run_id"]], wait)
 
 
 @jobs.command("skipped")
@@ -289,7 +293,14 @@ def schedule_next(
         out.print(render.ticks_table(shown, title))
 
 
-app.command("runs")(runs_cmd.runs)
+runs = typer.Typer(
+    cls=runs_cmd.RunsGroup,
+    no_args_is_help=True,
+    help="A job's runs (`cronlog runs JOB` = `cronlog runs list JOB`), or watch runs live.",
+)
+app.add_typer(runs, name="runs")
+runs.command("list")(runs_cmd.runs)
+runs.command("watch")(runs_cmd.watch_runs)
 app.command("run")(runs_cmd.run)
 app.command("logs")(runs_cmd.logs)
 app.command("cancel")(runs_cmd.cancel)

@@ -1,4 +1,5 @@
-"""``cronlog`` commands about runs: runs, run, logs, cancel, rerun, dead-letters list|replay.
+"""``cronlog`` commands about runs: runs list|watch, run, logs, cancel, rerun, dead-letters
+list|replay.
 
 Plain functions; ``services/cli/main.py`` registers them on the typer app.
 """
@@ -9,8 +10,9 @@ import sys
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
-from services.cli import render
+from services.cli import render, watch
 from services.cli.client import ApiClient, ApiError
 from services.cli.common import (
     DEFAULT_API,
@@ -25,6 +27,38 @@ from services.cli.common import (
     said,
     show,
 )
+
+
+class RunsGroup(TyperGroup):
+    """``cronlog runs``: ``list`` is the default subcommand, so ``cronlog runs JOB`` (as before
+    ``watch`` existed) means ``cronlog runs list JOB``. A job named ``watch`` or ``list`` is
+    listed with ``cronlog runs list NAME``."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """Insert ``list`` when the first word is not a subcommand (nor ``--help``)."""
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["list", *args]
+        return super().parse_args(ctx, args)
+
+
+def watch_runs(
+    job_id: Annotated[
+        str | None, typer.Option("--job-id", help="Only this job's runs; default: every job.")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, max=200, help="Most runs shown.")] = 25,
+    duration: Annotated[
+        float | None, typer.Option(min=0, help="Stop after this many seconds (default: Ctrl-C).")
+    ] = None,
+    api: Api = DEFAULT_API,
+) -> None:
+    """Show runs live, newest tick first, as ``./ops/up`` does: tick, trigger lag, state,
+    attempt, worker, exit code; redrawn every second. Off a terminal: a line per run change."""
+    client = ApiClient(api)
+    call(lambda: client.jobs())  # unreachable or refused: say so and exit 1/2 at once
+    try:
+        watch.watch(client, out, job_id=job_id, limit=limit, duration_s=duration)
+    except KeyboardInterrupt:
+        out.line()
 
 
 def runs(
@@ -174,6 +208,7 @@ def dead_letters_replay(
     job_id: Annotated[str | None, typer.Option("--job-id", help="A job's dead letters.")] = None,
     since: Annotated[str | None, typer.Option(help="Dead-lettered at or after (ISO).")] = None,
     until: Annotated[str | None, typer.Option(help="Dead-lettered before (ISO).")] = None,
+    wait: Wait = None,
     api: Api = DEFAULT_API,
     output: Fmt = Output.table,
 ) -> None:
@@ -185,8 +220,40 @@ def dead_letters_replay(
         "since": instant("--since", since).isoformat() if since else None,
         "until": instant("--until", until).isoformat() if until else None,
     }
-    answer = call(lambda: ApiClient(api).replay({k: v for k, v in body.items() if v}))
+    client = ApiClient(api)
+    answer = call(lambda: client.replay({k: v for k, v in body.items() if v}))
     if isinstance(answer, dict) and answer.get("status") == "accepted":
         said(job_id or run_id or "dead letters", "replay", answer, output)
-    else:
-        show(answer, output, render.replays_table)
+        return
+    show(answer, output, render.replays_table)
+    if wait:
+        wait_for(client, [r["replay_run_id"] for r in answer["replays"]], wait)
+
+
+Wait = Annotated[
+    float | None,
+    typer.Option(
+        "--wait",
+        min=1,
+        help="Then follow the new runs with a progress bar for at most this many seconds; "
+        "exit 0 if all succeeded, 1 if one did not, 124 if one had not ended.",
+    ),
+]
+
+
+def wait_for(client: ApiClient, run_ids: list[str], timeout_s: float) -> None:
+    """Follow ``run_ids`` to their end on stderr (``watch.follow``) and exit with
+    ``watch.exit_code``; the final tally goes to stdout."""
+    if not run_ids:
+        return
+    try:
+        states = watch.follow(client, run_ids, err, timeout_s)
+    except ApiError as exc:
+        err.print(f"[red]error[/red] {exc.describe()}", highlight=False)
+        raise typer.Exit(2 if exc.status == 0 else 1) from exc
+    code = watch.exit_code(states)
+    tally = ", ".join(
+        f"{sum(s == k for s in states.values())} {k}" for k in sorted(set(states.values()))
+    )
+    out.print(f"{len(run_ids)} run(s): {tally}", highlight=False)
+    raise typer.Exit(code)

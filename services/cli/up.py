@@ -20,13 +20,12 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any
 
-from rich.console import Console, Group
-from rich.live import Live
+from rich.console import Console
 from rich.text import Text
 
 from cronlog.errors import CronlogError
 from services.api.settings import ApiSettings
-from services.cli import render
+from services.cli import render, watch
 from services.cli.client import ApiClient, ApiError, load_job_file
 from services.cli.tokens_cmd import local_admin_token
 from topology.bootstrap import ensure_topics
@@ -201,61 +200,18 @@ def _apply_examples(client: ApiClient) -> None:
             console.print(f"{path.name}: {render.applied(body, action, answer)}")
 
 
-def _snapshot(client: ApiClient, services: list[Service], limit: int = 25) -> Group:
-    caption = Text("  ").join(Text.assemble(f"{s.name} ", s.state()) for s in services)
-    try:
-        runs: list[dict[str, Any]] = []
-        jobs = client.jobs()
-        for job in jobs:
-            runs.extend(client.runs(job["job_id"], limit=limit))
-        runs.sort(key=lambda r: r["scheduled_for"], reverse=True)
-        queued = sum(job["counts"].get("queued", 0) for job in jobs)
-        body: Any = render.runs_table(
-            runs[:limit],
-            f"runs (api {client.base_url}, {queued} queued, Ctrl-C stops everything)",
-        )
-    except ApiError as exc:
-        body = Text(f"API: {exc.describe()}", "red")
-    return Group(body, caption)
-
-
 def _show_live(client: ApiClient, supervisor: Supervisor, duration_s: float | None) -> None:
-    end = time.monotonic() + duration_s if duration_s is not None else None
-    services = supervisor.services
-    if not console.is_terminal:  # CI, nohup, a pipe: a line per run change, not a live table
-        _print_changes(client, supervisor, end)
-        return
-    with Live(_snapshot(client, services), console=console, auto_refresh=False) as live:
-        while end is None or time.monotonic() < end:
-            time.sleep(1.0)
-            supervisor.check()
-            live.update(_snapshot(client, services), refresh=True)
-    console.line()
+    def caption() -> Text:
+        return Text("  ").join(Text.assemble(f"{s.name} ", s.state()) for s in supervisor.services)
 
-
-def _print_changes(client: ApiClient, supervisor: Supervisor, end: float | None) -> None:
-    """Print one line each time a run appears or changes state (for output that is not a
-    terminal, where a live table would show nothing until exit)."""
-    seen: dict[str, str] = {}
-    while end is None or time.monotonic() < end:
-        try:
-            for job in client.jobs():
-                for run in reversed(client.runs(job["job_id"], limit=25)):
-                    if seen.get(run["run_id"]) != run["state"]:
-                        seen[run["run_id"]] = run["state"]
-                        lag = run.get("trigger_lag_s")
-                        console.print(
-                            f"{run['scheduled_for']}  {job['job_id']}  {run['run_id']}  "
-                            f"{run['state']}"
-                            + (f"  lag {lag:.3f}s" if lag is not None else "")
-                            + (f"  exit {run['exit_code']}" if run.get("exit_code") else ""),
-                            highlight=False,
-                            soft_wrap=True,
-                        )
-        except ApiError as exc:
-            console.print(f"API: {exc.describe()}", highlight=False)
-        supervisor.check()
-        time.sleep(1.0)
+    watch.watch(
+        client,
+        console,
+        duration_s=duration_s,
+        note=", Ctrl-C stops everything",
+        check=supervisor.check,
+        caption=caption,
+    )
 
 
 def _stop(services: list[Service], grace_s: float) -> None:
