@@ -25,6 +25,17 @@ RUNBOOKS = ROOT / "docs" / "runbooks"
 RUNBOOK_URL = re.compile(r"^https://github\.com/cronlog/cronlog/blob/main/(docs/runbooks/\w+\.md)$")
 METRIC = re.compile(r"\bcronlog_[a-z0-9_]+")
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
+ALERT_NAMES = (
+    "CronlogCriticalScheduleMissed",
+    "CronlogScheduleMissed",
+    "CronlogRunOverrunning",
+    "CronlogLeaseReclaimSpike",
+    "CronlogOwnershipChurn",
+    "CronlogDagStalled",
+    "CronlogDeadLetters",
+    "CronlogJobSuspended",
+    "CronlogConsumerLagGrowing",
+)
 
 
 def _promtool() -> str:
@@ -92,7 +103,7 @@ def test_promtool_check_config() -> None:
 
 def test_every_alert_has_severity_annotations_and_an_existing_runbook() -> None:
     rules = _rules()
-    assert len(rules) == 9
+    assert [rule["alert"] for rule in rules] == list(ALERT_NAMES)
     for rule in rules:
         name = rule["alert"]
         assert rule["labels"]["severity"] in {"page", "ticket"}, name
@@ -102,6 +113,14 @@ def test_every_alert_has_severity_annotations_and_an_existing_runbook() -> None:
         assert match, f"{name}: runbook_url {notes['runbook_url']!r}"
         assert match.group(1) == f"docs/runbooks/{name}.md", name
         assert (ROOT / match.group(1)).is_file(), f"{name}: {match.group(1)} is missing"
+
+
+def test_every_alert_has_a_firing_and_a_silent_promtool_case() -> None:
+    doc = yaml.safe_load((PROM / "alerts.test.yml").read_text())
+    cases = [case for test in doc["tests"] for case in test.get("alert_rule_test", [])]
+    firing = {case["alertname"] for case in cases if case["exp_alerts"]}
+    silent = {case["alertname"] for case in cases if not case["exp_alerts"]}
+    assert firing == silent == set(ALERT_NAMES)
 
 
 def test_only_a_critical_missed_schedule_pages() -> None:
