@@ -1,8 +1,9 @@
 """The alerting rules, scrape config and Grafana dashboard under ops/ are valid and consistent.
 
-promtool (Debian's ``prometheus`` package) checks and unit-tests the rules; the rest checks
-that every runbook exists and every metric used is one the processes export
-(ops/prometheus/README.md's table).
+promtool (Debian's ``prometheus`` package) checks and unit-tests the rules and parses the
+dashboard's queries; the rest checks that every runbook exists and names only real CLI
+commands, and that every metric used is one the processes export (ops/prometheus/README.md's
+table) and every one of those is on the dashboard.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 import yaml
+
+from services.cli.main import app
 
 ROOT = Path(__file__).resolve().parents[2]
 PROM = ROOT / "ops" / "prometheus"
@@ -177,10 +181,6 @@ def _plain(expr: str) -> str:
 
 def test_runbooks_use_only_cli_commands_and_options_that_exist() -> None:
     """Every ``cronlog …`` line of a runbook names a real subcommand and its real options."""
-    import typer
-
-    from services.cli.main import app
-
     root = typer.main.get_command(app)
     calls = {
         call.strip()
