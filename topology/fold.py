@@ -16,9 +16,12 @@ transaction, then writes the job records to RocksDB.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from datetime import datetime
+
+from opentelemetry.trace import Tracer
 
 from cronlog import commands as cmd
 from cronlog import events as ev
@@ -45,6 +48,7 @@ from topology.record_limits import (
     TOO_LARGE_RETRY_MS,
     unended,
 )
+from topology.spans import sdk_tracer, traced_decision
 from topology.state_cache import StateCache
 from topology.state_codec import dump_state, load_state
 from topology.topics import Topics
@@ -85,6 +89,8 @@ class BatchFolder:
             kept like the due index; default: a new one owning every partition.
         cache: states this process committed (``topology/state_cache.py``), read before
             ``load``; None decodes every record (``cronlog replay``).
+        tracer: makes a ``fold.command`` span per decision (``topology/spans.py``); default:
+            the installed SDK provider's, or none at all when tracing is off.
     """
 
     def __init__(
@@ -97,7 +103,9 @@ class BatchFolder:
         tick_slice: int = TICK_SLICE,
         ready: DueIndex | None = None,
         cache: StateCache | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
+        self.tracer = sdk_tracer("cronlog.fold", tracer)
         self.topics = topics
         self.partitions = partitions
         self.load = load
@@ -285,6 +293,20 @@ class BatchFolder:
         out: BatchResult,
     ) -> list[ev.Event]:
         """Decide one command for one job; return the events applied."""
+        if self.tracer is not None:
+            decide = functools.partial(self._decide, rec, env, record_time, overlay, out)
+            return traced_decision(self.tracer, env, decide)
+        return self._decide(rec, env, record_time, overlay, out)
+
+    def _decide(
+        self,
+        rec: Record,
+        env: cmd.Envelope,
+        record_time: datetime,
+        overlay: dict[str, JobState | None],
+        out: BatchResult,
+    ) -> list[ev.Event]:
+        """``_apply`` without its span."""
         state = self._state(rec.partition, env.job_id, overlay)
         new, events = handle(state, env, record_time)
         out.decisions += 1

@@ -6,6 +6,7 @@ import logging
 
 import uvicorn
 
+from services import tracing
 from services.api.app import create_app
 from services.api.settings import ApiSettings
 from topology.bootstrap import ensure_topics_retrying
@@ -15,6 +16,7 @@ def main() -> None:
     """Run the API until SIGTERM/SIGINT (uvicorn handles both gracefully)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     settings = ApiSettings()
+    tracing.setup("cronlog-api")  # off unless OTEL_* asks for traces
     ensure_topics_retrying(settings)  # idempotent; any service may start first
     uvicorn.run(
         create_app(settings), host=settings.api_host, port=settings.api_port, log_level="info"

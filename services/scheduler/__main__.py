@@ -7,6 +7,7 @@ import signal
 import sys
 from types import FrameType
 
+from services import tracing
 from services.scheduler.runtime import FoldRuntime
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.ticker import run_ticker
@@ -25,6 +26,7 @@ def main() -> None:
         level=settings.log_level_number(),
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
+    tracing.setup("cronlog-scheduler")  # off unless OTEL_* asks for traces
     ensure_topics_retrying(settings)
     runtime = FoldRuntime(settings)
 

@@ -32,6 +32,7 @@ from topology.partition_store import PartitionStore
 from topology.restore import CONSUMER_CONFIG as RESTORE_CONSUMER
 from topology.restore import last_write_committed, ready_ms, restore
 from topology.retrying import is_fatal, is_transient
+from topology.spans import batch_attributes, batch_span, sdk_tracer
 from topology.state_cache import StateCache
 from topology.topics import Topics
 from topology.watchdog import Watchdog
@@ -108,6 +109,8 @@ class FoldRuntime:
         self.stop = threading.Event()
         self.stats = FoldStats(settings.fold_stats_s)
         self.cache = StateCache(settings.state_cache)
+        self.tracer = sdk_tracer("cronlog.scheduler")
+        """``fold.batch`` spans; None when tracing is off (``services/tracing.py``)."""
         self.folder = BatchFolder(
             self.topics,
             self.n,
@@ -163,7 +166,8 @@ class FoldRuntime:
                 self._restore_pending()
                 msgs = self._poll()
                 if msgs:
-                    self._process(msgs)
+                    with batch_span(self.tracer):
+                        self._process(msgs)
         finally:
             self._close()
 
@@ -183,6 +187,7 @@ class FoldRuntime:
         self.due.begin()
         self.ready.begin()
         out = self.folder.fold(records)
+        batch_attributes(len(records), ends, out.decisions)
         t1 = time.perf_counter()
         offsets = self.txn.commit(out, ends)
         t2 = time.perf_counter()

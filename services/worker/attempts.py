@@ -17,10 +17,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from opentelemetry import context as otel_context
+from opentelemetry.trace import Span, Status, StatusCode, Tracer
+
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.ids import complete_idem_key, release_idem_key, renew_idem_key, task_idem_key
 from cronlog.time import iso
+from services.worker import spans
 from services.worker.execute import Execution
 from services.worker.kinds import PythonPool, execution_for
 from services.worker.logsink import AttemptRef, LogShipper, LogSink
@@ -41,6 +45,8 @@ class Held:
     log: LogSink
     revoked: bool = False
     renewals: int = 0
+    span: Span | None = None
+    """Its ``task.execute`` span while it runs (the parent of its ``lease.renew`` spans)."""
 
 
 class Attempts:
@@ -58,6 +64,8 @@ class Attempts:
         reach: what tasks may reach (environment, user, python modules, http destinations).
         lease_token: this worker's lease secret, sent with every renewal, completion and
             release (``cronlog.leases.lease_digest``); "" sends none.
+        tracer: makes the ``task.execute`` and ``lease.renew`` spans (``spans.py``); default:
+            the global provider's.
     """
 
     def __init__(
@@ -71,7 +79,9 @@ class Attempts:
         claim_next: Callable[[str], int] = lambda _key: 0,
         reach: Reach | None = None,
         lease_token: str = "",
+        tracer: Tracer | None = None,
     ) -> None:
+        self.tracer = tracer or spans.worker_tracer()
         self.reach = reach or Reach()
         self.lease_token = lease_token
         self.worker_id = worker_id
@@ -131,7 +141,10 @@ class Attempts:
             heapq.heappush(self._renewals, (time.monotonic() + every, next(self._seq), key))
             self._wake.notify()
         threading.Thread(
-            target=self._attempt, args=(held,), daemon=True, name=f"attempt-{grant.run_id}"
+            target=self._attempt,
+            args=(held, otel_context.get_current()),  # the claim span's: the trace goes on
+            daemon=True,
+            name=f"attempt-{grant.run_id}",
         ).start()
 
     def revoke(self, run_id: str, task: str, epoch: int | None = None) -> None:
@@ -181,9 +194,12 @@ class Attempts:
             self._stopped = True
             self._wake.notify()
 
-    def _attempt(self, held: Held) -> None:
+    def _attempt(self, held: Held, parent: otel_context.Context | None = None) -> None:
         try:
-            outcome = held.execution.run()
+            with spans.executing(self.tracer, held.job_id, held.grant, parent) as span:
+                held.span = span
+                outcome = held.execution.run()
+                spans.ended(span, outcome, held.revoked)
             held.log.close()  # the final chunk goes before the completion
             if not held.revoked:
                 grant = held.grant
@@ -235,16 +251,22 @@ class Attempts:
                 heapq.heappush(self._renewals, (time.monotonic() + every, next(self._seq), key))
                 held.renewals += 1
                 n = held.renewals
-            grant = held.grant
-            self.send(
-                held.job_id,
-                renew_idem_key(grant.run_id, grant.task, grant.epoch, n),
-                cmd.RenewLease(
-                    run_id=grant.run_id,
-                    task=grant.task,
-                    attempt=grant.attempt,
-                    epoch=grant.epoch,
-                    worker_id=self.worker_id,
-                    lease_token=self.lease_token,
-                ),
-            )
+            with spans.renewing(self.tracer, held.job_id, held.grant, n, held.span) as span:
+                if not self._renew(held, n):
+                    span.set_status(Status(StatusCode.ERROR, "renewal not queued"))
+
+    def _renew(self, held: Held, n: int) -> bool:
+        """Queue renewal ``n`` of ``held``'s lease; return whether it was queued."""
+        grant = held.grant
+        return self.send(
+            held.job_id,
+            renew_idem_key(grant.run_id, grant.task, grant.epoch, n),
+            cmd.RenewLease(
+                run_id=grant.run_id,
+                task=grant.task,
+                attempt=grant.attempt,
+                epoch=grant.epoch,
+                worker_id=self.worker_id,
+                lease_token=self.lease_token,
+            ),
+        )

@@ -25,6 +25,7 @@ from cronlog.errors import CronlogError
 from cronlog.ids import poll_idem_key
 from cronlog.leases import lease_digest
 from cronlog.vocabulary import CommandKind, RejectReason
+from services.worker import spans
 from services.worker.attempts import Attempts
 from services.worker.heartbeat import Heartbeat
 from services.worker.kinds import PythonPool
@@ -161,7 +162,8 @@ class Worker:
                 if len(self.attempts) >= self.settings.slots:  # a late answer to an expired poll
                     self.attempts.release(job_id, event, "no free slot: granted after its poll")
                     return
-                self.attempts.start(job_id, event)
+                with spans.claim(self.attempts.tracer, job_id, event):  # parent of its run
+                    self.attempts.start(job_id, event)
             case ev.PollAnswered(poll_id=poll_id, granted=granted):
                 with self._lock:  # a completion's poll frees the slot it reserved
                     self._reserved.pop(poll_id, None)

@@ -1,0 +1,78 @@
+"""OpenTelemetry spans of a worker: a grant taken (``claim``), its execution (``task.execute``)
+and each renewal of its lease (``lease.renew``).
+
+One trace per attempt: ``claim`` → ``task.execute`` (in the attempt's thread) → ``lease.renew``
+(in the renewer's). Off unless ``services/tracing.py`` installed a provider: the API's no-op
+tracer then makes non-recording spans, a few microseconds per attempt and per renewal.
+Attributes as the fold's (``topology/spans.py``): docs/architecture.md, "Traces".
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, Status, StatusCode, Tracer
+
+from cronlog import events as ev
+from services.worker.execute import Outcome
+from topology.spans import lease_attributes
+
+SCOPE = "cronlog.worker"
+"""The worker's instrumentation scope."""
+
+
+def worker_tracer() -> Tracer:
+    """Return the worker's tracer (the global provider's; a no-op one while tracing is off)."""
+    return trace.get_tracer(SCOPE)
+
+
+def claim(tracer: Tracer, job_id: str, grant: ev.TaskClaimed) -> AbstractContextManager[Span]:
+    """Open the current ``claim`` span of a grant this worker starts (its lease fields)."""
+    return tracer.start_as_current_span("claim", attributes=lease_attributes(job_id, grant))
+
+
+def executing(
+    tracer: Tracer, job_id: str, grant: ev.TaskClaimed, parent: Context | None
+) -> AbstractContextManager[Span]:
+    """Open the current ``task.execute`` span of an attempt.
+
+    Args:
+        tracer: the worker's tracer.
+        job_id: the attempt's job.
+        grant: the lease it runs under (run_id, task, attempt, epoch, worker_id).
+        parent: the context its ``claim`` span was current in (another thread's), or None.
+    """
+    attrs = lease_attributes(job_id, grant)
+    attrs["timeout_s"] = grant.timeout.total_seconds()
+    return tracer.start_as_current_span("task.execute", context=parent, attributes=attrs)
+
+
+def ended(span: Span, outcome: Outcome, revoked: bool) -> None:
+    """Record how an attempt ended on its ``task.execute`` span.
+
+    ``exit_code`` when the process exited; on failure ``failure_kind`` and status ERROR (its
+    description the failure kind); ``revoked`` when its lease was lost or given back.
+    """
+    if outcome.exit_code is not None:
+        span.set_attribute("exit_code", outcome.exit_code)
+    if revoked:
+        span.set_attribute("revoked", True)
+    if outcome.failure_kind is not None:
+        span.set_attribute("failure_kind", outcome.failure_kind.value)
+        span.set_status(Status(StatusCode.ERROR, outcome.failure_kind.value))
+
+
+def renewing(
+    tracer: Tracer, job_id: str, grant: ev.TaskClaimed, renewal: int, attempt_span: Span | None
+) -> AbstractContextManager[Span]:
+    """Open a ``lease.renew`` span, a child of the attempt's ``task.execute`` span if given.
+
+    ``renewal``: its number for this lease (1, 2, …). The span covers queueing the
+    RenewLease; the fold's answer comes later, on the replies (a refusal kills the attempt).
+    """
+    attrs = lease_attributes(job_id, grant)
+    attrs["renewal"] = renewal
+    parent = trace.set_span_in_context(attempt_span) if attempt_span is not None else None
+    return tracer.start_as_current_span("lease.renew", context=parent, attributes=attrs)
