@@ -7,6 +7,7 @@ import signal
 import sys
 from types import FrameType
 
+from services.scheduler import metrics
 from services.scheduler.runtime import FoldRuntime
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.ticker import run_ticker
@@ -25,6 +26,7 @@ def main() -> None:
         level=settings.log_level_number(),
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
+    metrics.serve(settings.metrics_port, settings.metrics_host)  # a port taken: exit 70
     ensure_topics_retrying(settings)
     runtime = FoldRuntime(settings)
 

@@ -6,6 +6,7 @@ import logging
 import signal
 
 from cronlog.errors import CronlogError
+from services.worker import metrics
 from services.worker.settings import WorkerSettings
 from services.worker.worker import Worker
 from topology.bootstrap import ensure_topics_retrying
@@ -16,6 +17,7 @@ def main() -> None:
     """Start a worker with settings from the environment (``CRONLOG_*``)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     settings = WorkerSettings()
+    metrics.serve(settings.metrics_port, settings.metrics_host)  # a port taken: exit 70
     ensure_topics_retrying(settings)  # idempotent; any service may start first
     worker = Worker(settings)
     log = logging.getLogger("cronlog.worker")

@@ -21,6 +21,8 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.ids import complete_idem_key, release_idem_key, renew_idem_key, task_idem_key
 from cronlog.time import iso
+from cronlog.vocabulary import RejectReason
+from services.worker import metrics
 from services.worker.execute import Execution
 from services.worker.kinds import PythonPool, execution_for
 from services.worker.logsink import AttemptRef, LogShipper, LogSink
@@ -41,6 +43,8 @@ class Held:
     log: LogSink
     revoked: bool = False
     renewals: int = 0
+    ended_as: metrics.Outcome = "lost"
+    """How a revoked attempt ended (counted when its thread ends): lost unless told."""
 
 
 class Attempts:
@@ -134,15 +138,19 @@ class Attempts:
             target=self._attempt, args=(held,), daemon=True, name=f"attempt-{grant.run_id}"
         ).start()
 
-    def revoke(self, run_id: str, task: str, epoch: int | None = None) -> None:
+    def revoke(
+        self, run_id: str, task: str, epoch: int | None = None, reason: RejectReason | None = None
+    ) -> None:
         """A renewal was refused: the lease is gone; kill the attempt, never complete it.
 
         ``epoch``: the refused renewal's (``CommandRejected.epoch``); a refusal of another
         epoch than the one held (a forged renewal naming an old lease) changes nothing.
+        ``reason``: the refusal's, which tells a cancelled task from a lost lease (metrics).
         """
         held = self.held.get((run_id, task))
         if held is not None and (epoch is None or epoch == held.grant.epoch):
             log.warning("lease revoked, killing", extra={"run_id": run_id, "task": task})
+            held.ended_as = metrics.refused_as(reason) if reason is not None else "lost"
             held.revoked = True
             held.execution.kill()
 
@@ -152,6 +160,7 @@ class Attempts:
             "releasing",
             extra={"run_id": grant.run_id, "task": grant.task, "epoch": grant.epoch},
         )
+        metrics.ended("released")
         self.send(
             job_id,
             release_idem_key(grant.run_id, grant.task, grant.epoch),
@@ -170,6 +179,7 @@ class Attempts:
         """Release and kill every running attempt (the end of a drain); return how many."""
         unfinished = list(self.held.values())
         for held in unfinished:
+            held.ended_as = "released"  # counted by release()
             held.revoked = True  # no completion and no renewal from here on
             self.release(held.job_id, held.grant, reason)
             held.execution.kill()
@@ -207,6 +217,9 @@ class Attempts:
                         lease_token=self.lease_token,
                     ),
                 )
+                metrics.completed(outcome.failure_kind)
+            elif held.ended_as != "released":
+                metrics.ended(held.ended_as)
         except Exception:
             log.exception("attempt thread failed", extra={"run_id": held.grant.run_id})
         finally:
