@@ -66,9 +66,12 @@ def test_scheduler_and_worker_metrics_follow_the_fold_and_the_tasks(
     )
 
     # -- the worker ------------------------------------------------------------------------
-    w = scrape(worker)
+    def idle() -> Samples | None:  # an attempt's slot frees just after its completion is sent
+        w = scrape(worker)
+        return w if value(w, "cronlog_worker_slots_busy") == 0 else None
+
+    w = wait_for(idle, 10, "every slot free")
     assert value(w, "cronlog_worker_slots") == 3
-    assert value(w, "cronlog_worker_slots_busy") == 0
     succeeded = of_worker(events, ev.TaskSucceeded, wid)
     assert succeeded == 7
     assert value(w, "cronlog_worker_tasks_total", outcome="succeeded") == succeeded
@@ -118,3 +121,37 @@ def test_scheduler_and_worker_metrics_follow_the_fold_and_the_tasks(
     assert value(b, "cronlog_partition_ownership_changes_total", change="revoked") == 0
     s1_lag = {dict(k)["partition"] for k in series(scrape(s1), "cronlog_consumer_lag_records")}
     assert len(s1_lag) <= value(a, "cronlog_partitions_owned")  # revoked partitions' series go
+
+
+def test_a_cancelled_run_counts_a_refused_renewal_and_a_cancelled_task(
+    cluster: Cluster, events: EventLog
+) -> None:
+    cluster.scheduler()
+    worker = cluster.worker("w1")
+    wid = f"{cluster.settings.topic_prefix}w1"
+    spec = replace(
+        once_job(datetime.now(UTC) + timedelta(seconds=2), ("sleep", "60")),
+        lease_ttl=timedelta(seconds=3),
+    )
+    cluster.send("long", cmd.RegisterJob(spec=spec))
+    assert events.wait_until(lambda log: log.of_type(ev.TaskClaimed, "long"), 90)
+    wait_for(  # the grant reaches the worker about when the test sees it on run-events
+        lambda: value(scrape(worker), "cronlog_worker_slots_busy") == 1 or None, 10, "busy slot"
+    )
+    run_id = events.of_type(ev.TaskClaimed, "long")[0].event.run_id
+    cluster.send("long", cmd.CancelRun(run_id=run_id))
+
+    def ended() -> Samples | None:
+        w = scrape(worker)
+        return w if value(w, "cronlog_worker_tasks_total", outcome="cancelled") else None
+
+    w = wait_for(ended, 30, "the cancelled task counted")
+    assert value(w, "cronlog_worker_tasks_total", outcome="cancelled") == 1
+    assert value(w, "cronlog_worker_lease_renewals_total", result="refused") >= 1
+    assert value(w, "cronlog_worker_slots_busy") == 0
+    for outcome in ("succeeded", "failed", "timeout", "released", "lost"):
+        assert value(w, "cronlog_worker_tasks_total", outcome=outcome) == 0
+    events.poll(1)
+    assert value(w, "cronlog_worker_lease_renewals_total", result="ok") == of_worker(
+        events, ev.LeaseRenewed, wid
+    )
