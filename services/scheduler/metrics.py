@@ -1,4 +1,5 @@
-"""Prometheus metrics of a scheduler process (names: docs/metrics.md, the issue 15 contract).
+"""Prometheus metrics of a scheduler process (docs/architecture.md, "Scheduler and worker
+metrics").
 
 Updated at batch granularity by the fold runtime (``runtime.py``), never per record; the
 consumer lag is read from the consumer's cached watermarks and positions (no broker request)

@@ -1,4 +1,5 @@
-"""Prometheus metrics of a worker process (names: docs/metrics.md, the issue 15 contract).
+"""Prometheus metrics of a worker process (docs/architecture.md, "Scheduler and worker
+metrics").
 
 Counted where a worker already learns the fact (an attempt ending, an answer on its replies
 partition), once per attempt or answer; busy slots are read when scraped. Served by ``serve``
