@@ -8,15 +8,17 @@ at most once every ``LAG_EVERY_S`` seconds. Served by ``serve`` on ``metrics_por
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable
 from typing import Literal
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from services import metrics_http
 
+log = logging.getLogger("cronlog.scheduler")
 REGISTRY = CollectorRegistry()
 BATCH_RECORDS = Histogram(
     "cronlog_fold_batch_records",
@@ -106,7 +108,8 @@ class ConsumerLag:
         """Read the lag of ``partitions`` if ``every_s`` passed since the last reading.
 
         A partition whose end offset or position is not known yet (just resumed, nothing
-        fetched) keeps its previous value; the series of partitions no longer owned go.
+        fetched) keeps its previous value; the series of partitions no longer owned go. A
+        client error skips this reading (logged): a metric never stops the fold.
         """
         now = time.monotonic()
         if now < self._next:
@@ -117,12 +120,16 @@ class ConsumerLag:
             self.forget(p)
         if not owned:
             return
-        for tp in consumer.position([TopicPartition(self.topic, p) for p in sorted(owned)]):
-            _low, high = consumer.get_watermark_offsets(tp, cached=True)
-            if tp.offset < 0 or high < 0:
-                continue
-            LAG.labels(str(tp.partition)).set(max(0, high - tp.offset))
-            self._shown.add(tp.partition)
+        try:
+            positions = consumer.position([TopicPartition(self.topic, p) for p in sorted(owned)])
+            ends = [consumer.get_watermark_offsets(tp, cached=True)[1] for tp in positions]
+        except KafkaException as exc:
+            log.warning("action=consumer_lag_unread error=%s", exc)
+            return
+        for tp, end in zip(positions, ends, strict=True):
+            if tp.offset >= 0 and end >= 0:
+                LAG.labels(str(tp.partition)).set(max(0, end - tp.offset))
+                self._shown.add(tp.partition)
 
     def forget(self, partition: int) -> None:
         """Drop the series of a partition no longer owned (revoked or lost)."""
