@@ -8,6 +8,7 @@ import sys
 from types import FrameType
 
 from services import tracing
+from services.scheduler import metrics
 from services.scheduler.runtime import FoldRuntime
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.ticker import run_ticker
@@ -27,6 +28,7 @@ def main() -> None:
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
     tracing.setup("cronlog-scheduler")  # off unless OTEL_* asks for traces
+    metrics.serve(settings.metrics_port, settings.metrics_host)  # a port taken: exit 70
     ensure_topics_retrying(settings)
     runtime = FoldRuntime(settings)
 

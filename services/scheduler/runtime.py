@@ -20,6 +20,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
+from services.scheduler import metrics
 from services.scheduler.faults import CrashPoints
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.stable import StableGate
@@ -108,6 +109,7 @@ class FoldRuntime:
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.stats = FoldStats(settings.fold_stats_s)
+        self.lag = metrics.ConsumerLag(self.topics.commands)
         self.cache = StateCache(settings.state_cache)
         self.tracer = sdk_tracer("cronlog.scheduler")
         """``fold.batch`` spans; None when tracing is off (``services/tracing.py``)."""
@@ -164,6 +166,7 @@ class FoldRuntime:
         try:
             while not self.stop.is_set():
                 self._restore_pending()
+                self.lag.refresh(self.consumer, self.owned)  # every few seconds, not per batch
                 msgs = self._poll()
                 if msgs:
                     with batch_span(self.tracer):
@@ -208,6 +211,7 @@ class FoldRuntime:
         if out.sends or out.writes:
             self.faults.reached("after_store")
         self.stats.record(out, len(records), t1 - t0, t2 - t1, time.perf_counter() - t2)
+        metrics.batch(len(records), out.decisions, t2 - t1, len(self.due))
 
     def _records(self, msgs: list[Message]) -> tuple[list[Record], dict[int, int], dict[int, int]]:
         records: list[Record] = []
@@ -264,6 +268,7 @@ class FoldRuntime:
         for p in new:
             self.cache.drop(p)  # its store may be restored from the changelog now
         self.pending += [p for p in new if p not in self.pending]
+        metrics.ownership("assigned", len(new))
         log.info("action=partitions_assigned partitions=%s", sorted(new))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -271,6 +276,7 @@ class FoldRuntime:
         with self.lock:
             self.owned.difference_update(gone)
         for p in gone:
+            self.lag.forget(p)
             self.due.drop_partition(p)
             self.ready.drop_partition(p)
             self.cache.drop(p)
@@ -282,6 +288,8 @@ class FoldRuntime:
             if store is not None:
                 store.close()
         consumer.incremental_unassign(partitions)
+        metrics.ownership("revoked", len(gone))
+        metrics.owned(len(self.owned), len(self.due))
         log.info("action=partitions_revoked partitions=%s", sorted(gone))
         log.info("action=partitions_owned partitions=%s", self.owned_partitions())
 
@@ -330,6 +338,7 @@ class FoldRuntime:
         self.tick_gate.reset(p, self.stable.offsets.get(p, -1))
         with self.lock:
             self.owned.add(p)
+        metrics.owned(len(self.owned), len(self.due))
         self.consumer.resume([tp])
         log.info(
             "action=partition_restored partition=%d changelog_records=%d due_jobs=%d "

@@ -46,6 +46,11 @@ class SchedulerSettings(KafkaSettings):
             a thread of this process. Default True; any number of processes may run one.
         fold_stats_s: period of the ``action=fold_stats`` log line, seconds. Default 10
             (the benchmarks use 1 to see a burst second by second).
+        metrics_port: TCP port of the Prometheus metrics (``/metrics``); env
+            ``CRONLOG_METRICS_PORT``. Default 9464; 0 picks an ephemeral port (logged
+            ``action=metrics_serving url=...``), -1 serves none.
+        metrics_host: interface the metrics are served on; env ``CRONLOG_METRICS_HOST``.
+            Default ``127.0.0.1`` (this machine only; ``0.0.0.0`` for a remote Prometheus).
     """
 
     instance_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
@@ -62,6 +67,8 @@ class SchedulerSettings(KafkaSettings):
     rocksdb_write_buffer_mb: int = 4
     after_relay: bool = True
     fold_stats_s: float = Field(default=10.0, gt=0)
+    metrics_port: int = Field(default=9464, ge=-1, le=65535)
+    metrics_host: str = "127.0.0.1"
 
     def state_path(self) -> str:
         """Return the state directory (explicit or derived from instance_id)."""

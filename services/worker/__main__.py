@@ -7,6 +7,7 @@ import signal
 
 from cronlog.errors import CronlogError
 from services import tracing
+from services.worker import metrics
 from services.worker.settings import WorkerSettings
 from services.worker.worker import Worker
 from topology.bootstrap import ensure_topics_retrying
@@ -18,6 +19,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     settings = WorkerSettings()
     tracing.setup("cronlog-worker")  # off unless OTEL_* asks for traces
+    metrics.serve(settings.metrics_port, settings.metrics_host)  # a port taken: exit 70
     ensure_topics_retrying(settings)  # idempotent; any service may start first
     worker = Worker(settings)
     log = logging.getLogger("cronlog.worker")

@@ -24,7 +24,8 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.ids import complete_idem_key, release_idem_key, renew_idem_key, task_idem_key
 from cronlog.time import iso
-from services.worker import spans
+from cronlog.vocabulary import RejectReason
+from services.worker import metrics, spans
 from services.worker.execute import Execution
 from services.worker.kinds import PythonPool, execution_for
 from services.worker.logsink import AttemptRef, LogShipper, LogSink
@@ -47,6 +48,8 @@ class Held:
     renewals: int = 0
     span: Span | None = None
     """Its ``task.execute`` span while it runs (the parent of its ``lease.renew`` spans)."""
+    ended_as: metrics.Outcome = "lost"
+    """How a revoked attempt ended (counted when its thread ends): lost unless told."""
 
 
 class Attempts:
@@ -147,15 +150,19 @@ class Attempts:
             name=f"attempt-{grant.run_id}",
         ).start()
 
-    def revoke(self, run_id: str, task: str, epoch: int | None = None) -> None:
+    def revoke(
+        self, run_id: str, task: str, epoch: int | None = None, reason: RejectReason | None = None
+    ) -> None:
         """A renewal was refused: the lease is gone; kill the attempt, never complete it.
 
         ``epoch``: the refused renewal's (``CommandRejected.epoch``); a refusal of another
         epoch than the one held (a forged renewal naming an old lease) changes nothing.
+        ``reason``: the refusal's, which tells a cancelled task from a lost lease (metrics).
         """
         held = self.held.get((run_id, task))
         if held is not None and (epoch is None or epoch == held.grant.epoch):
             log.warning("lease revoked, killing", extra={"run_id": run_id, "task": task})
+            held.ended_as = metrics.refused_as(reason) if reason is not None else "lost"
             held.revoked = True
             held.execution.kill()
 
@@ -165,6 +172,7 @@ class Attempts:
             "releasing",
             extra={"run_id": grant.run_id, "task": grant.task, "epoch": grant.epoch},
         )
+        metrics.ended("released")
         self.send(
             job_id,
             release_idem_key(grant.run_id, grant.task, grant.epoch),
@@ -183,6 +191,7 @@ class Attempts:
         """Release and kill every running attempt (the end of a drain); return how many."""
         unfinished = list(self.held.values())
         for held in unfinished:
+            held.ended_as = "released"  # counted by release()
             held.revoked = True  # no completion and no renewal from here on
             self.release(held.job_id, held.grant, reason)
             held.execution.kill()
@@ -223,6 +232,9 @@ class Attempts:
                         lease_token=self.lease_token,
                     ),
                 )
+                metrics.completed(outcome.failure_kind)
+            elif held.ended_as != "released":
+                metrics.ended(held.ended_as)
         except Exception:
             log.exception("attempt thread failed", extra={"run_id": held.grant.run_id})
         finally:

@@ -141,14 +141,15 @@ class Polls:
                 polls.append((poll_id, p, n))
             return polls
 
-    def answered(self, poll_id: str, granted: int) -> bool:
-        """The fold answered ``poll_id``; returns whether it was a poll of this worker. A poll
-        granted in full may leave more behind: its partition stays flagged."""
+    def answered(self, poll_id: str, granted: int) -> Poll | None:
+        """The fold answered ``poll_id``; returns the poll if it was one of this worker's (its
+        ``sent_at`` dates the claim). A poll granted in full may leave more behind: its
+        partition stays flagged."""
         with self._lock:
             poll = self._out.pop(poll_id, None)
             if poll is not None and granted >= poll.slots:
                 self._flagged.add(poll.partition)
-            return poll is not None
+            return poll
 
     def expire(self, now: float, timeout_s: float) -> list[Poll]:
         """Forget polls unanswered for ``timeout_s`` (a failover); flag their partitions."""

@@ -66,6 +66,11 @@ class WorkerSettings(KafkaSettings):
             loopback, link-local, private, reserved, multicast or not globally routable
             (``127.0.0.1/32,10.0.0.0/8,hooks.internal``). Env ``CRONLOG_HTTP_ALLOW``.
             Default: none. docs/security.md, "What a task can reach".
+        metrics_port: TCP port of the Prometheus metrics (``/metrics``); env
+            ``CRONLOG_METRICS_PORT``. Default 9465; 0 picks an ephemeral port (logged
+            ``action=metrics_serving url=...``), -1 serves none.
+        metrics_host: interface the metrics are served on; env ``CRONLOG_METRICS_HOST``.
+            Default ``127.0.0.1`` (this machine only; ``0.0.0.0`` for a remote Prometheus).
 
     Raises:
         pydantic.ValidationError: a bad task policy setting, naming it (an unknown
@@ -90,6 +95,8 @@ class WorkerSettings(KafkaSettings):
     task_user: str = ""
     python_modules: str = DEFAULT_PYTHON_MODULES
     http_allow: str = ""
+    metrics_port: int = Field(default=9465, ge=-1, le=65535)
+    metrics_host: str = "127.0.0.1"
 
     @field_validator("task_env_pass")
     @classmethod

@@ -25,7 +25,7 @@ from cronlog.errors import CronlogError
 from cronlog.ids import poll_idem_key
 from cronlog.leases import lease_digest
 from cronlog.vocabulary import CommandKind, RejectReason
-from services.worker import spans
+from services.worker import metrics, spans
 from services.worker.attempts import Attempts
 from services.worker.heartbeat import Heartbeat
 from services.worker.kinds import PythonPool
@@ -86,6 +86,7 @@ class Worker:
             reach,
             self.lease_token,
         )
+        metrics.configure(settings.slots, lambda: len(self.attempts))
 
     def stop(self) -> None:
         """Ask the worker to stop pulling and drain (thread-safe)."""
@@ -166,14 +167,21 @@ class Worker:
                     self.attempts.start(job_id, event)
             case ev.PollAnswered(poll_id=poll_id, granted=granted):
                 with self._lock:  # a completion's poll frees the slot it reserved
-                    self._reserved.pop(poll_id, None)
-                self.polls.answered(poll_id, granted)
+                    sent_at = self._reserved.pop(poll_id, None)
+                poll = self.polls.answered(poll_id, granted)
+                if poll is not None:
+                    sent_at = poll.sent_at
+                if sent_at is not None and granted:
+                    metrics.claimed(time.monotonic() - sent_at, granted)
                 self._slot_freed.set()
+            case ev.LeaseRenewed(worker_id=holder) if holder == self.settings.worker_id:
+                metrics.renewal("ok")
             case ev.CommandRejected(command=CommandKind.RENEW_LEASE, run_id=run_id, task=task):
                 # this worker's own renewal is never refused not_holder (its id and secret
                 # are the grant's): such a refusal answers someone else's forged renewal
                 if run_id and task and event.reason is not RejectReason.NOT_HOLDER:
-                    self.attempts.revoke(run_id, task, event.epoch)
+                    metrics.renewal("refused")
+                    self.attempts.revoke(run_id, task, event.epoch, event.reason)
             case _:
                 return
 

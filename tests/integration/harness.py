@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -64,6 +65,22 @@ class Proc:
             except subprocess.TimeoutExpired:
                 self.kill9()
 
+    def metrics_url(self, timeout: float = 30.0) -> str:
+        """Return the URL of the process's Prometheus metrics, from its last
+        ``action=metrics_serving`` log line (the cluster serves them on an ephemeral port).
+
+        Raises:
+            TimeoutError: no such line within ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+            urls = re.findall(r"action=metrics_serving url=(\S+)", text)
+            if urls:
+                return urls[-1]
+            time.sleep(0.1)
+        raise TimeoutError(f"{self.name}: no action=metrics_serving line\n{self.log_tail()}")
+
     def log_tail(self, n: int = 60) -> str:
         """Return the last ``n`` lines of the process log."""
         if not self.log_path.exists():
@@ -113,6 +130,7 @@ class Cluster:
                 "CRONLOG_TOPIC_PREFIX": self.settings.topic_prefix,
                 "CRONLOG_PARTITIONS": str(self.settings.partitions),
                 "PYTHONUNBUFFERED": "1",
+                "CRONLOG_METRICS_PORT": "0",  # ephemeral: Proc.metrics_url() finds it
             }
         )
         env.update(client_env(self.settings))
