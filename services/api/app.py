@@ -19,7 +19,16 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from services.api import backfill_api, logs, metrics, operate, tenants, workers, writes
+from services.api import (
+    backfill_api,
+    logs,
+    metrics,
+    metrics_live,
+    operate,
+    tenants,
+    workers,
+    writes,
+)
 from services.api.answers import (
     JobList,
     JobOut,
@@ -241,6 +250,11 @@ def create_app(
         if own_workers:
             app.state.workers = workers.WorkerDirectory(settings)
             app.state.workers.start()
+        collector = metrics_live.attach(
+            app.state.read_model.store,
+            max_jobs=settings.metrics_max_jobs,
+            stalled_s=settings.api_stalled_dag_s,
+        )
         if app.state.sender is None:
             app.state.sender = CommandSender(
                 Producer(settings.producer_config()), Topics.of(settings).commands
@@ -248,6 +262,7 @@ def create_app(
         try:
             yield
         finally:
+            metrics_live.detach(collector)
             app.state.sender.close()
             if own_model:
                 app.state.read_model.stop()

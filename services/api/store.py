@@ -23,8 +23,10 @@ from typing import Any
 from rocksdict import Options, Rdict, WriteBatch
 
 # v2: run documents carry task_instances; v3: queued runs (RunQueued) have documents, events
-# are deduped by event_id (eid:), a refused re-use of an idem_key is kept (ev:...\x00<event_id>)
-FORMAT = b"cronlog-api-read-model/v3"
+# are deduped by event_id (eid:), a refused re-use of an idem_key is kept (ev:...\x00<event_id>);
+# v4: the live-run index (live:), recent run durations (dur:) and critical jobs (crit:) that
+# GET /metrics reads (services/api/live_runs.py)
+FORMAT = b"cronlog-api-read-model/v4"
 """Version of what the keys and documents mean; bump it to rebuild from offset 0."""
 
 
@@ -67,13 +69,16 @@ class Store:
                 return
             yield key, value
 
-    def write(self, puts: dict[bytes, bytes]) -> None:
-        """Write ``puts`` atomically (one RocksDB write batch)."""
+    def write(self, puts: dict[bytes, bytes | None]) -> None:
+        """Write ``puts`` atomically (one RocksDB write batch); a None value deletes its key."""
         if not puts:
             return
         batch = WriteBatch(raw_mode=True)
         for key, value in puts.items():
-            batch.put(key, value)
+            if value is None:
+                batch.delete(key)
+            else:
+                batch.put(key, value)
         self._db.write(batch)
 
     def close(self) -> None:
@@ -86,7 +91,8 @@ class Batch:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.puts: dict[bytes, bytes] = {}
+        self.puts: dict[bytes, bytes | None] = {}
+        """Pending writes; None is a pending delete."""
 
     def get(self, key: bytes) -> bytes | None:
         """Return the pending value at ``key``, else the stored one, else None."""
@@ -100,6 +106,10 @@ class Batch:
     def put(self, key: bytes, value: bytes) -> None:
         """Buffer ``value`` at ``key``."""
         self.puts[key] = value
+
+    def delete(self, key: bytes) -> None:
+        """Buffer the deletion of ``key`` (reads of this batch see it gone)."""
+        self.puts[key] = None
 
     def put_json(self, key: bytes, doc: dict[str, Any]) -> None:
         """Buffer the JSON document ``doc`` at ``key``."""
