@@ -79,14 +79,17 @@ def track_run(batch: Batch, record: ev.RunEvent, run_key: bytes) -> None:
     Idempotency: called once per applied event (the projection skips re-deliveries).
     """
     event = record.event
-    run = batch.get_json(run_key)
+    run = batch.peek_json(run_key)  # the projection just put it: no second parse
     if run is None:
         return
     at_ms = to_ms(record.at)
     key = live_key(run["run_id"])
-    live = batch.get_json(key) or {"started": None, "progress": at_ms, "ready": {}}
-    _task_event(live, event, at_ms)
     _observe_lag(batch, run_key, run, event)
+    live = batch.peek_json(key)
+    if live is None and run["state"] in ENDED:
+        return  # an event after the run ended (terminal states absorb): nothing is live
+    live = live or {"started": None, "progress": at_ms, "ready": {}}
+    _task_event(live, event, at_ms)
     if run["state"] in ENDED:
         if run["state"] == "succeeded" and live["started"] is not None:
             _add_duration(batch, record.job_id, (at_ms - live["started"]) / 1000)
@@ -102,7 +105,7 @@ def track_run(batch: Batch, record: ev.RunEvent, run_key: bytes) -> None:
         claimed=sum(t["state"] == "running" for t in instances),
         unfinished=sum(t["state"] not in TERMINAL_TASK_STATES for t in instances),
     )
-    batch.put(key, json.dumps(live, separators=(",", ":")).encode())
+    batch.put_json(key, live)
 
 
 def _task_event(live: dict[str, Any], event: ev.Event, at_ms: int) -> None:

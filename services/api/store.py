@@ -93,6 +93,7 @@ class Batch:
         self.store = store
         self.puts: dict[bytes, bytes | None] = {}
         """Pending writes; None is a pending delete."""
+        self._docs: dict[bytes, dict[str, Any]] = {}
 
     def get(self, key: bytes) -> bytes | None:
         """Return the pending value at ``key``, else the stored one, else None."""
@@ -106,16 +107,27 @@ class Batch:
     def put(self, key: bytes, value: bytes) -> None:
         """Buffer ``value`` at ``key``."""
         self.puts[key] = value
+        self._docs.pop(key, None)
+
+    def peek_json(self, key: bytes) -> dict[str, Any] | None:
+        """Return the JSON document at ``key`` for reading, without parsing it again when this
+        batch put it: then it is the very object given to ``put_json`` (do not mutate it
+        without putting it again)."""
+        doc = self._docs.get(key)
+        return doc if doc is not None else self.get_json(key)
 
     def delete(self, key: bytes) -> None:
         """Buffer the deletion of ``key`` (reads of this batch see it gone)."""
         self.puts[key] = None
+        self._docs.pop(key, None)
 
     def put_json(self, key: bytes, doc: dict[str, Any]) -> None:
         """Buffer the JSON document ``doc`` at ``key``."""
         self.puts[key] = json.dumps(doc, separators=(",", ":")).encode()
+        self._docs[key] = doc
 
     def commit(self) -> None:
         """Write every buffered put in one atomic RocksDB batch, then forget them."""
         self.store.write(self.puts)
         self.puts = {}
+        self._docs = {}

@@ -27,6 +27,7 @@ from cronlog.time import to_ms
 from cronlog.validation import validate_tags
 from cronlog.vocabulary import CancelReason, FailureKind, QueueReason, RunTrigger, SkipReason
 from services.api import metrics, metrics_live
+from services.api.live_runs import durations, live_runs
 from services.api.metrics import OTHER, JobLabels
 from services.api.metrics_live import LiveCollector, p99
 from services.api.projection import apply
@@ -404,3 +405,22 @@ def test_bad_tags_are_refused_naming_the_field(tags: tuple[str, ...], field: str
 
 def test_good_tags_pass() -> None:
     validate_tags(("critical", "team.payments", "a" * 63, *(f"t{i}" for i in range(13))))
+
+
+def test_the_live_index_forgets_ended_runs_and_ignores_late_events(store: Store) -> None:
+    feed = Feeder(store, "late")
+    feed.register()
+    finished_run(feed, "r1", T0, 4.0)
+    feed(claimed("r1"), at=T0 + timedelta(seconds=9))  # a late claim of the ended run
+    feed(
+        ev.LeaseRenewed(
+            run_id="r1",
+            task="main",
+            attempt=1,
+            epoch=1,
+            worker_id="w1",
+            lease_expires_at=T0 + timedelta(minutes=2),
+        )
+    )
+    assert list(live_runs(store)) == []
+    assert durations(store, "late") == [4.0]
