@@ -241,6 +241,13 @@ def create_app(
             app.state.read_model = ReadModel(
                 settings, settings.state_path(), fault=settings.api_test_fault
             )
+        # before the read model counts anything: the job label cap holds from the first event
+        collector = metrics_live.attach(
+            app.state.read_model.store,
+            max_jobs=settings.metrics_max_jobs,
+            stalled_s=settings.api_stalled_dag_s,
+        )
+        if own_model:
             app.state.read_model.start()
         own_logs = app.state.log_model is None
         if own_logs:
@@ -250,11 +257,6 @@ def create_app(
         if own_workers:
             app.state.workers = workers.WorkerDirectory(settings)
             app.state.workers.start()
-        collector = metrics_live.attach(
-            app.state.read_model.store,
-            max_jobs=settings.metrics_max_jobs,
-            stalled_s=settings.api_stalled_dag_s,
-        )
         if app.state.sender is None:
             app.state.sender = CommandSender(
                 Producer(settings.producer_config()), Topics.of(settings).commands
