@@ -8,13 +8,14 @@ their value before it fed anything.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -36,6 +37,10 @@ from services.api.store import Batch, Store
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 SPEC = JobSpec("m", Schedule(ScheduleKind.CRON, "*/10 * * * * *"), ("true",))
 Labels = tuple[tuple[str, str], ...]
+COMMANDS = itertools.count()
+"""Numbers the commands fed: every command has an idem_key (so event_ids) of its own."""
+EXAMPLES = itertools.count()
+"""Numbers the hypothesis examples: each uses job ids of its own in the process's registry."""
 
 
 class Clock:
@@ -89,11 +94,17 @@ class Feeder:
     """Feeds run-events of one job to the projection, each with its own idem_key."""
 
     def __init__(self, store: Store, job_id: str) -> None:
-        self.store, self.job_id, self.n = store, job_id, 0
+        self.store, self.job_id, self.key = store, job_id, ""
 
     def __call__(self, *events: ev.Event, at: datetime = T0) -> list[bool]:
-        self.n += 1
-        key = f"{self.job_id}-cmd-{self.n}"
+        self.key = key = f"{self.job_id}-cmd-{next(COMMANDS)}"
+        return self.deliver(key, *events, at=at)
+
+    def again(self, *events: ev.Event, at: datetime = T0) -> list[bool]:
+        """Re-deliver the last command's events (same idem_key, so same event_ids)."""
+        return self.deliver(self.key, *events, at=at)
+
+    def deliver(self, key: str, *events: ev.Event, at: datetime) -> list[bool]:
         records = [
             ev.RunEvent(
                 event_id=event_id(key, self.job_id, i),
@@ -174,8 +185,8 @@ def test_missed_ticks_count_catch_up_runs_once_and_catch_up_skips_by_reason(
     tick = T0 - timedelta(minutes=5)
     feed(scheduled("r1", RunTrigger.CATCHUP, tick))
     again = feed(scheduled("r2", RunTrigger.CATCHUP, tick + timedelta(seconds=10)))
-    feed.n -= 1  # the same command re-delivered: its events are skipped
-    assert feed(scheduled("r2", RunTrigger.CATCHUP, tick + timedelta(seconds=10))) == [False]
+    # the same command re-delivered: its events are skipped
+    assert feed.again(scheduled("r2", RunTrigger.CATCHUP, tick + timedelta(seconds=10))) == [False]
     queued = ev.RunQueued(
         run_id="r3",
         scheduled_for=tick + timedelta(seconds=20),
@@ -247,8 +258,7 @@ def test_lease_expiries_and_dead_letters_are_counted_once(
     feed(claimed("r1"))
     expiry = ev.LeaseExpired(run_id="r1", task="main", attempt=1, epoch=1, worker_id="w1")
     assert feed(expiry) == [True]
-    feed.n -= 1
-    assert feed(expiry) == [False]
+    assert feed.again(expiry) == [False]
     feed(dead_lettered("r1"))
     assert value("cronlog_lease_expired_total") == expired_before + 1
     assert value("cronlog_dead_letters_total", job="reclaims") == 1
@@ -424,3 +434,33 @@ def test_the_live_index_forgets_ended_runs_and_ignores_late_events(store: Store)
     )
     assert list(live_runs(store)) == []
     assert durations(store, "late") == [4.0]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    cap=st.integers(min_value=0, max_value=5),
+    jobs=st.lists(st.integers(0, 12), min_size=1, max_size=40),
+    critical=st.sets(st.integers(0, 12), max_size=3),
+)
+def test_dead_letter_series_never_have_more_job_labels_than_the_cap_plus_other(
+    tmp_path_factory: pytest.TempPathFactory, cap: int, jobs: list[int], critical: set[int]
+) -> None:
+    prefix = f"prop{next(EXAMPLES)}-"
+    store = Store(tmp_path_factory.mktemp("rm") / "rm")
+    collector = metrics_live.attach(store, max_jobs=cap, stalled_s=600)
+    try:
+        other_before = value("cronlog_dead_letters_total", job=OTHER)
+        for n in sorted(set(jobs) | critical):
+            Feeder(store, f"{prefix}{n}").register(*(["critical"] if n in critical else []))
+        for i, n in enumerate(jobs):
+            Feeder(store, f"{prefix}{n}")(dead_lettered(f"{prefix}{n}-r{i}"))
+        dead = scrape()["cronlog_dead_letters_total"]
+        mine = {k[0][1]: v for k, v in dead.items() if k[0][1].startswith(prefix)}
+        crit = {f"{prefix}{n}" for n in critical}
+        assert len(set(mine) - crit) <= cap
+        assert crit & {f"{prefix}{n}" for n in jobs} <= set(mine)
+        folded = dead.get((("job", OTHER),), 0.0) - other_before
+        assert sum(mine.values()) + folded == len(jobs)
+    finally:
+        metrics_live.detach(collector)
+        store.close()
