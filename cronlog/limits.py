@@ -81,6 +81,10 @@ MAX_LABEL_CHARS = 64
 MAX_LEASE_TOKEN_CHARS = 128
 """A worker's lease secret (``cronlog.leases.lease_digest``)."""
 MAX_TENANT_CHARS = 63
+MAX_TAGS = 16
+"""A job's tags (``JobSpec.tags``; each at most ``MAX_TAG_CHARS``)."""
+MAX_TAG_CHARS = 63
+"""A job tag, characters (``cronlog.validation.TAG_PATTERN``)."""
 """A tenant name (``cronlog.tenants.TENANT_PATTERN``); the fold refuses a malformed one."""
 """A string-coded enum value the core checks itself (TaskSnapshot.state, RerunTask.trigger)."""
 MAX_CLAIM_NEXT = 256
@@ -254,6 +258,7 @@ COMMAND_LIMITS: Mapping[str, Limit] = MappingProxyType(
             tenant=_token(MAX_TENANT_CHARS),
             priority=Limit(low=-9, high=9),
             breaker_failures=Limit(low=0, high=100),
+            tags=Limit(items=MAX_TAGS, chars=MAX_TAG_CHARS),
             **_RUNNABLE,
         ),
         **_fields(

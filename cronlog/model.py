@@ -400,6 +400,9 @@ class JobSpec:
         breaker_window: see ``breaker_failures``. Default 10 minutes.
         breaker_cooldown: an open circuit half-opens (one probe run) this long after it
             opened. Default 5 minutes.
+        tags: short labels for people and alerts (``critical`` marks a job whose missed
+            tick pages: docs/metrics.md); each ``TAG_PATTERN`` of ``cronlog.validation``, at
+            most 16, no duplicates, order kept. Default none.
     """
 
     name: str
@@ -429,6 +432,7 @@ class JobSpec:
     breaker_failures: int = 0
     breaker_window: timedelta = timedelta(minutes=10)
     breaker_cooldown: timedelta = timedelta(minutes=5)
+    tags: tuple[str, ...] = ()
 
     def action(self) -> TaskAction:
         """Return what a worker runs for a one-task job (travels in TaskClaimed)."""

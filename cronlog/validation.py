@@ -17,6 +17,8 @@ from cronlog.limits import (
     MAX_HTTP_HEADERS,
     MAX_NAME_CHARS,
     MAX_SUCCESS_CODES,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
 )
 from cronlog.limits import MAX_COMMAND_BYTES as MAX_COMMAND_BYTES  # re-exported: its old home
 from cronlog.limits import MAX_TASK_NAME as MAX_TASK_NAME  # re-exported
@@ -44,6 +46,9 @@ _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 """An RFC 9110 section 5.1 field name (token)."""
 _TASK_NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_TASK_NAME - 1}}}")
 """A DAG task's name: like a job_id (URL-path and environment safe)."""
+TAG_PATTERN = rf"^[a-z0-9][a-z0-9_.-]{{0,{MAX_TAG_CHARS - 1}}}$"
+"""A job tag: lowercase letters, digits, ``_ . -``, starting with a letter or digit."""
+_TAG = re.compile(TAG_PATTERN)
 _KIND_FIELD = {TaskKind.SHELL: "shell", TaskKind.PYTHON: "callable", TaskKind.HTTP: "http"}
 
 
@@ -78,6 +83,21 @@ def validate_breaker(spec: JobSpec) -> None:
     ):
         if not timedelta(seconds=1) <= value <= timedelta(days=7):
             raise InvalidDefinition(field, "must be 1 s .. 7 days")
+
+
+def validate_tags(tags: tuple[str, ...]) -> None:
+    """Check a job's tags: each ``TAG_PATTERN``, at most ``MAX_TAGS``, no duplicates.
+
+    Raises:
+        InvalidDefinition: ``tags`` (too many), ``tags[i]`` (malformed or a duplicate).
+    """
+    if len(tags) > MAX_TAGS:
+        raise InvalidDefinition("tags", f"{len(tags)} tags; at most {MAX_TAGS}")
+    for i, tag in enumerate(tags):
+        if _TAG.fullmatch(tag) is None:
+            raise InvalidDefinition(f"tags[{i}]", f"{tag!r} does not match {TAG_PATTERN}")
+        if tag in tags[:i]:
+            raise InvalidDefinition(f"tags[{i}]", f"{tag!r} is listed twice")
 
 
 def validate_spec(spec: JobSpec, *, job_id: str | None = None) -> None:
@@ -120,6 +140,7 @@ def validate_spec(spec: JobSpec, *, job_id: str | None = None) -> None:
         raise InvalidDefinition("max_lease_expiries", f"must be 0..{MAX_LEASE_EXPIRIES_LIMIT}")
     validate_priority(spec)
     validate_breaker(spec)
+    validate_tags(spec.tags)
     if not timedelta(0) <= spec.jitter <= MAX_JITTER:
         raise InvalidDefinition("jitter_s", f"must be 0..{MAX_JITTER.total_seconds():g} s")
     if spec.max_active_runs * len(spec.tasks) > MAX_ACTIVE_TASK_INSTANCES:

@@ -157,6 +157,8 @@ class JobOut(BaseModel):
     breaker_failures: int = 0
     breaker_window_s: Number = 600
     breaker_cooldown_s: Number = 300
+    tags: list[str] = []
+    """Its tags (``schemas.JobDefinition``); ``critical`` pages on a missed tick."""
     suspended: Suspended | None = None
     """The open circuit (``cronlog.breaker``), or null while it is closed."""
     slots: TenantSlots | None = None

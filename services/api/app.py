@@ -19,7 +19,16 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from services.api import backfill_api, logs, metrics, operate, tenants, workers, writes
+from services.api import (
+    backfill_api,
+    logs,
+    metrics,
+    metrics_live,
+    operate,
+    tenants,
+    workers,
+    writes,
+)
 from services.api.answers import (
     JobList,
     JobOut,
@@ -232,6 +241,13 @@ def create_app(
             app.state.read_model = ReadModel(
                 settings, settings.state_path(), fault=settings.api_test_fault
             )
+        # before the read model counts anything: the job label cap holds from the first event
+        collector = metrics_live.attach(
+            app.state.read_model.store,
+            max_jobs=settings.metrics_max_jobs,
+            stalled_s=settings.api_stalled_dag_s,
+        )
+        if own_model:
             app.state.read_model.start()
         own_logs = app.state.log_model is None
         if own_logs:
@@ -248,6 +264,7 @@ def create_app(
         try:
             yield
         finally:
+            metrics_live.detach(collector)
             app.state.sender.close()
             if own_model:
                 app.state.read_model.stop()

@@ -97,6 +97,7 @@ def to_spec(body: JobDefinition) -> JobSpec:
         breaker_failures=body.breaker_failures,
         breaker_window=timedelta(seconds=body.breaker_window_s),
         breaker_cooldown=timedelta(seconds=body.breaker_cooldown_s),
+        tags=tuple(body.tags),
     )
 
 
@@ -275,6 +276,7 @@ def spec_to_json(spec: JobSpec) -> dict[str, Any]:
         "breaker_failures": spec.breaker_failures,
         "breaker_window_s": _secs(spec.breaker_window),
         "breaker_cooldown_s": _secs(spec.breaker_cooldown),
+        "tags": list(spec.tags),
     }
 
 

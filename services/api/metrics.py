@@ -2,19 +2,29 @@
 
 Counted as the read model applies run-events (each event once: the projection dedupes by
 event_id), so they count what this process has seen since it started, like any Prometheus
-counter; a rebuilt read model counts the history it re-reads.
+counter; a rebuilt read model counts the history it re-reads. The gauges computed at scrape
+time (overruns, waiting and stalled runs, critical jobs) live in ``metrics_live.py``; every
+series is listed in docs/metrics.md, "API metrics".
 
 - ``cronlog_ticks_skipped_total{reason}``: ticks not fired (``TickSkipped``), by reason;
   ``queue_full`` is the one overload causes (issue 13: delay, never drop; past a job's
   ``max_queued_runs`` the tick is skipped and counted here).
+- ``cronlog_ticks_missed_total{job,reason}``: ticks not fired within their ``misfire_grace``:
+  ``caught_up`` (fired late, trigger ``catchup``), ``catchup_policy``, ``catchup_window``.
 - ``cronlog_runs_queued_total{reason}``: runs that waited: for a slot under
   ``max_active_runs``, or behind an open circuit (``suspended``).
 - ``cronlog_jobs_suspended``: jobs whose circuit is open now (``cronlog.breaker``); alert on
   it being above 0. ``cronlog_circuits_opened_total{reason}``: circuits opened.
+- ``cronlog_lease_expired_total``, ``cronlog_dead_letters_total{job}``: lease reclaims and
+  dead-lettered task instances.
+- ``cronlog_trigger_lag_seconds{trigger}``, ``cronlog_claim_latency_seconds``: histograms
+  (observed by ``live_runs``).
 - ``cronlog_run_events_total{type}``: run-events applied, by type.
 """
 
 from __future__ import annotations
+
+import threading
 
 from fastapi import APIRouter, Response
 from prometheus_client import (
@@ -22,14 +32,79 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
+    Histogram,
     generate_latest,
 )
 
 from cronlog import events as ev
+from cronlog.vocabulary import RunTrigger, SkipReason
+
+OTHER = "other"
+"""The ``job`` label value shared by the jobs past the cap (``JobLabels``)."""
+CRITICAL_TAG = "critical"
+"""The tag of a job whose missed tick pages (``cronlog_job_critical``)."""
+MISSED_REASONS = frozenset({SkipReason.CATCHUP_POLICY, SkipReason.CATCHUP_WINDOW})
+"""The TickSkipped reasons that are missed ticks (older than the schedule's misfire grace)."""
+
+
+class JobLabels:
+    """The ``job`` label values of one process: at most ``max_jobs`` jobs get their own.
+
+    The first ``max_jobs`` distinct jobs seen keep their job_id as label value for the life of
+    the process; later ones share ``"other"``. A job tagged ``critical`` always keeps its own
+    (alerts join on it) and does not use up the cap. One allocation is shared by every metric,
+    so a job is ``other`` in all of them or in none, and each metric has at most ``max_jobs``
+    + 1 non-critical values. Memory: at most ``max_jobs`` ids plus the critical ones.
+    Thread-safe (the read model's thread counts, the scrape thread reads).
+    """
+
+    def __init__(self, max_jobs: int = 200) -> None:
+        """Start empty with room for ``max_jobs`` (>= 0) jobs of their own."""
+        self.max_jobs = max_jobs
+        self._own: set[str] = set()
+        self._critical: set[str] = set()
+        self._lock = threading.Lock()
+
+    def label(self, job_id: str) -> str:
+        """Return the ``job`` label value of ``job_id`` (allocating one while there is room)."""
+        with self._lock:
+            if job_id in self._critical or job_id in self._own:
+                return job_id
+            if len(self._own) < self.max_jobs:
+                self._own.add(job_id)
+                return job_id
+            return OTHER
+
+    def set_critical(self, job_id: str, critical: bool) -> None:
+        """Mark ``job_id`` critical (its own label whatever the cap) or not any more."""
+        with self._lock:
+            (self._critical.add if critical else self._critical.discard)(job_id)
+
+    def is_critical(self, job_id: str) -> bool:
+        """True if ``job_id`` is tagged critical (as last registered or redefined)."""
+        with self._lock:
+            return job_id in self._critical
+
+    def reset(self, max_jobs: int, critical: set[str]) -> None:
+        """Forget every allocation; allow ``max_jobs``; ``critical`` are the critical jobs."""
+        with self._lock:
+            self.max_jobs = max_jobs
+            self._own = set()
+            self._critical = set(critical)
+
 
 REGISTRY = CollectorRegistry()
+LABELS = JobLabels()
+"""The process's job label allocation (``configure`` sets its cap from ApiSettings)."""
 TICKS_SKIPPED = Counter(
     "cronlog_ticks_skipped", "Ticks not fired, by reason", ["reason"], registry=REGISTRY
+)
+TICKS_MISSED = Counter(
+    "cronlog_ticks_missed",
+    "Ticks not fired within their misfire grace: caught_up (fired late), catchup_policy, "
+    "catchup_window",
+    ["job", "reason"],
+    registry=REGISTRY,
 )
 RUNS_QUEUED = Counter(
     "cronlog_runs_queued", "Runs queued, by reason", ["reason"], registry=REGISTRY
@@ -44,8 +119,38 @@ _suspended: set[str] = set()
 RUN_EVENTS = Counter(
     "cronlog_run_events", "Run-events applied, by type", ["type"], registry=REGISTRY
 )
+LEASE_EXPIRED = Counter(
+    "cronlog_lease_expired",
+    "Leases that lapsed and were reclaimed (LeaseExpired)",
+    [],
+    registry=REGISTRY,
+)
+DEAD_LETTERS = Counter(
+    "cronlog_dead_letters",
+    "Task instances dead-lettered (TaskDeadLettered)",
+    ["job"],
+    registry=REGISTRY,
+)
+TRIGGER_LAG = Histogram(
+    "cronlog_trigger_lag_seconds",
+    "A run's tick (scheduled_for) to its first task started, seconds",
+    ["trigger"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600),
+    registry=REGISTRY,
+)
+CLAIM_LATENCY = Histogram(
+    "cronlog_claim_latency_seconds",
+    "TaskReady (or TaskReleased) to TaskClaimed of a task instance, event timestamps, seconds",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+    registry=REGISTRY,
+)
 
 router = APIRouter()
+
+
+def configure(max_jobs: int, critical: set[str]) -> None:
+    """Set the job label cap (``CRONLOG_METRICS_MAX_JOBS``) and the critical jobs known."""
+    LABELS.reset(max_jobs, critical)
 
 
 def count(event: ev.Event, job_id: str = "") -> None:
@@ -53,8 +158,16 @@ def count(event: ev.Event, job_id: str = "") -> None:
     RUN_EVENTS.labels(type(event).__name__).inc()
     if isinstance(event, ev.TickSkipped):
         TICKS_SKIPPED.labels(event.reason.value).inc()
+        if event.reason in MISSED_REASONS:
+            TICKS_MISSED.labels(LABELS.label(job_id), event.reason.value).inc()
     elif isinstance(event, ev.RunQueued):
         RUNS_QUEUED.labels(event.reason.value).inc()
+    elif isinstance(event, ev.LeaseExpired):
+        LEASE_EXPIRED.inc()
+    elif isinstance(event, ev.TaskDeadLettered):
+        DEAD_LETTERS.labels(LABELS.label(job_id)).inc()
+    elif isinstance(event, ev.JobRegistered | ev.JobRedefined):
+        LABELS.set_critical(job_id, CRITICAL_TAG in event.spec.tags)
     elif isinstance(event, ev.JobSuspended):
         SUSPENSIONS.labels(event.reason.value).inc()
         _suspended.add(job_id)
@@ -62,6 +175,19 @@ def count(event: ev.Event, job_id: str = "") -> None:
     elif isinstance(event, ev.JobUnsuspended | ev.JobDeleted):
         _suspended.discard(job_id)
         SUSPENDED_NOW.set(len(_suspended))
+    if isinstance(event, ev.JobDeleted):
+        LABELS.set_critical(job_id, False)
+
+
+def run_created(job_id: str, trigger: RunTrigger) -> None:
+    """Count a run that appeared for the first time (its RunScheduled, -Buffered or -Queued).
+
+    A run of trigger ``catchup`` is a tick that was missed and fired late (``caught_up``);
+    counted when the run appears, so a queued catch-up run is counted once, not again when it
+    starts.
+    """
+    if trigger is RunTrigger.CATCHUP:
+        TICKS_MISSED.labels(LABELS.label(job_id), "caught_up").inc()
 
 
 @router.get("/metrics", include_in_schema=False)

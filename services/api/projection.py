@@ -21,7 +21,7 @@ from typing import Any
 from cronlog import events as ev
 from cronlog.time import iso, to_ms
 from cronlog.vocabulary import RejectReason, RunTrigger
-from services.api import dead_letters, metrics, run_doc, skips, task_instances
+from services.api import dead_letters, live_runs, metrics, run_doc, skips, task_instances
 from services.api.mapping import spec_to_json
 from services.api.store import Batch
 from services.api.stored import dump_run_event
@@ -130,6 +130,9 @@ def apply(batch: Batch, record: ev.RunEvent) -> bool:
         _run_event(batch, record, event)
     elif not isinstance(event, ev.CommandRejected):
         _job_event(batch, record, event)
+        live_runs.track_job(batch, record.job_id, event)
+    if isinstance(event, LiveChange):
+        live_runs.track_run(batch, record, run_key(event.run_id))
     return True
 
 
@@ -230,6 +233,7 @@ def _run_scheduled(
         )
         batch.put_json(key, existing)
     if existing is None:
+        metrics.run_created(record.job_id, event.trigger)
         batch.put_json(key, run_doc.new(record, event, job))
         batch.put(tick_runs_prefix(record.job_id, event.scheduled_for) + event.run_id.encode(), b"")
         if job is not None:
@@ -314,6 +318,10 @@ RunChange = (
     | ev.LeaseExpired
 )
 """The events that change a run document after its RunScheduled."""
+LiveChange = (
+    ev.RunScheduled | ev.RunBuffered | ev.RunQueued | ev.RunCancelled | ev.RunReopened | RunChange
+)
+"""The events that change a run's entry in the live-run index (``live_runs``)."""
 
 
 def _run_event(batch: Batch, record: ev.RunEvent, event: RunChange) -> None:

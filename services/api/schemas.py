@@ -13,10 +13,10 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
 from cronlog.breaker import MAX_BREAKER_FAILURES
-from cronlog.limits import EARLIEST, LATEST, MAX_DURATION, MAX_JOB_ID_CHARS
+from cronlog.limits import EARLIEST, LATEST, MAX_DURATION, MAX_JOB_ID_CHARS, MAX_TAGS
 from cronlog.priority import MAX_PRIORITY, MAX_PRIORITY_AGING, MIN_PRIORITY
 from cronlog.tenants import TENANT_PATTERN
-from cronlog.validation import MAX_LEASE_EXPIRIES_LIMIT, MAX_QUEUED_RUNS_LIMIT
+from cronlog.validation import MAX_LEASE_EXPIRIES_LIMIT, MAX_QUEUED_RUNS_LIMIT, TAG_PATTERN
 
 JOB_ID_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_JOB_ID_CHARS - 1}}}$"
 Priority = Annotated[int, Field(ge=MIN_PRIORITY, le=MAX_PRIORITY, strict=True)]
@@ -36,6 +36,21 @@ number lives in ``cronlog/limits.py``, with the decoder's limits of every comman
 Seconds = Annotated[float, Field(allow_inf_nan=False, ge=0, le=MAX_DURATION_S)]
 """A duration in seconds: finite, ``0..MAX_DURATION_S`` (the core asks more of some fields:
 ``timeout_s`` > 0, ``lease_ttl_s`` and ``interval_s`` at least 1, ...)."""
+
+
+def _unique_tags(tags: list[str]) -> list[str]:
+    for i, tag in enumerate(tags):
+        if tag in tags[:i]:
+            raise ValueError(f"tag {tag!r} is listed twice (at {i})")
+    return tags
+
+
+Tags = Annotated[
+    list[Annotated[str, Field(pattern=TAG_PATTERN)]],
+    Field(max_length=MAX_TAGS),
+    AfterValidator(_unique_tags),
+]
+"""A job's tags: at most 16, each ``TAG_PATTERN`` (``critical`` pages on a missed tick)."""
 
 
 def _instant_in_range(value: datetime) -> datetime:
@@ -294,6 +309,8 @@ class JobDefinition(_Strict):
             (0..100; 0, the default, is off). docs/schedules.md, "Circuit breaking".
         breaker_window_s: default 600. breaker_cooldown_s: an open circuit half-opens (one
             probe run) this many seconds after it opened; default 300. Both 1 .. 604800.
+        tags: short labels (at most 16, each ``^[a-z0-9][a-z0-9_.-]{0,62}$``, no duplicates);
+            ``critical`` marks a job whose missed tick pages (docs/metrics.md). Default none.
     """
 
     name: str
@@ -321,6 +338,7 @@ class JobDefinition(_Strict):
     breaker_failures: int = Field(default=0, ge=0, le=MAX_BREAKER_FAILURES)
     breaker_window_s: AgingSeconds = 600.0
     breaker_cooldown_s: AgingSeconds = 300.0
+    tags: Tags = Field(default_factory=list)
 
 
 class JobIn(JobDefinition):
@@ -409,6 +427,7 @@ class JobPatch(_Strict):
     breaker_failures: int | None = Field(default=None, ge=0, le=MAX_BREAKER_FAILURES)
     breaker_window_s: AgingSeconds | None = None
     breaker_cooldown_s: AgingSeconds | None = None
+    tags: Tags | None = None
 
 
 class JobCreated(BaseModel):

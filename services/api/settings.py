@@ -41,6 +41,12 @@ class ApiSettings(KafkaSettings):
         api_jwt_issuer: the ``iss`` a JWT must carry. Default none (any issuer).
         api_tenants_file: tenants' quotas (``services.api.tenants``); env
             ``CRONLOG_API_TENANTS_FILE``. Default none: no quotas.
+        metrics_max_jobs: at most this many distinct ``job`` label values per metric of
+            ``GET /metrics``; later jobs share ``job="other"`` (jobs tagged ``critical``
+            always keep their own); env ``CRONLOG_METRICS_MAX_JOBS``. Default 200.
+        api_stalled_dag_s: an active run with unfinished tasks, none claimed, and no task
+            progress for this many seconds counts in ``cronlog_dags_stalled``; env
+            ``CRONLOG_API_STALLED_DAG_S``. Default 600.
         api_test_fault: tests only: ``fatal`` makes the read model meet a fatal KafkaError,
             ``stall`` makes it hang. Default empty (none).
     """
@@ -57,6 +63,8 @@ class ApiSettings(KafkaSettings):
     api_jwt_audience: str = "cronlog"
     api_jwt_issuer: str | None = None
     api_tenants_file: Path | None = None
+    metrics_max_jobs: int = Field(default=200, ge=0, le=100_000)
+    api_stalled_dag_s: float = Field(default=600.0, gt=0, allow_inf_nan=False)
     api_test_fault: Literal["", "fatal", "stall"] = ""
 
     def authenticator(self) -> Authenticator:

@@ -23,8 +23,10 @@ from typing import Any
 from rocksdict import Options, Rdict, WriteBatch
 
 # v2: run documents carry task_instances; v3: queued runs (RunQueued) have documents, events
-# are deduped by event_id (eid:), a refused re-use of an idem_key is kept (ev:...\x00<event_id>)
-FORMAT = b"cronlog-api-read-model/v3"
+# are deduped by event_id (eid:), a refused re-use of an idem_key is kept (ev:...\x00<event_id>);
+# v4: the live-run index (live:), recent run durations (dur:) and critical jobs (crit:) that
+# GET /metrics reads (services/api/live_runs.py)
+FORMAT = b"cronlog-api-read-model/v4"
 """Version of what the keys and documents mean; bump it to rebuild from offset 0."""
 
 
@@ -67,13 +69,16 @@ class Store:
                 return
             yield key, value
 
-    def write(self, puts: dict[bytes, bytes]) -> None:
-        """Write ``puts`` atomically (one RocksDB write batch)."""
+    def write(self, puts: dict[bytes, bytes | None]) -> None:
+        """Write ``puts`` atomically (one RocksDB write batch); a None value deletes its key."""
         if not puts:
             return
         batch = WriteBatch(raw_mode=True)
         for key, value in puts.items():
-            batch.put(key, value)
+            if value is None:
+                batch.delete(key)
+            else:
+                batch.put(key, value)
         self._db.write(batch)
 
     def close(self) -> None:
@@ -86,7 +91,9 @@ class Batch:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.puts: dict[bytes, bytes] = {}
+        self.puts: dict[bytes, bytes | None] = {}
+        """Pending writes; None is a pending delete."""
+        self._docs: dict[bytes, dict[str, Any]] = {}
 
     def get(self, key: bytes) -> bytes | None:
         """Return the pending value at ``key``, else the stored one, else None."""
@@ -100,12 +107,27 @@ class Batch:
     def put(self, key: bytes, value: bytes) -> None:
         """Buffer ``value`` at ``key``."""
         self.puts[key] = value
+        self._docs.pop(key, None)
+
+    def peek_json(self, key: bytes) -> dict[str, Any] | None:
+        """Return the JSON document at ``key`` for reading, without parsing it again when this
+        batch put it: then it is the very object given to ``put_json`` (do not mutate it
+        without putting it again)."""
+        doc = self._docs.get(key)
+        return doc if doc is not None else self.get_json(key)
+
+    def delete(self, key: bytes) -> None:
+        """Buffer the deletion of ``key`` (reads of this batch see it gone)."""
+        self.puts[key] = None
+        self._docs.pop(key, None)
 
     def put_json(self, key: bytes, doc: dict[str, Any]) -> None:
         """Buffer the JSON document ``doc`` at ``key``."""
         self.puts[key] = json.dumps(doc, separators=(",", ":")).encode()
+        self._docs[key] = doc
 
     def commit(self) -> None:
         """Write every buffered put in one atomic RocksDB batch, then forget them."""
         self.store.write(self.puts)
         self.puts = {}
+        self._docs = {}

@@ -113,6 +113,7 @@ def job_table(job: dict[str, Any]) -> Table:
         ("next run", local_and_utc(job.get("next_run_at"), True)),
         ("created", local_and_utc(job.get("created_at"), True)),
         ("runs", " ".join(f"{k}={v}" for k, v in job["counts"].items())),
+        ("tags", " ".join(job.get("tags") or []) or "-"),
     ]
     for name, value in rows:
         table.add_row(name, value)

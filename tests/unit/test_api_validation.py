@@ -265,3 +265,28 @@ def test_nan_in_the_body_is_a_422_naming_the_field_not_a_500() -> None:
     )
     assert answer.status_code == 422
     assert answer.json()["detail"][0]["loc"] == ["body", "timeout_s"]
+
+
+@pytest.mark.parametrize(
+    ("tags", "loc"),
+    [
+        (["Critical"], ["body", "tags", 0]),
+        (["ok", "has space"], ["body", "tags", 1]),
+        (["ok", "ok"], ["body", "tags"]),
+        ([f"t{i}" for i in range(17)], ["body", "tags"]),
+        ("critical", ["body", "tags"]),
+    ],
+)
+def test_bad_tags_are_422_naming_the_tag(client: TestClient, tags: Any, loc: list[Any]) -> None:
+    r = client.post("/api/v1/jobs", json=body(tags=tags))
+    assert r.status_code == 422
+    assert locs(r) == [loc]
+
+
+def test_tags_round_trip_through_the_core_spec() -> None:
+    job = JobIn.model_validate(body(tags=["critical", "team.payments"]))
+    spec = to_spec(job)
+    assert spec.tags == ("critical", "team.payments")
+    assert spec_to_json(spec)["tags"] == ["critical", "team.payments"]
+    patched = merge_patch(spec_to_json(spec), {"tags": ["etl"]})
+    assert to_spec(JobIn.model_validate({**patched, "job_id": "x"})).tags == ("etl",)

@@ -219,7 +219,7 @@ def _reason(decode: typing.Callable[[bytes], object], data: bytes) -> str:
             encode_heartbeat(HEARTBEAT),
             "record is a cronlog.WorkerHeartbeat, expected a cronlog.Command",
         ),
-        (encode_command(ENV)[:-3], "truncated cronlog.Command body"),
+        (encode_command(ENV)[:-1], "truncated cronlog.Command body"),
         (encode_command(ENV) + b"\x00", "1 trailing bytes after the cronlog.Command body"),
     ],
 )
