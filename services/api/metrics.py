@@ -148,9 +148,22 @@ CLAIM_LATENCY = Histogram(
 router = APIRouter()
 
 
+MISSED_LABELS = ("caught_up", *sorted(r.value for r in MISSED_REASONS))
+
+
 def configure(max_jobs: int, critical: set[str]) -> None:
     """Set the job label cap (``CRONLOG_METRICS_MAX_JOBS``) and the critical jobs known."""
     LABELS.reset(max_jobs, critical)
+    for job_id in critical:
+        _zero_missed(job_id)
+
+
+def _zero_missed(job_id: str) -> None:
+    """Export a critical job's missed-tick series at 0 before its first miss, so that
+    ``increase()`` sees the first one (a series born at 1 has no earlier sample to rise from;
+    ops/prometheus/alerts.yml)."""
+    for reason in MISSED_LABELS:
+        TICKS_MISSED.labels(job_id, reason)
 
 
 def count(event: ev.Event, job_id: str = "") -> None:
@@ -168,6 +181,8 @@ def count(event: ev.Event, job_id: str = "") -> None:
         DEAD_LETTERS.labels(LABELS.label(job_id)).inc()
     elif isinstance(event, ev.JobRegistered | ev.JobRedefined):
         LABELS.set_critical(job_id, CRITICAL_TAG in event.spec.tags)
+        if CRITICAL_TAG in event.spec.tags:
+            _zero_missed(job_id)
     elif isinstance(event, ev.JobSuspended):
         SUSPENSIONS.labels(event.reason.value).inc()
         _suspended.add(job_id)

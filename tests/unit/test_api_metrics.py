@@ -464,3 +464,11 @@ def test_dead_letter_series_never_have_more_job_labels_than_the_cap_plus_other(
     finally:
         metrics_live.detach(collector)
         store.close()
+
+
+def test_a_critical_jobs_missed_series_exist_at_zero_before_its_first_miss() -> None:
+    """So that the paging alert's increase() sees the first missed tick (alerts.yml)."""
+    metrics.configure(200, {"pay"})
+    text = generate_latest(metrics.REGISTRY).decode()
+    for reason in ("caught_up", "catchup_policy", "catchup_window"):
+        assert f'cronlog_ticks_missed_total{{job="pay",reason="{reason}"}} 0.0' in text
