@@ -19,7 +19,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from services.api import backfill_api, logs, metrics, operate, tenants, workers, writes
+from services.api import backfill_api, console, logs, metrics, operate, tenants, workers, writes
 from services.api.answers import (
     JobList,
     JobOut,
@@ -283,4 +283,5 @@ def create_app(
     app.include_router(tenants.router)
     app.include_router(health)
     app.include_router(metrics.router)
+    app.include_router(console.router)
     return app

@@ -41,6 +41,9 @@ class ApiSettings(KafkaSettings):
         api_jwt_issuer: the ``iss`` a JWT must carry. Default none (any issuer).
         api_tenants_file: tenants' quotas (``services.api.tenants``); env
             ``CRONLOG_API_TENANTS_FILE``. Default none: no quotas.
+        api_console_max_streams: how many live-update streams (``/console/stream``, the web
+            console's server-sent events) may be open at once; one more is answered 503.
+            Default 100.
         api_test_fault: tests only: ``fatal`` makes the read model meet a fatal KafkaError,
             ``stall`` makes it hang. Default empty (none).
     """
@@ -57,6 +60,7 @@ class ApiSettings(KafkaSettings):
     api_jwt_audience: str = "cronlog"
     api_jwt_issuer: str | None = None
     api_tenants_file: Path | None = None
+    api_console_max_streams: int = Field(default=100, ge=0, le=100_000)
     api_test_fault: Literal["", "fatal", "stall"] = ""
 
     def authenticator(self) -> Authenticator:
