@@ -231,7 +231,7 @@ def test_the_run_page_draws_a_three_task_dag_with_states(
     api: httpx.Client, cluster: Cluster, driver: WebDriver
 ) -> None:
     tasks = [
-        {"name": "extract", "command": ["true"]},
+        {"name": "extract", "command": ["sleep", "3"]},
         {"name": "load", "command": ["true"], "depends_on": ["extract"]},
         {"name": "report", "command": ["sh", "-c", "exit 1"], "depends_on": ["extract"]},
     ]
@@ -239,10 +239,17 @@ def test_the_run_page_draws_a_three_task_dag_with_states(
         api,
         {"job_id": "console-dag", "name": "dag", "schedule": {"type": "manual"}, "tasks": tasks},
     )
-    run_id = trigger(api, "console-dag")
     sign_in(driver, api, cluster.token("default", "viewer"))
-    driver.get(f"{base(api)}/runs/{run_id}")
+    run_id = trigger(api, "console-dag")
+    driver.get(f"{base(api)}/runs/{run_id}")  # opened while extract sleeps: states move live
+    mark(driver)
+    first = {
+        n.get_attribute("data-task"): n.get_attribute("data-state")
+        for n in css(driver, "svg#dag g.node")
+    }
+    assert first["report"] == "pending", first
     until(driver, lambda d: d.find_element(By.ID, "run-state").text == "failed", 60, "run ends")
+    assert not_reloaded(driver)
     nodes = {n.get_attribute("data-task"): n for n in css(driver, "svg#dag g.node")}
     assert sorted(nodes) == ["extract", "load", "report"]
     states = {t: n.get_attribute("data-state") for t, n in nodes.items()}

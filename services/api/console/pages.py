@@ -30,10 +30,16 @@ TIMELINE_RUNS = 50
 
 
 def read_model(request: Request) -> ReadModel:
-    """Return the app's read model, or 503 while it is not running."""
+    """Return the app's read model, or 503 while it is not running.
+
+    Its ``version`` before the page reads anything is kept for ``render``: the page's stream
+    starts from it, so a change between this read and the stream's start is not missed.
+    """
     rm: ReadModel | None = request.app.state.read_model
     if rm is None:
         raise HTTPException(503, "the read model is not running")
+    if not hasattr(request.state, "version"):
+        request.state.version = rm.version
     return rm
 
 
@@ -50,6 +56,7 @@ def render(
             "role": caller.role.name.lower(),
             "can_operate": caller.role >= Role.OPERATOR,
             "platform": caller.tenant == "*",
+            "version": getattr(request.state, "version", 0),
             **context,
         },
         status_code=status_code,
@@ -151,6 +158,7 @@ def log_page(run_id: str, task: str, attempt: int, request: Request, caller: Pag
 @router.get("/dead-letters")
 def dead_letters_page(request: Request, caller: PageCaller) -> Response:
     """The caller's dead letters, newest first, each with a Replay button."""
+    read_model(request)
     answer = operate.list_dead_letters(request, caller, None, None, None, 100)
     return render(request, caller, "dead_letters", letters=answer["dead_letters"])
 
@@ -159,6 +167,7 @@ def dead_letters_page(request: Request, caller: PageCaller) -> Response:
 def workers_page(request: Request, caller: PageCaller) -> Response:
     """The workers that heartbeat (lost ones too): slots, busy slots, last heartbeat."""
     try:
+        read_model(request)
         answer = workers.list_workers(request, caller, include_lost=True)
     except HTTPException as exc:
         return error(request, caller, exc)

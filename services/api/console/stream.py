@@ -71,8 +71,11 @@ class _Counted(StreamingResponse):
 
 
 @router.get("/console/stream")
-async def stream(request: Request, caller: ApiCaller) -> Response:
-    """Server-sent events: ``changed`` (data: the read model's version) on every change."""
+async def stream(request: Request, caller: ApiCaller, since: int | None = None) -> Response:
+    """Server-sent events: ``changed`` (data: the read model's version) on every change.
+
+    ``since``: the version the page was rendered at; a stream that starts past it says
+    ``changed`` at once (what changed between the page and its stream is not missed)."""
     rm, app = read_model(request), request.app
     closing = _closing(app)
     open_now = getattr(app.state, "console_streams", 0)
@@ -83,7 +86,7 @@ async def stream(request: Request, caller: ApiCaller) -> Response:
     app.state.console_streams = open_now + 1
 
     async def events() -> AsyncIterator[bytes]:
-        seen, quiet = rm.version, 0.0
+        seen, quiet = (rm.version if since is None else since), 0.0
         yield b"retry: 2000\n\n"
         while not closing.is_set():
             version = await rm.changed(seen, WAKE_S)
