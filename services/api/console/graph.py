@@ -6,9 +6,10 @@ on its own (tests/unit/test_console.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from cronlog.errors import CronlogError
 
@@ -129,7 +130,7 @@ class Bar:
     width: int
 
 
-def timeline(runs: Sequence[dict[str, object]], now: datetime) -> tuple[list[Bar], int, int]:
+def timeline(runs: Sequence[Mapping[str, Any]], now: datetime) -> tuple[list[Bar], int, int]:
     """Place runs as bars from their start (or creation) to their end (or ``now``).
 
     Args:
