@@ -20,6 +20,7 @@ from fastapi.testclient import TestClient
 from cronlog import events as ev
 from cronlog.errors import CronlogError
 from cronlog.ids import run_id_for_tick
+from cronlog.model import JobSpec
 from cronlog.vocabulary import RunTrigger
 from services.api.app import create_app
 from services.api.auth import Authenticator
@@ -29,7 +30,7 @@ from services.api.read_model import ReadModel
 from services.api.settings import ApiSettings
 from tests.unit.authed import TOKENS, token
 from tests.unit.test_api_auth import register_for
-from tests.unit.test_backfill_api import T0, feed
+from tests.unit.test_backfill_api import HOURLY, T0, feed
 
 ORIGIN = {"Origin": "http://testserver"}
 A_JOB, B_JOB = "a-job", "b-job"
@@ -269,3 +270,10 @@ def test_timeline_spans_runs_from_start_to_end_or_now() -> None:
     assert bars[0].end is None and bars[1].end == at(40)
     assert (width, height) == (graph.TIMELINE_W, 2 * graph.PAD + 2 * (graph.BAR_H + graph.BAR_GAP))
     assert graph.timeline([], t0) == ([], graph.TIMELINE_W, 0)
+
+
+def test_user_data_is_escaped(app: FastAPI, rm: ReadModel) -> None:
+    spec = JobSpec("<script>alert(1)</script>", HOURLY, ("true",), tenant="team-a")
+    feed(rm, "reg-xss", ev.JobRegistered(spec=spec, next_fire_at=None), job_id="xss")
+    page = browser(app).get("/jobs/xss").text
+    assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
