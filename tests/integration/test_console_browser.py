@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -96,7 +97,22 @@ def css(driver: WebDriver, selector: str) -> list[Any]:
 
 
 def until(driver: WebDriver, probe: Any, timeout: float, what: str) -> Any:
-    return WebDriverWait(driver, timeout, poll_frequency=0.2).until(probe, what)
+    """Wait for ``probe`` to be truthy; an element htmx swapped out meanwhile is looked up again."""
+    ignored = (NoSuchElementException, StaleElementReferenceException)
+    return WebDriverWait(driver, timeout, 0.2, ignored).until(probe, what)
+
+
+def text(driver: WebDriver, selector: str) -> str | None:
+    """The text of the element ``selector`` names, read in one step (a swap cannot split it)."""
+    got = driver.execute_script(
+        "const e = document.querySelector(arguments[0]); return e ? e.innerText : null;", selector
+    )
+    return None if got is None else str(got)
+
+
+def click(driver: WebDriver, selector: str) -> None:
+    """Click the element ``selector`` names; if htmx swapped it out meanwhile, the new one."""
+    until(driver, lambda d: d.find_element(By.CSS_SELECTOR, selector).click() or True, 20, selector)
 
 
 def create(api: httpx.Client, body: dict[str, Any]) -> None:
@@ -119,8 +135,8 @@ def test_a_job_appears_and_its_runs_succeed_live(
     api: httpx.Client, cluster: Cluster, driver: WebDriver
 ) -> None:
     sign_in(driver, api, cluster.token())
-    assert driver.find_element(By.ID, "tenant").text == "default"
-    assert driver.find_element(By.ID, "role").text == "admin"
+    assert (text(driver, "#tenant") or "") == "default"
+    assert (text(driver, "#role") or "") == "admin"
     mark(driver)
     create(
         api,
@@ -131,31 +147,51 @@ def test_a_job_appears_and_its_runs_succeed_live(
             "command": ["true"],
         },
     )
-    row = until(driver, lambda d: css(d, 'tr[data-job="console-live"]'), 30, "job row appears")[0]
-    assert "active" in row.text and "every 2 s" in row.text and "Europe/Paris" in row.text
-    assert len(row.find_elements(By.CSS_SELECTOR, "td.ticks time")) == 3
+    row = until(driver, lambda d: text(d, 'tr[data-job="console-live"]'), 30, "job row appears")
+    assert "active" in row and "every 2 s" in row and "Europe/Paris" in row
+    ticks = text(driver, 'tr[data-job="console-live"] td.ticks') or ""
+    assert len(ticks.split()) == 3, ticks
     until(
         driver,
-        lambda d: "succeeded" in d.find_element(By.ID, "job-console-live").text,
+        lambda d: "succeeded" in (text(d, "#job-console-live") or ""),
         60,
         "a run succeeds on /",
     )
     assert not_reloaded(driver), "the jobs page was reloaded; it must update through SSE"
     screenshot(driver, "jobs-live.png")
 
-    driver.find_element(By.LINK_TEXT, "console-live").click()
+    click(driver, 'a[href="/jobs/console-live"]')
     until(driver, lambda d: d.current_url.endswith("/jobs/console-live"), 20, "job page")
     ok = 'table#runs tr[data-state="succeeded"]'
     before = len(css(driver, ok))
     mark(driver)
     until(driver, lambda d: len(css(d, ok)) >= before + 2, 60, "two more runs succeed live")
     assert not_reloaded(driver), "the job page was reloaded; it must update through SSE"
-    assert "succeeded" in driver.find_element(By.ID, "runs").text
+    assert "succeeded" in (text(driver, "#runs") or "")
     bars = css(driver, 'svg#timeline rect.bar[data-state="succeeded"]')
     assert len(bars) >= before + 2
     screenshot(driver, "job-runs-live.png")
     runs = api.get("/api/v1/jobs/console-live/runs").json()["runs"]
     assert sum(r["state"] == "succeeded" for r in runs) >= before + 2
+
+    click(driver, "#job-summary button.trigger")
+    until(driver, lambda d: "/runs/" in d.current_url, 30, "the triggered run's page")
+    assert (text(driver, "#run-trigger") or "") == "manual"
+    until(
+        driver, lambda d: d.find_element(By.ID, "run-state").text == "succeeded", 60, "manual run"
+    )
+    driver.get(base(api) + "/jobs/console-live")
+    click(driver, "#pause")
+    until(driver, lambda d: d.find_element(By.ID, "job-status").text == "paused", 30, "paused")
+    assert api.get("/api/v1/jobs/console-live").json()["status"] == "paused"
+    click(driver, "#resume")
+    until(driver, lambda d: d.find_element(By.ID, "job-status").text == "active", 30, "resumed")
+    assert api.get("/api/v1/jobs/console-live").json()["status"] == "active"
+
+    driver.get(base(api) + "/workers")
+    worker = until(driver, lambda d: text(d, "tr[data-worker]"), 30, "the worker's row")
+    assert ".w1" in worker and "alive" in worker
+    screenshot(driver, "workers.png")
 
 
 def test_cancel_a_running_task_from_its_run_page(
@@ -174,7 +210,7 @@ def test_cancel_a_running_task_from_its_run_page(
     sign_in(driver, api, cluster.token("default", "operator"))
     driver.get(f"{base(api)}/runs/{run_id}")
     until(driver, lambda d: d.find_element(By.ID, "run-state").text == "running", 60, "running")
-    driver.find_element(By.ID, "cancel").click()
+    click(driver, "#cancel")
     until(driver, lambda d: d.find_element(By.ID, "run-state").text == "cancelled", 30, "cancelled")
     assert not css(driver, "#cancel"), "a cancelled run still offers Cancel"
     screenshot(driver, "run-cancelled.png")
@@ -204,17 +240,17 @@ def test_replay_a_dead_letter_from_the_dead_letters_page(
     )
     sign_in(driver, api, cluster.token())
     driver.get(base(api) + "/dead-letters")
-    row = until(driver, lambda d: css(d, f'tr[data-run="{run_id}"]'), 20, "dead letter row")[0]
-    assert "nonzero_exit" in row.text
+    row = until(driver, lambda d: text(d, f'tr[data-run="{run_id}"]'), 20, "dead letter row")
+    assert "nonzero_exit" in row
     screenshot(driver, "dead-letters.png")
-    row.find_element(By.CSS_SELECTOR, "button.replay").click()
+    click(driver, f'tr[data-run="{run_id}"] button.replay')
     until(
         driver,
         lambda d: "/runs/" in d.current_url and run_id not in d.current_url,
         30,
         "replay run page",
     )
-    assert driver.find_element(By.ID, "run-trigger").text.startswith("replay")
+    assert (text(driver, "#run-trigger") or "").startswith("replay")
     new_run = driver.current_url.rsplit("/", 1)[1]
     until(
         driver,
@@ -223,8 +259,28 @@ def test_replay_a_dead_letter_from_the_dead_letters_page(
         "replay failed again",
     )
     screenshot(driver, "dead-letter-replayed.png")
+    href = str(
+        driver.execute_script(
+            "return document.querySelector('#attempts a[href$=\"/attempts/1/log\"]').href;"
+        )
+    )
+
+    def log_says_boom(d: WebDriver) -> bool:
+        d.get(href)  # the log arrives on its own topic: ask again until it is there
+        return "boom" in d.find_element(By.TAG_NAME, "body").text
+
+    until(driver, log_says_boom, 30, "the attempt's log")
     run = api.get(f"/api/v1/runs/{new_run}").json()
     assert (run["trigger"], run["replay_of"]) == ("replay", run_id)
+
+
+def dag_nodes(driver: WebDriver) -> list[tuple[str, str, str, str]]:
+    """The DAG's nodes (task, state, transform, text), read in one step."""
+    got = driver.execute_script(
+        "return Array.from(document.querySelectorAll('svg#dag g.node')).map(n =>"
+        " [n.dataset.task, n.dataset.state, n.getAttribute('transform'), n.textContent]);"
+    )
+    return [tuple(map(str, n)) for n in got]  # type: ignore[misc]
 
 
 def test_the_run_page_draws_a_three_task_dag_with_states(
@@ -243,20 +299,17 @@ def test_the_run_page_draws_a_three_task_dag_with_states(
     run_id = trigger(api, "console-dag")
     driver.get(f"{base(api)}/runs/{run_id}")  # opened while extract sleeps: states move live
     mark(driver)
-    first = {
-        n.get_attribute("data-task"): n.get_attribute("data-state")
-        for n in css(driver, "svg#dag g.node")
-    }
+    first = {t: state for t, state, _, _ in dag_nodes(driver)}
     assert first["report"] == "pending", first
     until(driver, lambda d: d.find_element(By.ID, "run-state").text == "failed", 60, "run ends")
     assert not_reloaded(driver)
-    nodes = {n.get_attribute("data-task"): n for n in css(driver, "svg#dag g.node")}
+    nodes = {t: (state, where, label) for t, state, where, label in dag_nodes(driver)}
     assert sorted(nodes) == ["extract", "load", "report"]
-    states = {t: n.get_attribute("data-state") for t, n in nodes.items()}
+    states = {t: n[0] for t, n in nodes.items()}
     assert states == {"extract": "succeeded", "load": "succeeded", "report": "failed"}
-    assert "failed · attempt 1" in nodes["report"].text
-    x = {t: n.get_attribute("transform") for t, n in nodes.items()}
-    assert x["load"].split(",")[0] == x["report"].split(",")[0] != x["extract"].split(",")[0]
+    assert "failed · attempt 1" in nodes["report"][2]
+    x = {t: n[1].split(",")[0] for t, n in nodes.items()}
+    assert x["load"] == x["report"] != x["extract"]
     assert len(css(driver, "svg#dag line.edge")) == 2
     screenshot(driver, "dag.png")
 
@@ -287,7 +340,7 @@ def test_roles_tenants_and_sign_in_are_enforced(
     driver.get(base(api) + "/")  # no cookie yet
     until(driver, lambda d: d.current_url == base(api) + "/login", 20, "redirect to /login")
     sign_in(driver, api, cluster.token("default", "viewer"))
-    assert driver.find_element(By.ID, "role").text == "viewer"
+    assert (text(driver, "#role") or "") == "viewer"
     assert not css(driver, "button.trigger"), "a viewer is offered Trigger"
     driver.get(f"{base(api)}/runs/{run_id}")
     until(driver, lambda d: d.find_element(By.ID, "run-state").text == "running", 60, "running")
@@ -299,7 +352,7 @@ def test_roles_tenants_and_sign_in_are_enforced(
     assert status == 403
     assert run_state(api, run_id) == "running"
     driver.get(base(api) + "/jobs/b-job")
-    assert "not found" in driver.find_element(By.ID, "error").text
+    assert "not found" in (text(driver, "#error") or "")
     screenshot(driver, "viewer-other-tenant-404.png")
     cookie = driver.get_cookie("cronlog_console")
     assert cookie is not None and cookie["httpOnly"] and cookie["sameSite"] == "Strict"
@@ -309,7 +362,7 @@ def test_roles_tenants_and_sign_in_are_enforced(
     with httpx.Client(base_url=base(api)) as anonymous:
         assert anonymous.get("/").headers["location"] == "/login"
         assert anonymous.get("/console/stream").status_code == 401
-    driver.find_element(By.CSS_SELECTOR, "form[action='/logout'] button").click()
+    click(driver, "form[action='/logout'] button")
     until(driver, lambda d: d.current_url == base(api) + "/login", 20, "signed out")
     driver.get(base(api) + "/workers")
     until(driver, lambda d: d.current_url == base(api) + "/login", 20, "signed out stays out")
