@@ -277,3 +277,19 @@ def test_user_data_is_escaped(app: FastAPI, rm: ReadModel) -> None:
     feed(rm, "reg-xss", ev.JobRegistered(spec=spec, next_fire_at=None), job_id="xss")
     page = browser(app).get("/jobs/xss").text
     assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_the_stream_says_changed_when_the_page_is_behind_and_ends_on_exit(app: FastAPI) -> None:
+    client = browser(app)
+    with client.stream("GET", "/console/stream", params={"since": -1}) as answer:
+        assert answer.headers["content-type"].startswith("text/event-stream")
+        lines = answer.iter_lines()
+        assert next(lines) == "retry: 2000"
+        assert next(lines) == ""
+        assert next(lines) == "event: changed"
+        assert next(lines) == f"data: {app.state.read_model.version}"
+        assert app.state.console_streams == 1
+        shutdown_streams(app)  # the server exits: the stream ends by itself
+        rest = list(lines)
+    assert "event: changed" not in rest
+    assert app.state.console_streams == 0

@@ -35,6 +35,8 @@ KEEPALIVE_S = 15.0
 """A quiet stream sends a comment this often, seconds (proxies drop idle connections)."""
 COALESCE_S = 0.2
 """After a change, wait this long so a burst of batches becomes one event, seconds."""
+MIN_GAP_S = 1.0
+"""At most one event per this many seconds per stream (each makes its page re-render)."""
 
 
 def _closing(app: FastAPI) -> threading.Event:
@@ -72,7 +74,8 @@ class _Counted(StreamingResponse):
 
 @router.get("/console/stream")
 async def stream(request: Request, caller: ApiCaller, since: int | None = None) -> Response:
-    """Server-sent events: ``changed`` (data: the read model's version) on every change.
+    """Server-sent events: ``changed`` (data: the read model's version) after a change, at
+    most one a second.
 
     ``since``: the version the page was rendered at; a stream that starts past it says
     ``changed`` at once (what changed between the page and its stream is not missed)."""
@@ -87,6 +90,8 @@ async def stream(request: Request, caller: ApiCaller, since: int | None = None) 
 
     async def events() -> AsyncIterator[bytes]:
         seen, quiet = (rm.version if since is None else since), 0.0
+        loop = asyncio.get_running_loop()
+        last = loop.time() - MIN_GAP_S
         yield b"retry: 2000\n\n"
         while not closing.is_set():
             version = await rm.changed(seen, WAKE_S)
@@ -96,8 +101,8 @@ async def stream(request: Request, caller: ApiCaller, since: int | None = None) 
                     quiet = 0.0
                     yield b": keepalive\n\n"
                 continue
-            await asyncio.sleep(COALESCE_S)
-            seen, quiet = rm.version, 0.0
+            await asyncio.sleep(max(COALESCE_S, last + MIN_GAP_S - loop.time()))
+            seen, quiet, last = rm.version, 0.0, loop.time()
             yield b"event: changed\ndata: %d\n\n" % seen
 
     return _Counted(events(), app)
