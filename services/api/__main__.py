@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+from types import FrameType
 
 import uvicorn
 
 from services import tracing
+from services.api import console
 from services.api.app import create_app
 from services.api.settings import ApiSettings
 from topology.bootstrap import ensure_topics_retrying
@@ -18,9 +20,18 @@ def main() -> None:
     settings = ApiSettings()
     tracing.setup("cronlog-api")  # off unless OTEL_* asks for traces
     ensure_topics_retrying(settings)  # idempotent; any service may start first
-    uvicorn.run(
-        create_app(settings), host=settings.api_host, port=settings.api_port, log_level="info"
+    app = create_app(settings)
+    server = uvicorn.Server(
+        uvicorn.Config(app, host=settings.api_host, port=settings.api_port, log_level="info")
     )
+    exit_server = server.handle_exit
+
+    def handle_exit(sig: int, frame: FrameType | None) -> None:
+        console.shutdown_streams(app)  # open SSE streams end, so the graceful exit does not wait
+        exit_server(sig, frame)
+
+    server.handle_exit = handle_exit  # type: ignore[method-assign]
+    server.run()
 
 
 if __name__ == "__main__":

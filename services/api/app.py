@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse
 
 from services.api import (
     backfill_api,
+    console,
     logs,
     metrics,
     metrics_live,
@@ -300,4 +301,5 @@ def create_app(
     app.include_router(tenants.router)
     app.include_router(health)
     app.include_router(metrics.router)
+    app.include_router(console.router)
     return app

@@ -71,6 +71,8 @@ class ReadModel(ReaderHealth):
         self.store = Store(path)
         self._lock = threading.Lock()
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
+        self._version = 0
+        self._watchers: list[asyncio.Future[None]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._targets: dict[int, int] = {}
@@ -174,9 +176,38 @@ class ReadModel(ReaderHealth):
                     if not waiting:
                         self._waiters.pop(idem_key, None)
 
+    @property
+    def version(self) -> int:
+        """How many record batches were applied since start: grows whenever the documents
+        change (the console's live updates wait on it with ``changed``)."""
+        return self._version
+
+    async def changed(self, seen: int, timeout_s: float) -> int:
+        """Wait until ``version`` differs from ``seen`` or ``timeout_s`` seconds passed.
+
+        Returns:
+            The current ``version`` (equal to ``seen`` on timeout).
+        """
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        with self._lock:  # register before looking: a batch in between still wakes us
+            self._watchers.append(fut)
+        try:
+            if self._version == seen:
+                await asyncio.wait_for(fut, timeout_s)
+        except TimeoutError:
+            pass
+        finally:
+            with self._lock:
+                if fut in self._watchers:
+                    self._watchers.remove(fut)
+        return self._version
+
     def _notify(self, idem_keys: set[str]) -> None:
         with self._lock:
+            self._version += 1
             futures = [f for key in idem_keys for f in self._waiters.pop(key, [])]
+            futures += self._watchers
+            self._watchers = []
         for fut in futures:
             try:
                 fut.get_loop().call_soon_threadsafe(_wake, fut)

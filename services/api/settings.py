@@ -47,6 +47,9 @@ class ApiSettings(KafkaSettings):
         api_stalled_dag_s: an active run with unfinished tasks, none claimed, and no task
             progress for this many seconds counts in ``cronlog_dags_stalled``; env
             ``CRONLOG_API_STALLED_DAG_S``. Default 600.
+        api_console_max_streams: how many live-update streams (``/console/stream``, the web
+            console's server-sent events) may be open at once; one more is answered 503.
+            Default 100.
         api_test_fault: tests only: ``fatal`` makes the read model meet a fatal KafkaError,
             ``stall`` makes it hang. Default empty (none).
     """
@@ -65,6 +68,7 @@ class ApiSettings(KafkaSettings):
     api_tenants_file: Path | None = None
     metrics_max_jobs: int = Field(default=200, ge=0, le=100_000)
     api_stalled_dag_s: float = Field(default=600.0, gt=0, allow_inf_nan=False)
+    api_console_max_streams: int = Field(default=100, ge=0, le=100_000)
     api_test_fault: Literal["", "fatal", "stall"] = ""
 
     def authenticator(self) -> Authenticator:
