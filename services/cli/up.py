@@ -284,6 +284,12 @@ def run_up(examples: bool, duration_s: float | None, api_url: str | None) -> int
         host = "127.0.0.1" if settings.api_host in ("0.0.0.0", "::") else settings.api_host  # noqa: S104
         client = ApiClient(api_url or f"http://{host}:{settings.api_port}", token=token)
         _wait_ready(client, supervisor, READY_TIMEOUT_S)
+        console.print(
+            f"web console: {client.base_url}/ (sign in with the token above); metrics: "
+            f"{client.base_url}/metrics, the scheduler's and worker's on ports 9464 and 9465 "
+            "(CRONLOG_METRICS_PORT; docs/metrics.md)",
+            highlight=False,
+        )
         if examples:
             _apply_examples(client)
         _show_live(client, supervisor, duration_s)
