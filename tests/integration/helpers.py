@@ -54,16 +54,20 @@ def create_topics_now(settings: KafkaSettings) -> None:
 
 
 def start_api(
-    cluster: Cluster, timeout: float = 90, tenant: str = "default", role: str = "admin"
+    cluster: Cluster,
+    timeout: float = 90,
+    tenant: str = "default",
+    role: str = "admin",
+    **extra: str,
 ) -> httpx.Client:
     """Start an API process of ``cluster`` on a free port; return a client (with a token of
-    ``tenant`` and ``role``) once /readyz answers 200.
+    ``tenant`` and ``role``) once /readyz answers 200; ``extra``: environment of the API.
 
     Raises:
         AssertionError: not ready within ``timeout`` seconds.
     """
     port = free_port()
-    cluster.api(port)
+    cluster.api(port, **extra)
     client = httpx.Client(
         base_url=f"http://127.0.0.1:{port}",
         timeout=30,
