@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import islice
 from typing import Any
 
 from cronlog import events as ev
 from cronlog.model import DstGapPolicy, DstOverlapPolicy, ScheduleKind
-from cronlog.schedule import cron_ticks, zone
+from cronlog.schedule import cron_ticks, every_tick, zone
 from cronlog.tenants import DEFAULT_TENANT
 from cronlog.time import iso
 from services.api import skips
@@ -144,7 +144,8 @@ def preview(doc: dict[str, Any], after: datetime, count: int) -> list[dict[str, 
 
     Returns:
         ``[{utc, local}]`` ascending: a cron job's ticks (fewer only if none exists within a
-        century); a once job's ``run_at`` if it is after ``after``; nothing for a manual job
+        century); an every job's (``anchor_at + k * interval_s``, as the fold's
+        ``every_tick``); a once job's ``run_at`` if it is after ``after``; nothing for a manual job
         or a deleted one. A paused job's ticks are shown: they are what it fires once resumed.
     """
     schedule = stored_definition(doc)["schedule"]
@@ -154,6 +155,8 @@ def preview(doc: dict[str, Any], after: datetime, count: int) -> list[dict[str, 
     if schedule["type"] == ScheduleKind.ONCE.value and schedule.get("run_at"):
         run_at = datetime.fromisoformat(schedule["run_at"])
         return [tick(run_at, tz)] if run_at > after and count > 0 else []
+    if schedule["type"] == ScheduleKind.EVERY.value and schedule.get("interval_s"):
+        return [tick(t, tz) for t in _every_ticks(schedule, after, count)]
     if schedule["type"] != ScheduleKind.CRON.value or not schedule.get("expression"):
         return []
     ticks = cron_ticks(
@@ -165,3 +168,13 @@ def preview(doc: dict[str, Any], after: datetime, count: int) -> list[dict[str, 
         dst_overlap=DstOverlapPolicy(schedule.get("dst_overlap") or "first"),
     )
     return [tick(t, tz) for t in islice(ticks, count)]
+
+
+def _every_ticks(schedule: dict[str, Any], after: datetime, count: int) -> list[datetime]:
+    interval = timedelta(seconds=schedule["interval_s"])
+    anchor = datetime.fromisoformat(schedule["anchor_at"]) if schedule.get("anchor_at") else None
+    ticks: list[datetime] = []
+    for _ in range(count):
+        after = every_tick(interval, anchor, after)
+        ticks.append(after)
+    return ticks

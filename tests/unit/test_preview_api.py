@@ -319,3 +319,30 @@ def test_only_the_last_1000_skips_are_kept_but_all_are_counted(
     assert newest == T0 + timedelta(seconds=total - 1)
     assert oldest == T0 + timedelta(seconds=total - skips.KEEP)
     assert len(list(rm.store.scan(b"sk:flooded\x00"))) == skips.KEEP  # bounded storage
+
+
+def test_every_job_previews_anchor_plus_k_intervals_as_the_fold_fires_them(
+    rm: ReadModel, client: TestClient
+) -> None:
+    anchor = datetime(2024, 3, 1, 0, 0, 7, tzinfo=UTC)
+    every = Schedule(ScheduleKind.EVERY, interval=timedelta(seconds=90), anchor_at=anchor)
+    register(rm, "every-90s", every)
+    answer = client.get(
+        "/api/v1/jobs/every-90s/ticks", params={"count": 3, "after": "2024-03-01T12:00:00Z"}
+    ).json()
+    assert utcs(answer) == [
+        "2024-03-01T12:00:07.000Z",  # 480 intervals after the anchor
+        "2024-03-01T12:01:37.000Z",
+        "2024-03-01T12:03:07.000Z",
+    ]
+    # the same instants the fold's own next_tick gives, one after the other
+    fold, at = [], datetime(2024, 3, 1, 12, tzinfo=UTC)
+    for _ in range(3):
+        at = next_tick(every, at)
+        fold.append(at.strftime("%Y-%m-%dT%H:%M:%S.000Z"))
+    assert utcs(answer) == fold
+    register(rm, "on-the-epoch", Schedule(ScheduleKind.EVERY, interval=timedelta(hours=1)))
+    epoch = client.get(
+        "/api/v1/jobs/on-the-epoch/ticks", params={"count": 1, "after": "2024-03-01T12:30:00Z"}
+    ).json()
+    assert utcs(epoch) == ["2024-03-01T13:00:00.000Z"]
