@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -158,6 +159,27 @@ def _start_broker() -> tuple[str, bool]:
     return lines[-1], True
 
 
+METRICS_PORTS = {"scheduler": 9464, "worker": 9465}
+"""The scheduler's and worker's default ``CRONLOG_METRICS_PORT``."""
+
+
+def _metrics_ports(env: dict[str, str]) -> dict[str, int]:
+    """Each service's metrics port: ``CRONLOG_METRICS_PORT`` when set (it then holds for both),
+    else the default when it is free, else a free port (another ``up`` on this machine has
+    the defaults); a taken port would end the service (exit 70)."""
+    if env.get("CRONLOG_METRICS_PORT"):
+        return {}
+    ports: dict[str, int] = {}
+    for name, port in METRICS_PORTS.items():
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                s.bind(("127.0.0.1", 0))
+            ports[name] = s.getsockname()[1]
+    return ports
+
+
 def _spawn(name: str, env: dict[str, str], logs: Path, *, append: bool = False) -> Service:
     log_path = logs / f"{name}.log"
     log_file = log_path.open("ab" if append else "wb")
@@ -274,20 +296,30 @@ def run_up(examples: bool, duration_s: float | None, api_url: str | None) -> int
         # A stable static-membership id: a restarted `up` takes over the previous scheduler's
         # group membership at once instead of waiting out its session timeout.
         env.setdefault("CRONLOG_INSTANCE_ID", "local-scheduler")
+        ports = _metrics_ports(env)
+        envs = {
+            n: {**env, "CRONLOG_METRICS_PORT": str(ports[n])} if n in ports else env
+            for n in SERVICES
+        }
         for name in SERVICES:
-            services.append(_spawn(name, env, logs))
+            services.append(_spawn(name, envs[name], logs))
         console.print(
             f"started {', '.join(f'{s.name} (pid {s.proc.pid})' for s in services)}; logs in {logs}"
         )
-        supervisor = Supervisor(services, lambda name: _spawn(name, env, logs, append=True))
+        supervisor = Supervisor(services, lambda name: _spawn(name, envs[name], logs, append=True))
         settings = ApiSettings()
         host = "127.0.0.1" if settings.api_host in ("0.0.0.0", "::") else settings.api_host  # noqa: S104
         client = ApiClient(api_url or f"http://{host}:{settings.api_port}", token=token)
         _wait_ready(client, supervisor, READY_TIMEOUT_S)
         console.print(
             f"web console: {client.base_url}/ (sign in with the token above); metrics: "
-            f"{client.base_url}/metrics, the scheduler's and worker's on ports 9464 and 9465 "
-            "(CRONLOG_METRICS_PORT; docs/metrics.md)",
+            f"{client.base_url}/metrics, "
+            + (
+                ", ".join(f"{n} http://127.0.0.1:{p}/metrics" for n, p in ports.items())
+                if ports
+                else f"scheduler and worker on port {env['CRONLOG_METRICS_PORT']}"
+            )
+            + " (docs/metrics.md)",
             highlight=False,
         )
         if examples:
