@@ -9,6 +9,7 @@ expiring on the fold's side (the attempt is given back, not failed).
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import logging
@@ -30,6 +31,7 @@ from services.worker.execute import Execution
 from services.worker.kinds import PythonPool, execution_for
 from services.worker.logsink import AttemptRef, LogShipper, LogSink
 from services.worker.reach import Reach
+from topology.spans import safely
 
 log = logging.getLogger("cronlog.worker")
 Send = Callable[[str, str, cmd.Command], bool]
@@ -264,8 +266,9 @@ class Attempts:
                 held.renewals += 1
                 n = held.renewals
             with spans.renewing(self.tracer, held.job_id, held.grant, n, held.span) as span:
-                if not self._renew(held, n):
-                    span.set_status(Status(StatusCode.ERROR, "renewal not queued"))
+                if not self._renew(held, n) and span is not None:
+                    failed = Status(StatusCode.ERROR, "renewal not queued")
+                    safely("lease.renew", functools.partial(span.set_status, failed))
 
     def _renew(self, held: Held, n: int) -> bool:
         """Queue renewal ``n`` of ``held``'s lease; return whether it was queued."""

@@ -4,7 +4,8 @@ and each renewal of its lease (``lease.renew``).
 One trace per attempt: ``claim`` → ``task.execute`` (in the attempt's thread) → ``lease.renew``
 (in the renewer's). Off unless ``services/tracing.py`` installed a provider: the API's no-op
 tracer then makes non-recording spans, a few microseconds per attempt and per renewal.
-Attributes as the fold's (``topology/spans.py``): docs/architecture.md, "Traces".
+Attributes as the fold's (``topology/spans.py``): docs/architecture.md, "Traces". Every
+span is ``guarded``: a tracing SDK that raises loses spans, never an attempt or its completion.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from cronlog import events as ev
 from services.worker.execute import Outcome
-from topology.spans import lease_attributes
+from topology.spans import guarded, lease_attributes, safely
 
 SCOPE = "cronlog.worker"
 """The worker's instrumentation scope."""
@@ -28,14 +29,17 @@ def worker_tracer() -> Tracer:
     return trace.get_tracer(SCOPE)
 
 
-def claim(tracer: Tracer, job_id: str, grant: ev.TaskClaimed) -> AbstractContextManager[Span]:
+def claim(
+    tracer: Tracer, job_id: str, grant: ev.TaskClaimed
+) -> AbstractContextManager[Span | None]:
     """Open the current ``claim`` span of a grant this worker starts (its lease fields)."""
-    return tracer.start_as_current_span("claim", attributes=lease_attributes(job_id, grant))
+    attrs = lease_attributes(job_id, grant)
+    return guarded("claim", lambda: tracer.start_as_current_span("claim", attributes=attrs))
 
 
 def executing(
     tracer: Tracer, job_id: str, grant: ev.TaskClaimed, parent: Context | None
-) -> AbstractContextManager[Span]:
+) -> AbstractContextManager[Span | None]:
     """Open the current ``task.execute`` span of an attempt.
 
     Args:
@@ -46,15 +50,24 @@ def executing(
     """
     attrs = lease_attributes(job_id, grant)
     attrs["timeout_s"] = grant.timeout.total_seconds()
-    return tracer.start_as_current_span("task.execute", context=parent, attributes=attrs)
+    return guarded(
+        "task.execute",
+        lambda: tracer.start_as_current_span("task.execute", context=parent, attributes=attrs),
+    )
 
 
-def ended(span: Span, outcome: Outcome, revoked: bool) -> None:
-    """Record how an attempt ended on its ``task.execute`` span.
+def ended(span: Span | None, outcome: Outcome, revoked: bool) -> None:
+    """Record how an attempt ended on its ``task.execute`` span (None: nothing to record).
 
     ``exit_code`` when the process exited; on failure ``failure_kind`` and status ERROR (its
-    description the failure kind); ``revoked`` when its lease was lost or given back.
+    description the failure kind); ``revoked`` when its lease was lost or given back. A
+    failure of the tracing SDK is logged once and ignored.
     """
+    if span is not None:
+        safely("task.execute", lambda: _ended(span, outcome, revoked))
+
+
+def _ended(span: Span, outcome: Outcome, revoked: bool) -> None:
     if outcome.exit_code is not None:
         span.set_attribute("exit_code", outcome.exit_code)
     if revoked:
@@ -66,7 +79,7 @@ def ended(span: Span, outcome: Outcome, revoked: bool) -> None:
 
 def renewing(
     tracer: Tracer, job_id: str, grant: ev.TaskClaimed, renewal: int, attempt_span: Span | None
-) -> AbstractContextManager[Span]:
+) -> AbstractContextManager[Span | None]:
     """Open a ``lease.renew`` span, a child of the attempt's ``task.execute`` span if given.
 
     ``renewal``: its number for this lease (1, 2, …). The span covers queueing the
@@ -75,4 +88,7 @@ def renewing(
     attrs = lease_attributes(job_id, grant)
     attrs["renewal"] = renewal
     parent = trace.set_span_in_context(attempt_span) if attempt_span is not None else None
-    return tracer.start_as_current_span("lease.renew", context=parent, attributes=attrs)
+    return guarded(
+        "lease.renew",
+        lambda: tracer.start_as_current_span("lease.renew", context=parent, attributes=attrs),
+    )

@@ -339,3 +339,78 @@ def test_a_successful_execution_is_not_an_error(
     assert execute.status.status_code is StatusCode.UNSET
     assert (execute.attributes or {})["exit_code"] == 0
     assert "failure_kind" not in (execute.attributes or {})
+
+
+class Raising(SimpleSpanProcessor):
+    """A span processor whose every hook raises: a broken exporter or SDK."""
+
+    def __init__(self) -> None:
+        super().__init__(InMemorySpanExporter())
+
+    def on_start(self, span: object, parent_context: object = None) -> None:
+        raise RuntimeError("processor broke on start")
+
+    def on_end(self, span: object) -> None:
+        raise RuntimeError("processor broke on end")
+
+
+def _scenario(world: World) -> list[BatchResult]:
+    """Register three cron jobs and a manual one, trigger it, let a worker poll and renew,
+    and tick: one decision of each kind the fold makes spans for."""
+    cron = JobSpec(name="c", schedule=Schedule(ScheduleKind.CRON, "* * * * *"), command=("true",))
+    jobs = ["a", "b", "c"]
+    outs = [world.fold(*(world.record(j, cmd.RegisterJob(spec=cron)) for j in jobs))]
+    outs.append(world.fold(world.record("nightly", cmd.RegisterJob(spec=MANUAL))))
+    outs.append(world.fold(world.record("nightly", cmd.TriggerJob())))
+    p = partition_for("nightly", N)
+    poll = cmd.PollTasks(worker_id="w1", slots=1, poll_id="p1")
+    outs.append(world.fold(world.record("", poll, p)))
+    for q in range(N):
+        tick = world.record("", cmd.Tick(), q)
+        late = Record(q, tick.offset, tick.timestamp_ms + 3_600_000, None, tick.value)
+        outs.append(world.fold(late))  # an hour on: every cron job is due
+    return outs
+
+
+def _shape(out: BatchResult) -> tuple[int, object, object]:
+    """Everything a batch hands the transaction: decisions, state writes, records sent."""
+    return (
+        out.decisions,
+        sorted(out.writes.items()),
+        [(s.topic, s.key, s.value, s.partition) for s in out.sends],
+    )
+
+
+def test_a_tracing_sdk_that_raises_changes_no_decision(caplog: pytest.LogCaptureFixture) -> None:
+    """Spans never change what is decided: with a processor raising on every span, each batch's
+    writes, sends and decisions are those of a fold without tracing (nothing dead-lettered)."""
+    broken = TracerProvider()
+    broken.add_span_processor(Raising())
+    plain, traced = World(None), World(broken.get_tracer("test"))
+    with batch_span(broken.get_tracer("test")):  # the batch span's own failures too
+        expected = [_shape(o) for o in _scenario(plain)]
+        got = [_shape(o) for o in _scenario(traced)]
+        batch_attributes(1, [0], 1)
+    assert got == expected
+    assert (
+        sum(decisions for decisions, _, _ in got) >= 8
+    )  # registrations, trigger, grant, three ticks fired
+    assert "action=tracing_failed" in caplog.text
+
+
+def test_a_worker_span_that_cannot_open_runs_its_body_once_and_lets_its_errors_through() -> None:
+    broken = TracerProvider()
+    broken.add_span_processor(Raising())
+    tracer = broken.get_tracer("test")
+    ran: list[object] = []
+    with worker_spans.executing(tracer, "nightly", _grant(), None) as span:
+        ran.append(span)
+        worker_spans.ended(
+            span, ProcessExecution(["true"], env={}, timeout_s=30).run(), revoked=False
+        )
+    with worker_spans.renewing(tracer, "nightly", _grant(), 1, None) as renewal:
+        ran.append(renewal)
+    with pytest.raises(KeyError), worker_spans.claim(tracer, "nightly", _grant()):
+        ran.append("claim body")
+        raise KeyError("the body's own error")
+    assert ran == [None, None, "claim body"]
