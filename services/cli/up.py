@@ -41,7 +41,8 @@ RESTARTS = 3
 RESTART_WINDOW_S = 60.0
 """A service that exits is restarted, unless it already was RESTARTS times within this many
 seconds: then everything stops (a crash loop is shown, not hidden)."""
-console = Console()
+# Off a terminal (a file, CI) rich would wrap at 80 columns, splitting URLs: 200 then.
+console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 200)
 
 
 @dataclass
@@ -164,11 +165,16 @@ METRICS_PORTS = {"scheduler": 9464, "worker": 9465}
 
 
 def _metrics_ports(env: dict[str, str]) -> dict[str, int]:
-    """Each service's metrics port: ``CRONLOG_METRICS_PORT`` when set (it then holds for both),
-    else the default when it is free, else a free port (another ``up`` on this machine has
-    the defaults); a taken port would end the service (exit 70)."""
-    if env.get("CRONLOG_METRICS_PORT"):
-        return {}
+    """Each service's metrics port (a taken port would end the service: exit 70).
+
+    ``CRONLOG_METRICS_PORT`` N > 0: the scheduler N, the worker N + 1; 0 (a free port each) or
+    -1 (off): left to the services ({} returned). Unset: the defaults when free, else a free
+    port each (another ``up`` on this machine has the defaults).
+    """
+    given = env.get("CRONLOG_METRICS_PORT", "").strip()
+    if given:
+        base = int(given) if given.lstrip("-").isdigit() else 0
+        return {"scheduler": base, "worker": base + 1} if base > 0 else {}
     ports: dict[str, int] = {}
     for name, port in METRICS_PORTS.items():
         with socket.socket() as s:
@@ -317,7 +323,12 @@ def run_up(examples: bool, duration_s: float | None, api_url: str | None) -> int
             + (
                 ", ".join(f"{n} http://127.0.0.1:{p}/metrics" for n, p in ports.items())
                 if ports
-                else f"scheduler and worker on port {env['CRONLOG_METRICS_PORT']}"
+                else "scheduler and worker: "
+                + (
+                    "off"
+                    if env["CRONLOG_METRICS_PORT"].strip() == "-1"
+                    else "free ports (their logs' action=metrics_serving line)"
+                )
             )
             + " (docs/metrics.md)",
             highlight=False,

@@ -20,6 +20,10 @@ def test_free_defaults_are_used_and_a_taken_one_is_replaced_by_a_free_port() -> 
     assert ports["scheduler"] != ports["worker"]
 
 
-def test_an_explicit_port_is_left_to_the_services() -> None:
-    assert _metrics_ports({"CRONLOG_METRICS_PORT": "0"}) == {}
-    assert _metrics_ports({"CRONLOG_METRICS_PORT": "-1"}) == {}
+def test_an_explicit_port_is_the_schedulers_and_the_next_one_the_workers() -> None:
+    assert _metrics_ports({"CRONLOG_METRICS_PORT": "19464"}) == {
+        "scheduler": 19464,
+        "worker": 19465,
+    }
+    assert _metrics_ports({"CRONLOG_METRICS_PORT": "0"}) == {}  # a free one each
+    assert _metrics_ports({"CRONLOG_METRICS_PORT": "-1"}) == {}  # off
