@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Depends, HTTPException, Response
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -38,6 +38,7 @@ from prometheus_client import (
 
 from cronlog import events as ev
 from cronlog.vocabulary import RunTrigger, SkipReason
+from services.api.auth import PLATFORM, Caller
 
 OTHER = "other"
 """The ``job`` label value shared by the jobs past the cap (``JobLabels``)."""
@@ -205,7 +206,19 @@ def run_created(job_id: str, trigger: RunTrigger) -> None:
         TICKS_MISSED.labels(LABELS.label(job_id), "caught_up").inc()
 
 
-@router.get("/metrics", include_in_schema=False)
+def platform_only(caller: Caller) -> None:
+    """Refuse (403) a caller that is not of the platform tenant (``*``), whatever its role.
+
+    The series name jobs of every tenant (``job`` labels), which a tenant must not learn
+    (docs/tenants.md); Prometheus scrapes with a platform token (``authorization`` in
+    ops/prometheus/prometheus.yml; ``cronlog tokens create prometheus --tenant '*' --role
+    viewer``). No token: 401 (``principal``).
+    """
+    if caller.tenant != PLATFORM:
+        raise HTTPException(403, "metrics name every tenant's jobs: a platform token is needed")
+
+
+@router.get("/metrics", include_in_schema=False, dependencies=[Depends(platform_only)])
 def metrics() -> Response:
-    """Return the metrics in Prometheus' text exposition format."""
+    """Return the metrics in Prometheus' text exposition format (platform callers only)."""
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)

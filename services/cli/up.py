@@ -319,7 +319,8 @@ def run_up(examples: bool, duration_s: float | None, api_url: str | None) -> int
         _wait_ready(client, supervisor, READY_TIMEOUT_S)
         console.print(
             f"web console: {client.base_url}/ (sign in with the token above); metrics: "
-            f"{client.base_url}/metrics, "
+            f"{client.base_url}/metrics (a platform token: cronlog tokens create prometheus "
+            "--tenant '*' --role viewer), "
             + (
                 ", ".join(f"{n} http://127.0.0.1:{p}/metrics" for n, p in ports.items())
                 if ports

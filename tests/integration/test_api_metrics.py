@@ -27,8 +27,21 @@ pytestmark = pytest.mark.broker
 Samples = dict[str, dict[tuple[tuple[str, str], ...], float]]
 
 
+def platform(cluster: Cluster, api: httpx.Client) -> httpx.Client:
+    """A client of ``api``'s API with a platform token (``/metrics`` names every tenant's jobs:
+    a tenant's token gets 403)."""
+    client = httpx.Client(
+        base_url=str(api.base_url),
+        timeout=30,
+        headers={"Authorization": f"Bearer {cluster.token('*', 'viewer')}"},
+    )
+    cluster.clients.append(client)  # closed with the cluster
+    return client
+
+
 def scrape(api: httpx.Client) -> Samples:
-    """Every sample of the API's ``/metrics``: name -> sorted label pairs -> value."""
+    """Every sample of the API's ``/metrics`` (``api`` with a platform token): name -> sorted
+    label pairs -> value."""
     answer = api.get("/metrics")
     assert answer.status_code == 200, answer.text
     out: Samples = {}
@@ -152,7 +165,7 @@ def test_missed_ticks_critical_jobs_trigger_lag_and_claim_latency_match_the_even
             == len(log.of_type(ev.TaskClaimed))
         )
 
-    samples = settles(api, events, agrees, "metrics agree with the run-events")
+    samples = settles(platform(cluster, api), events, agrees, "metrics agree with the run-events")
     assert caught_up(events) >= 2, "the downtime did not make ticks late"
     assert skipped(events) >= 1
     assert sample(samples, "cronlog_ticks_missed_total", job="m-all", reason="caught_up") == (
@@ -212,7 +225,7 @@ def test_dead_letters_and_lease_reclaims_match_the_events(
             log.of_type(ev.TaskDeadLettered, "always-fails")
         )
 
-    samples = settles(api, events, agrees, "metrics agree with the run-events")
+    samples = settles(platform(cluster, api), events, agrees, "metrics agree with the run-events")
     assert sample(samples, "cronlog_lease_expired_total") >= 1
     assert sample(samples, "cronlog_dead_letters_total", job="always-fails") == 1
     assert "cronlog_job_critical" not in samples  # no job is tagged critical

@@ -16,7 +16,7 @@ import pytest
 
 from tests.integration.harness import Cluster
 from tests.integration.helpers import start_api, wait_for
-from tests.integration.test_api_metrics import Samples, register, sample, scrape
+from tests.integration.test_api_metrics import Samples, platform, register, sample, scrape
 
 pytestmark = pytest.mark.broker
 STALL_S = 3
@@ -47,6 +47,7 @@ def test_stalled_dags_and_waiting_runs_rise_without_workers_and_clear_with_one(
 ) -> None:
     cluster.scheduler()
     api = start_api(cluster, CRONLOG_API_STALLED_DAG_S=str(STALL_S))
+    prom = platform(cluster, api)
     tasks = [
         {"name": "first", "command": ["true"]},
         {"name": "second", "command": ["true"], "depends_on": ["first"]},
@@ -55,11 +56,12 @@ def test_stalled_dags_and_waiting_runs_rise_without_workers_and_clear_with_one(
     register(api, job("one-at-a-time", "*/2 * * * * *", max_active_runs=1))
     assert api.post("/api/v1/jobs/dag/trigger").status_code == 201
 
-    # no worker: the DAG's first task waits unclaimed past the bound; ticks queue
+    # no worker: the DAG's first task, and the other job's one active run, wait unclaimed
+    # past the bound (both runs are stalled); that job's later ticks queue
     stalled = until(
-        api,
+        prom,
         lambda s: (
-            sample(s, "cronlog_dags_stalled") == 1
+            sample(s, "cronlog_dags_stalled") == 2
             and sample(s, "cronlog_runs_waiting", reason="max_active_runs") >= 1
         ),
         "a stalled DAG and a waiting run",
@@ -71,7 +73,7 @@ def test_stalled_dags_and_waiting_runs_rise_without_workers_and_clear_with_one(
 
     cluster.worker()  # the stall clears; the queue drains as runs end
     cleared = until(
-        api,
+        prom,
         lambda s: (
             sample(s, "cronlog_dags_stalled") == 0
             and sample(s, "cronlog_runs_waiting", reason="max_active_runs") == 0
@@ -103,12 +105,13 @@ def test_a_run_far_longer_than_its_job_recent_p99_is_overrunning(
         90,
         "three short runs",
     )
-    before = scrape(api)
+    prom = platform(cluster, api)
+    before = scrape(prom)
     assert sample(before, "cronlog_runs_overrunning", job="steady") == 0
     patched = api.patch("/api/v1/jobs/steady", json={"command": ["sleep", "30"]})
     assert patched.status_code in (200, 202), patched.text
     over = until(
-        api,
+        prom,
         lambda s: sample(s, "cronlog_runs_overrunning", job="steady") >= 1,
         "an overrunning run",
     )

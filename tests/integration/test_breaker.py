@@ -63,7 +63,10 @@ def test_a_failing_job_trips_queues_its_ticks_and_resumes(
     )
     assert job["suspended"]["reason"] == "circuit_open"
     assert job["suspended"]["failed_attempts"] == 3
-    metrics = httpx.get(f"{api.base_url}/metrics").text
+    platform = {"Authorization": f"Bearer {cluster.token('*', 'viewer')}"}
+    assert httpx.get(f"{api.base_url}/metrics").status_code == 401
+    assert api.get("/metrics").status_code == 403  # a tenant's token: other tenants' jobs
+    metrics = httpx.get(f"{api.base_url}/metrics", headers=platform).text
     assert "cronlog_jobs_suspended 1.0" in metrics
     assert 'cronlog_runs_queued_total{reason="suspended"}' in metrics
     events.poll(3)

@@ -102,8 +102,12 @@ def test_promtool_test_rules() -> None:
     _run_promtool("test", "rules", str(PROM / "alerts.test.yml"))
 
 
-def test_promtool_check_config() -> None:
-    _run_promtool("check", "config", str(PROM / "prometheus.yml"))
+def test_promtool_check_config(tmp_path: Path) -> None:
+    """The example config as deployed: beside its rules and the API token file it names."""
+    for name in ("prometheus.yml", "alerts.yml"):
+        shutil.copy(PROM / name, tmp_path / name)
+    (tmp_path / "cronlog-token").write_text("clt_example\n")
+    _run_promtool("check", "config", str(tmp_path / "prometheus.yml"))
 
 
 def test_every_alert_has_severity_annotations_and_an_existing_runbook() -> None:

@@ -24,6 +24,7 @@ from cronlog.vocabulary import (
 from services.api import metrics, views
 from services.api.projection import apply
 from services.api.store import FORMAT, Batch, Store
+from tests.unit.authed import authed
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 SPEC = JobSpec("ten", Schedule(ScheduleKind.CRON, "*/10 * * * * *"), ("sh", "-c", "echo tick"))
@@ -641,7 +642,9 @@ def test_skipped_ticks_are_counted_once_for_prometheus(store: Store) -> None:
     assert sample() == before + 1
     app = FastAPI()
     app.include_router(metrics.router)
-    answer = TestClient(app).get("/metrics")
+    assert authed(app, "default", "admin").get("/metrics").status_code == 403  # a tenant
+    assert TestClient(app).get("/metrics").status_code == 401
+    answer = authed(app, "*", "viewer").get("/metrics")
     assert answer.status_code == 200
     assert answer.headers["content-type"].startswith("text/plain")
     assert f'cronlog_ticks_skipped_total{{reason="queue_full"}} {before + 1}' in answer.text
