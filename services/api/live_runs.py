@@ -12,6 +12,10 @@ as the documents), and read by ``metrics_live.LiveCollector`` at scrape time:
 - ``dur:<job_id>``: the job's last ``DURATIONS_KEPT`` successful run durations, seconds
   (first claim → RunSucceeded), oldest first.
 - ``crit:<job_id>``: present while the job is tagged ``critical`` and not deleted.
+- ``susp:<job_id>``: present while the job's circuit is open or half-open (JobSuspended until
+  JobUnsuspended or JobDeleted), so ``cronlog_jobs_suspended`` survives a restart of the API.
+
+A deleted job leaves none of its keys (a job registered again under its id starts afresh).
 
 It also observes the two histograms that need a run's history: the claim latency (TaskReady or
 TaskReleased → TaskClaimed, the events' ``at``) and the trigger lag (the run document's
@@ -40,6 +44,7 @@ WAITING = frozenset({"queued", "buffered"})
 LIVE = b"live:"
 DURATIONS = b"dur:"
 CRITICAL = b"crit:"
+SUSPENDED = b"susp:"
 
 
 def live_key(run_id: str) -> bytes:
@@ -57,15 +62,26 @@ def critical_key(job_id: str) -> bytes:
     return CRITICAL + job_id.encode()
 
 
+def suspended_key(job_id: str) -> bytes:
+    """Return the key marking a job whose circuit is open."""
+    return SUSPENDED + job_id.encode()
+
+
 def track_job(batch: Batch, job_id: str, event: ev.Event) -> None:
-    """Keep ``crit:<job_id>`` in step with a job's registration, redefinition or deletion."""
+    """Keep a job's ``crit:`` and ``susp:`` keys in step with its events; a deletion drops
+    every key of the job (``dur:`` too)."""
     if isinstance(event, ev.JobRegistered | ev.JobRedefined):
         if metrics.CRITICAL_TAG in event.spec.tags:
             batch.put(critical_key(job_id), b"")
         else:
             batch.delete(critical_key(job_id))
+    elif isinstance(event, ev.JobSuspended):
+        batch.put(suspended_key(job_id), b"")
+    elif isinstance(event, ev.JobUnsuspended):
+        batch.delete(suspended_key(job_id))
     elif isinstance(event, ev.JobDeleted):
-        batch.delete(critical_key(job_id))
+        for key in (critical_key, suspended_key, durations_key):
+            batch.delete(key(job_id))
 
 
 def track_run(batch: Batch, record: ev.RunEvent, run_key: bytes) -> None:
@@ -160,6 +176,11 @@ def durations(store: Store, job_id: str) -> list[float]:
     """Return the job's recent successful run durations, seconds, oldest first (maybe empty)."""
     raw = store.get(durations_key(job_id))
     return json.loads(raw) if raw is not None else []
+
+
+def suspended_jobs(store: Store) -> int:
+    """Return how many jobs have their circuit open or half-open."""
+    return sum(1 for _ in store.scan(SUSPENDED))
 
 
 def critical_jobs(store: Store) -> set[str]:

@@ -13,7 +13,8 @@ series is listed in docs/metrics.md, "API metrics".
   ``caught_up`` (fired late, trigger ``catchup``), ``catchup_policy``, ``catchup_window``.
 - ``cronlog_runs_queued_total{reason}``: runs that waited: for a slot under
   ``max_active_runs``, or behind an open circuit (``suspended``).
-- ``cronlog_jobs_suspended``: jobs whose circuit is open now (``cronlog.breaker``); alert on
+- ``cronlog_jobs_suspended``: jobs whose circuit is open now (``cronlog.breaker``; computed at
+  scrape time from the read model, ``metrics_live``, so a restart keeps it); alert on
   it being above 0. ``cronlog_circuits_opened_total{reason}``: circuits opened.
 - ``cronlog_lease_expired_total``, ``cronlog_dead_letters_total{job}``: lease reclaims and
   dead-lettered task instances.
@@ -31,7 +32,6 @@ from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
-    Gauge,
     Histogram,
     generate_latest,
 )
@@ -110,13 +110,9 @@ TICKS_MISSED = Counter(
 RUNS_QUEUED = Counter(
     "cronlog_runs_queued", "Runs queued, by reason", ["reason"], registry=REGISTRY
 )
-SUSPENDED_NOW = Gauge(
-    "cronlog_jobs_suspended", "Jobs whose circuit is open (runs queue)", registry=REGISTRY
-)
 SUSPENSIONS = Counter(
     "cronlog_circuits_opened", "Job circuits opened, by reason", ["reason"], registry=REGISTRY
 )
-_suspended: set[str] = set()
 RUN_EVENTS = Counter(
     "cronlog_run_events", "Run-events applied, by type", ["type"], registry=REGISTRY
 )
@@ -186,11 +182,6 @@ def count(event: ev.Event, job_id: str = "") -> None:
             _zero_missed(job_id)
     elif isinstance(event, ev.JobSuspended):
         SUSPENSIONS.labels(event.reason.value).inc()
-        _suspended.add(job_id)
-        SUSPENDED_NOW.set(len(_suspended))
-    elif isinstance(event, ev.JobUnsuspended | ev.JobDeleted):
-        _suspended.discard(job_id)
-        SUSPENDED_NOW.set(len(_suspended))
     if isinstance(event, ev.JobDeleted):
         LABELS.set_critical(job_id, False)
 

@@ -100,6 +100,11 @@ class LiveCollector(Collector):
             value=stalled,
         )
         yield from self._overruns(elapsed)
+        yield GaugeMetricFamily(
+            "cronlog_jobs_suspended",
+            "Jobs whose circuit is open or half-open (their runs queue)",
+            value=live_runs.suspended_jobs(self.store),
+        )
         critical = {job: 1.0 for job in sorted(live_runs.critical_jobs(self.store))}
         yield _family("cronlog_job_critical", "Jobs tagged critical (1)", "job", critical)
 

@@ -26,7 +26,15 @@ from cronlog.ids import event_id
 from cronlog.model import JobSpec, Schedule, ScheduleKind
 from cronlog.time import to_ms
 from cronlog.validation import validate_tags
-from cronlog.vocabulary import CancelReason, FailureKind, QueueReason, RunTrigger, SkipReason
+from cronlog.vocabulary import (
+    CancelReason,
+    FailureKind,
+    QueueReason,
+    RunTrigger,
+    SkipReason,
+    SuspendReason,
+    UnsuspendReason,
+)
 from services.api import metrics, metrics_live
 from services.api.live_runs import durations, live_runs
 from services.api.metrics import OTHER, JobLabels
@@ -472,3 +480,33 @@ def test_a_critical_jobs_missed_series_exist_at_zero_before_its_first_miss() -> 
     text = generate_latest(metrics.REGISTRY).decode()
     for reason in ("caught_up", "catchup_policy", "catchup_window"):
         assert f'cronlog_ticks_missed_total{{job="pay",reason="{reason}"}} 0.0' in text
+
+
+def test_suspended_jobs_are_counted_from_the_store_so_a_restart_keeps_them(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """The alert on ``cronlog_jobs_suspended`` must not resolve because the API restarted."""
+    first = Store(tmp_path / "rm")
+    feeds = [Feeder(first, j) for j in ("s1", "s2", "s3")]
+    opened = ev.JobSuspended(
+        reason=SuspendReason.CIRCUIT_OPEN,
+        failed_attempts=3,
+        window=timedelta(minutes=5),
+        resume_at=T0 + timedelta(minutes=10),
+    )
+    for feed in feeds:
+        feed.register()
+        feed(opened)
+    feeds[1](ev.JobUnsuspended(reason=UnsuspendReason.OPERATOR))
+    finished_run(feeds[2], "r-s3", T0, 5.0)
+    assert durations(first, "s3") == [5.0]
+    feeds[2](ev.JobDeleted())
+    first.close()
+    reopened = Store(tmp_path / "rm")
+    collector = metrics_live.attach(reopened, max_jobs=10, stalled_s=600, clock=clock)
+    try:
+        assert scrape()["cronlog_jobs_suspended"] == {(): 1.0}  # s1 only, after the restart
+        assert durations(reopened, "s3") == []  # a deleted job leaves nothing
+    finally:
+        metrics_live.detach(collector)
+        reopened.close()
