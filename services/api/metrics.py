@@ -25,6 +25,7 @@ series is listed in docs/metrics.md, "API metrics".
 
 from __future__ import annotations
 
+import logging
 import threading
 
 from fastapi import APIRouter, Depends, HTTPException, Response
@@ -40,6 +41,9 @@ from cronlog import events as ev
 from cronlog.vocabulary import RunTrigger, SkipReason
 from services.api.auth import PLATFORM, Caller
 
+log = logging.getLogger("cronlog.api")
+MAX_CRITICAL_JOBS = 500
+"""Most jobs with a critical label of their own (``JobLabels.set_critical``)."""
 OTHER = "other"
 """The ``job`` label value shared by the jobs past the cap (``JobLabels``)."""
 CRITICAL_TAG = "critical"
@@ -55,7 +59,8 @@ class JobLabels:
     the process; later ones share ``"other"``. A job tagged ``critical`` always keeps its own
     (alerts join on it) and does not use up the cap. One allocation is shared by every metric,
     so a job is ``other`` in all of them or in none, and each metric has at most ``max_jobs``
-    + 1 non-critical values. Memory: at most ``max_jobs`` ids plus the critical ones.
+    + 1 non-critical values, and at most ``MAX_CRITICAL_JOBS`` critical ones. Memory: at
+    most ``max_jobs`` + ``MAX_CRITICAL_JOBS`` ids.
     Thread-safe (the read model's thread counts, the scrape thread reads).
     """
 
@@ -77,9 +82,29 @@ class JobLabels:
             return OTHER
 
     def set_critical(self, job_id: str, critical: bool) -> None:
-        """Mark ``job_id`` critical (its own label whatever the cap) or not any more."""
+        """Mark ``job_id`` critical (its own label whatever the cap) or not any more.
+
+        At most ``MAX_CRITICAL_JOBS`` jobs are critical here (a tag any tenant admin may set
+        must not make the labels unbounded): past that a job tagged critical is labelled like
+        any other, and a warning says so (its missed ticks then do not page).
+        """
         with self._lock:
-            (self._critical.add if critical else self._critical.discard)(job_id)
+            if not critical:
+                self._critical.discard(job_id)
+            elif job_id in self._critical or len(self._critical) < MAX_CRITICAL_JOBS:
+                self._critical.add(job_id)
+            else:
+                log.warning(
+                    "action=critical_jobs_over_cap job_id=%s cap=%d: labelled as any job, "
+                    "its missed ticks do not page",
+                    job_id,
+                    MAX_CRITICAL_JOBS,
+                )
+
+    def critical(self) -> set[str]:
+        """Return the critical jobs that have a label of their own."""
+        with self._lock:
+            return set(self._critical)
 
     def is_critical(self, job_id: str) -> bool:
         """True if ``job_id`` is tagged critical (as last registered or redefined)."""
@@ -91,7 +116,7 @@ class JobLabels:
         with self._lock:
             self.max_jobs = max_jobs
             self._own = set()
-            self._critical = set(critical)
+            self._critical = set(sorted(critical)[:MAX_CRITICAL_JOBS])
 
 
 REGISTRY = CollectorRegistry()
@@ -151,7 +176,7 @@ MISSED_LABELS = ("caught_up", *sorted(r.value for r in MISSED_REASONS))
 def configure(max_jobs: int, critical: set[str]) -> None:
     """Set the job label cap (``CRONLOG_METRICS_MAX_JOBS``) and the critical jobs known."""
     LABELS.reset(max_jobs, critical)
-    for job_id in critical:
+    for job_id in LABELS.critical():
         _zero_missed(job_id)
 
 
@@ -178,7 +203,7 @@ def count(event: ev.Event, job_id: str = "") -> None:
         DEAD_LETTERS.labels(LABELS.label(job_id)).inc()
     elif isinstance(event, ev.JobRegistered | ev.JobRedefined):
         LABELS.set_critical(job_id, CRITICAL_TAG in event.spec.tags)
-        if CRITICAL_TAG in event.spec.tags:
+        if LABELS.is_critical(job_id):
             _zero_missed(job_id)
     elif isinstance(event, ev.JobSuspended):
         SUSPENSIONS.labels(event.reason.value).inc()

@@ -105,7 +105,7 @@ class LiveCollector(Collector):
             "Jobs whose circuit is open or half-open (their runs queue)",
             value=live_runs.suspended_jobs(self.store),
         )
-        critical = {job: 1.0 for job in sorted(live_runs.critical_jobs(self.store))}
+        critical = {job: 1.0 for job in sorted(self.labels.critical())}
         yield _family("cronlog_job_critical", "Jobs tagged critical (1)", "job", critical)
 
     def _stalled(self, run: dict[str, Any], now_ms: float) -> bool:

@@ -510,3 +510,16 @@ def test_suspended_jobs_are_counted_from_the_store_so_a_restart_keeps_them(
     finally:
         metrics_live.detach(collector)
         reopened.close()
+
+
+def test_critical_labels_are_bounded_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any tenant admin may tag a job critical: past MAX_CRITICAL_JOBS it is labelled as any."""
+    monkeypatch.setattr(metrics, "MAX_CRITICAL_JOBS", 2)
+    labels = JobLabels(max_jobs=0)
+    for job in ("c1", "c2", "c3"):
+        labels.set_critical(job, True)
+    assert labels.critical() == {"c1", "c2"}
+    assert [labels.label(j) for j in ("c1", "c2", "c3")] == ["c1", "c2", OTHER]
+    labels.set_critical("c1", False)  # deleted or untagged: room for another
+    labels.set_critical("c3", True)
+    assert labels.critical() == {"c2", "c3"}
