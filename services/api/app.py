@@ -247,6 +247,7 @@ def create_app(
             app.state.read_model.store,
             max_jobs=settings.metrics_max_jobs,
             stalled_s=settings.api_stalled_dag_s,
+            history_s=settings.metrics_history_s,
         )
         if own_model:
             app.state.read_model.start()

@@ -100,7 +100,7 @@ def track_run(batch: Batch, record: ev.RunEvent, run_key: bytes) -> None:
         return
     at_ms = to_ms(record.at)
     key = live_key(run["run_id"])
-    _observe_lag(batch, run_key, run, event)
+    _observe_lag(batch, run_key, run, event, at_ms)
     live = batch.peek_json(key)
     if live is None and run["state"] in ENDED:
         return  # an event after the run ended (terminal states absorb): nothing is live
@@ -131,7 +131,7 @@ def _task_event(live: dict[str, Any], event: ev.Event, at_ms: int) -> None:
         live["ready"][event.task] = at_ms
     elif isinstance(event, ev.TaskClaimed):
         ready = live["ready"].pop(event.task, None)
-        if ready is not None:
+        if ready is not None and metrics.WINDOW.news_ms(at_ms):
             metrics.CLAIM_LATENCY.observe(max(0, at_ms - ready) / 1000)
         if live["started"] is None:
             live["started"] = at_ms
@@ -141,7 +141,9 @@ def _task_event(live: dict[str, Any], event: ev.Event, at_ms: int) -> None:
         live["progress"] = at_ms
 
 
-def _observe_lag(batch: Batch, run_key: bytes, run: dict[str, Any], event: ev.Event) -> None:
+def _observe_lag(
+    batch: Batch, run_key: bytes, run: dict[str, Any], event: ev.Event, at_ms: int
+) -> None:
     """Observe the run's trigger lag once: its first task finished, or the run ended."""
     lag = run.get("trigger_lag_s")
     if lag is None or run.get("lag_counted"):
@@ -149,7 +151,7 @@ def _observe_lag(batch: Batch, run_key: bytes, run: dict[str, Any], event: ev.Ev
     first_done = isinstance(event, ev.TaskSucceeded | ev.TaskFailed) and event.task == run.get(
         "lag_task"
     )
-    if first_done or run["state"] in ENDED:
+    if (first_done or run["state"] in ENDED) and metrics.WINDOW.news_ms(at_ms):
         metrics.TRIGGER_LAG.labels(run["trigger"]).observe(max(0.0, lag))
         run["lag_counted"] = True
         batch.put_json(run_key, run)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from datetime import datetime
 
 from fastapi import APIRouter, Depends, HTTPException, Response
 from prometheus_client import (
@@ -38,6 +39,7 @@ from prometheus_client import (
 )
 
 from cronlog import events as ev
+from cronlog.time import to_ms
 from cronlog.vocabulary import RunTrigger, SkipReason
 from services.api.auth import PLATFORM, Caller
 
@@ -173,9 +175,35 @@ router = APIRouter()
 MISSED_LABELS = ("caught_up", *sorted(r.value for r in MISSED_REASONS))
 
 
-def configure(max_jobs: int, critical: set[str]) -> None:
-    """Set the job label cap (``CRONLOG_METRICS_MAX_JOBS``) and the critical jobs known."""
+class NewsWindow:
+    """Which run-events the counters count: those at or after ``since_ms`` (epoch ms).
+
+    Older ones are history a (re)built read model re-reads, not news: counted, they would
+    rise a fresh process's counters by everything that ever happened and fire alerts for
+    old misses and dead letters. The scrape-time gauges read the index and are unaffected.
+    """
+
+    def __init__(self) -> None:
+        """Count everything until ``configure`` says otherwise."""
+        self.since_ms = 0
+
+    def news(self, at: datetime) -> bool:
+        """True if an event at ``at`` (aware) is counted."""
+        return to_ms(at) >= self.since_ms
+
+    def news_ms(self, at_ms: int) -> bool:
+        """True if an event at ``at_ms`` (epoch ms) is counted."""
+        return at_ms >= self.since_ms
+
+
+WINDOW = NewsWindow()
+
+
+def configure(max_jobs: int, critical: set[str], since_ms: int = 0) -> None:
+    """Set the job label cap (``CRONLOG_METRICS_MAX_JOBS``), the critical jobs known, and the
+    first instant counted (``NewsWindow``; epoch ms, 0: everything)."""
     LABELS.reset(max_jobs, critical)
+    WINDOW.since_ms = since_ms
     for job_id in LABELS.critical():
         _zero_missed(job_id)
 
@@ -188,8 +216,20 @@ def _zero_missed(job_id: str) -> None:
         TICKS_MISSED.labels(job_id, reason)
 
 
-def count(event: ev.Event, job_id: str = "") -> None:
-    """Count one newly applied run-event of ``job_id``."""
+def count(event: ev.Event, job_id: str = "", at: datetime | None = None) -> None:
+    """Count one newly applied run-event of ``job_id`` published at ``at`` (None: now).
+
+    An event before ``WINDOW`` is history: only the critical-label and circuit bookkeeping
+    follow it, nothing is counted.
+    """
+    if isinstance(event, ev.JobRegistered | ev.JobRedefined):
+        LABELS.set_critical(job_id, CRITICAL_TAG in event.spec.tags)
+        if LABELS.is_critical(job_id):
+            _zero_missed(job_id)
+    elif isinstance(event, ev.JobDeleted):
+        LABELS.set_critical(job_id, False)
+    if at is not None and not WINDOW.news(at):
+        return
     RUN_EVENTS.labels(type(event).__name__).inc()
     if isinstance(event, ev.TickSkipped):
         TICKS_SKIPPED.labels(event.reason.value).inc()
@@ -201,24 +241,18 @@ def count(event: ev.Event, job_id: str = "") -> None:
         LEASE_EXPIRED.inc()
     elif isinstance(event, ev.TaskDeadLettered):
         DEAD_LETTERS.labels(LABELS.label(job_id)).inc()
-    elif isinstance(event, ev.JobRegistered | ev.JobRedefined):
-        LABELS.set_critical(job_id, CRITICAL_TAG in event.spec.tags)
-        if LABELS.is_critical(job_id):
-            _zero_missed(job_id)
     elif isinstance(event, ev.JobSuspended):
         SUSPENSIONS.labels(event.reason.value).inc()
-    if isinstance(event, ev.JobDeleted):
-        LABELS.set_critical(job_id, False)
 
 
-def run_created(job_id: str, trigger: RunTrigger) -> None:
+def run_created(job_id: str, trigger: RunTrigger, at: datetime | None = None) -> None:
     """Count a run that appeared for the first time (its RunScheduled, -Buffered or -Queued).
 
     A run of trigger ``catchup`` is a tick that was missed and fired late (``caught_up``);
     counted when the run appears, so a queued catch-up run is counted once, not again when it
     starts.
     """
-    if trigger is RunTrigger.CATCHUP:
+    if trigger is RunTrigger.CATCHUP and (at is None or WINDOW.news(at)):
         TICKS_MISSED.labels(LABELS.label(job_id), "caught_up").inc()
 
 

@@ -149,14 +149,21 @@ def _family(name: str, doc: str, label: str, values: Mapping[str, float]) -> Gau
 
 
 def attach(
-    store: Store, *, max_jobs: int, stalled_s: float, clock: Callable[[], float] = time.time
+    store: Store,
+    *,
+    max_jobs: int,
+    stalled_s: float,
+    history_s: float | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> LiveCollector:
     """Serve the scrape-time gauges of ``store`` on ``GET /metrics``; call ``detach`` after.
 
-    Also resets the job label cap to ``max_jobs`` and loads the critical jobs from ``store``
-    (``LiveCollector`` documents the other arguments).
+    Also resets the job label cap to ``max_jobs``, loads the critical jobs from ``store``, and
+    counts only run-events from ``history_s`` seconds before now on (None: all;
+    ``metrics.NewsWindow``). ``LiveCollector`` documents the other arguments.
     """
-    metrics.configure(max_jobs, live_runs.critical_jobs(store))
+    since_ms = 0 if history_s is None else int((clock() - history_s) * 1000)
+    metrics.configure(max_jobs, live_runs.critical_jobs(store), since_ms)
     collector = LiveCollector(store, metrics.LABELS, stalled_s=stalled_s, clock=clock)
     metrics.REGISTRY.register(collector)
     return collector

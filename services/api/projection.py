@@ -115,7 +115,7 @@ def apply(batch: Batch, record: ev.RunEvent) -> bool:
     batch.put(marker, b"")
     batch.put(_event_key(record), dump_run_event(record))
     event = record.event
-    metrics.count(event, record.job_id)
+    metrics.count(event, record.job_id, record.at)
     if isinstance(event, ev.RunScheduled | ev.RunBuffered | ev.RunQueued):
         _run_scheduled(batch, record, event)
         if isinstance(event, ev.RunScheduled):
@@ -233,7 +233,7 @@ def _run_scheduled(
         )
         batch.put_json(key, existing)
     if existing is None:
-        metrics.run_created(record.job_id, event.trigger)
+        metrics.run_created(record.job_id, event.trigger, record.at)
         batch.put_json(key, run_doc.new(record, event, job))
         batch.put(tick_runs_prefix(record.job_id, event.scheduled_for) + event.run_id.encode(), b"")
         if job is not None:

@@ -44,6 +44,10 @@ class ApiSettings(KafkaSettings):
         metrics_max_jobs: at most this many distinct ``job`` label values per metric of
             ``GET /metrics``; later jobs share ``job="other"`` (jobs tagged ``critical``
             always keep their own); env ``CRONLOG_METRICS_MAX_JOBS``. Default 200.
+        metrics_history_s: run-events older than this many seconds before the process started
+            are history, not news: the counters and histograms of ``GET /metrics`` skip them,
+            so a read model rebuilt from offset 0 (a new replica, a format change) does not
+            replay old misses into alerts; env ``CRONLOG_METRICS_HISTORY_S``. Default 900.
         api_stalled_dag_s: an active run with unfinished tasks, none claimed, and no task
             progress for this many seconds counts in ``cronlog_dags_stalled``; env
             ``CRONLOG_API_STALLED_DAG_S``. Default 600.
@@ -68,6 +72,7 @@ class ApiSettings(KafkaSettings):
     api_tenants_file: Path | None = None
     metrics_max_jobs: int = Field(default=200, ge=0, le=100_000)
     api_stalled_dag_s: float = Field(default=600.0, gt=0, allow_inf_nan=False)
+    metrics_history_s: float = Field(default=900.0, ge=0, allow_inf_nan=False)
     api_console_max_streams: int = Field(default=100, ge=0, le=100_000)
     api_test_fault: Literal["", "fatal", "stall"] = ""
 

@@ -523,3 +523,38 @@ def test_critical_labels_are_bounded_too(monkeypatch: pytest.MonkeyPatch) -> Non
     labels.set_critical("c1", False)  # deleted or untagged: room for another
     labels.set_critical("c3", True)
     assert labels.critical() == {"c2", "c3"}
+
+
+def test_history_before_the_window_is_not_counted_but_still_tracked(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """A read model rebuilt from offset 0 must not replay old misses into alerts: events
+    older than CRONLOG_METRICS_HISTORY_S before start are history (not counted), while the
+    critical tag they carry still counts."""
+    store = Store(tmp_path / "rm")
+    collector = metrics_live.attach(store, max_jobs=10, stalled_s=600, history_s=900, clock=clock)
+    try:
+        feed = Feeder(store, "old-news")
+        old = datetime.fromtimestamp(clock() - 3600, UTC)
+        feed(ev.JobRegistered(spec=replace(SPEC, tags=("critical",)), next_fire_at=None), at=old)
+        skipped_before = value(
+            "cronlog_ticks_missed_total", job="old-news", reason="catchup_policy"
+        )
+        miss = ev.TickSkipped(
+            scheduled_for=old, reason=SkipReason.CATCHUP_POLICY, next_fire_at=None
+        )
+        feed(miss, at=old)
+        assert (
+            value("cronlog_ticks_missed_total", job="old-news", reason="catchup_policy")
+            == skipped_before
+        )  # history
+        assert scrape()["cronlog_job_critical"] == {(("job", "old-news"),): 1.0}
+        feed(miss, at=datetime.fromtimestamp(clock(), UTC))  # news
+        assert (
+            value("cronlog_ticks_missed_total", job="old-news", reason="catchup_policy")
+            == skipped_before + 1
+        )
+    finally:
+        metrics_live.detach(collector)
+        store.close()
+        metrics.configure(200, set())
