@@ -40,6 +40,7 @@ ALERT_NAMES = (
     "CronlogDeadLetters",
     "CronlogJobSuspended",
     "CronlogConsumerLagGrowing",
+    "CronlogNoScheduler",
 )
 
 
@@ -132,10 +133,11 @@ def test_every_alert_has_a_firing_and_a_silent_promtool_case() -> None:
     assert firing == silent == set(ALERT_NAMES)
 
 
-def test_only_a_critical_missed_schedule_pages() -> None:
+def test_only_a_critical_missed_schedule_or_no_scheduler_at_all_pages() -> None:
     severities = {rule["alert"]: rule["labels"]["severity"] for rule in _rules()}
     assert [name for name, sev in severities.items() if sev == "page"] == [
-        "CronlogCriticalScheduleMissed"
+        "CronlogCriticalScheduleMissed",
+        "CronlogNoScheduler",
     ]
 
 
