@@ -78,15 +78,15 @@ MAX_OUTPUT_TAIL_CHARS = 16 * 1024
 MAX_REASON_CHARS = 1024
 """Free text a worker gives (ReleaseTask.reason), characters."""
 MAX_LABEL_CHARS = 64
+"""A string-coded enum value the core checks itself (TaskSnapshot.state, RerunTask.trigger)."""
 MAX_LEASE_TOKEN_CHARS = 128
 """A worker's lease secret (``cronlog.leases.lease_digest``)."""
 MAX_TENANT_CHARS = 63
+"""A tenant name (``cronlog.tenants.TENANT_PATTERN``); the fold refuses a malformed one."""
 MAX_TAGS = 16
 """A job's tags (``JobSpec.tags``; each at most ``MAX_TAG_CHARS``)."""
 MAX_TAG_CHARS = 63
 """A job tag, characters (``cronlog.validation.TAG_PATTERN``)."""
-"""A tenant name (``cronlog.tenants.TENANT_PATTERN``); the fold refuses a malformed one."""
-"""A string-coded enum value the core checks itself (TaskSnapshot.state, RerunTask.trigger)."""
 MAX_CLAIM_NEXT = 256
 """Task instances a poll or a completion may take at once (``PollTasks.slots``,
 ``CompleteTask.claim_next``): a worker's free slots, at most its ``CRONLOG_SLOTS`` (256)."""

@@ -204,6 +204,7 @@ def jobs_backfill(
     answer = call(lambda: client.backfill(job_id, body))
     if isinstance(answer, dict) and answer.get("status") == "accepted":
         said(job_id, "backfill", answer, output)
+        runs_cmd.cannot_follow(wait)
         return
     show(answer, output, render.backfill_table)
     if wait and not dry_run:

@@ -224,6 +224,7 @@ def dead_letters_replay(
     answer = call(lambda: client.replay({k: v for k, v in body.items() if v}))
     if isinstance(answer, dict) and answer.get("status") == "accepted":
         said(job_id or run_id or "dead letters", "replay", answer, output)
+        cannot_follow(wait)
         return
     show(answer, output, render.replays_table)
     if wait:
@@ -239,6 +240,14 @@ Wait = Annotated[
         "exit 0 if all succeeded, 1 if one did not, 124 if one had not ended.",
     ),
 ]
+
+
+def cannot_follow(wait: float | None) -> None:
+    """With ``--wait``, an answer that lists no runs yet (202: not folded within the API's
+    wait) cannot be followed: say so and exit 124, never 0 as if the runs had succeeded."""
+    if wait:
+        err.print("the runs are not known yet (202): nothing to follow", highlight=False)
+        raise typer.Exit(124)
 
 
 def wait_for(client: ApiClient, run_ids: list[str], timeout_s: float) -> None:

@@ -105,8 +105,8 @@ def print_changes(
             runs, _ = recent_runs(client, job_id, 25)
             for run in reversed(runs):
                 if seen.get(run["run_id"]) != run["state"]:
-                    seen[run["run_id"]] = run["state"]
                     console.print(_change(run), highlight=False, soft_wrap=True)
+            seen = {run["run_id"]: run["state"] for run in runs}  # bounded: the runs shown
         except ApiError as exc:
             console.print(f"API: {exc.describe()}", highlight=False)
         check()

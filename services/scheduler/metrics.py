@@ -33,7 +33,11 @@ COMMIT_SECONDS = Histogram(
     registry=REGISTRY,
 )
 RECORDS = Counter("cronlog_fold_records", "Command records folded", registry=REGISTRY)
-DECISIONS = Counter("cronlog_fold_decisions", "Run-events decided by the fold", registry=REGISTRY)
+DECISIONS = Counter(
+    "cronlog_fold_decisions",
+    "Decisions of the fold: (command, job) pairs decided (a Tick makes one per due job)",
+    registry=REGISTRY,
+)
 DUE_JOBS = Gauge("cronlog_due_index_jobs", "Jobs in the due index", registry=REGISTRY)
 LAG = Gauge(
     "cronlog_consumer_lag_records",
@@ -50,6 +54,8 @@ OWNERSHIP = Counter(
     ["change"],
     registry=REGISTRY,
 )
+for _change in ("assigned", "revoked"):  # at 0 from the start: increase() sees the first
+    OWNERSHIP.labels(_change)
 UP = Gauge("cronlog_scheduler_up", "1 while the scheduler process runs", registry=REGISTRY)
 LAG_EVERY_S = 5.0
 """Seconds between two readings of the consumer lag."""
