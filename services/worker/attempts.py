@@ -86,7 +86,7 @@ class Attempts:
         lease_token: str = "",
         tracer: Tracer | None = None,
     ) -> None:
-        self.tracer = tracer or spans.worker_tracer()
+        self.tracer = spans.worker_tracer(tracer)
         self.reach = reach or Reach()
         self.lease_token = lease_token
         self.worker_id = worker_id
