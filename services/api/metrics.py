@@ -58,11 +58,12 @@ class JobLabels:
     """The ``job`` label values of one process: at most ``max_jobs`` jobs get their own.
 
     The first ``max_jobs`` distinct jobs seen keep their job_id as label value for the life of
-    the process; later ones share ``"other"``. A job tagged ``critical`` always keeps its own
-    (alerts join on it) and does not use up the cap. One allocation is shared by every metric,
-    so a job is ``other`` in all of them or in none, and each metric has at most ``max_jobs``
-    + 1 non-critical values, and at most ``MAX_CRITICAL_JOBS`` critical ones. Memory: at
-    most ``max_jobs`` + ``MAX_CRITICAL_JOBS`` ids.
+    the process; later ones share ``"other"``. A job tagged ``critical`` gets its own (alerts
+    join on it) without using up the cap, and keeps it for the life of the process even once
+    untagged or deleted (``pinned``: its series never split between two values). One
+    allocation is shared by every metric, so a job is ``other`` in all of them or in none, and
+    each metric has at most ``max_jobs`` + 1 + ``MAX_CRITICAL_JOBS`` values. Memory: at most
+    ``max_jobs`` + ``MAX_CRITICAL_JOBS`` ids.
     Thread-safe (the read model's thread counts, the scrape thread reads).
     """
 
@@ -71,12 +72,14 @@ class JobLabels:
         self.max_jobs = max_jobs
         self._own: set[str] = set()
         self._critical: set[str] = set()
+        self._pinned: set[str] = set()
+        """Jobs critical at some point of this process (at most MAX_CRITICAL_JOBS)."""
         self._lock = threading.Lock()
 
     def label(self, job_id: str) -> str:
         """Return the ``job`` label value of ``job_id`` (allocating one while there is room)."""
         with self._lock:
-            if job_id in self._critical or job_id in self._own:
+            if job_id in self._pinned or job_id in self._own:
                 return job_id
             if len(self._own) < self.max_jobs:
                 self._own.add(job_id)
@@ -92,9 +95,10 @@ class JobLabels:
         """
         with self._lock:
             if not critical:
-                self._critical.discard(job_id)
-            elif job_id in self._critical or len(self._critical) < MAX_CRITICAL_JOBS:
+                self._critical.discard(job_id)  # its label stays pinned
+            elif job_id in self._pinned or len(self._pinned) < MAX_CRITICAL_JOBS:
                 self._critical.add(job_id)
+                self._pinned.add(job_id)
             else:
                 log.warning(
                     "action=critical_jobs_over_cap job_id=%s cap=%d: labelled as any job, "
@@ -119,6 +123,7 @@ class JobLabels:
             self.max_jobs = max_jobs
             self._own = set()
             self._critical = set(sorted(critical)[:MAX_CRITICAL_JOBS])
+            self._pinned = set(self._critical)
 
 
 REGISTRY = CollectorRegistry()

@@ -520,9 +520,22 @@ def test_critical_labels_are_bounded_too(monkeypatch: pytest.MonkeyPatch) -> Non
         labels.set_critical(job, True)
     assert labels.critical() == {"c1", "c2"}
     assert [labels.label(j) for j in ("c1", "c2", "c3")] == ["c1", "c2", OTHER]
-    labels.set_critical("c1", False)  # deleted or untagged: room for another
-    labels.set_critical("c3", True)
-    assert labels.critical() == {"c2", "c3"}
+    labels.set_critical("c1", False)  # untagged: no longer critical, its label stays pinned
+    labels.set_critical("c3", True)  # still no room: pinned labels count
+    assert labels.critical() == {"c2"}
+    assert [labels.label(j) for j in ("c1", "c2", "c3")] == ["c1", "c2", OTHER]
+
+
+def test_an_untagged_critical_job_keeps_its_series_whole() -> None:
+    """Found by an adversarial run: untagging split a job's counts between its own label and
+    ``other`` (and overshot the cap)."""
+    labels = JobLabels(max_jobs=1)
+    labels.label("first")  # takes the one own label
+    labels.set_critical("pay", True)
+    labels.set_critical("pay", False)
+    assert labels.label("pay") == "pay"
+    assert labels.label("late") == OTHER
+    assert labels.critical() == set()
 
 
 def test_history_before_the_window_is_not_counted_but_still_tracked(
