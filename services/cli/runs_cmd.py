@@ -54,7 +54,8 @@ def watch_runs(
     """Show runs live, newest tick first, as ``./ops/up`` does: tick, trigger lag, state,
     attempt, worker, exit code; redrawn every second. Off a terminal: a line per run change."""
     client = ApiClient(api)
-    call(lambda: client.jobs())  # unreachable or refused: say so and exit 1/2 at once
+    # unreachable, refused, or a job not found (another tenant's too): say so, exit 1/2 at once
+    call(lambda: client.job(job_id) if job_id else client.jobs())
     try:
         watch.watch(client, out, job_id=job_id, limit=limit, duration_s=duration)
     except KeyboardInterrupt:
@@ -237,7 +238,8 @@ Wait = Annotated[
         "--wait",
         min=1,
         help="Then follow the new runs with a progress bar for at most this many seconds; "
-        "exit 0 if all succeeded, 1 if one did not, 124 if one had not ended.",
+        "exit 0 if all succeeded, 3 if one did not, 124 if one had not ended (1/2: the API "
+        "refused or could not be reached, as for every command).",
     ),
 ]
 

@@ -129,10 +129,14 @@ def follow(
 ) -> dict[str, str]:
     """Wait for runs to end, with a progress bar (runs ended of all), at most ``timeout_s``.
 
-    A run the API does not know yet (its command not folded) counts as not ended.
+    A run the API does not know yet (its command not folded) counts as not ended; an API that
+    cannot be reached is asked again within the budget (the runs go on without it).
 
     Returns:
         Each run's last state seen (``unknown`` for one never seen).
+
+    Raises:
+        ApiError: the API refused (not 404: a run not known yet).
     """
     states = dict.fromkeys(run_ids, "unknown")
     end = time.monotonic() + timeout_s
@@ -146,11 +150,17 @@ def follow(
     with Progress(*columns, console=console, transient=False) as bar:
         task = bar.add_task("", total=len(states))
         while True:
-            for run_id, state in states.items():
-                if state not in ENDED:
-                    states[run_id] = _state(client, run_id)
+            note = ""
+            try:
+                for run_id, state in states.items():
+                    if state not in ENDED:
+                        states[run_id] = _state(client, run_id)
+            except ApiError as exc:
+                if exc.status != 0:
+                    raise
+                note = " (API unreachable, asking again)"
             done = sum(s in ENDED for s in states.values())
-            bar.update(task, completed=done, description=_tally(states))
+            bar.update(task, completed=done, description=_tally(states) + note)
             if done == len(states) or time.monotonic() >= end:
                 return states
             time.sleep(POLL_S)
@@ -172,9 +182,14 @@ def _tally(states: dict[str, str]) -> str:
     return ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
 
 
+RUN_NOT_SUCCEEDED = 3
+"""``--wait``'s exit code when a run ended otherwise than succeeded (1 and 2 are the CLI's
+codes for an API that refused or could not be reached)."""
+
+
 def exit_code(states: dict[str, str]) -> int:
-    """0 when every run succeeded, 1 when one ended otherwise, 124 when one had not ended
-    (the ``timeout`` command's code)."""
+    """0 when every run succeeded, ``RUN_NOT_SUCCEEDED`` when one ended otherwise, 124 when
+    one had not ended (the ``timeout`` command's code)."""
     if any(s not in ENDED for s in states.values()):
         return 124
-    return 0 if all(s == "succeeded" for s in states.values()) else 1
+    return 0 if all(s == "succeeded" for s in states.values()) else RUN_NOT_SUCCEEDED

@@ -68,8 +68,8 @@ def test_runs_watch_prints_a_line_per_run_change_and_runs_job_still_lists(
     assert '"job_id": "w2s"' in listed.stdout or '"run_id"' in listed.stdout
 
     unknown = cli(api, "runs", "watch", "--job-id", "nope", "--duration", "1")
-    assert unknown.returncode == 0  # the table shows the API's 404 in place; watching goes on
-    assert "404" in unknown.stdout
+    assert unknown.returncode == 1  # not found (or another tenant's): said at once
+    assert "404" in unknown.stderr and "nope" in unknown.stderr
 
 
 def test_backfill_and_dead_letter_replay_wait_for_their_runs_with_exit_codes(
@@ -109,7 +109,7 @@ def test_backfill_and_dead_letter_replay_wait_for_their_runs_with_exit_codes(
         "--wait",
         "90",
     )
-    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert bad.returncode == 3, bad.stdout + bad.stderr  # a run failed (1/2: API errors)
     assert "1 run(s): 1 failed" in bad.stdout
     wait_for(
         lambda: (
@@ -120,6 +120,6 @@ def test_backfill_and_dead_letter_replay_wait_for_their_runs_with_exit_codes(
         "the failed task dead-lettered",
     )
     replayed = cli(api, "dead-letters", "replay", "--job-id", "fails", "--wait", "90")
-    assert replayed.returncode == 1, replayed.stdout + replayed.stderr  # it fails again
+    assert replayed.returncode == 3, replayed.stdout + replayed.stderr  # it fails again
     assert "replayed 1 dead letter(s)" in replayed.stdout
     assert "1 run(s): 1 failed" in replayed.stdout
