@@ -40,6 +40,7 @@ from services.api.answers import (
     documented,
 )
 from services.api.auth import Authenticator, Caller, principal
+from services.api.headers import SecurityHeaders
 from services.api.read_model import ReadModel
 from services.api.schemas import Instant
 from services.api.scope import visible_job, visible_run
@@ -303,4 +304,5 @@ def create_app(
     app.include_router(health)
     app.include_router(metrics.router)
     app.include_router(console.router)
+    app.add_middleware(SecurityHeaders)
     return app

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from cronlog.vocabulary import RunTrigger
 from services.api.app import create_app
 from services.api.auth import Authenticator
 from services.api.console import graph, shutdown_streams
+from services.api.console import stream as console_stream
 from services.api.console.session import COOKIE
 from services.api.read_model import ReadModel
 from services.api.settings import ApiSettings
@@ -293,3 +295,30 @@ def test_the_stream_says_changed_when_the_page_is_behind_and_ends_on_exit(app: F
         rest = list(lines)
     assert "event: changed" not in rest
     assert app.state.console_streams == 0
+
+
+def test_a_stream_ends_once_its_token_is_revoked(
+    app: FastAPI, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Found by an adversarial run: a revoked token's open stream went on for ever."""
+    monkeypatch.setattr(console_stream, "REAUTH_S", 0.0)
+    client = browser(app)
+    with client.stream("GET", "/console/stream", params={"since": -1}) as answer:
+        lines = answer.iter_lines()
+        assert [next(lines) for _ in range(3)] == ["retry: 2000", "", "event: changed"]
+        app.state.authenticator = Authenticator(tmp_path / "no-tokens.json")  # revoked
+        rest = list(lines)  # the stream ends by itself
+    assert "event: changed" not in rest
+    assert app.state.console_streams == 0
+
+
+def test_every_answer_carries_the_protective_headers(app: FastAPI) -> None:
+    """Found by an adversarial run: the log page served ``<script>`` as text/plain without
+    nosniff, and nothing kept other sites from framing the console."""
+    client = browser(app)
+    for path in ("/", "/login", "/console/static/console.css", "/healthz"):
+        headers = client.get(path).headers
+        assert headers["x-content-type-options"] == "nosniff", path
+        assert headers["x-frame-options"] == "DENY", path
+        assert headers["content-security-policy"] == "frame-ancestors 'none'", path
+        assert headers["referrer-policy"] == "same-origin", path

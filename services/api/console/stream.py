@@ -19,7 +19,7 @@ from fastapi.responses import FileResponse, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from services.api.console.pages import read_model
-from services.api.console.session import ApiCaller
+from services.api.console.session import ApiCaller, authenticate
 
 router = APIRouter(include_in_schema=False)
 STATIC = Path(__file__).parent / "static"
@@ -37,6 +37,9 @@ COALESCE_S = 0.2
 """After a change, wait this long so a burst of batches becomes one event, seconds."""
 MIN_GAP_S = 1.0
 """At most one event per this many seconds per stream (each makes its page re-render)."""
+REAUTH_S = 30.0
+"""A stream checks its caller's token again this often, seconds: a revoked or expired token's
+stream ends (its page then asks to sign in)."""
 
 
 def _closing(app: FastAPI) -> threading.Event:
@@ -92,8 +95,13 @@ async def stream(request: Request, caller: ApiCaller, since: int | None = None) 
         seen, quiet = (rm.version if since is None else since), 0.0
         loop = asyncio.get_running_loop()
         last = loop.time() - MIN_GAP_S
+        checked = loop.time()
         yield b"retry: 2000\n\n"
         while not closing.is_set():
+            if loop.time() - checked >= REAUTH_S:
+                if authenticate(request) is None:
+                    return  # the token was revoked or expired
+                checked = loop.time()
             version = await rm.changed(seen, WAKE_S)
             if version == seen:
                 quiet += WAKE_S
