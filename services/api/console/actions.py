@@ -111,21 +111,20 @@ async def trigger(job_id: str, request: Request, caller: Operator) -> Response:
 @router.post("/jobs/{job_id}/pause")
 async def pause(job_id: str, request: Request, caller: Operator) -> Response:
     """Pause the job (the API's ``PATCH`` with ``paused: true``) → the job page."""
-    return await _act(
-        request,
-        caller,
-        lambda: writes.patch_job(job_id, JobPatch(paused=True), request, caller, None),
-        lambda _: f"/jobs/{quote(job_id, safe='')}",
-    )
+    return await _set_paused(job_id, request, caller, paused=True)
 
 
 @router.post("/jobs/{job_id}/resume")
 async def resume(job_id: str, request: Request, caller: Operator) -> Response:
     """Resume the job (``paused: false``; missed ticks are not caught up) → the job page."""
+    return await _set_paused(job_id, request, caller, paused=False)
+
+
+async def _set_paused(job_id: str, request: Request, caller: Principal, paused: bool) -> Response:
     return await _act(
         request,
         caller,
-        lambda: writes.patch_job(job_id, JobPatch(paused=False), request, caller, None),
+        lambda: writes.patch_job(job_id, JobPatch(paused=paused), request, caller, None),
         lambda _: f"/jobs/{quote(job_id, safe='')}",
     )
 
