@@ -247,6 +247,10 @@ def test_register_of_a_live_job_is_rejected_job_exists() -> None:
             "retry_policy.backoff_coefficient",
         ),
         (replace(SPEC, tasks=("a", "a")), "tasks"),
+        # a RegisterJob produced straight onto Kafka past the API's checks (invariant 7)
+        (replace(SPEC, tags=("Critical",)), "tags[0]"),
+        (replace(SPEC, tags=("ok", "ok")), "tags[1]"),
+        (replace(SPEC, tags=tuple(f"t{i}" for i in range(17))), "tags"),
     ],
     ids=lambda v: v if isinstance(v, str) else "",
 )
