@@ -107,6 +107,7 @@ def test_a_low_task_waiting_past_its_aging_bound_starts_before_newer_high_ones(
         f"ready; {len(highs_first)} high grants came before the last of them"
     )
     assert len(lows_waiting) >= 20  # the case happened: lows were waiting
-    # Strict classes grant all 120 highs first (checked: with a 7-day aging, 120 of 120); aged
-    # lows go first, bar grants that interleave across partitions (seen: 35).
-    assert len(highs_first) < M // 2
+    # Strict classes grant all 120 highs first (checked: with a 7-day aging, 120 of 120). With
+    # aging the waiting lows go first in their partitions; a partition whose lows are done
+    # grants its highs meanwhile (seen: 35 and 56 of 120).
+    assert len(highs_first) < M * 3 // 4
