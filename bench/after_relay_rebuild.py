@@ -74,7 +74,7 @@ def synthetic(count: int, first: int = 0) -> list[ev.RunEvent]:
                     next_fire_at=None,
                 )
                 if n % 2
-                else ev.RunSucceeded(run_id=run_id)
+                else ev.RunSucceeded(run_id=run_id, tenant="team-a")  # as the fold stamps it
             )
         out.append(
             ev.RunEvent(event_id=f"e{i}", job_id=job, at=at, idem_key=f"k{i}", index=0, event=event)

@@ -2,7 +2,7 @@
 
 The after relay (``topology/after_relay.py``) turns the upstream's RunSucceeded / RunFailed /
 RunCancelled into an UpstreamRunEnded command for each downstream job; this module decides
-it. Rules and their reasons: docs/schedules.md, "After".
+it. Rules and their reasons: docs/schedules.md, "After"; tenants: docs/tenants.md.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from cronlog.runs import start_run
 from cronlog.vocabulary import (
     JobStatus,
     QueueReason,
+    RejectReason,
     RunTrigger,
     SkipReason,
     UpstreamOutcome,
@@ -48,15 +49,39 @@ def wants(state: JobState, command: cmd.UpstreamRunEnded) -> bool:
     )
 
 
+def foreign_upstream(state: JobState, command: cmd.UpstreamRunEnded) -> bool:
+    """Return whether ``command`` is the end of a run of another tenant's upstream job.
+
+    True when ``state``'s job is ``after`` the command's upstream job and the command names an
+    upstream tenant that is not the job's own. An empty ``upstream_tenant`` (a command from a
+    relay, or about a run-event, written before the field existed) is not checked, so old
+    logs replay as they were folded. Rule and reasons: docs/tenants.md, "The tenant of after
+    chains".
+
+    Determinism: decided from the command (the relay copies the tenant from the upstream's
+    run-ending event) and the job's record only.
+    """
+    sched = state.spec.schedule
+    return (
+        command.upstream_tenant != ""
+        and command.upstream_tenant != state.spec.tenant
+        and sched.kind is ScheduleKind.AFTER
+        and sched.after_job_id == command.upstream_job_id
+    )
+
+
 def upstream_run_ended(
     d: Decision, state: JobState, command: cmd.UpstreamRunEnded, now: datetime
 ) -> None:
     """Start the run an upstream run's end asks for, if any.
 
-    Emits nothing when the job does not want it (``wants``) or when its run is already
-    active (a re-sent command). A fact about another job is not a refusal, so nothing is
-    rejected either. ``max_runs`` spent: TickSkipped ``max_runs``; ``max_active_runs``
-    reached: TickSkipped ``max_active_runs`` (the job record must stay bounded). After runs
+    Refuses with ``wrong_tenant`` the end of a run of another tenant's upstream job
+    (``foreign_upstream``): no run starts, whatever the job's state and ``after_on``, and the
+    refusal names neither that tenant nor the run. Otherwise emits nothing when the job does
+    not want it (``wants``) or when its run is already active (a re-sent command). A fact
+    about another job is not a refusal, so nothing else is rejected. ``max_runs`` spent:
+    TickSkipped ``max_runs``; ``max_active_runs`` reached: TickSkipped ``max_active_runs``
+    (the job record must stay bounded). After runs
     are outside the overlap policy, like manual triggers: each was asked for by one upstream
     run.
 
@@ -69,6 +94,14 @@ def upstream_run_ended(
     dedupes within the marker window. One upstream run reopened by a rerun and ended again is
     a new end: it may start another run.
     """
+    if foreign_upstream(state, command):
+        d.reject(
+            command,
+            RejectReason.WRONG_TENANT,
+            f"job {d.job_id!r} is after {command.upstream_job_id!r}, which belongs to another "
+            "tenant: its runs start nothing here",
+        )
+        return
     if not wants(state, command):
         return
     run_id = run_id_for_after(

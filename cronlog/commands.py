@@ -301,6 +301,10 @@ class UpstreamRunEnded:
         outcome: how it ended.
         upstream_event_id: the event_id of the run-event that ended it (a run reopened by a
             rerun can end more than once; each end is its own). "" when unknown.
+        upstream_tenant: the upstream job's tenant, as its run-ending event says. The fold
+            starts no run of a job of another tenant (docs/tenants.md, "The tenant of after
+            chains"). "" when unknown (relays and run-events from before this field): not
+            checked.
     """
 
     upstream_job_id: str
@@ -308,6 +312,7 @@ class UpstreamRunEnded:
     upstream_scheduled_for: datetime | None
     outcome: UpstreamOutcome
     upstream_event_id: str = ""
+    upstream_tenant: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -227,6 +227,7 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
                         run_id=queued.run_id,
                         reason=CancelReason.JOB_DELETED,
                         scheduled_for=queued.scheduled_for,
+                        tenant=state.spec.tenant,
                     )
                 )
             d.emit(ev.JobDeleted())

@@ -162,6 +162,9 @@ class RunCancelled:
     """The run that displaced it (``cancel_previous``), or None."""
     scheduled_for: datetime | None = None
     """The run's tick (so a consumer needs no memory of RunScheduled); None in old records."""
+    tenant: str = ""
+    """The job's tenant (``JobSpec.tenant``), so the after relay can tell its downstream jobs
+    whose run ended (docs/tenants.md, "The tenant of after chains"); "" in old records."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -470,6 +473,9 @@ class RunSucceeded:
     """The run, ``r`` + 24 hex digits (``cronlog.ids``)."""
     scheduled_for: datetime | None = None
     """The run's tick (so a consumer needs no memory of RunScheduled); None in old records."""
+    tenant: str = ""
+    """The job's tenant (``JobSpec.tenant``), so the after relay can tell its downstream jobs
+    whose run ended (docs/tenants.md, "The tenant of after chains"); "" in old records."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -480,6 +486,9 @@ class RunFailed:
     """The run, ``r`` + 24 hex digits (``cronlog.ids``)."""
     scheduled_for: datetime | None = None
     """The run's tick (so a consumer needs no memory of RunScheduled); None in old records."""
+    tenant: str = ""
+    """The job's tenant (``JobSpec.tenant``), so the after relay can tell its downstream jobs
+    whose run ended (docs/tenants.md, "The tenant of after chains"); "" in old records."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -231,6 +231,7 @@ def fire_due_ticks(state: JobState, now: datetime) -> Iterator[ev.Event]:
                         reason=CancelReason.OVERLAP,
                         replaced_by=run_id,
                         scheduled_for=fold.ticks.get(old),
+                        tenant=spec.tenant,
                     )
                 fold.active = []
         if reason is None and (

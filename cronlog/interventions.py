@@ -48,7 +48,10 @@ def cancel(d: Decision, state: JobState, command: cmd.CancelRun, now: datetime) 
         queued = next(q for q in state.queue if q.run_id == command.run_id)
         d.emit(
             ev.RunCancelled(
-                run_id=queued.run_id, reason=CancelReason.USER, scheduled_for=queued.scheduled_for
+                run_id=queued.run_id,
+                reason=CancelReason.USER,
+                scheduled_for=queued.scheduled_for,
+                tenant=state.spec.tenant,
             )
         )  # a queued run never started: nothing else to stop
         return
@@ -58,7 +61,10 @@ def cancel(d: Decision, state: JobState, command: cmd.CancelRun, now: datetime) 
     if command.task is None:
         d.emit(
             ev.RunCancelled(
-                run_id=run.run_id, reason=CancelReason.USER, scheduled_for=run.scheduled_for
+                run_id=run.run_id,
+                reason=CancelReason.USER,
+                scheduled_for=run.scheduled_for,
+                tenant=state.spec.tenant,
             )
         )
         release_waiting(d, now)

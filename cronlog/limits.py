@@ -117,7 +117,8 @@ class Limit:
             it then costs one byte a character; a worker_id or run_id of control characters
             would cost six in the record's JSON).
         empty: a token may be the empty string (``Command.job_id``: a Tick's or a poll's;
-            ``UpstreamRunEnded.upstream_event_id`` of old records); other identifiers may not.
+            ``UpstreamRunEnded.upstream_event_id`` and ``upstream_tenant`` of old records);
+            other identifiers may not.
         items: an array: at most this many items.
         total_chars: an array of strings: at most this many characters in all items together.
         low, high: an integer (or each integer of an array): the inclusive range.
@@ -245,6 +246,7 @@ COMMAND_LIMITS: Mapping[str, Limit] = MappingProxyType(
             upstream_job_id=_token(MAX_JOB_ID_CHARS),
             upstream_run_id=_IDS,
             upstream_event_id=_token(MAX_EVENT_ID_CHARS, empty=True),
+            upstream_tenant=_token(MAX_TENANT_CHARS, empty=True),
         ),
         **_fields(
             "JobSpec",

@@ -102,10 +102,11 @@ def finish_run_if_done(d: Decision, run_id: str, now: datetime) -> None:
     states = [t.state for t in run.tasks]
     if not all(s in TERMINAL_TASK_STATES for s in states):
         return
+    tenant = d.live().spec.tenant
     if all(s in OK_TASK_STATES for s in states):
-        d.emit(ev.RunSucceeded(run_id=run_id, scheduled_for=run.scheduled_for))
+        d.emit(ev.RunSucceeded(run_id=run_id, scheduled_for=run.scheduled_for, tenant=tenant))
     else:
-        d.emit(ev.RunFailed(run_id=run_id, scheduled_for=run.scheduled_for))
+        d.emit(ev.RunFailed(run_id=run_id, scheduled_for=run.scheduled_for, tenant=tenant))
     release_waiting(d, now)
 
 

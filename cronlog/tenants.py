@@ -4,8 +4,10 @@ A tenant is a name (``TENANT_PATTERN``). Every job has one (``JobSpec.tenant``),
 registration; every command says which tenant sent it (``Envelope.tenant``). The fold checks
 the two agree for *user* commands (register, change, trigger, operate); Ticks, worker commands
 (claim, renew, complete, release, poll) and the after relay's ``UpstreamRunEnded`` are the
-platform's own and carry no tenant's authority. Who may send as which tenant is the API's
-business (bearer tokens) and the broker's (ACLs on the commands topic): docs/tenants.md.
+platform's own and carry no tenant's authority (an ``UpstreamRunEnded`` names the upstream's
+tenant instead, which must be the job's own: ``cronlog.after.foreign_upstream``). Who may
+send as which tenant is the API's business (bearer tokens) and the broker's (ACLs on the
+commands topic): docs/tenants.md.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Pure (no I/O): fed every RunEvent of every partition in log order per partition, it keeps
 upstream job → downstream jobs (from JobRegistered / JobRedefined / JobDeleted) and each
 active run's ``scheduled_for``, and answers the UpstreamRunEnded envelopes a run's end asks
-for. Design: docs/architecture.md, "Job after job: the relay".
+for (carrying the upstream's tenant from the ending event, which the fold checks). Design:
+docs/architecture.md, "Job after job: the relay".
 """
 
 from __future__ import annotations
@@ -100,6 +101,7 @@ class AfterIndex:
                     upstream_scheduled_for=tick,
                     outcome=OUTCOMES[type(event)],
                     upstream_event_id=record.event_id,
+                    upstream_tenant=event.tenant,
                 )
                 return [
                     cmd.Envelope(

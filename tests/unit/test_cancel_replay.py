@@ -45,7 +45,9 @@ CLAIMED_DAG = given(
 
 def test_cancel_of_a_whole_run_emits_run_cancelled_user_and_drops_the_run() -> None:
     state, events = when(CLAIMED, cmd.CancelRun(run_id=RUN), TICK)
-    assert events == [ev.RunCancelled(run_id=RUN, reason=CancelReason.USER, scheduled_for=TICK)]
+    assert events == [
+        ev.RunCancelled(run_id=RUN, reason=CancelReason.USER, scheduled_for=TICK, tenant="default")
+    ]
     assert state is not None and state.runs == ()
 
 
@@ -81,7 +83,7 @@ def test_a_run_whose_only_task_is_cancelled_ends_failed() -> None:
     state, events = when(CLAIMED, cmd.CancelRun(run_id=RUN, task="main"), TICK)
     assert events == [
         ev.TaskCancelled(run_id=RUN, task="main", attempt=1, worker_id="w1"),
-        ev.RunFailed(run_id=RUN, scheduled_for=TICK),
+        ev.RunFailed(run_id=RUN, scheduled_for=TICK, tenant="default"),
     ]
     assert state is not None and state.runs == ()
 
@@ -101,7 +103,7 @@ def test_a_cancelled_task_counts_as_failed_once_the_other_tasks_end() -> None:
             started_at=STARTED,
             finished_at=FINISHED,
         ),
-        ev.RunFailed(run_id=RUN, scheduled_for=TICK),
+        ev.RunFailed(run_id=RUN, scheduled_for=TICK, tenant="default"),
     ]
 
 
@@ -109,7 +111,7 @@ def test_cancel_of_a_ready_task_has_no_holder() -> None:
     _, events = when(READY, cmd.CancelRun(run_id=RUN, task="main"), TICK)
     assert events == [
         ev.TaskCancelled(run_id=RUN, task="main", attempt=1, worker_id=None),
-        ev.RunFailed(run_id=RUN, scheduled_for=TICK),
+        ev.RunFailed(run_id=RUN, scheduled_for=TICK, tenant="default"),
     ]
 
 
@@ -153,7 +155,7 @@ def test_the_last_failed_attempt_is_dead_lettered_with_its_exit_code_and_output(
             exit_code=7,
             output_tail="tail",
         ),
-        ev.RunFailed(run_id=RUN, scheduled_for=TICK),
+        ev.RunFailed(run_id=RUN, scheduled_for=TICK, tenant="default"),
     ]
 
 

@@ -190,7 +190,7 @@ def test_extract_success_readies_transform_then_load_and_the_run_succeeds() -> N
     state, events = _run(state, "transform")
     assert events[1:] == [ev.TaskReady(run_id=RUN, task="load", attempt=1, scheduled_for=TICK)]
     _, events = _run(state, "load")
-    assert events[1:] == [ev.RunSucceeded(run_id=RUN, scheduled_for=TICK)]
+    assert events[1:] == [ev.RunSucceeded(run_id=RUN, scheduled_for=TICK, tenant="default")]
 
 
 def test_extract_dead_lettered_fails_everything_downstream_without_running_it() -> None:
@@ -206,7 +206,7 @@ def test_extract_dead_lettered_fails_everything_downstream_without_running_it() 
         ),
         ev.TaskUpstreamFailed(run_id=RUN, task="transform", trigger_rule="all_success"),
         ev.TaskUpstreamFailed(run_id=RUN, task="load", trigger_rule="all_success"),
-        ev.RunFailed(run_id=RUN, scheduled_for=TICK),
+        ev.RunFailed(run_id=RUN, scheduled_for=TICK, tenant="default"),
     ]
 
 
@@ -227,7 +227,9 @@ def test_diamond_joins_after_both_branches_and_follows_its_rule_when_one_fails()
         ev.TaskReady(run_id=RUN, task="d", attempt=1, scheduled_for=TICK)
     ]  # all_done: runs despite b
     _, events = _run(state, "d")
-    assert events[1:] == [ev.RunFailed(run_id=RUN, scheduled_for=TICK)]  # b failed: the run fails
+    assert events[1:] == [
+        ev.RunFailed(run_id=RUN, scheduled_for=TICK, tenant="default")
+    ]  # b failed: the run fails
 
 
 def test_skips_propagate_and_a_run_of_successes_and_skips_succeeds() -> None:
@@ -236,7 +238,7 @@ def test_skips_propagate_and_a_run_of_successes_and_skips_succeeds() -> None:
     assert events[1:] == [
         ev.TaskSkipped(run_id=RUN, task="cleanup", trigger_rule="one_failed"),
         ev.TaskSkipped(run_id=RUN, task="after", trigger_rule="all_success"),
-        ev.RunSucceeded(run_id=RUN, scheduled_for=TICK),
+        ev.RunSucceeded(run_id=RUN, scheduled_for=TICK, tenant="default"),
     ]
 
 
@@ -268,7 +270,7 @@ def test_cancelling_an_upstream_task_fails_its_downstream() -> None:
         ev.TaskCancelled(run_id=RUN, task="extract", attempt=1, worker_id=None),
         ev.TaskUpstreamFailed(run_id=RUN, task="transform", trigger_rule="all_success"),
         ev.TaskUpstreamFailed(run_id=RUN, task="load", trigger_rule="all_success"),
-        ev.RunFailed(run_id=RUN, scheduled_for=TICK),
+        ev.RunFailed(run_id=RUN, scheduled_for=TICK, tenant="default"),
     ]
 
 
@@ -287,7 +289,7 @@ def test_a_redefinition_dropping_a_pending_task_skips_it_and_never_runs_it() -> 
     assert [type(e) for e in events] == [ev.JobRedefined, ev.TaskSkipped]
     assert events[1] == ev.TaskSkipped(run_id=RUN, task="b", trigger_rule="removed")
     _, events = when(state, complete(task="a"), FINISHED, key="done-a")
-    assert events[1:] == [ev.RunSucceeded(run_id=RUN, scheduled_for=TICK)]
+    assert events[1:] == [ev.RunSucceeded(run_id=RUN, scheduled_for=TICK, tenant="default")]
 
 
 def test_a_dag_turned_into_a_one_task_job_stops_the_old_tasks() -> None:
@@ -296,7 +298,7 @@ def test_a_dag_turned_into_a_one_task_job_stops_the_old_tasks() -> None:
     assert events[1:] == [
         ev.TaskCancelled(run_id=RUN, task="a", attempt=1, worker_id="w1"),
         ev.TaskSkipped(run_id=RUN, task="b", trigger_rule="removed"),
-        ev.RunFailed(run_id=RUN, scheduled_for=TICK),
+        ev.RunFailed(run_id=RUN, scheduled_for=TICK, tenant="default"),
     ]
     assert state is not None and state.runs == ()
 
@@ -309,7 +311,7 @@ def test_a_one_task_job_turned_into_a_dag_cancels_main_waiting_for_its_retry() -
     _, events = when(state, cmd.UpdateJob(spec=dag(t("x"))), TICK, key="upd")
     assert events[1:] == [
         ev.TaskCancelled(run_id=RUN, task="main", attempt=2, worker_id=None),
-        ev.RunFailed(run_id=RUN, scheduled_for=TICK),
+        ev.RunFailed(run_id=RUN, scheduled_for=TICK, tenant="default"),
     ]
 
 
@@ -320,7 +322,9 @@ def test_a_deleted_jobs_active_dag_run_goes_on_to_its_end_and_can_be_cancelled()
     state, events = when(after_a, claim(task="b"), FINISHED, key="claim-b")
     assert [type(e) for e in events] == [ev.TaskClaimed]
     _, events = when(after_a, cmd.CancelRun(run_id=RUN), FINISHED, key="cancel")
-    assert events == [ev.RunCancelled(run_id=RUN, reason=CancelReason.USER, scheduled_for=TICK)]
+    assert events == [
+        ev.RunCancelled(run_id=RUN, reason=CancelReason.USER, scheduled_for=TICK, tenant="default")
+    ]
 
 
 @pytest.mark.parametrize(
@@ -353,7 +357,7 @@ def test_a_run_past_its_run_timeout_cancels_what_has_not_ended_and_fails() -> No
         ev.RunTimedOut(run_id=RUN, timeout_at=FINISHED),
         ev.TaskCancelled(run_id=RUN, task="a", attempt=1, worker_id="w1"),
         ev.TaskCancelled(run_id=RUN, task="b", attempt=1, worker_id=None),
-        ev.RunFailed(run_id=RUN, scheduled_for=TICK),
+        ev.RunFailed(run_id=RUN, scheduled_for=TICK, tenant="default"),
     ]
 
 
@@ -375,7 +379,7 @@ def snap(*rows: tuple[str, str, int, int]) -> tuple[cmd.TaskSnapshot, ...]:
 def _etl_failed_at_transform(spec: JobSpec = ETL) -> JobState | None:
     state, _ = _run(_start(spec), "extract")
     state, events = _run(state, "transform", ok=False, exit_code=1)
-    assert events[-1] == ev.RunFailed(run_id=RUN, scheduled_for=TICK)
+    assert events[-1] == ev.RunFailed(run_id=RUN, scheduled_for=TICK, tenant="default")
     return state
 
 
@@ -415,7 +419,7 @@ def test_rerun_of_a_failed_middle_task_with_downstream_reopens_the_run_and_it_su
     )
     assert events[1:] == [ev.TaskReady(run_id=RUN, task="load", attempt=1, scheduled_for=TICK)]
     _, events = _run(state, "load", n=2)
-    assert events[1:] == [ev.RunSucceeded(run_id=RUN, scheduled_for=TICK)]
+    assert events[1:] == [ev.RunSucceeded(run_id=RUN, scheduled_for=TICK, tenant="default")]
 
 
 def test_rerun_without_downstream_leaves_downstream_as_it_ended() -> None:
@@ -426,7 +430,7 @@ def test_rerun_without_downstream_leaves_downstream_as_it_ended() -> None:
     state, _ = when(state, claim(task="transform", attempt=2), FINISHED, key="c-t2")
     _, events = when(state, complete(task="transform", attempt=2, epoch=3), FINISHED, key="d-t2")
     assert events[1:] == [
-        ev.RunFailed(run_id=RUN, scheduled_for=TICK)
+        ev.RunFailed(run_id=RUN, scheduled_for=TICK, tenant="default")
     ]  # load stays upstream_failed
 
 

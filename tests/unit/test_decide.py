@@ -415,7 +415,7 @@ def test_lease_holder_can_still_complete_after_delete() -> None:
             started_at=STARTED,
             finished_at=FINISHED,
         ),
-        ev.RunSucceeded(run_id=RUN, scheduled_for=TICK),
+        ev.RunSucceeded(run_id=RUN, scheduled_for=TICK, tenant="default"),
     ]
 
 
@@ -907,7 +907,7 @@ def test_complete_success_ends_the_run_succeeded() -> None:
             started_at=STARTED,
             finished_at=FINISHED,
         ),
-        ev.RunSucceeded(run_id=RUN, scheduled_for=TICK),
+        ev.RunSucceeded(run_id=RUN, scheduled_for=TICK, tenant="default"),
     ]
     assert state is not None and state.runs == ()
 
@@ -969,7 +969,7 @@ def test_complete_failure_without_retries_ends_the_run_failed(
             exit_code=2,
             output_tail="tail",
         ),
-        ev.RunFailed(run_id=RUN, scheduled_for=TICK),
+        ev.RunFailed(run_id=RUN, scheduled_for=TICK, tenant="default"),
     ]
     assert state is not None and state.runs == ()
 
@@ -1043,7 +1043,7 @@ def test_dag_run_succeeds_only_when_every_task_succeeded() -> None:
             started_at=STARTED,
             finished_at=FINISHED,
         ),
-        ev.RunSucceeded(run_id=RUN, scheduled_for=TICK),
+        ev.RunSucceeded(run_id=RUN, scheduled_for=TICK, tenant="default"),
     ]
 
 
@@ -1073,7 +1073,7 @@ def test_dag_run_fails_once_every_task_ended_and_one_failed() -> None:
             started_at=STARTED,
             finished_at=FINISHED,
         ),
-        ev.RunFailed(run_id=RUN, scheduled_for=TICK),
+        ev.RunFailed(run_id=RUN, scheduled_for=TICK, tenant="default"),
     ]
 
 
@@ -1134,7 +1134,7 @@ def test_a_task_whose_lease_lapses_past_max_lease_expiries_is_dead_lettered() ->
             exit_code=None,
             output_tail=tail,
         ),
-        ev.RunFailed(run_id=RUN, scheduled_for=TICK),
+        ev.RunFailed(run_id=RUN, scheduled_for=TICK, tenant="default"),
     ]
 
 
@@ -1225,7 +1225,7 @@ def test_zombie_completion_after_reassignment_is_rejected_and_the_new_holder_win
             started_at=STARTED,
             finished_at=FINISHED,
         ),
-        ev.RunSucceeded(run_id=RUN, scheduled_for=TICK),
+        ev.RunSucceeded(run_id=RUN, scheduled_for=TICK, tenant="default"),
     ]
 
 
@@ -1264,7 +1264,7 @@ def test_failure_of_the_last_attempt_ends_the_run_failed() -> None:
             exit_code=1,
             output_tail="tail",
         ),
-        ev.RunFailed(run_id=RUN, scheduled_for=TICK),
+        ev.RunFailed(run_id=RUN, scheduled_for=TICK, tenant="default"),
     ]
 
 

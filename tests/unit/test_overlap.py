@@ -146,7 +146,11 @@ def test_cancel_previous_cancels_the_active_run_and_fences_its_worker() -> None:
     first, second = run_id_for_tick(JOB, at(minutes=1)), run_id_for_tick(JOB, at(minutes=2))
     events = f.send(cmd.Tick(), at(minutes=2))
     assert events[0] == ev.RunCancelled(
-        run_id=first, reason=CancelReason.OVERLAP, replaced_by=second, scheduled_for=at(minutes=1)
+        run_id=first,
+        reason=CancelReason.OVERLAP,
+        replaced_by=second,
+        scheduled_for=at(minutes=1),
+        tenant="default",
     )
     assert [r.run_id for r in f.live().runs] == [second]
     renewal = f.send(
@@ -210,7 +214,9 @@ def test_a_queued_run_can_be_cancelled_and_a_delete_cancels_the_queue() -> None:
     first = run_id_for_tick(JOB, at(minutes=2))
     events = f.send(cmd.CancelRun(run_id=first), at(minutes=3, seconds=5))
     assert events == [
-        ev.RunCancelled(run_id=first, reason=CancelReason.USER, scheduled_for=at(minutes=2))
+        ev.RunCancelled(
+            run_id=first, reason=CancelReason.USER, scheduled_for=at(minutes=2), tenant="default"
+        )
     ]
     events = f.send(cmd.DeleteJob(), at(minutes=3, seconds=10))
     assert [type(e) for e in events] == [ev.RunCancelled, ev.JobDeleted]
@@ -218,6 +224,7 @@ def test_a_queued_run_can_be_cancelled_and_a_delete_cancels_the_queue() -> None:
         run_id=run_id_for_tick(JOB, at(minutes=3)),
         reason=CancelReason.JOB_DELETED,
         scheduled_for=at(minutes=3),
+        tenant="default",
     )
     assert f.live().queue == ()
 

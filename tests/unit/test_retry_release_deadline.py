@@ -131,7 +131,7 @@ def test_only_retryable_failures_are_retried(
                 exit_code=exit_code,
                 output_tail="tail",
             ),
-            ev.RunFailed(run_id=RUN, scheduled_for=TICK),
+            ev.RunFailed(run_id=RUN, scheduled_for=TICK, tenant="default"),
         ]
 
 
