@@ -25,7 +25,7 @@ from confluent_kafka import (
 )
 
 from cronlog import commands as cmd
-from cronlog.errors import CronlogError
+from cronlog.errors import CronlogError, InvalidDefinition
 from cronlog.ids import (
     complete_idem_key,
     poll_idem_key,
@@ -219,18 +219,26 @@ class CommandProducer:
         """Register ``job_id`` with ``spec`` (RegisterJob), checked first as the fold will.
 
         Raises:
-            InvalidDefinition: ``spec`` is invalid, naming the field (nothing is sent).
+            InvalidDefinition: ``spec`` is invalid, or names another tenant than this
+                producer's, naming the field (nothing is sent).
             CommandNotSent: see ``send``.
         """
-        validate_spec(spec, job_id=job_id)
+        self._check(job_id, spec)
         return self.send(job_id, cmd.RegisterJob(spec=spec), idem_key=idem_key, timeout_s=timeout_s)
 
     def update(
         self, job_id: str, spec: JobSpec, *, idem_key: str | None = None, timeout_s: float = 10.0
     ) -> Sent:
         """Replace ``job_id``'s definition (UpdateJob). Raises as ``register``."""
-        validate_spec(spec, job_id=job_id)
+        self._check(job_id, spec)
         return self.send(job_id, cmd.UpdateJob(spec=spec), idem_key=idem_key, timeout_s=timeout_s)
+
+    def _check(self, job_id: str, spec: JobSpec) -> None:
+        validate_spec(spec, job_id=job_id)
+        if spec.tenant != self.tenant:  # the fold would refuse it (wrong_tenant)
+            raise InvalidDefinition(
+                "tenant", f"is {spec.tenant!r}, but this producer sends for {self.tenant!r}"
+            )
 
     def pause(self, job_id: str, *, idem_key: str | None = None, timeout_s: float = 10.0) -> Sent:
         """Stop ``job_id`` firing ticks (PauseJob). Raises CommandNotSent."""
