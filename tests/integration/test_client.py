@@ -82,9 +82,7 @@ def test_a_resent_trigger_starts_one_run_and_an_unknown_job_is_refused(cluster: 
     # every event of the job, each once: one run, even though its trigger was sent twice
     seen = list(stream.events(job_id="twice", timeout_s=5))
     assert len({e.event_id for e in seen}) == len(seen)
-    assert [e.event.run_id for e in seen if isinstance(e.event, ev.RunScheduled)] == [
-        first.run_id
-    ]
+    assert [e.event.run_id for e in seen if isinstance(e.event, ev.RunScheduled)] == [first.run_id]
     assert sum(isinstance(e.event, ev.RunSucceeded) for e in seen) == 1
     run_only = list(stream.events(job_id="twice", run_id=first.run_id, timeout_s=3))
     assert run_only and all(getattr(e.event, "run_id", None) == first.run_id for e in run_only)
