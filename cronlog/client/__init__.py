@@ -22,7 +22,8 @@ from cronlog.client.events import (
     Start,
     UndecodableEvent,
 )
-from cronlog.client.producer import CommandNotSent, CommandProducer, RunRef, Sent, new_idem_key
+from cronlog.client.producer import CommandProducer
+from cronlog.client.refs import CommandNotSent, RunRef, Sent, new_idem_key
 
 __all__ = [
     "CommandNotSent",

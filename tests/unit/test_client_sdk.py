@@ -12,7 +12,7 @@ import pytest
 
 from cronlog import commands as cmd
 from cronlog.client import CommandProducer
-from cronlog.client.producer import _derived_key
+from cronlog.client.refs import derived_key
 from cronlog.errors import InvalidDefinition
 from cronlog.model import JobSpec, Schedule, ScheduleKind
 from topology.config import KafkaSettings
@@ -82,6 +82,6 @@ def test_a_lease_s_completion_and_release_get_the_worker_s_keys() -> None:
     release = cmd.ReleaseTask(
         run_id="r1", task="main", attempt=1, epoch=3, worker_id="w", reason=""
     )
-    assert _derived_key(done) == "complete:r1:main:3"
-    assert _derived_key(release) == "release:r1:main:3"
-    assert _derived_key(cmd.TriggerJob()) is None
+    assert derived_key(done) == "complete:r1:main:3"
+    assert derived_key(release) == "release:r1:main:3"
+    assert derived_key(cmd.TriggerJob()) is None
