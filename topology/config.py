@@ -31,6 +31,15 @@ class KafkaSettings(BaseSettings):
             empty: the system's. kafka_ssl_certificate_location and kafka_ssl_key_location:
             the client's own certificate and key for mutual TLS (both or neither).
         The names are librdkafka's configuration properties (CONFIGURATION.md); docs/security.md.
+        schema_registry_url: a Confluent-API schema registry (env
+            ``CRONLOG_SCHEMA_REGISTRY_URL``, e.g. ``http://127.0.0.1:8081``); empty (default):
+            none, and Confluent-framed commands are dead letters. Set: the scheduler
+            registers cronlog's schemas there and folds Confluent-framed commands
+            (``topology/registry.py``, docs/client.md).
+        schema_registry_basic_auth: ``user:password`` for the registry's HTTP basic auth
+            (env ``CRONLOG_SCHEMA_REGISTRY_BASIC_AUTH``; never logged); empty: none.
+        schema_registry_ca_location: CA bundle (PEM path) of an ``https`` registry; empty:
+            the system's.
 
     Raises:
         pydantic.ValidationError: a SASL protocol without username or password, or a client
@@ -53,6 +62,9 @@ class KafkaSettings(BaseSettings):
     kafka_ssl_ca_location: str = ""
     kafka_ssl_certificate_location: str = ""
     kafka_ssl_key_location: str = ""
+    schema_registry_url: str = ""
+    schema_registry_basic_auth: SecretStr = SecretStr("")
+    schema_registry_ca_location: str = ""
 
     @model_validator(mode="after")
     def _security_complete(self) -> Self:

@@ -34,7 +34,7 @@ from cronlog.slots import free_slots, gated
 from cronlog.time import from_ms, to_ms
 from cronlog.vocabulary import CommandKind, RejectReason
 from topology.batch import BatchResult, Outgoing, Record, Write
-from topology.codec import Codec
+from topology.codec import Codec, RegistryUnavailable
 from topology.dead_letters import dead_letter, key_head
 from topology.due_index import DueIndex
 from topology.ledger_fold import LedgerFold, ledger_commands
@@ -120,13 +120,20 @@ class BatchFolder:
         self.ledger = LedgerFold(topics, load, codec)
 
     def fold(self, records: list[Record]) -> BatchResult:
-        """Decide a batch. Never raises for bad input: such records become dead letters."""
+        """Decide a batch. Never raises for bad input: such records become dead letters.
+
+        Raises:
+            RegistryUnavailable: a Confluent-framed record's schema could not be fetched (the
+                record may be fine): nothing of the batch is kept; fold it again later.
+        """
         out = BatchResult()
         overlay: dict[str, JobState | None] = {}
         self.ledger.begin()
         for rec in records:
             try:
                 self._fold_one(rec, overlay, out)
+            except RegistryUnavailable:
+                raise  # the record is fine, the registry is not: the caller folds it again
             except CronlogError as exc:
                 self._dead_letter(rec, type(exc).__name__, str(exc), out)
             except Exception as exc:  # a bug must not stop the fold or lose the record

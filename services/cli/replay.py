@@ -23,7 +23,6 @@ from rocksdict import Options, Rdict
 from cronlog.errors import CronlogError
 from cronlog.time import iso, to_ms
 from services.cli.replay_io import EventSink, LiveSide, verify_partition
-from topology.codec import Codec
 from topology.config import KafkaSettings
 from topology.fold import Outgoing, Record
 from topology.log_reader import (
@@ -35,6 +34,7 @@ from topology.log_reader import (
     reader,
     watermarks,
 )
+from topology.registry import codec_for
 from topology.replay import EventVerdict, Replayer, state_digest
 from topology.topics import Topics
 
@@ -232,7 +232,7 @@ def _run(
         )
     total = sum(bounds.ends.values())
     started = time.perf_counter()
-    codec = Codec()
+    codec = codec_for(settings)  # Confluent-framed commands need the registry, as in the fold
     db = Rdict(str(state_dir / TABLE_DIR), options=Options(raw_mode=True))
     try:
         store: MutableMapping[bytes, bytes] = db  # type: ignore[assignment]  # untyped rocksdict

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+import time
 from types import FrameType
 
 from services import tracing
@@ -15,6 +16,8 @@ from services.scheduler.ticker import run_ticker
 from services.scheduler.transaction import Fenced
 from topology.after_relay import start_after_relay
 from topology.bootstrap import ensure_topics_retrying
+from topology.codec import RegistryUnavailable
+from topology.registry import register_schemas, registry_client
 from topology.retrying import Stopped, start_thread
 
 log = logging.getLogger("cronlog.scheduler")
@@ -30,6 +33,7 @@ def main() -> None:
     tracing.setup("cronlog-scheduler")  # off unless OTEL_* asks for traces
     metrics.serve(settings.metrics_port, settings.metrics_host)  # a port taken: exit 70
     ensure_topics_retrying(settings)
+    register_with_registry(settings)
     runtime = FoldRuntime(settings)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -69,6 +73,33 @@ def main() -> None:
         if relay_stop is not None:
             relay_stop.set()
     log.info("action=stopped")
+
+
+REGISTRY_EXIT = 78
+"""Exit status when the schema registry refused or never answered (BSD's EX_CONFIG)."""
+
+
+def register_with_registry(settings: SchedulerSettings, deadline_s: float = 60.0) -> None:
+    """Register cronlog's schemas when ``CRONLOG_SCHEMA_REGISTRY_URL`` is set (else nothing).
+
+    Retried every 2 s for up to ``deadline_s`` seconds; then the process exits
+    ``REGISTRY_EXIT`` naming the subject and the error: a registry that is configured but
+    refuses (a compatibility rule, auth) is a configuration error to see, not to fold past.
+    """
+    client = registry_client(settings)
+    if client is None:
+        return
+    deadline = time.monotonic() + deadline_s
+    while True:
+        try:
+            register_schemas(client, settings)
+            return
+        except RegistryUnavailable as exc:
+            if time.monotonic() >= deadline:
+                log.critical("action=schema_registry_failed error=%s: exiting", exc)
+                sys.exit(REGISTRY_EXIT)
+            log.warning("action=schema_registry_retry error=%s", exc)
+            time.sleep(2.0)
 
 
 if __name__ == "__main__":

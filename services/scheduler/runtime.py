@@ -26,10 +26,11 @@ from services.scheduler.settings import SchedulerSettings
 from services.scheduler.stable import StableGate
 from services.scheduler.ticker import TickGate
 from services.scheduler.transaction import BatchTransactions, Fenced
-from topology.codec import Codec
+from topology.codec import RegistryUnavailable
 from topology.due_index import DueIndex
 from topology.fold import BatchFolder, BatchResult, Record
 from topology.partition_store import PartitionStore
+from topology.registry import codec_for
 from topology.restore import CONSUMER_CONFIG as RESTORE_CONSUMER
 from topology.restore import last_write_committed, ready_ms, restore
 from topology.retrying import is_fatal, is_transient
@@ -97,7 +98,7 @@ class FoldRuntime:
         self.topics = Topics.of(settings)
         self.n = settings.partitions
         self.faults = faults or CrashPoints()
-        self.codec = Codec()
+        self.codec = codec_for(settings)  # with the schema registry when one is set
         self.due = DueIndex()
         self.due.reset(())
         self.ready = DueIndex()
@@ -189,16 +190,21 @@ class FoldRuntime:
         t0 = time.perf_counter()
         self.due.begin()
         self.ready.begin()
-        out = self.folder.fold(records)
+        try:
+            out = self.folder.fold(records)
+        except RegistryUnavailable as exc:
+            # A Confluent-framed command whose schema the registry could not give: the record
+            # is fine, so it is neither dead-lettered nor skipped; the batch is folded again.
+            log.warning("action=schema_registry_unavailable error=%s: batch retried in 1 s", exc)
+            self._retry(starts)
+            self.stop.wait(1.0)
+            return
         batch_attributes(len(records), ends, out.decisions)
         t1 = time.perf_counter()
         offsets = self.txn.commit(out, ends)
         t2 = time.perf_counter()
         if offsets is None:  # aborted: nothing of the batch happened; fold it again
-            self.due.rollback()
-            self.ready.rollback()
-            for p, offset in starts.items():
-                self.consumer.seek(TopicPartition(self.topics.commands, p, offset))
+            self._retry(starts)
             return
         self.due.commit()
         self.ready.commit()
@@ -212,6 +218,13 @@ class FoldRuntime:
             self.faults.reached("after_store")
         self.stats.record(out, len(records), t1 - t0, t2 - t1, time.perf_counter() - t2)
         metrics.batch(len(records), out.decisions, t2 - t1, len(self.due))
+
+    def _retry(self, starts: dict[int, int]) -> None:
+        """Forget a batch that did not happen and read it again from its first offsets."""
+        self.due.rollback()
+        self.ready.rollback()
+        for p, offset in starts.items():
+            self.consumer.seek(TopicPartition(self.topics.commands, p, offset))
 
     def _records(self, msgs: list[Message]) -> tuple[list[Record], dict[int, int], dict[int, int]]:
         records: list[Record] = []

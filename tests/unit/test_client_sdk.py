@@ -1,0 +1,87 @@
+"""The client SDK's refusals, made before anything is produced (no broker needed).
+
+What it sends, and that cronlog folds it, is ``tests/integration/test_client.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+
+from cronlog import commands as cmd
+from cronlog.client import CommandProducer
+from cronlog.client.refs import derived_key
+from cronlog.errors import InvalidDefinition
+from cronlog.model import JobSpec, Schedule, ScheduleKind
+from topology.config import KafkaSettings
+
+T = datetime(2026, 12, 2, tzinfo=UTC)
+SPEC = JobSpec(name="r", schedule=Schedule(kind=ScheduleKind.MANUAL), command=("true",))
+
+
+@pytest.fixture
+def producer() -> Iterator[CommandProducer]:
+    # Nothing listens there: every test below must refuse before producing.
+    p = CommandProducer(KafkaSettings(bootstrap="127.0.0.1:1"), tenant="billing")
+    yield p
+    p.close(0)
+
+
+def test_another_partitioner_is_refused() -> None:
+    with pytest.raises(ValueError, match="murmur2_random"):
+        CommandProducer(
+            KafkaSettings(bootstrap="127.0.0.1:1"), producer_config={"partitioner": "crc32"}
+        )
+
+
+def test_a_spec_of_another_tenant_or_an_invalid_one_is_refused_before_sending(
+    producer: CommandProducer,
+) -> None:
+    with pytest.raises(InvalidDefinition) as refused:
+        producer.register("r", SPEC)  # SPEC is the default tenant's
+    assert refused.value.field == "tenant"
+    bad = JobSpec(
+        name="r",
+        schedule=Schedule(kind=ScheduleKind.CRON, expression="61 * * * *"),
+        command=("true",),
+        tenant="billing",
+    )
+    with pytest.raises(InvalidDefinition) as refused:
+        producer.update("r", bad)
+    assert refused.value.field == "schedule.expression"
+
+
+@pytest.mark.parametrize(
+    "command", [cmd.Tick(), cmd.PollTasks(worker_id="w", slots=1, poll_id="p")]
+)
+def test_ticks_and_polls_are_not_sent_with_send(
+    producer: CommandProducer, command: cmd.Command
+) -> None:
+    with pytest.raises(ValueError, match="not sent with send"):
+        producer.send("r", command)
+    with pytest.raises(ValueError, match="job_id may not be empty"):
+        producer.send("", cmd.PauseJob())
+
+
+def test_a_lease_s_completion_and_release_get_the_worker_s_keys() -> None:
+    done = cmd.CompleteTask(
+        run_id="r1",
+        task="main",
+        attempt=1,
+        epoch=3,
+        worker_id="w",
+        succeeded=True,
+        exit_code=0,
+        failure_kind=None,
+        output_tail="",
+        started_at=T,
+        finished_at=T,
+    )
+    release = cmd.ReleaseTask(
+        run_id="r1", task="main", attempt=1, epoch=3, worker_id="w", reason=""
+    )
+    assert derived_key(done) == "complete:r1:main:3"
+    assert derived_key(release) == "release:r1:main:3"
+    assert derived_key(cmd.TriggerJob()) is None
