@@ -87,3 +87,27 @@ def complete_days(open_days: Iterable[date], sealed_before: datetime | None) -> 
     if sealed_before is None:
         return []
     return sorted(d for d in set(open_days) if day_end(d) <= sealed_before)
+
+
+def next_offsets(
+    first_of_day: Mapping[int, Mapping[date, int]], stops: Mapping[int, int], day: date
+) -> dict[int, int]:
+    """Return partition -> the first offset filed after ``day``: where reading resumes once
+    ``day`` is committed.
+
+    Args:
+        first_of_day: partition -> day -> offset of the partition's first record of that day.
+        stops: partition -> first offset not read, for every finished partition.
+        day: a complete day (every partition is finished or has a record of a later day).
+
+    Returns:
+        For each partition, its first offset of a later day, else its stop.
+
+    Raises:
+        KeyError: a partition is neither finished nor past ``day`` (``day`` is not complete).
+    """
+    out: dict[int, int] = {}
+    for p, firsts in first_of_day.items():
+        later = [o for d, o in firsts.items() if d > day]
+        out[p] = min(later) if later else stops[p]
+    return out

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from services.archive import days
 from services.archive.reader import Item, TopicReader
-from services.archive.rows import SCHEMA, learn_tenant, tenant_of, to_row, to_table, undecodable_row
+from services.archive.rows import FILE_SCHEMA, learn_tenant, tenant_of, to_row, to_table, undecodable_row
 from services.archive.settings import ArchiveSettings
 from services.archive.store import FileEntry, Manifest, Store, file_path, open_store
 
@@ -67,12 +67,14 @@ class _TenantFile:
         self.tenant, self.part, self.rows = tenant, part, 0
         self.buffer: list[dict[str, Any]] = []
         self.writer = pq.ParquetWriter(
-            store.prepare(self.path), SCHEMA, filesystem=store.fs, compression="zstd"
+            store.prepare(self.path), FILE_SCHEMA, filesystem=store.fs, compression="zstd"
         )
 
     def flush(self) -> None:
         if self.buffer:
-            self.writer.write_table(to_table(self.buffer), row_group_size=len(self.buffer))
+            self.writer.write_table(
+                to_table(self.buffer, FILE_SCHEMA), row_group_size=len(self.buffer)
+            )
             self.buffer = []
 
 

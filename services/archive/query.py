@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from services.archive.hot import hot_table
-from services.archive.rows import SCHEMA
+from services.archive.rows import PARTITIONING_SCHEMA, SCHEMA
 from services.archive.settings import ArchiveSettings
 from services.archive.store import open_store
 
@@ -55,17 +55,23 @@ def connect(settings: ArchiveSettings, *, hot: bool = True) -> duckdb.DuckDBPyCo
     paths = [store.full(f.path) for m in manifests for f in m.files]
     archived: ds.Dataset | pa.Table
     if paths:
-        archived = ds.dataset(paths, schema=SCHEMA, format="parquet", filesystem=store.fs)
+        archived = ds.dataset(
+            paths,
+            format="parquet",
+            filesystem=store.fs,
+            partitioning=ds.partitioning(PARTITIONING_SCHEMA, flavor="hive"),
+            partition_base_dir=store.root,
+        )
     else:
         archived = SCHEMA.empty_table()
     recent = hot_table(settings, manifests) if hot else SCHEMA.empty_table()
     con = duckdb.connect()
     con.register("archived_events", archived)
     con.register("hot_events", recent)
+    columns = ", ".join(f'"{name}"' for name in SCHEMA.names)
     con.execute(
-        "CREATE VIEW run_events AS "
-        "SELECT *, 'archive' AS source FROM archived_events "
-        "UNION ALL SELECT *, 'hot' AS source FROM hot_events"
+        f"CREATE VIEW run_events AS SELECT {columns}, 'archive' AS source FROM archived_events "
+        f"UNION ALL SELECT {columns}, 'hot' AS source FROM hot_events"
     )
     con.execute(RUNS_VIEW)
     return con

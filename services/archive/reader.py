@@ -4,6 +4,7 @@ keeping each partition's watermark and the day each event is filed under (``days
 from __future__ import annotations
 
 import uuid
+from functools import partial
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -17,10 +18,13 @@ from services.archive.rows import Position
 from services.archive.settings import ArchiveSettings
 from services.archive.store import ArchiveError
 from topology.codec import DecodeError, decode_event
+from topology.retrying import call_with_retry
 from topology.topics import Topics
 
 BATCH = 2000
 SILENCE_S = 30.0
+RETRY_S = 30.0
+"""How long a transient broker error (a partition without a leader yet) is retried, seconds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +90,11 @@ class TopicReader:
             ends: dict[int, int] = {}
             assign = []
             for p in sorted(meta.partitions):
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                low, high = call_with_retry(
+                    partial(consumer.get_watermark_offsets, TopicPartition(topic, p), timeout=10),
+                    what=f"watermarks of {topic}/{p}",
+                    deadline_s=RETRY_S,
+                )
                 start = self.starts.get(p)
                 if start is not None and start < low:
                     raise ArchiveError(
@@ -165,13 +173,6 @@ class TopicReader:
         )
 
     def next_offsets(self, day: date) -> dict[int, int]:
-        """Return partition -> the first offset filed after ``day`` (or the partition's stop).
-
-        Only meaningful once ``day`` is complete: every partition is then finished or has a
-        record filed under a later day.
-        """
-        out: dict[int, int] = {}
-        for p, firsts in self.first_of_day.items():
-            later = [o for d, o in firsts.items() if d > day]
-            out[p] = min(later) if later else self.stops[p]
-        return out
+        """Return partition -> the first offset filed after the complete ``day``
+        (``days.next_offsets``)."""
+        return days.next_offsets(self.first_of_day, self.stops, day)

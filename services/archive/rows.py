@@ -61,8 +61,16 @@ SCHEMA = pa.schema(
         pa.field("event_json", pa.string(), nullable=False),
     ]
 )
-"""The archive's columns, in file order. Instants are UTC milliseconds (the wire's unit);
-``day`` and ``tenant`` are also the Hive partition keys of the file's path."""
+"""The archive's columns. Instants are UTC milliseconds (the wire's unit). ``day`` and
+``tenant`` are the Hive partition keys: in a file's path, not in the file (``FILE_SCHEMA``),
+as Hive, Spark, Trino and pyarrow expect."""
+
+PARTITION_KEYS = ("day", "tenant")
+"""The Hive partition keys, outermost first (``day=YYYY-MM-DD/tenant=T/``)."""
+FILE_SCHEMA = pa.schema([f for f in SCHEMA if f.name not in PARTITION_KEYS])
+"""The columns stored in each Parquet file, in file order."""
+PARTITIONING_SCHEMA = pa.schema([SCHEMA.field(name) for name in PARTITION_KEYS])
+"""The types of the partition keys, for readers of the Hive layout."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,9 +191,10 @@ def _plain(value: object) -> object:
     return value
 
 
-def to_table(rows: list[dict[str, Any]]) -> pa.Table:
-    """Return ``rows`` (from ``to_row``) as an Arrow table of ``SCHEMA``; empty rows: 0 rows."""
-    return pa.Table.from_pylist(rows, schema=SCHEMA)
+def to_table(rows: list[dict[str, Any]], schema: pa.Schema = SCHEMA) -> pa.Table:
+    """Return ``rows`` (from ``to_row``) as an Arrow table of ``schema`` (keys not in it are
+    left out: ``FILE_SCHEMA`` drops the partition keys); empty rows: 0 rows."""
+    return pa.Table.from_pylist(rows, schema=schema)
 
 
 def undecodable_row(

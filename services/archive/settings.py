@@ -41,6 +41,17 @@ class ArchiveSettings(KafkaSettings):
     archive_s3_access_key: str = ""
     archive_s3_secret_key: SecretStr = SecretStr("")
 
+    @field_validator("archive_hot_window", "archive_interval", mode="before")
+    @classmethod
+    def _seconds(cls, value: object) -> object:
+        # an environment variable is a string: "5" means 5 seconds, as a number would
+        if isinstance(value, str):
+            try:
+                return timedelta(seconds=float(value))
+            except ValueError:
+                return value
+        return value
+
     @field_validator("archive_hot_window", "archive_interval")
     @classmethod
     def _positive(cls, value: timedelta) -> timedelta:
