@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from enum import Enum
+from functools import cache
 from typing import Any
 
 import pyarrow as pa
@@ -168,22 +169,32 @@ def event_json(record: ev.RunEvent) -> str:
     return json.dumps(doc, separators=(",", ":"), sort_keys=True)
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
+@cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
 def _plain(value: object) -> object:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        out: dict[str, object] = {}
-        for f in dataclasses.fields(value):
-            item = getattr(value, f.name)
-            name = f"{f.name}_ms" if isinstance(item, timedelta) else f.name
-            out[name] = _plain(item)
-        return out
+    # the hot path of the export (every field of every event): cheapest checks first
+    if isinstance(value, _SCALARS):
+        return value
     if isinstance(value, datetime):
         return iso(value)
-    if isinstance(value, timedelta):
-        return duration_ms(value)
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, tuple | list):
         return [_plain(v) for v in value]
+    if isinstance(value, timedelta):
+        return duration_ms(value)
+    if hasattr(type(value), "__dataclass_fields__"):
+        out: dict[str, object] = {}
+        for name in _field_names(type(value)):
+            item = getattr(value, name)
+            out[f"{name}_ms" if isinstance(item, timedelta) else name] = _plain(item)
+        return out
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, bytes):
