@@ -19,7 +19,14 @@ import pyarrow.parquet as pq
 
 from services.archive import days
 from services.archive.reader import Item, TopicReader
-from services.archive.rows import FILE_SCHEMA, learn_tenant, tenant_of, to_row, to_table, undecodable_row
+from services.archive.rows import (
+    FILE_SCHEMA,
+    learn_tenant,
+    tenant_of,
+    to_row,
+    to_table,
+    undecodable_row,
+)
 from services.archive.settings import ArchiveSettings
 from services.archive.store import FileEntry, Manifest, Store, file_path, open_store
 

@@ -18,6 +18,13 @@ from services.archive.rows import PARTITIONING_SCHEMA, SCHEMA
 from services.archive.settings import ArchiveSettings
 from services.archive.store import open_store
 
+_COLUMNS = ", ".join(f'"{name}"' for name in SCHEMA.names)
+RUN_EVENTS_VIEW = (
+    f"CREATE VIEW run_events AS SELECT {_COLUMNS}, 'archive' AS source "  # noqa: S608 (constants)
+    f"FROM archived_events UNION ALL SELECT {_COLUMNS}, 'hot' AS source FROM hot_events"
+)
+"""Archive then hot, the same columns in ``SCHEMA``'s order, plus ``source``."""
+
 RUNS_VIEW = """
 CREATE VIEW runs AS
 SELECT
@@ -68,11 +75,7 @@ def connect(settings: ArchiveSettings, *, hot: bool = True) -> duckdb.DuckDBPyCo
     con = duckdb.connect()
     con.register("archived_events", archived)
     con.register("hot_events", recent)
-    columns = ", ".join(f'"{name}"' for name in SCHEMA.names)
-    con.execute(
-        f"CREATE VIEW run_events AS SELECT {columns}, 'archive' AS source FROM archived_events "
-        f"UNION ALL SELECT {columns}, 'hot' AS source FROM hot_events"
-    )
+    con.execute(RUN_EVENTS_VIEW)
     con.execute(RUNS_VIEW)
     return con
 

@@ -4,10 +4,10 @@ keeping each partition's watermark and the day each event is filed under (``days
 from __future__ import annotations
 
 import uuid
-from functools import partial
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime
+from functools import partial
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
@@ -128,7 +128,9 @@ class TopicReader:
             items: list[Item] = []
             for m in msgs:
                 p, offset = m.partition(), m.offset()
-                if m.error() is not None or p in self.stops or offset >= ends[p]:
+                if m.error() is not None or p is None or offset is None:
+                    continue
+                if p in self.stops or offset >= ends[p]:
                     continue
                 item = self._item(p, offset, m.value() or b"", m.timestamp()[1])
                 if item is None:  # past stop_at: this partition is done

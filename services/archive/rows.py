@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from enum import Enum
-from functools import cache
 from typing import Any
 
 import pyarrow as pa
@@ -172,11 +171,6 @@ def event_json(record: ev.RunEvent) -> str:
 _SCALARS = (str, int, float, bool, type(None))
 
 
-@cache
-def _field_names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(cls))
-
-
 def _plain(value: object) -> object:
     # the hot path of the export (every field of every event): cheapest checks first
     if isinstance(value, _SCALARS):
@@ -189,11 +183,11 @@ def _plain(value: object) -> object:
         return [_plain(v) for v in value]
     if isinstance(value, timedelta):
         return duration_ms(value)
-    if hasattr(type(value), "__dataclass_fields__"):
+    if dataclasses.is_dataclass(value):
         out: dict[str, object] = {}
-        for name in _field_names(type(value)):
-            item = getattr(value, name)
-            out[f"{name}_ms" if isinstance(item, timedelta) else name] = _plain(item)
+        for f in dataclasses.fields(value):
+            item = getattr(value, f.name)
+            out[f"{f.name}_ms" if isinstance(item, timedelta) else f.name] = _plain(item)
         return out
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}

@@ -38,7 +38,7 @@ def _settings(dest: str | None) -> Any:
     from services.archive.settings import ArchiveSettings
 
     try:
-        return ArchiveSettings(**({"archive_dest": dest} if dest else {}))
+        return ArchiveSettings() if dest is None else ArchiveSettings(archive_dest=dest)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"])

@@ -91,7 +91,13 @@ def test_a_crash_between_files_then_a_resume_archives_every_event_once_and_queri
     table = pa.concat_tables(pq.read_table(dest / p) for p in sorted(listed))
     ids = table.column("event_id").to_pylist()
     assert len(ids) == len(cold) and set(ids) == cold  # every archived event exactly once
-    positions = list(zip(table.column("partition").to_pylist(), table.column("offset").to_pylist()))
+    positions = list(
+        zip(
+            table.column("partition").to_pylist(),
+            table.column("offset").to_pylist(),
+            strict=True,
+        )
+    )
     assert len(set(positions)) == len(positions)
     assert {f.tenant for f in manifests[0].files} == {"team-a", "team-b"}
     assert manifests[0].jobs == TENANT  # registered on the first day
@@ -132,11 +138,8 @@ def test_a_crash_between_files_then_a_resume_archives_every_event_once_and_queri
         }
     ]
     running_run = running[0].event.run_id  # type: ignore[union-attr]
-    runs = query(
-        env,
-        f"SELECT run_id, state, tenant FROM runs WHERE run_id IN ('{straddle_run}', "
-        f"'{running_run}') ORDER BY state",
-    )
+    wanted = f"('{straddle_run}', '{running_run}')"  # run ids made by the test
+    runs = query(env, f"SELECT run_id, state, tenant FROM runs WHERE run_id IN {wanted} ORDER BY 2")  # noqa: S608
     assert runs == [
         {"run_id": running_run, "state": "running", "tenant": "team-b"},
         {"run_id": straddle_run, "state": "succeeded", "tenant": "team-a"},

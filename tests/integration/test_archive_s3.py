@@ -68,12 +68,12 @@ def test_export_and_query_through_an_s3_compatible_bucket(
         archive_hot_window=timedelta(seconds=1),
         archive_s3_endpoint=s3_endpoint,
         archive_s3_access_key="testing",
-        archive_s3_secret_key="testing",
+        archive_s3_secret_key="testing",  # noqa: S106 (moto accepts any key)
     )
     store = open_store(settings)
     pafs.S3FileSystem(  # the bucket, made as an operator would; the exporter never makes one
         access_key="testing",
-        secret_key="testing",
+        secret_key="testing",  # noqa: S106
         endpoint_override=s3_endpoint.removeprefix("http://"),
         scheme="http",
         region="us-east-1",
@@ -96,7 +96,8 @@ def test_export_and_query_through_an_s3_compatible_bucket(
     }
     assert export(settings, now).days == []  # idempotent: both days have their manifest
     counts = run_query(
-        settings, "SELECT source, count(DISTINCT event_id) AS n FROM run_events GROUP BY 1 ORDER BY 1"
+        settings,
+        "SELECT source, count(DISTINCT event_id) AS n FROM run_events GROUP BY 1 ORDER BY 1",
     ).to_pylist()
     assert counts == [
         {"source": "archive", "n": len(cold)},
