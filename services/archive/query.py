@@ -57,7 +57,7 @@ def connect(settings: ArchiveSettings, *, hot: bool = True) -> duckdb.DuckDBPyCo
 
     Scoping: every tenant's rows are visible; this is an operator's tool (docs/history.md).
     """
-    store = open_store(settings)
+    store = open_store(settings, create=False)
     manifests = store.manifests()
     paths = [store.full(f.path) for m in manifests for f in m.files]
     archived: ds.Dataset | pa.Table

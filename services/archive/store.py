@@ -174,9 +174,10 @@ class Store:
         self.fs.move(self.full(tmp_path(final)), self.full(final))
 
 
-def open_store(settings: ArchiveSettings) -> Store:
+def open_store(settings: ArchiveSettings, *, create: bool = True) -> Store:
     """Return the Store of ``settings.archive_dest``: S3 for ``s3://bucket/prefix``, else a
-    local directory (created if missing).
+    local directory, created if missing when ``create`` (a reader passes False: a missing
+    directory is an empty archive, and a mistyped path leaves nothing behind).
 
     Raises:
         ArchiveError: the filesystem cannot be set up (its message names the cause).
@@ -197,5 +198,6 @@ def open_store(settings: ArchiveSettings) -> Store:
             raise ArchiveError(f"cannot set up S3 for {dest}: {exc}") from exc
         return Store(s3, dest.removeprefix("s3://").strip("/"))
     root = Path(dest).resolve()
-    root.mkdir(parents=True, exist_ok=True)
+    if create:
+        root.mkdir(parents=True, exist_ok=True)
     return Store(pafs.LocalFileSystem(), root.as_posix())
