@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from enum import Enum
-from typing import Any
+from functools import cache
+from typing import Any, cast
 
 import pyarrow as pa
 
@@ -171,6 +172,16 @@ def event_json(record: ev.RunEvent) -> str:
 _SCALARS = (str, int, float, bool, type(None))
 
 
+@cache
+def _json_names(cls: Any) -> tuple[tuple[str, str], ...]:
+    """(attribute, JSON key) of a dataclass's fields: a duration (``timedelta``, optional or
+    not) is keyed ``<name>_ms``, as its Avro field is, whether or not it is set."""
+    return tuple(
+        (f.name, f"{f.name}_ms" if "timedelta" in str(f.type) else f.name)
+        for f in dataclasses.fields(cls)
+    )
+
+
 def _plain(value: object) -> object:
     # the hot path of the export (every field of every event): cheapest checks first
     if isinstance(value, _SCALARS):
@@ -184,11 +195,8 @@ def _plain(value: object) -> object:
     if isinstance(value, timedelta):
         return duration_ms(value)
     if dataclasses.is_dataclass(value):
-        out: dict[str, object] = {}
-        for f in dataclasses.fields(value):
-            item = getattr(value, f.name)
-            out[f"{f.name}_ms" if isinstance(item, timedelta) else f.name] = _plain(item)
-        return out
+        names = _json_names(cast(Any, type(value)))  # a class is hashable; mypy cannot tell
+        return {key: _plain(getattr(value, name)) for name, key in names}
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, bytes):

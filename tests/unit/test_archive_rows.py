@@ -64,6 +64,14 @@ def test_event_json_keeps_the_whole_event_durations_in_ms_instants_iso() -> None
     assert "lease_ttl" not in doc["body"]
 
 
+def test_an_unset_duration_is_keyed_with_ms_too_as_its_avro_field() -> None:
+    doc = json.loads(to_row(registered("j1", "t", TICK), "t", Position(0, 0), DAY)["event_json"])
+    spec = doc["body"]["spec"]
+    assert spec["run_timeout_ms"] is None and "run_timeout" not in spec
+    assert spec["schedule"]["interval_ms"] is None and "interval" not in spec["schedule"]
+    assert spec["timeout_ms"] == 3_600_000
+
+
 def test_the_tenant_comes_from_the_jobs_registration_then_the_event_then_unknown() -> None:
     tenants: dict[str, str] = {}
     reg = registered("j1", "team-a", TICK)
