@@ -75,7 +75,11 @@ def query_cmd(
     ] = False,
     dest: Dest = None,
 ) -> None:
-    """Run SQL (DuckDB) over the whole run history: the archive and the hot topic together."""
+    """Run SQL (DuckDB) over the whole run history: the archive and the hot topic together.
+
+    Views: run_events (one row per run-event, column source = archive|hot) and runs (one row
+    per run, its latest state). Operator-level: every tenant's rows (docs/history.md).
+    """
     import duckdb
 
     from services.archive.query import run_query
