@@ -16,7 +16,7 @@ import typer
 from cronlog.errors import InvalidDefinition
 from cronlog.model import DstGapPolicy, DstOverlapPolicy
 from cronlog.schedule import cron_ticks, prev_ticks, validate_cron, zone
-from services.cli import render, replay_cmd, runs_cmd, tokens_cmd
+from services.cli import history_cmd, render, replay_cmd, runs_cmd, tokens_cmd
 from services.cli.client import ApiClient, load_job_file
 from services.cli.common import (
     DEFAULT_API,
@@ -53,6 +53,7 @@ app.add_typer(workers, name="workers")
 app.add_typer(tokens_cmd.tokens, name="tokens")
 tenants = typer.Typer(no_args_is_help=True, help="A tenant's usage, quotas and dead letters.")
 app.add_typer(tenants, name="tenants")
+app.add_typer(history_cmd.history, name="history")
 
 
 def _load(path: Path) -> list[dict[str, Any]]:
