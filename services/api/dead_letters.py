@@ -75,7 +75,7 @@ def record(
     old = batch.get_json(key)  # dead-lettered again after a rerun: its old index keys go
     for index in index_keys(old) if old is not None else ():
         batch.delete(index)
-    doc = {
+    doc: dict[str, Any] = {
         "job_id": record_.job_id,
         "run_id": event.run_id,
         "task": event.task,

@@ -74,7 +74,8 @@ def newest_ms(store: Store) -> int | None:
 def end_key(run: dict[str, Any]) -> bytes:
     """Return the ``end:`` key of an ended run document."""
     end = datetime.fromisoformat(run["finished_at"] or run["scheduled_for"])
-    return ENDED + b"%013d\x00" % min(max(to_ms(end), 0), MAX_MS) + run["run_id"].encode()
+    run_id: str = run["run_id"]
+    return ENDED + b"%013d\x00" % min(max(to_ms(end), 0), MAX_MS) + run_id.encode()
 
 
 def track_run(batch: Batch, run_key: bytes) -> None:

@@ -137,13 +137,15 @@ def walk(
     hi = prefix + stop if stop is not None else None
     rows: list[dict[str, Any]] = []
     last: bytes | None = None
-    for looked, (key, value) in enumerate(store.scan(prefix, start=lo)):
+    looked = 0
+    for key, value in store.scan(prefix, start=lo):
         if hi is not None and key >= hi:
             break
         if after is not None and key == prefix + after:
             continue
         if len(rows) >= limit or looked >= SCAN_BUDGET:
             return Page(rows, last)  # a key is left: there is more
+        looked += 1
         last = key[len(prefix) :]
         row = load(key, value)
         if row is not None:

@@ -28,7 +28,8 @@ from confluent_kafka import (
 
 from cronlog import events as ev
 from services.api import history, views
-from services.api.projection import apply, job_key
+from services.api.keys import job_key
+from services.api.projection import apply
 from services.api.reader_thread import ReaderHealth
 from services.api.store import FORMAT, Batch, Store
 from topology.codec import DecodeError, decode_event
