@@ -26,8 +26,10 @@ def job_runs_prefix(job_id: str) -> bytes:
 
 
 def inverted_ms(ms: int) -> bytes:
-    """Return ``MAX_MS - ms`` as 13 digits: ascending key order is descending time."""
-    return b"%013d" % (MAX_MS - ms)
+    """Return ``MAX_MS - ms`` as 13 digits: ascending key order is descending time.
+
+    ``ms`` is clamped to ``0..MAX_MS`` (a listing bound may lie outside what keys hold)."""
+    return b"%013d" % (MAX_MS - min(max(ms, 0), MAX_MS))
 
 
 def tick_runs_prefix(job_id: str, scheduled_for: datetime) -> bytes:
