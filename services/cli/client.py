@@ -234,23 +234,6 @@ class ApiClient:
             "POST", f"/api/v1/runs/{run_id}/tasks/{task}/retry", json={"downstream": downstream}
         )
 
-    def dead_letters(
-        self,
-        job_id: str | None = None,
-        since: str | None = None,
-        until: str | None = None,
-        limit: int = 100,
-    ) -> list[dict[str, Any]]:
-        """Return dead letters, newest first (filters: job_id, since, until ISO)."""
-        params = {
-            k: v
-            for k, v in {"job_id": job_id, "since": since, "until": until, "limit": limit}.items()
-            if v is not None
-        }
-        answer = self.request("GET", "/api/v1/dead-letters", params=params)
-        letters: list[dict[str, Any]] = answer["dead_letters"]
-        return letters
-
     def workers(self, include_lost: bool = False) -> list[dict[str, Any]]:
         """Return the workers that heartbeat, by worker_id (lost ones with ``include_lost``)."""
         params = {"include_lost": "true"} if include_lost else None

@@ -3,6 +3,8 @@ run-events' clock, injected here), keeps live and recent ones, and pages stay co
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from services.api.store import Store
 from tests.unit.test_history_paging import URL, all_pages, fire_many
 from tests.unit.test_operate_api import dead_letter
 from tests.unit.test_read_model_projection import JOB, T0, command, feed, register
+from topology.retrying import FATAL_EXIT
 
 HOUR = timedelta(hours=1)
 
@@ -155,3 +158,31 @@ def test_an_archive_hook_answers_for_a_run_the_read_model_no_longer_holds(
     archived = {"run_id": run_id, "job_id": JOB, "state": "succeeded"}
     rm.archived = lambda rid: archived if rid == run_id else None
     assert rm.run(run_id) == archived
+
+
+def test_a_pruning_step_that_fails_ends_the_process_with_70(tmp_path: Path) -> None:
+    code = (
+        "import sys, time\n"
+        "from datetime import timedelta\n"
+        "from pathlib import Path\n"
+        "from services.api.pruner import HistoryPruner\n"
+        "from services.api.read_model import ReadModel\n"
+        "from services.api.settings import ApiSettings\n"
+        "s = ApiSettings(api_state_dir=Path(sys.argv[1]))\n"
+        "rm = ReadModel(s, s.state_path())\n"
+        "def clock():\n"
+        "    raise OSError('the store is gone')\n"
+        "HistoryPruner(rm, timedelta(days=1), clock=clock).start()\n"
+        "time.sleep(30)\n"
+        "print('still alive')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "rm")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == FATAL_EXIT
+    assert "still alive" not in done.stdout
+    assert "thread=history-pruner error=the store is gone" in done.stderr
