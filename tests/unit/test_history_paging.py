@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import base64
 from datetime import timedelta
+from types import SimpleNamespace
 from typing import Any
 
 from fastapi.testclient import TestClient
 
 from cronlog import events as ev
-from services.api import paging
+from services.api import operate, paging
 from services.api.app import create_app
+from services.api.auth import Principal, Role
 from services.api.read_model import ReadModel
 from tests.unit.authed import authed
 from tests.unit.test_api_auth import register_for
@@ -169,3 +171,26 @@ def test_a_filter_matching_few_rows_answers_short_pages_with_a_cursor(
     failed, pages = all_pages(client, URL, "runs", state="failed", limit=10)
     assert len(failed) == 2
     assert pages == 3
+
+
+def test_a_bulk_replay_selection_stops_at_its_limit_and_says_where_to_go_on(
+    rm: ReadModel, client: TestClient, monkeypatch: Any
+) -> None:
+    register(rm.store)
+    letters = [dead_letter(rm, h, job_id=JOB) for h in range(5)][::-1]  # newest first
+    monkeypatch.setattr(operate, "MAX_REPLAYS", 2)
+    request = SimpleNamespace(app=client.app)
+    caller = Principal("t", "default", Role.OPERATOR)
+    selected: list[str] = []
+    cursor, requests = None, 0
+    while True:
+        body = operate.ReplayIn(job_id=JOB, cursor=cursor)
+        docs, cursor = operate._selected(request, caller, body)  # type: ignore[arg-type]
+        selected += [d["run_id"] for d in docs]
+        requests += 1
+        if cursor is None:
+            break
+    assert (selected, requests) == (letters, 3)
+    answer = client.post("/api/v1/dead-letters/replay", json={"job_id": JOB, "cursor": "x"})
+    assert answer.status_code == 422
+    assert answer.json()["detail"][0]["loc"] == ["body", "cursor"]
