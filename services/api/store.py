@@ -32,8 +32,9 @@ from rocksdict import Options, Rdict, WriteBatch
 # v2: run documents carry task_instances; v3: queued runs (RunQueued) have documents, events
 # are deduped by event_id (eid:), a refused re-use of an idem_key is kept (ev:...\x00<event_id>);
 # v4: the live-run index (live:), recent run durations (dur:) and critical jobs (crit:) that
-# GET /metrics reads (services/api/live_runs.py)
-FORMAT = b"cronlog-api-read-model/v4"
+# GET /metrics reads (services/api/live_runs.py); v5: time indexes for hot-history retention
+# (meta:newest, evt:, end:) and the dead-letter indexes listings page by cursor (dlt:, dlj:)
+FORMAT = b"cronlog-api-read-model/v5"
 """Version of what the keys and documents mean; bump it to rebuild from offset 0."""
 
 

@@ -16,6 +16,7 @@ from cronlog.time import to_ms
 from cronlog.vocabulary import RunTrigger
 from services.api import dead_letters, history, metrics, views
 from services.api.keys import job_runs_prefix, run_key
+from services.api.logs import LOGS_FORMAT
 from services.api.pruner import HistoryPruner
 from services.api.read_model import ReadModel
 from services.api.store import Store
@@ -186,3 +187,15 @@ def test_a_pruning_step_that_fails_ends_the_process_with_70(tmp_path: Path) -> N
     assert done.returncode == FATAL_EXIT
     assert "still alive" not in done.stdout
     assert "thread=history-pruner error=the store is gone" in done.stderr
+
+
+def test_layout_v5_rebuilds_the_run_store_but_not_the_task_log_store(tmp_path: Path) -> None:
+    old = b"cronlog-api-read-model/v4"
+    for name in ("runs", "logs"):
+        s = Store(tmp_path / name, old)
+        s.write({b"run:kept?": b"{}"})
+        s.close()
+    runs, logs = Store(tmp_path / "runs"), Store(tmp_path / "logs", LOGS_FORMAT)
+    assert (runs.get(b"run:kept?"), logs.get(b"run:kept?")) == (None, b"{}")
+    runs.close()
+    logs.close()
