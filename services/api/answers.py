@@ -166,9 +166,11 @@ class JobOut(BaseModel):
 
 
 class JobList(BaseModel):
-    """``GET /api/v1/jobs``: jobs ordered by job_id."""
+    """``GET /api/v1/jobs``: one page of jobs ordered by job_id."""
 
     jobs: list[JobOut]
+    next_cursor: str | None = None
+    """Pass as ``cursor`` for the next page; null when this page is the last."""
 
 
 class Release(BaseModel):
@@ -314,10 +316,12 @@ class RunOut(BaseModel):
 
 
 class RunList(BaseModel):
-    """``GET /api/v1/jobs/{job_id}/runs``: newest scheduled_for first."""
+    """``GET /api/v1/jobs/{job_id}/runs``: one page, newest scheduled_for first, ties by run_id."""
 
     job_id: str
     runs: list[RunOut]
+    next_cursor: str | None = None
+    """Pass as ``cursor`` for the next page; null when this page is the last."""
 
 
 class Tick(BaseModel):

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Protocol
 
 from confluent_kafka import Producer
@@ -19,13 +20,16 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from cronlog.vocabulary import RunTrigger
 from services.api import (
     backfill_api,
     console,
+    listings,
     logs,
     metrics,
     metrics_live,
     operate,
+    paging,
     tenants,
     workers,
     writes,
@@ -41,6 +45,8 @@ from services.api.answers import (
 )
 from services.api.auth import Authenticator, Caller, principal
 from services.api.headers import SecurityHeaders
+from services.api.paging import LIMIT_DOC, MAX_PAGE, Cursor
+from services.api.pruner import HistoryPruner
 from services.api.read_model import ReadModel
 from services.api.schemas import Instant
 from services.api.scope import visible_job, visible_run
@@ -65,11 +71,17 @@ def list_jobs(
     request: Request,
     caller: Caller,
     status: Annotated[str | None, Query(pattern="^(active|paused|deleted)$")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description=LIMIT_DOC)] = 100,
+    cursor: Cursor = None,
 ) -> Any:
-    """Every job of the caller's tenant (deleted ones included, with ``status: deleted``),
-    ordered by job_id."""
-    jobs = _read_model(request).jobs(status)
-    return {"jobs": [j for j in jobs if caller.sees(j["tenant"])]}
+    """The caller's tenant's jobs (deleted ones included, with ``status: deleted``), ordered by
+    job_id, a page at a time: ``next_cursor`` (null on the last page) goes in ``cursor``."""
+    rm = _read_model(request)
+    after = _position(cursor, "jobs", "", listings.JOB_POSITION)
+    page = listings.jobs_page(
+        rm.store, limit=limit, after=after, status=status, visible=caller.sees
+    )
+    return {"jobs": page.rows, "next_cursor": _next(page, "jobs", "")}
 
 
 @reads.get("/jobs/{job_id}", response_model=JobOut, responses=documented(404, 503))
@@ -83,12 +95,28 @@ def list_runs(
     job_id: str,
     request: Request,
     caller: Caller,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 20,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description=LIMIT_DOC)] = 20,
+    cursor: Cursor = None,
+    state: Annotated[
+        listings.RunState | None, Query(description="Only runs in this state.")
+    ] = None,
+    trigger: Annotated[RunTrigger | None, Query(description="Only runs this started.")] = None,
+    since: Annotated[Instant | None, Query(description="scheduled_for at or after.")] = None,
+    until: Annotated[Instant | None, Query(description="scheduled_for before.")] = None,
 ) -> Any:
-    """A job's runs, newest scheduled_for first, at most ``limit``."""
+    """A job's runs, newest scheduled_for first (ties by run_id), a page of at most ``limit``
+    at a time: ``next_cursor`` (null on the last page) goes in ``cursor``. Filters: ``state``,
+    ``trigger``, ``since <= scheduled_for < until`` (ISO-8601 with an offset). A filtered page
+    may hold fewer than ``limit`` runs and still carry a ``next_cursor``. Runs pruned by the hot
+    history retention (``CRONLOG_HISTORY_HOT_DAYS``) are not listed."""
     rm = _read_model(request)
     visible_job(rm, caller, job_id)
-    return {"job_id": job_id, "runs": rm.runs(job_id, limit)}
+    after = _position(cursor, "runs", job_id, listings.RUN_POSITION)
+    where = listings.RunFilter(
+        state=state, trigger=trigger.value if trigger else None, since=since, until=until
+    )
+    page = listings.runs_page(rm.store, job_id, limit=limit, after=after, where=where)
+    return {"job_id": job_id, "runs": page.rows, "next_cursor": _next(page, "runs", job_id)}
 
 
 @reads.get("/jobs/{job_id}/ticks", response_model=TickList, responses=documented(404, 503))
@@ -131,6 +159,21 @@ def list_skipped(
 def get_run(run_id: str, request: Request, caller: Caller) -> Any:
     """One run: state, attempt, lease, exit code, output tail, timings, trigger lag."""
     return visible_run(_read_model(request), caller, run_id)
+
+
+def _position(cursor: str | None, kind: str, scope: str, shape: re.Pattern[bytes]) -> bytes | None:
+    """Return the position of ``cursor`` (None: first page); 422 naming ``cursor`` if bad."""
+    if cursor is None:
+        return None
+    try:
+        return paging.decode(cursor, kind, scope, shape)
+    except paging.BadCursor as exc:
+        raise paging.invalid_cursor(exc, cursor) from exc
+
+
+def _next(page: paging.Page, kind: str, scope: str) -> str | None:
+    pos = page.next_position
+    return paging.encode(kind, scope, pos) if pos is not None else None
 
 
 class _Reader(Protocol):
@@ -208,6 +251,23 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+def _pruner(
+    settings: ApiSettings, read_model: ReadModel, log_model: logs.LogModel | None
+) -> HistoryPruner | None:
+    """Start the hot-history pruner unless history is kept forever (``history_hot_days`` 0)."""
+    if settings.history_hot_days <= 0:
+        return None
+    pruner = HistoryPruner(
+        read_model,
+        timedelta(days=settings.history_hot_days),
+        interval_s=settings.history_prune_interval_s,
+        batch_size=settings.history_prune_batch,
+        logs=log_model.store if log_model is not None else None,
+    )
+    pruner.start()
+    return pruner
+
+
 def create_app(
     settings: ApiSettings | None = None,
     read_model: ReadModel | None = None,
@@ -260,6 +320,7 @@ def create_app(
         if own_workers:
             app.state.workers = workers.WorkerDirectory(settings)
             app.state.workers.start()
+        pruner = _pruner(settings, app.state.read_model, app.state.log_model)
         if app.state.sender is None:
             app.state.sender = CommandSender(
                 Producer(settings.producer_config()), Topics.of(settings).commands
@@ -268,6 +329,8 @@ def create_app(
             yield
         finally:
             metrics_live.detach(collector)
+            if pruner is not None:
+                pruner.stop()
             app.state.sender.close()
             if own_model:
                 app.state.read_model.stop()

@@ -20,8 +20,8 @@ from cronlog.firing import schedule_tick
 from cronlog.limits import MAX_BACKFILL_TASK_INSTANCES
 from cronlog.model import JobSpec, Schedule
 from cronlog.vocabulary import Reprocess
+from services.api.keys import run_key, tick_runs_prefix
 from services.api.mapping import to_spec
-from services.api.projection import run_key, tick_runs_prefix
 from services.api.schemas import JobDefinition
 from services.api.store import Store
 from services.api.views import stored_definition

@@ -35,6 +35,8 @@ from topology.topics import Topics
 
 log = logging.getLogger("cronlog.api.logs")
 router = APIRouter(prefix="/api/v1", dependencies=[Depends(principal)])
+LOGS_FORMAT = b"cronlog-api-read-model/v4"
+"""Format tag of the task-log store: its layout did not change with the run store's v5."""
 
 
 def _attempt_prefix(run_id: str, task: str, attempt: int) -> bytes:
@@ -77,6 +79,7 @@ class LogModel(ReadModel):
     """
 
     thread_name = "log-model"
+    store_format = LOGS_FORMAT
 
     def __init__(self, settings: KafkaSettings, path: Path) -> None:
         """Open the store at ``path`` (its own directory); nothing is read before ``start()``."""

@@ -160,6 +160,13 @@ DEAD_LETTERS = Counter(
     ["job"],
     registry=REGISTRY,
 )
+HISTORY_PRUNED = Counter(
+    "cronlog_history_pruned",
+    "Rows the hot-history retention deleted from the API's read model, by kind: runs, "
+    "dead_letters, events, log_rows (CRONLOG_HISTORY_HOT_DAYS)",
+    ["kind"],
+    registry=REGISTRY,
+)
 TRIGGER_LAG = Histogram(
     "cronlog_trigger_lag_seconds",
     "A run's tick (scheduled_for) to its first task started, seconds",

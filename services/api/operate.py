@@ -12,13 +12,15 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field
 
 from cronlog import commands as cmd
 from cronlog.ids import run_id_for_replay, step_idem_key
-from services.api import dead_letters, idempotency
+from services.api import dead_letters, idempotency, paging
 from services.api.answers import RunOut, documented
 from services.api.auth import Caller, Role, principal, require
+from services.api.paging import LIMIT_DOC, MAX_PAGE, Cursor
 from services.api.projection import TERMINAL_RUN_STATES
 from services.api.read_model import ReadModel
 from services.api.schemas import Instant
@@ -67,9 +69,12 @@ class DeadLetterOut(BaseModel):
 
 
 class DeadLetterList(BaseModel):
-    """``GET /dead-letters``: newest first."""
+    """``GET /dead-letters``: one page, newest dead_lettered_at first, ties by job_id, run_id,
+    task."""
 
     dead_letters: list[DeadLetterOut]
+    next_cursor: str | None = None
+    """Pass as ``cursor`` for the next page; null when this page is the last."""
 
 
 class ReplayIn(BaseModel):
@@ -81,6 +86,9 @@ class ReplayIn(BaseModel):
     job_id: str | None = None
     since: Instant | None = None
     until: Instant | None = None
+    cursor: str | None = Field(default=None, max_length=2048)
+    """A selection by job_id or since/until: continue after this (the ``next_cursor`` of the
+    previous answer)."""
 
 
 class Replayed(BaseModel):
@@ -96,6 +104,11 @@ class ReplayList(BaseModel):
     """``POST /dead-letters/replay``'s answer."""
 
     replays: list[Replayed]
+    replayed: int = 0
+    """How many dead letters this request replayed (``len(replays)``)."""
+    next_cursor: str | None = None
+    """The selection had more than one request replays (``MAX_REPLAYS``): send the same body
+    with this ``cursor`` to replay the next ones; null when every selected one was replayed."""
 
 
 def _tenant(rm: ReadModel, job_id: str) -> str:
@@ -207,14 +220,18 @@ def list_dead_letters(
     job_id: str | None = None,
     since: Annotated[Instant | None, Query()] = None,
     until: Annotated[Instant | None, Query()] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description=LIMIT_DOC)] = 100,
+    cursor: Cursor = None,
 ) -> Any:
     """The caller's tenant's dead letters (filters: job_id, ``since <= dead_lettered_at <
-    until``), newest first. 404: ``job_id`` names no job of the caller's tenant."""
+    until``), newest first (ties by job_id, run_id, task), a page at a time: ``next_cursor``
+    (null on the last page) goes in ``cursor``. 404: ``job_id`` names no job of the caller's
+    tenant."""
     rm = _read_model(request)
     if job_id is not None:
         visible_job(rm, caller, job_id)
-    return {"dead_letters": _listing(rm, caller, job_id, since, until, limit)}
+    rows, next_cursor = _listing(rm, caller, job_id, since, until, limit, cursor)
+    return {"dead_letters": rows, "next_cursor": next_cursor}
 
 
 def _listing(
@@ -224,8 +241,14 @@ def _listing(
     since: datetime | None,
     until: datetime | None,
     limit: int,
-) -> list[dict[str, Any]]:
-    """Dead letters the caller may see (its tenant's jobs), newest first, at most ``limit``."""
+    cursor: str | None,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of the dead letters the caller may see (its tenant's jobs), newest first,
+    and the cursor of the next (None at the end).
+
+    Raises:
+        RequestValidationError: 422 naming ``cursor`` for a cursor of another listing.
+    """
     seen: dict[str, bool] = {}
 
     def visible(doc: dict[str, Any]) -> bool:
@@ -234,10 +257,25 @@ def _listing(
             seen[job] = sees_job(rm, caller, job)
         return seen[job]
 
-    return dead_letters.listing(rm.store, job_id, since, until, limit, visible)
+    scope = dead_letters.cursor_scope(job_id)
+    after = None
+    if cursor is not None:
+        try:
+            after = paging.decode(
+                cursor, "dead-letters", scope, dead_letters.position_shape(job_id)
+            )
+        except paging.BadCursor as exc:
+            raise paging.invalid_cursor(exc, cursor) from exc
+    page = dead_letters.page(
+        rm.store, job_id, since=since, until=until, limit=limit, after=after, visible=visible
+    )
+    pos = page.next_position
+    return page.rows, paging.encode("dead-letters", scope, pos) if pos is not None else None
 
 
-def _selected(request: Request, caller: Caller, body: ReplayIn) -> list[dict[str, Any]]:
+def _selected(
+    request: Request, caller: Caller, body: ReplayIn
+) -> tuple[list[dict[str, Any]], str | None]:
     rm = _read_model(request)
     if body.job_id is not None:
         visible_job(rm, caller, body.job_id)
@@ -253,10 +291,13 @@ def _selected(request: Request, caller: Caller, body: ReplayIn) -> list[dict[str
         )
         if doc is None:
             raise HTTPException(404, f"no dead letter {body.run_id}/{body.task}")
-        return [doc]
+        return [doc], None
     if body.job_id is None and body.since is None and body.until is None:
         raise _invalid("run_id", "give run_id and task, job_id, or since/until")
-    return _listing(rm, caller, body.job_id, body.since, body.until, MAX_REPLAYS)
+    try:
+        return _listing(rm, caller, body.job_id, body.since, body.until, MAX_REPLAYS, body.cursor)
+    except RequestValidationError as exc:  # the cursor is in the body here
+        raise _invalid("cursor", "not a next_cursor of this selection") from exc
 
 
 @router.post(
@@ -269,11 +310,13 @@ async def replay_dead_letters(
     body: ReplayIn, request: Request, caller: Caller, idempotency_key: IdemKey = None
 ) -> Any:
     """Run dead-lettered task instances again (ReplayTask each): new runs, trigger
-    ``replay``, attempt 1; the old attempts stay in their run → ``{replays: [...]}``."""
+    ``replay``, attempt 1; the old attempts stay in their run → ``{replays: [...], replayed,
+    next_cursor}``. A selection by job_id or since/until replays at most ``MAX_REPLAYS`` (100)
+    newest first per request; ``next_cursor`` (null when done) continues with the same body."""
     base = idempotency_key or str(uuid.uuid4())
     replays = []
     rm = _read_model(request)
-    selected = _selected(request, caller, body)
+    selected, next_cursor = _selected(request, caller, body)
     for tenant, count in Counter(_tenant(rm, doc["job_id"]) for doc in selected).items():
         request.app.state.admission.admit_manual_runs(tenant, count)
     for doc in selected:
@@ -292,4 +335,4 @@ async def replay_dead_letters(
             return _accepted(job_id, idem_key, f"/api/v1/runs/{new_run}", new_run)
         _check(events)
         replays.append({"job_id": job_id, "run_id": run_id, "task": task, "replay_run_id": new_run})
-    return {"replays": replays}
+    return {"replays": replays, "replayed": len(replays), "next_cursor": next_cursor}

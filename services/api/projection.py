@@ -21,40 +21,24 @@ from typing import Any
 from cronlog import events as ev
 from cronlog.time import iso, to_ms
 from cronlog.vocabulary import RejectReason, RunTrigger
-from services.api import dead_letters, live_runs, metrics, run_doc, skips, task_instances
+from services.api import (
+    dead_letters,
+    history,
+    live_runs,
+    metrics,
+    run_doc,
+    skips,
+    task_instances,
+)
+from services.api.keys import job_key, run_key, tick_runs_prefix
 from services.api.mapping import spec_to_json
 from services.api.store import Batch
 from services.api.stored import dump_run_event
 
-_MAX_MS = 10**13 - 1
 TERMINAL_RUN_STATES = frozenset({"succeeded", "failed", "cancelled"})
 """Run states after which nothing changes."""
 WAITING_RUN_STATES = frozenset({"buffered", "queued"})
 """Run states of a run that has not started: its RunScheduled moves it to ``scheduled``."""
-
-
-def job_key(job_id: str) -> bytes:
-    """Return the key of a job document."""
-    return b"job:" + job_id.encode()
-
-
-def run_key(run_id: str) -> bytes:
-    """Return the key of a run document."""
-    return b"run:" + run_id.encode()
-
-
-def job_runs_prefix(job_id: str) -> bytes:
-    """Return the key prefix of a job's run index (iterates newest scheduled_for first)."""
-    return b"jr:" + job_id.encode() + b"\x00"
-
-
-def tick_runs_prefix(job_id: str, scheduled_for: datetime) -> bytes:
-    """Return the key prefix of a job's runs for one tick (the run index, by scheduled_for)."""
-    return job_runs_prefix(job_id) + _inverted(scheduled_for) + b"\x00"
-
-
-def _inverted(scheduled_for: datetime) -> bytes:
-    return b"%013d" % (_MAX_MS - to_ms(scheduled_for))
 
 
 def events_prefix(idem_key: str, job_id: str | None = None) -> bytes:
@@ -113,7 +97,9 @@ def apply(batch: Batch, record: ev.RunEvent) -> bool:
     if batch.get(marker) is not None:
         return False
     batch.put(marker, b"")
-    batch.put(_event_key(record), dump_run_event(record))
+    event_key = _event_key(record)
+    batch.put(event_key, dump_run_event(record))
+    history.saw(batch, record, event_key)
     event = record.event
     metrics.count(event, record.job_id, record.at)
     if isinstance(event, ev.RunScheduled | ev.RunBuffered | ev.RunQueued):
@@ -133,6 +119,7 @@ def apply(batch: Batch, record: ev.RunEvent) -> bool:
         live_runs.track_job(batch, record.job_id, event)
     if isinstance(event, LiveChange):
         live_runs.track_run(batch, record, run_key(event.run_id))
+        history.track_run(batch, run_key(event.run_id))
     return True
 
 
@@ -432,6 +419,7 @@ def _run_reopened(batch: Batch, record: ev.RunEvent, event: ev.RunReopened) -> N
     if run is None:
         return
     ended = run["state"]
+    history.reopened(batch, run)
     if ended in TERMINAL_RUN_STATES:
         job = batch.get_json(job_key(record.job_id))
         if job is not None:

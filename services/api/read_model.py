@@ -27,10 +27,11 @@ from confluent_kafka import (
 )
 
 from cronlog import events as ev
-from services.api import views
-from services.api.projection import apply, job_key
+from services.api import history, views
+from services.api.keys import job_key
+from services.api.projection import apply
 from services.api.reader_thread import ReaderHealth
-from services.api.store import Batch, Store
+from services.api.store import FORMAT, Batch, Store
 from topology.codec import DecodeError, decode_event
 from topology.config import KafkaSettings
 from topology.retrying import (
@@ -57,6 +58,8 @@ class ReadModel(ReaderHealth):
     """
 
     thread_name = "read-model"
+    store_format = FORMAT
+    """The format tag of this model's store (``store.Store``)."""
 
     def __init__(self, settings: KafkaSettings, path: Path, *, fault: str = "") -> None:
         """Open the store at ``path``; nothing is consumed before ``start()``.
@@ -68,7 +71,13 @@ class ReadModel(ReaderHealth):
         self.fault = fault
         self.liveness = Liveness(self.thread_name, log)
         self.topic = Topics.of(settings).run_events
-        self.store = Store(path)
+        self.store = Store(path, self.store_format)
+        self.write_lock = threading.Lock()
+        """Held while a batch of records is applied and committed, and by each pruning step
+        (``pruner``): the two writers never interleave. Reads never take it."""
+        self.archived: history.ArchiveLookup = history.no_archive
+        """Where ``run`` looks for a run the read model does not hold (pruned): the cold
+        archive's hook; by default nothing is archived."""
         self._lock = threading.Lock()
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._version = 0
@@ -121,8 +130,8 @@ class ReadModel(ReaderHealth):
         return views.list_runs(self.store, job_id, limit)
 
     def run(self, run_id: str) -> dict[str, Any] | None:
-        """Return run ``run_id``, or None."""
-        return views.get_run(self.store, run_id)
+        """Return run ``run_id``, or None; a run not held here is asked of ``archived``."""
+        return views.get_run(self.store, run_id) or self.archived(run_id)
 
     def skipped(self, job_id: str, limit: int) -> list[dict[str, Any]]:
         """Return a job's skipped ticks, newest first, at most ``limit``."""
@@ -289,7 +298,12 @@ class ReadModel(ReaderHealth):
         return b"off:" + self.topic.encode() + b"\x00" + b"%d" % partition
 
     def _apply(self, messages: list[Message]) -> None:
-        batch, touched = Batch(self.store), set()
+        with self.write_lock:
+            touched = self._apply_locked(messages)
+        self._notify(touched)
+
+    def _apply_locked(self, messages: list[Message]) -> set[str]:
+        batch, touched = Batch(self.store), set[str]()
         for msg in messages:
             partition, offset = msg.partition(), msg.offset()
             if not record_ok(msg, self.liveness) or partition is None or offset is None:
@@ -318,7 +332,7 @@ class ReadModel(ReaderHealth):
             batch.put(self._offset_key(partition), b"%d" % (offset + 1))
             self._positions[partition] = offset + 1
         batch.commit()
-        self._notify(touched)
+        return touched
 
     def _check_caught_up(self, consumer: Consumer) -> None:
         if not self._targets:

@@ -54,6 +54,15 @@ class ApiSettings(KafkaSettings):
         api_console_max_streams: how many live-update streams (``/console/stream``, the web
             console's server-sent events) may be open at once; one more is answered 503.
             Default 100.
+        history_hot_days: how long the read model keeps a run after it ended (with its task
+            instances, dead letters, task-log copies and event copies), days, measured on the
+            run-events' own clock (the newest event applied); fractions allowed (tests use
+            seconds' worth); 0 keeps everything forever; env ``CRONLOG_HISTORY_HOT_DAYS``.
+            Default 30. A live run is never pruned.
+        history_prune_interval_s: seconds between pruning passes; env
+            ``CRONLOG_HISTORY_PRUNE_INTERVAL_S``. Default 60.
+        history_prune_batch: most runs (and most events) one pruning step deletes under the
+            read model's write lock; env ``CRONLOG_HISTORY_PRUNE_BATCH``. Default 500.
         api_test_fault: tests only: ``fatal`` makes the read model meet a fatal KafkaError,
             ``stall`` makes it hang. Default empty (none).
     """
@@ -74,6 +83,9 @@ class ApiSettings(KafkaSettings):
     api_stalled_dag_s: float = Field(default=600.0, gt=0, allow_inf_nan=False)
     metrics_history_s: float = Field(default=900.0, ge=0, allow_inf_nan=False)
     api_console_max_streams: int = Field(default=100, ge=0, le=100_000)
+    history_hot_days: float = Field(default=30.0, ge=0, le=36_500, allow_inf_nan=False)
+    history_prune_interval_s: float = Field(default=60.0, gt=0, le=86_400, allow_inf_nan=False)
+    history_prune_batch: int = Field(default=500, ge=1, le=100_000)
     api_test_fault: Literal["", "fatal", "stall"] = ""
 
     def authenticator(self) -> Authenticator:

@@ -10,6 +10,13 @@ Key layout (all bytes; ``\\x00`` separates parts, which never contain NUL):
     ev:<idem_key>\\x00<job_id>\\x00<index>   each applied event (read-your-writes); the refusal
                                          of a re-used idem_key adds ``\\x00<event_id>``
     eid:<event_id>                       dedupe marker of each applied event (empty value)
+    meta:newest                          the newest run-event ``at`` applied, epoch ms (decimal)
+    evt:<ms>\\x00<event_id>              time index of applied events (value: their ev: key)
+    end:<ms>\\x00<run_id>                time index of ended runs by end (value: job_id)
+    dlt:<inverted ms>\\x00<job_id>\\x00<run_id>\\x00<task>   dead letters, newest first
+    dlj:<job_id>\\x00<inverted ms>\\x00<run_id>\\x00<task>   one job's dead letters, newest first
+
+(``services/api/history.py`` prunes by ``end:`` and ``evt:``; ``dead_letters`` keeps ``dl*``.)
 """
 
 from __future__ import annotations
@@ -25,20 +32,23 @@ from rocksdict import Options, Rdict, WriteBatch
 # v2: run documents carry task_instances; v3: queued runs (RunQueued) have documents, events
 # are deduped by event_id (eid:), a refused re-use of an idem_key is kept (ev:...\x00<event_id>);
 # v4: the live-run index (live:), recent run durations (dur:) and critical jobs (crit:) that
-# GET /metrics reads (services/api/live_runs.py)
-FORMAT = b"cronlog-api-read-model/v4"
+# GET /metrics reads (services/api/live_runs.py); v5: time indexes for hot-history retention
+# (meta:newest, evt:, end:) and the dead-letter indexes listings page by cursor (dlt:, dlj:)
+FORMAT = b"cronlog-api-read-model/v5"
 """Version of what the keys and documents mean; bump it to rebuild from offset 0."""
 
 
 class Store:
     """The projection's RocksDB. Reads are thread-safe; one writer (the consumer thread)."""
 
-    def __init__(self, path: Path) -> None:
-        """Open (creating if needed) the DB at ``path``; wipe it if its FORMAT differs."""
+    def __init__(self, path: Path, format_tag: bytes = FORMAT) -> None:
+        """Open (creating if needed) the DB at ``path``; wipe it if its format tag differs
+        from ``format_tag`` (default ``FORMAT``; the task-log store keeps its own)."""
         self.path = path
+        self.format_tag = format_tag
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = Rdict(str(path), Options(raw_mode=True))
-        if self._db.get(b"meta:format") != FORMAT:
+        if self._db.get(b"meta:format") != format_tag:
             self.wipe()
 
     def wipe(self) -> None:
@@ -46,7 +56,7 @@ class Store:
         self._db.close()
         shutil.rmtree(self.path, ignore_errors=True)
         self._db = Rdict(str(self.path), Options(raw_mode=True))
-        self._db.put(b"meta:format", FORMAT)
+        self._db.put(b"meta:format", self.format_tag)
 
     def get(self, key: bytes) -> bytes | None:
         """Return the value at ``key``, or None."""
@@ -58,9 +68,12 @@ class Store:
         raw = self.get(key)
         return json.loads(raw) if raw is not None else None
 
-    def scan(self, prefix: bytes, limit: int | None = None) -> Iterator[tuple[bytes, bytes]]:
-        """Yield ``(key, value)`` of keys starting with ``prefix``, in order, at most ``limit``."""
-        for n, (key, value) in enumerate(self._db.items(from_key=prefix)):
+    def scan(
+        self, prefix: bytes, limit: int | None = None, start: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Yield ``(key, value)`` of keys starting with ``prefix``, in order, at most ``limit``,
+        from ``start`` (a key at or after ``prefix``; default ``prefix``) on."""
+        for n, (key, value) in enumerate(self._db.items(from_key=max(start or prefix, prefix))):
             if (
                 not isinstance(key, bytes)
                 or not key.startswith(prefix)

@@ -28,10 +28,14 @@ from pydantic import BaseModel, Field
 from cronlog.commands import Envelope, SetTenantLimits
 from cronlog.ledger import FLEET, LEDGER_KEY, MAX_WEIGHT
 from cronlog.tenants import DEFAULT_TENANT, is_tenant_name
-from services.api import dead_letters
+from services.api import dead_letters, paging
 from services.api.answers import documented
 from services.api.auth import PLATFORM, Caller, Principal, Role, principal
+from services.api.operate import DeadLetterList
+from services.api.paging import LIMIT_DOC, MAX_PAGE, Cursor
 from services.api.read_model import ReadModel
+from services.api.schemas import Instant
+from services.api.scope import job_tenant
 from services.api.sender import CommandNotSent
 from services.api.watched import WatchedFile
 
@@ -192,14 +196,14 @@ def get_tenant(tenant: str, request: Request, caller: Caller) -> Any:
     mine = [j for j in rm.jobs() if j["tenant"] == tenant]
     live = [j for j in mine if j["status"] != "deleted"]
     ids = {j["job_id"] for j in mine}
-    letters = dead_letters.listing(rm.store, None, None, None, 10**9, lambda d: d["job_id"] in ids)
+    letters = dead_letters.count(rm.store, lambda d: d["job_id"] in ids)
     return {
         "tenant": tenant,
         "jobs": len(live),
         "runs_active": sum(j["counts"]["active"] for j in mine),
         "runs_queued": sum(j["counts"]["queued"] for j in mine),
         "suspended_jobs": sum(1 for j in live if j.get("suspended")),
-        "dead_letters": len(letters),
+        "dead_letters": letters,
         "slots_held": sum(j["slots"]["held"] for j in mine if j.get("slots")),
         "slots_waiting": sum(j["slots"]["waiting"] for j in mine if j.get("slots")),
         "quota": request.app.state.admission.quota(tenant),
@@ -249,22 +253,45 @@ async def put_limits(tenant: str, body: LimitsIn, request: Request, caller: Call
     return {"tenant": tenant, **body.model_dump()}
 
 
-@router.get("/tenants/{tenant}/dead-letters", responses=documented(404, 503))
+@router.get(
+    "/tenants/{tenant}/dead-letters",
+    response_model=DeadLetterList,
+    responses=documented(404, 503),
+)
 def tenant_dead_letters(
     tenant: str,
     request: Request,
     caller: Caller,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description=LIMIT_DOC)] = 100,
+    cursor: Cursor = None,
+    since: Annotated[Instant | None, Query()] = None,
+    until: Annotated[Instant | None, Query()] = None,
 ) -> Any:
-    """The tenant's dead letters, newest first (as ``GET /dead-letters``). 404 for another
-    tenant."""
+    """The tenant's dead letters, newest first, a page at a time (as ``GET /dead-letters``).
+    404 for another tenant."""
     _visible_tenant(caller, tenant)
     rm: ReadModel | None = request.app.state.read_model
     if rm is None:
         raise HTTPException(503, "the read model is not running")
-    ids = {j["job_id"] for j in rm.jobs() if j["tenant"] == tenant}
+    after = None
+    if cursor is not None:
+        try:
+            after = paging.decode(cursor, "dead-letters", "all", dead_letters.position_shape(None))
+        except paging.BadCursor as exc:
+            raise paging.invalid_cursor(exc, cursor) from exc
+    owners: dict[str, bool] = {}
+
+    def visible(doc: dict[str, Any]) -> bool:
+        job = doc["job_id"]
+        if job not in owners:
+            owners[job] = job_tenant(rm, job) == tenant
+        return owners[job]
+
+    page = dead_letters.page(
+        rm.store, None, since=since, until=until, limit=limit, after=after, visible=visible
+    )
+    pos = page.next_position
     return {
-        "dead_letters": dead_letters.listing(
-            rm.store, None, None, None, limit, lambda d: d["job_id"] in ids
-        )
+        "dead_letters": page.rows,
+        "next_cursor": paging.encode("dead-letters", "all", pos) if pos is not None else None,
     }

@@ -12,7 +12,8 @@ from cronlog.schedule import cron_ticks, every_tick, zone
 from cronlog.tenants import DEFAULT_TENANT
 from cronlog.time import iso
 from services.api import skips
-from services.api.projection import events_prefix, job_key, job_runs_prefix, run_key
+from services.api.keys import job_key, job_runs_prefix, run_key
+from services.api.projection import events_prefix
 from services.api.store import Store
 from services.api.stored import load_run_event
 

@@ -122,10 +122,40 @@ class ApiClient:
         return r
 
     def jobs(self, status: str | None = None) -> list[dict[str, Any]]:
-        """Return every job (optionally only those with ``status``)."""
-        params = {"status": status} if status else None
-        jobs: list[dict[str, Any]] = self.request("GET", "/api/v1/jobs", params=params)["jobs"]
+        """Return every job (optionally only those with ``status``), following every page."""
+        params = {"status": status, "limit": 1000}
+        jobs, _ = self.listing("/api/v1/jobs", "jobs", params, follow=True)
         return jobs
+
+    def listing(
+        self,
+        path: str,
+        key: str,
+        params: dict[str, Any],
+        *,
+        cursor: str | None = None,
+        follow: bool = False,
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """Return the rows of a paged listing and the cursor of the page after them.
+
+        Args:
+            path: the listing's path (``/api/v1/jobs/{job_id}/runs``, ...).
+            key: the answer's list field (``runs``, ``jobs``, ``dead_letters``).
+            params: query parameters (None values are left out).
+            cursor: start at this ``next_cursor`` (None: the first page).
+            follow: follow ``next_cursor`` to the end (all rows).
+
+        Returns:
+            ``(rows, next_cursor)``: ``next_cursor`` is None at the end (always with ``follow``).
+        """
+        rows: list[dict[str, Any]] = []
+        while True:
+            query = {k: v for k, v in {**params, "cursor": cursor}.items() if v is not None}
+            answer = self.request("GET", path, params=query)
+            rows += answer[key]
+            cursor = answer.get("next_cursor")
+            if cursor is None or not follow:
+                return rows, cursor
 
     def job(self, job_id: str) -> dict[str, Any]:
         """Return one job."""
@@ -203,23 +233,6 @@ class ApiClient:
         return self.request(
             "POST", f"/api/v1/runs/{run_id}/tasks/{task}/retry", json={"downstream": downstream}
         )
-
-    def dead_letters(
-        self,
-        job_id: str | None = None,
-        since: str | None = None,
-        until: str | None = None,
-        limit: int = 100,
-    ) -> list[dict[str, Any]]:
-        """Return dead letters, newest first (filters: job_id, since, until ISO)."""
-        params = {
-            k: v
-            for k, v in {"job_id": job_id, "since": since, "until": until, "limit": limit}.items()
-            if v is not None
-        }
-        answer = self.request("GET", "/api/v1/dead-letters", params=params)
-        letters: list[dict[str, Any]] = answer["dead_letters"]
-        return letters
 
     def workers(self, include_lost: bool = False) -> list[dict[str, Any]]:
         """Return the workers that heartbeat, by worker_id (lost ones with ``include_lost``)."""

@@ -16,7 +16,7 @@ import typer
 from cronlog.errors import InvalidDefinition
 from cronlog.model import DstGapPolicy, DstOverlapPolicy
 from cronlog.schedule import cron_ticks, prev_ticks, validate_cron, zone
-from services.cli import history_cmd, render, replay_cmd, runs_cmd, tokens_cmd
+from services.cli import history_cmd, paged, render, replay_cmd, runs_cmd, tokens_cmd
 from services.cli.client import ApiClient, load_job_file
 from services.cli.common import (
     DEFAULT_API,
@@ -31,6 +31,7 @@ from services.cli.common import (
     show,
     usage_error,
 )
+from services.cli.tenants_cmd import tenants
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="cronlog: distributed cron on a Kafka log."
@@ -51,7 +52,6 @@ workers = typer.Typer(
 )
 app.add_typer(workers, name="workers")
 app.add_typer(tokens_cmd.tokens, name="tokens")
-tenants = typer.Typer(no_args_is_help=True, help="A tenant's usage, quotas and dead letters.")
 app.add_typer(tenants, name="tenants")
 app.add_typer(history_cmd.history, name="history")
 
@@ -87,9 +87,19 @@ def jobs_list(
     api: Api = DEFAULT_API,
     output: Fmt = Output.table,
     status: Annotated[str | None, typer.Option(help="active, paused or deleted")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="Most jobs per page.")] = 100,
+    cursor: paged.CursorOpt = None,
+    all_pages: paged.AllOpt = False,
 ) -> None:
-    """List jobs."""
-    show(call(lambda: ApiClient(api).jobs(status)), output, render.jobs_table)
+    """List jobs by job_id, a page at a time (--all: every page)."""
+    params = {"status": status, "limit": limit}
+    rows, next_cursor = call(
+        lambda: ApiClient(api).listing(
+            "/api/v1/jobs", "jobs", params, cursor=cursor, follow=all_pages
+        )
+    )
+    show(rows, output, render.jobs_table)
+    paged.more(next_cursor, "cronlog jobs list" + (f" --status {status}" if status else ""))
 
 
 @jobs.command("get")
@@ -327,50 +337,6 @@ def workers_list(
     """List the workers that heartbeat (a worker stopped gracefully is not listed)."""
     with ApiClient(api) as client:
         show(call(lambda: client.workers(include_lost)), output, render.workers_table)
-
-
-@tenants.command("show")
-def tenants_show(tenant: str, api: Api = DEFAULT_API, output: Fmt = Output.table) -> None:
-    """Show a tenant's usage (jobs, active/queued runs, suspended jobs, dead letters) and
-    quotas."""
-    with ApiClient(api) as client:
-        answer = call(lambda: client.request("GET", f"/api/v1/tenants/{tenant}"))
-    show(answer, output, partial(render.fields_table, title=f"tenant {tenant}"))
-
-
-@tenants.command("dead-letters")
-def tenants_dead_letters(
-    tenant: str,
-    api: Api = DEFAULT_API,
-    output: Fmt = Output.table,
-    limit: Annotated[int, typer.Option(help="At most this many, newest first.")] = 100,
-) -> None:
-    """List a tenant's dead letters, newest first."""
-    with ApiClient(api) as client:
-        answer = call(
-            lambda: client.request(
-                "GET", f"/api/v1/tenants/{tenant}/dead-letters", params={"limit": limit}
-            )
-        )
-    show(answer["dead_letters"], output, render.dead_letters_table)
-
-
-@tenants.command("limits")
-def tenants_limits(
-    tenant: Annotated[str, typer.Argument(help="A tenant, or '*' for the fleet's size.")],
-    api: Api = DEFAULT_API,
-    output: Fmt = Output.table,
-    weight: Annotated[int, typer.Option(help="Its weight in fair sharing, 1..1000.")] = 1,
-    max_running: Annotated[
-        int | None, typer.Option(help="Most of its task instances running at once.")
-    ] = None,
-) -> None:
-    """Set a tenant's cap of running tasks and its weight in the tenant ledger (a platform
-    admin only; docs/tenants.md)."""
-    body = {"weight": weight, "max_running_tasks": max_running}
-    with ApiClient(api) as client:
-        answer = call(lambda: client.request("PUT", f"/api/v1/tenants/{tenant}/limits", json=body))
-    show(answer, output, partial(render.fields_table, title=f"limits of {tenant} (accepted)"))
 
 
 @app.command("up")

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from services.cli import render, watch
+from services.cli import paged, render, watch
 from services.cli.client import ApiClient, ApiError
 from services.cli.common import (
     DEFAULT_API,
@@ -66,11 +66,31 @@ def runs(
     job_id: JobId,
     api: Api = DEFAULT_API,
     output: Fmt = Output.table,
-    limit: Annotated[int, typer.Option(min=1, max=1000, help="Most runs shown.")] = 20,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="Most runs per page.")] = 20,
+    cursor: paged.CursorOpt = None,
+    all_pages: paged.AllOpt = False,
+    state: Annotated[str | None, typer.Option(help="Only runs in this state.")] = None,
+    trigger: Annotated[
+        str | None, typer.Option(help="Only runs it started: schedule, manual, backfill, ...")
+    ] = None,
+    since: Annotated[str | None, typer.Option(help="scheduled_for at or after (ISO).")] = None,
+    until: Annotated[str | None, typer.Option(help="scheduled_for before (ISO).")] = None,
 ) -> None:
-    """List a job's runs, newest first."""
-    answer = call(lambda: ApiClient(api).runs(job_id, limit))
-    show(answer, output, lambda rs: render.runs_table(rs, f"runs of {job_id}"))
+    """List a job's runs, newest first, a page at a time (--all: every page)."""
+    params = {
+        "limit": limit,
+        "state": state,
+        "trigger": trigger,
+        "since": instant("--since", since).isoformat() if since else None,
+        "until": instant("--until", until).isoformat() if until else None,
+    }
+    rows, next_cursor = call(
+        lambda: ApiClient(api).listing(
+            f"/api/v1/jobs/{job_id}/runs", "runs", params, cursor=cursor, follow=all_pages
+        )
+    )
+    show(rows, output, lambda rs: render.runs_table(rs, f"runs of {job_id}"))
+    paged.more(next_cursor, f"cronlog runs list {job_id}")
 
 
 def run(
@@ -192,15 +212,27 @@ def dead_letters_list(
     job_id: Annotated[str | None, typer.Option("--job-id", help="Only this job's.")] = None,
     since: Annotated[str | None, typer.Option(help="Dead-lettered at or after (ISO).")] = None,
     until: Annotated[str | None, typer.Option(help="Dead-lettered before (ISO).")] = None,
-    limit: Annotated[int, typer.Option(min=1, max=1000, help="Most shown.")] = 100,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="Most per page.")] = 100,
+    cursor: paged.CursorOpt = None,
+    all_pages: paged.AllOpt = False,
     api: Api = DEFAULT_API,
     output: Fmt = Output.table,
 ) -> None:
-    """List dead letters (task instances whose last attempt failed), newest first."""
-    lo = instant("--since", since).isoformat() if since else None
-    hi = instant("--until", until).isoformat() if until else None
-    answer = call(lambda: ApiClient(api).dead_letters(job_id, lo, hi, limit))
-    show(answer, output, render.dead_letters_table)
+    """List dead letters (task instances whose last attempt failed), newest first, a page at
+    a time (--all: every page)."""
+    params = {
+        "job_id": job_id,
+        "since": instant("--since", since).isoformat() if since else None,
+        "until": instant("--until", until).isoformat() if until else None,
+        "limit": limit,
+    }
+    rows, next_cursor = call(
+        lambda: ApiClient(api).listing(
+            "/api/v1/dead-letters", "dead_letters", params, cursor=cursor, follow=all_pages
+        )
+    )
+    show(rows, output, render.dead_letters_table)
+    paged.more(next_cursor, "cronlog dead-letters list" + (f" --job-id {job_id}" if job_id else ""))
 
 
 def dead_letters_replay(
@@ -209,6 +241,9 @@ def dead_letters_replay(
     job_id: Annotated[str | None, typer.Option("--job-id", help="A job's dead letters.")] = None,
     since: Annotated[str | None, typer.Option(help="Dead-lettered at or after (ISO).")] = None,
     until: Annotated[str | None, typer.Option(help="Dead-lettered before (ISO).")] = None,
+    cursor: Annotated[
+        str | None, typer.Option("--cursor", help="Continue a replay that stopped at its limit.")
+    ] = None,
     wait: Wait = None,
     api: Api = DEFAULT_API,
     output: Fmt = Output.table,
@@ -220,6 +255,7 @@ def dead_letters_replay(
         "job_id": job_id,
         "since": instant("--since", since).isoformat() if since else None,
         "until": instant("--until", until).isoformat() if until else None,
+        "cursor": cursor,
     }
     client = ApiClient(api)
     answer = call(lambda: client.replay({k: v for k, v in body.items() if v}))
@@ -228,6 +264,13 @@ def dead_letters_replay(
         cannot_follow(wait)
         return
     show(answer, output, render.replays_table)
+    if answer.get("next_cursor"):
+        err.print(
+            f"replayed {answer['replayed']}; more were selected than one request replays: "
+            f"run it again with --cursor {answer['next_cursor']}",
+            highlight=False,
+            soft_wrap=True,
+        )
     if wait:
         wait_for(client, [r["replay_run_id"] for r in answer["replays"]], wait)
 

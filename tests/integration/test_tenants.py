@@ -63,7 +63,7 @@ def test_tenants_are_isolated_in_the_api_and_in_the_fold(
     ]:
         answer = b.request(method, path, json={"paused": True} if method == "PATCH" else None)
         assert answer.status_code == 404, (method, path, answer.text)
-    assert b.get("/api/v1/jobs").json() == {"jobs": []}
+    assert b.get("/api/v1/jobs").json() == {"jobs": [], "next_cursor": None}
     assert a.get("/api/v1/jobs").json()["jobs"][0]["tenant"] == "team-a"
     assert httpx.get(f"{a.base_url}/api/v1/jobs").status_code == 401
 

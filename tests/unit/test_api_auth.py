@@ -121,7 +121,7 @@ def test_collections_hide_another_tenants_resources(rm: ReadModel, app_of_a: Any
     register_for(rm, "team-b", "b-job")
     b = authed(app_of_a, tenant="team-b", role="viewer")
     assert [j["job_id"] for j in b.get("/api/v1/jobs").json()["jobs"]] == ["b-job"]
-    assert b.get("/api/v1/dead-letters").json() == {"dead_letters": []}
+    assert b.get("/api/v1/dead-letters").json() == {"dead_letters": [], "next_cursor": None}
     assert b.get(f"/api/v1/dead-letters?job_id={A_JOB}").status_code == 404
     a = authed(app_of_a, tenant="team-a", role="viewer")
     assert [j["job_id"] for j in a.get("/api/v1/jobs").json()["jobs"]] == [A_JOB]
@@ -387,7 +387,10 @@ def test_the_tenant_view_shows_usage_and_quota_and_hides_other_tenants(
     b = authed(app_of_a, tenant="team-b", role="admin")
     assert b.get("/api/v1/tenants/team-a").status_code == 404
     assert b.get("/api/v1/tenants/team-a/dead-letters").status_code == 404
-    assert b.get("/api/v1/tenants/team-b/dead-letters").json() == {"dead_letters": []}
+    assert b.get("/api/v1/tenants/team-b/dead-letters").json() == {
+        "dead_letters": [],
+        "next_cursor": None,
+    }
 
 
 def test_registrations_in_flight_count_against_max_jobs(rm: ReadModel, tmp_path: Path) -> None:

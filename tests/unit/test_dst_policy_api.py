@@ -17,8 +17,9 @@ from fastapi.testclient import TestClient
 from cronlog import events as ev
 from cronlog.ids import event_id
 from cronlog.model import DstGapPolicy, DstOverlapPolicy, JobSpec, Schedule, ScheduleKind
+from services.api.keys import job_key
 from services.api.mapping import spec_to_json, to_spec
-from services.api.projection import apply, job_key
+from services.api.projection import apply
 from services.api.read_model import ReadModel
 from services.api.schemas import JobIn
 from services.api.store import Batch
