@@ -306,6 +306,9 @@ class RunOut(BaseModel):
     """When reruns reopened this run after it had ended (``POST …/tasks/{task}/retry``)."""
     replay_of: str | None = None
     """For a ``replay`` run: the run whose dead-lettered task it runs again."""
+    archived: bool = False
+    """True when the run was older than the hot history and was rebuilt from the cold
+    archive (``services/archive/lookup.py``; docs/history.md); its ``job_name`` is null."""
     upstream_job_id: str | None = None
     """For an ``after`` run: the upstream job whose run ended and started it."""
     upstream_run_id: str | None = None

@@ -24,6 +24,7 @@ from cronlog.vocabulary import RunTrigger
 from services.api import (
     backfill_api,
     console,
+    history,
     listings,
     logs,
     metrics,
@@ -52,6 +53,7 @@ from services.api.schemas import Instant
 from services.api.scope import visible_job, visible_run
 from services.api.sender import CommandSender
 from services.api.settings import ApiSettings
+from services.archive.settings import ArchiveSettings
 from topology.topics import Topics
 
 log = logging.getLogger("cronlog.api")
@@ -174,6 +176,22 @@ def _position(cursor: str | None, kind: str, scope: str, shape: re.Pattern[bytes
 def _next(page: paging.Page, kind: str, scope: str) -> str | None:
     pos = page.next_position
     return paging.encode(kind, scope, pos) if pos is not None else None
+
+
+def _archive_lookup() -> history.ArchiveLookup:
+    """Return the cold archive's run lookup. Its settings are read now (a bad
+    ``CRONLOG_ARCHIVE_*`` stops the start); pyarrow is imported at the first lookup."""
+    settings = ArchiveSettings()
+    found: list[history.ArchiveLookup] = []
+
+    def lookup(run_id: str) -> dict[str, Any] | None:
+        if not found:
+            from services.archive.lookup import ArchivedRuns
+
+            found.append(ArchivedRuns(settings))
+        return found[0](run_id)
+
+    return lookup
 
 
 class _Reader(Protocol):
@@ -303,6 +321,8 @@ def create_app(
             app.state.read_model = ReadModel(
                 settings, settings.state_path(), fault=settings.api_test_fault
             )
+            if settings.history_archive_lookup:
+                app.state.read_model.archived = _archive_lookup()
         # before the read model counts anything: the job label cap holds from the first event
         collector = metrics_live.attach(
             app.state.read_model.store,

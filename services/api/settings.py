@@ -59,6 +59,9 @@ class ApiSettings(KafkaSettings):
             run-events' own clock (the newest event applied); fractions allowed (tests use
             seconds' worth); 0 keeps everything forever; env ``CRONLOG_HISTORY_HOT_DAYS``.
             Default 30. A live run is never pruned.
+        history_archive_lookup: answer a run the read model no longer holds from the cold
+            archive (``CRONLOG_ARCHIVE_DEST`` and the archive's other settings, docs/history.md;
+            no archive there: 404 as before); env ``CRONLOG_HISTORY_ARCHIVE_LOOKUP``. Default on.
         history_prune_interval_s: seconds between pruning passes; env
             ``CRONLOG_HISTORY_PRUNE_INTERVAL_S``. Default 60.
         history_prune_batch: most runs (and most events) one pruning step deletes under the
@@ -86,6 +89,7 @@ class ApiSettings(KafkaSettings):
     history_hot_days: float = Field(default=30.0, ge=0, le=36_500, allow_inf_nan=False)
     history_prune_interval_s: float = Field(default=60.0, gt=0, le=86_400, allow_inf_nan=False)
     history_prune_batch: int = Field(default=500, ge=1, le=100_000)
+    history_archive_lookup: bool = True
     api_test_fault: Literal["", "fatal", "stall"] = ""
 
     def authenticator(self) -> Authenticator:

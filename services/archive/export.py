@@ -187,7 +187,7 @@ def export(
                 if new is not None:
                     day.jobs[item.record.job_id] = new
                 tenant = tenant_of(item.record, tenants)
-                row = to_row(item.record, tenant, item.where, item.day)
+                row = to_row(item.record, tenant, item.where, item.day, item.value)
             day.add(row, item)
         commit_complete()
     commit_complete()

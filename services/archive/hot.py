@@ -44,5 +44,5 @@ def hot_table(settings: ArchiveSettings, manifests: list[Manifest]) -> pa.Table:
                 continue
             learn_tenant(item.record, tenants)
             tenant = tenant_of(item.record, tenants)
-            rows.append(to_row(item.record, tenant, item.where, item.day))
+            rows.append(to_row(item.record, tenant, item.where, item.day, item.value))
     return to_table(rows)

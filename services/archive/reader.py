@@ -40,7 +40,8 @@ class Item:
     day: date
     """The UTC day of its partition's watermark: the day it is filed under."""
     value: bytes = b""
-    """The raw value of an undecodable record (kept, never dropped)."""
+    """The record's raw value as it is on the topic (an undecodable one is kept, never
+    dropped); the archive's ``record`` column."""
     error: str = ""
     """Why it could not be decoded; empty for a decoded record."""
 
@@ -170,9 +171,7 @@ class TopicReader:
         self.marks[partition] = mark
         day = days.day_of(mark)
         self.first_of_day[partition].setdefault(day, offset)
-        return Item(
-            Position(partition, offset), record, at, day, value if record is None else b"", error
-        )
+        return Item(Position(partition, offset), record, at, day, value, error)
 
     def next_offsets(self, day: date) -> dict[int, int]:
         """Return partition -> the first offset filed after the complete ``day``

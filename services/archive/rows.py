@@ -60,6 +60,7 @@ SCHEMA = pa.schema(
         pa.field("offset", pa.int64(), nullable=False),
         pa.field("day", pa.date32(), nullable=False),
         pa.field("event_json", pa.string(), nullable=False),
+        pa.field("record", pa.binary(), nullable=False),
     ]
 )
 """The archive's columns. Instants are UTC milliseconds (the wire's unit). ``day`` and
@@ -115,7 +116,9 @@ def learn_tenant(record: ev.RunEvent, tenants: dict[str, str]) -> str | None:
     return None
 
 
-def to_row(record: ev.RunEvent, tenant: str, where: Position, day: date) -> dict[str, Any]:
+def to_row(
+    record: ev.RunEvent, tenant: str, where: Position, day: date, value: bytes = b""
+) -> dict[str, Any]:
     """Return the archive row of one run-event (keys: ``SCHEMA``'s names).
 
     Args:
@@ -123,6 +126,8 @@ def to_row(record: ev.RunEvent, tenant: str, where: Position, day: date) -> dict
         tenant: its tenant (``tenant_of``).
         where: the partition and offset it was read at.
         day: the UTC day it is filed under (``services.archive.days.day_of``).
+        value: the record's bytes as on the topic (the ``record`` column: what the API
+            decodes to answer an archived run, ``services.archive.lookup``).
 
     Returns:
         A dict with every column; absent body fields are None.
@@ -148,6 +153,7 @@ def to_row(record: ev.RunEvent, tenant: str, where: Position, day: date) -> dict
         "offset": where.offset,
         "day": day,
         "event_json": event_json(record),
+        "record": value,
     }
 
 
@@ -236,4 +242,5 @@ def undecodable_row(
         "offset": where.offset,
         "day": day,
         "event_json": json.dumps(doc, separators=(",", ":"), sort_keys=True),
+        "record": item_value,
     }

@@ -14,7 +14,9 @@ import pytest
 
 from cronlog import commands as cmd
 from cronlog import events as ev
+from services.api.answers import RunOut
 from services.archive.export import export
+from services.archive.lookup import ArchivedRuns
 from services.archive.query import run_query
 from services.archive.settings import ArchiveSettings
 from services.archive.store import open_store
@@ -72,3 +74,15 @@ def test_a_live_systems_history_is_archived_whole_and_queries_agree(
     states = {r["run_id"]: r["state"] for r in runs}
     assert {run: states[run] for run in ended} == ended
     assert {r["tenant"] for r in runs} == {"default"}
+
+    # The API's answer for a run past its hot history (services/archive/lookup.py): the
+    # read model's own projection over the run's archived records.
+    lookup = ArchivedRuns(settings)
+    for run_id, state in ended.items():
+        doc = lookup(run_id)
+        assert doc is not None, run_id
+        assert (doc["run_id"], doc["state"], doc["archived"]) == (run_id, state, True)
+        assert doc["job_id"] in ("ok", "bad")
+        assert doc["attempts"] and doc["finished_at"] is not None
+        assert RunOut.model_validate(doc).archived
+    assert lookup("no-such-run") is None

@@ -63,6 +63,7 @@ def test_the_views_have_the_archive_columns(tmp_path: Path) -> None:
         "offset",
         "day",
         "event_json",
+        "record",
         "source",
     ]
 
