@@ -31,6 +31,17 @@ class KafkaSettings(BaseSettings):
             empty: the system's. kafka_ssl_certificate_location and kafka_ssl_key_location:
             the client's own certificate and key for mutual TLS (both or neither).
         The names are librdkafka's configuration properties (CONFIGURATION.md); docs/security.md.
+        commands_retention_days: how long ``cronlog.commands`` keeps a record, days (env
+            ``CRONLOG_COMMANDS_RETENTION_DAYS``); -1 keeps it for ever. Default 30. State older
+            than this survives in the snapshots (``cronlog snapshot``), which must run more
+            often than this (docs/architecture.md, "Retention and snapshots").
+        run_events_retention_days: the same for ``cronlog.run-events`` (the public changelog;
+            consumers that rebuild from it see only this window). Default 30.
+        dead_letters_retention_days: the same for ``cronlog.dead-letters`` (each dead letter
+            carries the whole record, so it outlives the command it copies). Default 30.
+        apply_retention: let the topic bootstrap shorten an existing topic's retention to the
+            settings above (env ``CRONLOG_APPLY_RETENTION``); default False: a longer one is
+            applied, a shorter one only reported (``topology/retention.py``).
 
     Raises:
         pydantic.ValidationError: a SASL protocol without username or password, or a client
@@ -53,6 +64,10 @@ class KafkaSettings(BaseSettings):
     kafka_ssl_ca_location: str = ""
     kafka_ssl_certificate_location: str = ""
     kafka_ssl_key_location: str = ""
+    commands_retention_days: int = Field(default=30, ge=-1, le=36_500)
+    run_events_retention_days: int = Field(default=30, ge=-1, le=36_500)
+    dead_letters_retention_days: int = Field(default=30, ge=-1, le=36_500)
+    apply_retention: bool = False
 
     @model_validator(mode="after")
     def _security_complete(self) -> Self:
@@ -70,6 +85,13 @@ class KafkaSettings(BaseSettings):
                 "kafka_ssl_certificate_location and kafka_ssl_key_location go together "
                 "(mutual TLS needs both the certificate and its key)"
             )
+        for name in (
+            "commands_retention_days",
+            "run_events_retention_days",
+            "dead_letters_retention_days",
+        ):
+            if getattr(self, name) == 0:
+                raise ValueError(f"{name} must be -1 (for ever) or at least 1 day, not 0")
         return self
 
     def client_config(self, **extra: object) -> dict[str, object]:
