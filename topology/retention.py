@@ -1,5 +1,6 @@
-"""Retention of existing topics: compare each topic's ``retention.ms`` with its spec, and
-apply what is safe (``incremental_alter_configs``).
+"""Retention of existing topics: compare ``retention.ms`` with the spec, apply what is safe.
+
+Applied with ``incremental_alter_configs``.
 
 Rule (docs/architecture.md, "Retention and snapshots"): a spec that keeps *more* (longer, or
 for ever) is applied at once, it can lose nothing; one that keeps *less* is only reported

@@ -1,5 +1,6 @@
-"""State snapshots of the fold: every job record of a partition with the command offset it
-covers, so a replay folds only the commands after it (and retention may delete those before).
+"""State snapshots of the fold: every job record with the command offsets it covers.
+
+A replay then folds only the commands after it, and retention may delete those before.
 
 Pure (no I/O): a snapshot is taken from, and seeded into, a ``topology.replay.Replayer``, and
 written as Avro records (fastavro, schemaless) in chunks under the record size limit plus one
@@ -279,8 +280,11 @@ def snapshot_id(parts: Sequence[PartitionSnapshot]) -> str:
 
 
 def encode_chunks(sid: str, parts: Sequence[PartitionSnapshot]) -> list[bytes]:
-    """Return the chunk records of a snapshot: each one partition's entries, in order,
-    closed once past ``CHUNK_BYTES`` (every partition has at least one, maybe empty)."""
+    """Return the chunk records of a snapshot, in ``seq`` order.
+
+    Each holds one partition's entries in key order and is closed once past
+    ``CHUNK_BYTES``; every partition has at least one (maybe empty).
+    """
     chunks: list[bytes] = []
     for s in sorted(parts, key=lambda s: s.partition):
         batch: list[dict[str, Any]] = []
@@ -324,8 +328,11 @@ def make_manifest(
     chunks: Sequence[bytes],
     chunk_offsets: tuple[int, int],
 ) -> Manifest:
-    """Return the manifest of a snapshot whose ``chunks`` landed at ``chunk_offsets``
-    (first, last) of the chunks partition."""
+    """Return the manifest of a snapshot.
+
+    ``chunk_offsets``: the (first, last) offsets its ``chunks`` landed at on the chunks
+    partition.
+    """
     marks = tuple(
         PartitionMark(s.partition, s.offset, s.time_ms, len(s.entries), s.digest, s.last_event_id)
         for s in sorted(parts, key=lambda s: s.partition)
