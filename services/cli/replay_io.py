@@ -75,10 +75,9 @@ def verify_partition(
     topics: Topics,
     live: LiveSide,
     p: int,
-    snapshot: dict[bytes, bytes],
-    replayed: Sequence[bytes],
-    acknowledged: int,
+    replay: tuple[dict[bytes, bytes], Sequence[bytes], int],
     codec: Codec,
+    anchor: tuple[bool, str | None] = (False, None),
 ) -> tuple[str | None, EventVerdict]:
     """Compare partition ``p`` of the live system with the replay.
 
@@ -86,26 +85,28 @@ def verify_partition(
         consumer: a ``log_reader.reader`` consumer.
         topics, live: the topic names and the live offsets sampled before the replay read.
         p: the partition.
-        snapshot: the replay's job records of ``p`` at the live fold's committed offset.
-        replayed: the replay's run-event values of ``p`` in fold order (up to its end offset).
-        acknowledged: how many of ``replayed`` come from commands below that committed offset.
+        replay: (the replay's job records of ``p`` at the live fold's committed offset; the
+            replay's run-event values of ``p`` in fold order, up to its end offset; how many
+            of those come from commands below that committed offset).
         codec: decodes run-events (every schema version in ``schemas/``).
+        anchor: (the replay started from a snapshot; the event_id of the last run-event of
+            ``p`` before it, None if it had none). From a snapshot, the live events up to and
+            including the anchor are left out (and later re-deliveries of them).
 
     Returns:
         (None or the first state difference, the run-events verdict).
     """
+    snapshot, replayed, acknowledged = replay
     low, high = live.changelog[p]
     table = latest_values(
         (k, v) for _, k, v in _pairs(consumer, topics.job_table_changelog, p, low, high)
     )
     state_detail = first_state_difference(table, snapshot) if table != snapshot else None
     low, high = live.run_events[p]
-    if low > 0:
-        return state_detail, EventVerdict(
-            False,
-            0,
-            0,
-            len(replayed),
+    started, anchor_id = anchor
+    if low > 0 and not (started and anchor_id is not None):
+        return state_detail, _fail(
+            replayed,
             acknowledged,
             f"{topics.run_events}/{p} starts at offset {low} "
             f"(its head was deleted): events cannot be verified",
@@ -115,16 +116,27 @@ def verify_partition(
         try:
             live_events.append(codec.decode_event(value or b""))
         except CronlogError as exc:
-            return state_detail, EventVerdict(
-                False,
-                len(live_events),
-                0,
-                len(replayed),
-                acknowledged,
-                f"{topics.run_events}/{p}@{offset} cannot be decoded: {exc}",
+            return state_detail, _fail(
+                replayed, acknowledged, f"{topics.run_events}/{p}@{offset} cannot be decoded: {exc}"
             )
+    if started and anchor_id is not None:
+        ids = [e.event_id for e in live_events]
+        if anchor_id not in ids:
+            return state_detail, _fail(
+                replayed,
+                acknowledged,
+                f"{topics.run_events}/{p} no longer holds {anchor_id}, the last event before "
+                f"the snapshot (deleted by retention?): events cannot be verified",
+            )
+        cut = ids.index(anchor_id) + 1
+        before = set(ids[:cut])
+        live_events = [e for e in live_events[cut:] if e.event_id not in before]
     ours = [codec.decode_event(v) for v in replayed]
     return state_detail, compare_events(live_events, ours, acknowledged)
+
+
+def _fail(replayed: Sequence[bytes], acknowledged: int, detail: str) -> EventVerdict:
+    return EventVerdict(False, 0, 0, len(replayed), acknowledged, detail)
 
 
 class EventSink:
