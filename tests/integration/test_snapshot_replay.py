@@ -1,14 +1,16 @@
 """Bounded replay on a real broker: run the system, snapshot, delete the commands before the
 snapshot as retention would (``AdminClient.delete_records``), and ``cronlog replay --verify``
-still succeeds, from the snapshot, equal to the live table and run-events."""
+still succeeds, from the snapshot, equal to the live table and run-events. And the topic
+bootstrap's rule for an existing topic's retention."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
 from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
 from typer.testing import CliRunner
 
 from cronlog import commands as cmd
@@ -18,8 +20,11 @@ from services.cli.main import app as cli
 from services.cli.replay import ReplayError, ReplayOptions, run_replay
 from services.snapshotter.take import take_snapshot
 from tests.integration.harness import Cluster, EventLog
+from topology.bootstrap import ensure_topics
+from topology.config import KafkaSettings
+from topology.topics import DAY_MS, Topics, topic_specs
 
-pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.broker, pytest.mark.timeout(300)]
 
 EVERY_S = Schedule(ScheduleKind.CRON, "* * * * * *")
 EVERY2_S = Schedule(ScheduleKind.CRON, "*/2 * * * * *")
@@ -36,6 +41,7 @@ def _delete_before(cluster: Cluster, offsets: dict[int, int]) -> None:
         fut.result(30)
 
 
+@pytest.mark.slow
 def test_replay_verify_succeeds_from_a_snapshot_after_the_commands_before_it_are_deleted(
     cluster: Cluster, events: EventLog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -110,3 +116,31 @@ def test_replay_verify_succeeds_from_a_snapshot_after_the_commands_before_it_are
     result = CliRunner().invoke(cli, ["replay", "--verify", "--state-dir", str(tmp_path / "c")])
     assert result.exit_code == 0, result.output
     assert "verify: every partition matches the live system" in result.output
+
+
+def _retention(settings: KafkaSettings, topic: str) -> int:
+    admin = AdminClient(settings.admin_config())
+    [fut] = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)]).values()
+    return int(fut.result(30)["retention.ms"].value)
+
+
+def test_an_existing_topics_retention_is_lengthened_at_once_and_shortened_only_when_asked(
+    kafka_bootstrap: str,
+) -> None:
+    prefix = f"t{uuid.uuid4().hex[:8]}."
+    base = {"bootstrap": kafka_bootstrap, "topic_prefix": prefix, "partitions": 2}
+    settings = KafkaSettings(**base, commands_retention_days=7)
+    commands = Topics.of(settings).commands
+    try:
+        ensure_topics(settings)
+        assert _retention(settings, commands) == 7 * DAY_MS
+        ensure_topics(KafkaSettings(**base, commands_retention_days=-1))  # keeps more: applied
+        assert _retention(settings, commands) == -1
+        ensure_topics(KafkaSettings(**base, commands_retention_days=30))  # keeps less: reported
+        assert _retention(settings, commands) == -1
+        ensure_topics(KafkaSettings(**base, commands_retention_days=30, apply_retention=True))
+        assert _retention(settings, commands) == 30 * DAY_MS
+    finally:
+        admin = AdminClient(settings.admin_config())
+        for fut in admin.delete_topics([s.name for s in topic_specs(settings)]).values():
+            fut.result(30)
