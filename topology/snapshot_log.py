@@ -108,7 +108,7 @@ def write_snapshot(
         topics: topic names (the snapshots topic must exist: ``ensure_topics``).
         parts: one snapshot per commands partition.
         base_id: the snapshot these were folded from (None: from offset 0).
-        commands: command records folded since offset 0.
+        commands: commands records folded since offset 0 (all of them, dead letters too).
 
     Returns:
         The manifest written.

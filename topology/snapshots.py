@@ -152,7 +152,8 @@ class Manifest:
         snapshot_id: ``<time_ms>-<12 hex of the offsets' and digests' sha256>``.
         base_id: the snapshot it was folded from (None: from offset 0).
         time_ms: the latest ``time_ms`` of its partitions (None: an empty log).
-        commands: command records folded since offset 0 (Ticks included).
+        commands: commands records folded since offset 0 (Ticks and dead-lettered ones
+            included; what a replay from offset 0 would read).
         chunks: how many chunk records it has; chunks_sha256: sha256 over their values in
             ``seq`` order; chunks_from / chunks_to: the first and last offset of them on the
             chunks partition (other snapshots' chunks may lie between).

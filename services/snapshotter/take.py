@@ -148,7 +148,7 @@ def take_snapshot(settings: KafkaSettings, batch_size: int = 2000) -> Taken:
         consumer.close()
     if base.manifest is not None and folded == 0:
         return Taken(base.manifest, False, 0, base.notes)
-    commands = (base.manifest.commands if base.manifest else 0) + replayer.commands
+    commands = (base.manifest.commands if base.manifest else 0) + folded
     base_id = base.manifest.snapshot_id if base.manifest else None
     manifest = write_snapshot(settings, topics, parts, base_id, commands)
     return Taken(manifest, True, folded, base.notes)
