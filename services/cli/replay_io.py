@@ -3,6 +3,7 @@ and the producer that re-emits replayed run-events to another topic."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -91,7 +92,10 @@ def verify_partition(
         codec: decodes run-events (every schema version in ``schemas/``).
         anchor: (the replay started from a snapshot; the event_id of the last run-event of
             ``p`` before it, None if it had none). From a snapshot, the live events up to and
-            including the anchor are left out (and later re-deliveries of them).
+            including the anchor are left out (and later re-deliveries of them). Where
+            retention deleted the head of run-events past that point (or past offset 0), the
+            replay's events are aligned on the first live event instead, and the verdict's
+            detail says so; if that event is not among the replay's, events are unverifiable.
 
     Returns:
         (None or the first state difference, the run-events verdict).
@@ -104,13 +108,6 @@ def verify_partition(
     state_detail = first_state_difference(table, snapshot) if table != snapshot else None
     low, high = live.run_events[p]
     started, anchor_id = anchor
-    if low > 0 and not (started and anchor_id is not None):
-        return state_detail, _fail(
-            replayed,
-            acknowledged,
-            f"{topics.run_events}/{p} starts at offset {low} "
-            f"(its head was deleted): events cannot be verified",
-        )
     live_events: list[ev.RunEvent] = []
     for offset, _, value in _pairs(consumer, topics.run_events, p, low, high):
         try:
@@ -119,20 +116,29 @@ def verify_partition(
             return state_detail, _fail(
                 replayed, acknowledged, f"{topics.run_events}/{p}@{offset} cannot be decoded: {exc}"
             )
-    if started and anchor_id is not None:
-        ids = [e.event_id for e in live_events]
-        if anchor_id not in ids:
-            return state_detail, _fail(
-                replayed,
-                acknowledged,
-                f"{topics.run_events}/{p} no longer holds {anchor_id}, the last event before "
-                f"the snapshot (deleted by retention?): events cannot be verified",
-            )
+    ours = [codec.decode_event(v) for v in replayed]
+    ids = [e.event_id for e in live_events]
+    note = ""
+    if started and anchor_id is not None and anchor_id in ids:
         cut = ids.index(anchor_id) + 1
         before = set(ids[:cut])
         live_events = [e for e in live_events[cut:] if e.event_id not in before]
-    ours = [codec.decode_event(v) for v in replayed]
-    return state_detail, compare_events(live_events, ours, acknowledged)
+    elif low > 0:
+        # retention deleted the head of run-events past the start: align the replay on the
+        # first event the live topic still holds (nothing before it can be compared)
+        mine = [e.event_id for e in ours]
+        if not live_events or live_events[0].event_id not in mine:
+            return state_detail, _fail(
+                replayed,
+                acknowledged,
+                f"{topics.run_events}/{p} starts at offset {low} (its head was deleted) "
+                f"with no event the replay produced: events cannot be verified",
+            )
+        k = mine.index(live_events[0].event_id)
+        ours, acknowledged = ours[k:], max(0, acknowledged - k)
+        note = f"; {topics.run_events}/{p} starts at offset {low} (retention): compared from there"
+    verdict = compare_events(live_events, ours, acknowledged)
+    return state_detail, dataclasses.replace(verdict, detail=verdict.detail + note)
 
 
 def _fail(replayed: Sequence[bytes], acknowledged: int, detail: str) -> EventVerdict:

@@ -20,9 +20,13 @@ from services.cli.main import app as cli
 from services.cli.replay import ReplayError, ReplayOptions, run_replay
 from services.snapshotter.take import take_snapshot
 from tests.integration.harness import Cluster, EventLog
+from tests.integration.helpers import wait_for
 from topology.bootstrap import ensure_topics
+from topology.codec import decode_event
 from topology.config import KafkaSettings
-from topology.topics import DAY_MS, Topics, topic_specs
+from topology.log_reader import read_partition, reader, watermarks
+from topology.retention import reconcile_retention
+from topology.topics import DAY_MS, Topics, snapshot_retention_ms, topic_specs
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(300)]
 
@@ -34,11 +38,28 @@ def _succeeded(events: EventLog, job_id: str) -> int:
     return len(events.of_type(ev.RunSucceeded, job_id))
 
 
-def _delete_before(cluster: Cluster, offsets: dict[int, int]) -> None:
+def _delete_before(cluster: Cluster, offsets: dict[int, int], topic: str | None = None) -> None:
     admin = AdminClient(cluster.settings.admin_config())
-    tps = [TopicPartition(cluster.topics.commands, p, o) for p, o in offsets.items() if o > 0]
+    topic = topic or cluster.topics.commands
+    tps = [TopicPartition(topic, p, o) for p, o in offsets.items() if o > 0]
     for fut in admin.delete_records(tps).values():
         fut.result(30)
+
+
+def _past_anchors(cluster: Cluster, anchors: dict[int, str | None]) -> dict[int, int]:
+    """Run-events partition → the offset just after the snapshot's last event in it."""
+    consumer = reader(cluster.settings)
+    out = {}
+    try:
+        marks = watermarks(consumer, cluster.topics.run_events, cluster.settings.partitions)
+        for p, anchor in anchors.items():
+            for msgs in read_partition(consumer, cluster.topics.run_events, p, 0, marks[p][1]):
+                for m in msgs:
+                    if anchor is not None and decode_event(m.value()).event_id == anchor:
+                        out[p] = (m.offset() or 0) + 1
+    finally:
+        consumer.close()
+    return out
 
 
 @pytest.mark.slow
@@ -95,6 +116,20 @@ def test_replay_verify_succeeds_from_a_snapshot_after_the_commands_before_it_are
     assert all(p.events_verdict is not None and p.events_verdict.ok for p in report.partitions)
     assert sum(p.events for p in report.partitions) > 0  # the tail was folded and compared
 
+    # run-events' retention deletes past the snapshot's last event too: the replay's events
+    # are compared from the first live one left
+    anchors = {m.partition: m.last_event_id for m in first.manifest.partitions}
+    cut = _past_anchors(cluster, anchors)
+    assert cut, "some partition had events before the snapshot"
+    _delete_before(cluster, cut, cluster.topics.run_events)
+    trimmed = run_replay(cluster.settings, ReplayOptions(state_dir=tmp_path / "t", verify=True))
+    assert trimmed.ok, [p.events_verdict for p in trimmed.partitions]
+    assert any(
+        "(retention): compared from there" in p.events_verdict.detail
+        for p in trimmed.partitions
+        if p.events_verdict is not None
+    )
+
     # a second snapshot folds on from the first; verify still starts at the oldest one kept
     # and checks the newer one's digests on the way; a plain replay starts at the newest
     second = take_snapshot(cluster.settings)
@@ -124,6 +159,11 @@ def _retention(settings: KafkaSettings, topic: str) -> int:
     return int(fut.result(30)["retention.ms"].value)
 
 
+def _eventually(settings: KafkaSettings, topic: str, ms: int) -> None:
+    # an altered config reaches describe_configs a moment after the change is acknowledged
+    wait_for(lambda: _retention(settings, topic) == ms, 15, f"{topic} retention.ms {ms}")
+
+
 def test_an_existing_topics_retention_is_lengthened_at_once_and_shortened_only_when_asked(
     kafka_bootstrap: str,
 ) -> None:
@@ -133,13 +173,21 @@ def test_an_existing_topics_retention_is_lengthened_at_once_and_shortened_only_w
     commands = Topics.of(settings).commands
     try:
         ensure_topics(settings)
-        assert _retention(settings, commands) == 7 * DAY_MS
+        _eventually(settings, commands, 7 * DAY_MS)
         ensure_topics(KafkaSettings(**base, commands_retention_days=-1))  # keeps more: applied
-        assert _retention(settings, commands) == -1
-        ensure_topics(KafkaSettings(**base, commands_retention_days=30))  # keeps less: reported
+        _eventually(settings, commands, -1)
+        shorter = KafkaSettings(**base, commands_retention_days=30)  # keeps less: reported
+        ensure_topics(shorter)
+        admin = AdminClient(settings.admin_config())
+        left = reconcile_retention(admin, topic_specs(shorter), 30, shorten=False)
+        snapshots = Topics.of(settings).snapshots  # follows the commands' retention
+        assert sorted((d.topic, d.current_ms, d.wanted_ms) for d in left) == [
+            (commands, -1, 30 * DAY_MS),
+            (snapshots, -1, snapshot_retention_ms(shorter)),
+        ]
         assert _retention(settings, commands) == -1
         ensure_topics(KafkaSettings(**base, commands_retention_days=30, apply_retention=True))
-        assert _retention(settings, commands) == 30 * DAY_MS
+        _eventually(settings, commands, 30 * DAY_MS)
     finally:
         admin = AdminClient(settings.admin_config())
         for fut in admin.delete_topics([s.name for s in topic_specs(settings)]).values():
