@@ -43,15 +43,17 @@ from topology.config import KafkaSettings  # noqa: E402
 from topology.fold import Record  # noqa: E402
 from topology.partitioning import partition_for  # noqa: E402
 from topology.replay import Replayer  # noqa: E402
-from topology.snapshots import (  # noqa: E402
-    Manifest,
+from topology.snapshot_wire import (  # noqa: E402
     assemble,
     decode_manifest,
     encode_chunks,
     encode_manifest,
     make_manifest,
-    seed,
     snapshot_id,
+)
+from topology.snapshots import (  # noqa: E402
+    Manifest,
+    seed,
     take,
 )
 from topology.topics import Topics  # noqa: E402

@@ -15,16 +15,18 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer
 
 from topology.config import KafkaSettings
 from topology.log_reader import partition_count, read_partition, watermarks
-from topology.snapshots import (
-    Manifest,
-    PartitionSnapshot,
-    SnapshotError,
+from topology.snapshot_wire import (
     assemble,
     decode_manifest,
     encode_chunks,
     encode_manifest,
     make_manifest,
     snapshot_id,
+)
+from topology.snapshots import (
+    Manifest,
+    PartitionSnapshot,
+    SnapshotError,
 )
 from topology.topics import SNAPSHOT_CHUNKS, SNAPSHOT_MANIFESTS, Topics
 

@@ -20,16 +20,18 @@ from topology.codec import Codec
 from topology.config import KafkaSettings
 from topology.fold import Record
 from topology.replay import Replayer
-from topology.snapshots import (
-    PartitionSnapshot,
+from topology.snapshot_wire import (
     assemble,
     decode_manifest,
     encode_chunks,
     encode_manifest,
-    fold_partition,
     make_manifest,
-    seed,
     snapshot_id,
+)
+from topology.snapshots import (
+    PartitionSnapshot,
+    fold_partition,
+    seed,
     take,
 )
 from topology.topics import Topics

@@ -9,18 +9,20 @@ from pydantic import ValidationError
 
 from topology.config import KafkaSettings
 from topology.retention import RetentionDrift
-from topology.snapshots import (
+from topology.snapshot_wire import (
     CHUNK_BYTES,
-    Entry,
-    PartitionSnapshot,
-    SnapshotError,
     assemble,
     decode_manifest,
     encode_chunks,
     encode_manifest,
     make_manifest,
-    newest,
     snapshot_id,
+)
+from topology.snapshots import (
+    Entry,
+    PartitionSnapshot,
+    SnapshotError,
+    newest,
 )
 from topology.topics import DAY_MS, SNAPSHOT_MARGIN_MS, Topics, snapshot_retention_ms, topic_specs
 
