@@ -15,6 +15,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from cronlog.errors import CronlogError
 from topology.config import KafkaSettings
+from topology.retention import reconcile_retention
 from topology.retrying import Unavailable, call_with_retry
 from topology.topics import TopicSpec, topic_specs
 
@@ -33,6 +34,10 @@ def ensure_topics(settings: KafkaSettings, timeout_s: float = 30.0) -> list[str]
     Returns:
         Names of the topics created (empty when all existed).
 
+    An existing topic's ``retention.ms`` is brought to the spec's when that keeps more, and
+    only reported (a warning) when it keeps less, unless ``settings.apply_retention``
+    (``topology/retention.py``).
+
     Raises:
         TopologyMismatch: an existing topic has a different partition count.
         CronlogError: the cluster could not be reached or refused a creation.
@@ -47,6 +52,12 @@ def ensure_topics(settings: KafkaSettings, timeout_s: float = 30.0) -> list[str]
         raise CronlogError(f"cannot reach Kafka at {settings.bootstrap}: {exc}") from exc
     _check_partitions([s for s in specs if s.name in existing], existing)
     _check_timestamp_type(admin, [s for s in specs if s.name in existing], timeout_s)
+    reconcile_retention(
+        admin,
+        [s for s in specs if s.name in existing],
+        timeout_s,
+        shorten=settings.apply_retention,
+    )
     missing = [s for s in specs if s.name not in existing]
     if not missing:
         return []

@@ -40,6 +40,21 @@ class KafkaSettings(BaseSettings):
             (env ``CRONLOG_SCHEMA_REGISTRY_BASIC_AUTH``; never logged); empty: none.
         schema_registry_ca_location: CA bundle (PEM path) of an ``https`` registry; empty:
             the system's.
+        commands_retention_days: how long ``cronlog.commands`` keeps a record, days (env
+            ``CRONLOG_COMMANDS_RETENTION_DAYS``); -1 keeps it for ever. Default 30. State older
+            than this survives in the snapshots (``cronlog snapshot``), which must run more
+            often than this (docs/architecture.md, "Retention and snapshots").
+        run_events_retention_days: the same for ``cronlog.run-events`` (the public changelog).
+            Default -1, for ever: the API's read model and the after relay, rebuilt from an
+            empty state, learn every job from this topic, so with a retention a rebuild forgets
+            jobs registered before its window (they are not re-announced). Set it (longer than
+            the archive's hot window plus its interval, e.g. 35) where the cold archive runs
+            and read models keep their state (docs/history.md).
+        dead_letters_retention_days: the same for ``cronlog.dead-letters`` (each dead letter
+            carries the whole record, so it outlives the command it copies). Default 30.
+        apply_retention: let the topic bootstrap shorten an existing topic's retention to the
+            settings above (env ``CRONLOG_APPLY_RETENTION``); default False: a longer one is
+            applied, a shorter one only reported (``topology/retention.py``).
 
     Raises:
         pydantic.ValidationError: a SASL protocol without username or password, or a client
@@ -65,6 +80,10 @@ class KafkaSettings(BaseSettings):
     schema_registry_url: str = ""
     schema_registry_basic_auth: SecretStr = SecretStr("")
     schema_registry_ca_location: str = ""
+    commands_retention_days: int = Field(default=30, ge=-1, le=36_500)
+    run_events_retention_days: int = Field(default=-1, ge=-1, le=36_500)
+    dead_letters_retention_days: int = Field(default=30, ge=-1, le=36_500)
+    apply_retention: bool = False
 
     @model_validator(mode="after")
     def _security_complete(self) -> Self:
@@ -82,6 +101,13 @@ class KafkaSettings(BaseSettings):
                 "kafka_ssl_certificate_location and kafka_ssl_key_location go together "
                 "(mutual TLS needs both the certificate and its key)"
             )
+        for name in (
+            "commands_retention_days",
+            "run_events_retention_days",
+            "dead_letters_retention_days",
+        ):
+            if getattr(self, name) == 0:
+                raise ValueError(f"{name} must be -1 (for ever) or at least 1 day, not 0")
         return self
 
     def client_config(self, **extra: object) -> dict[str, object]:

@@ -48,6 +48,18 @@ class DueIndex:
                 self._deadline.pop(job_id, None)
                 self._partition.pop(job_id, None)
 
+    def entries(self, partition: int) -> list[tuple[str, int]]:
+        """Return the ``(job_id, deadline ms)`` of ``partition``'s jobs, sorted by job_id.
+
+        Exactly what ``add_partition`` takes to rebuild an index that pops the same jobs in
+        the same order (stale heap entries are left out: they are never popped).
+        """
+        return sorted(
+            (job_id, deadline)
+            for job_id, deadline in self._deadline.items()
+            if self._partition.get(job_id) == partition
+        )
+
     def partitions(self) -> list[int]:
         """Return the partitions owned, ascending."""
         return sorted(self._heaps)

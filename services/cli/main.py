@@ -16,7 +16,7 @@ import typer
 from cronlog.errors import InvalidDefinition
 from cronlog.model import DstGapPolicy, DstOverlapPolicy
 from cronlog.schedule import cron_ticks, prev_ticks, validate_cron, zone
-from services.cli import history_cmd, paged, render, replay_cmd, runs_cmd, tokens_cmd
+from services.cli import history_cmd, paged, render, replay_cmd, runs_cmd, snapshot_cmd, tokens_cmd
 from services.cli.client import ApiClient, load_job_file
 from services.cli.common import (
     DEFAULT_API,
@@ -321,6 +321,7 @@ dead.command("list")(runs_cmd.dead_letters_list)
 dead.command("replay")(runs_cmd.dead_letters_replay)
 
 app.command("replay")(replay_cmd.replay)
+app.command("snapshot")(snapshot_cmd.snapshot)
 
 
 @workers.command("list")

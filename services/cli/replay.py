@@ -1,16 +1,15 @@
 """``cronlog replay``: rebuild the job table from ``cronlog.commands`` with the scheduler's fold.
 
-Reads every partition from offset 0 up to offsets sampled once at start (or up to ``--until``),
-writes a fresh rocksdict state dir (job_id → stored JobState), and optionally verifies it
-against the live table and run-events, or re-emits the replayed run-events to a topic.
+Reads every partition from the newest snapshot (``services/cli/replay_start.py``; offset 0
+without one) up to offsets sampled once at start (or up to ``--until``), writes a fresh
+rocksdict state dir (job_id → stored JobState), and optionally verifies it against the live
+table and run-events, or re-emits the replayed run-events to a topic.
 What ``--verify`` compares, and what may legitimately differ: docs/architecture.md, "Replay".
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
@@ -20,11 +19,20 @@ from pathlib import Path
 from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, Message
 from rocksdict import Options, Rdict
 
-from cronlog.errors import CronlogError
 from cronlog.time import iso, to_ms
 from services.cli.replay_io import EventSink, LiveSide, verify_partition
+from services.cli.replay_prep import (
+    MANIFEST,
+    TABLE_DIR,
+    ReplayError,
+    check_target,
+    prepare_state_dir,
+)
+from services.cli.replay_start import Start, StartError, choose_start
+from services.snapshotter.take import record_of
+from topology.codec import Codec
 from topology.config import KafkaSettings
-from topology.fold import Outgoing, Record
+from topology.fold import Outgoing
 from topology.log_reader import (
     committed,
     offset_of,
@@ -36,14 +44,8 @@ from topology.log_reader import (
 )
 from topology.registry import codec_for
 from topology.replay import EventVerdict, Replayer, state_digest
+from topology.snapshots import seed
 from topology.topics import Topics
-
-MANIFEST = "replay.json"
-TABLE_DIR = "jobs"
-
-
-class ReplayError(CronlogError):
-    """The replay cannot run as asked (bad option, unusable state dir or log)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,7 @@ class ReplayOptions:
         to_topic: re-emit the replayed run-events to this topic (created if missing).
         until: fold only the records appended at or before this aware instant.
         batch_size: records per fold batch (the outcome does not depend on it).
+        from_zero: ignore the snapshots; read every partition from offset 0.
     """
 
     state_dir: Path | None = None
@@ -65,6 +68,7 @@ class ReplayOptions:
     to_topic: str | None = None
     until: datetime | None = None
     batch_size: int = 500
+    from_zero: bool = False
 
 
 @dataclass
@@ -73,7 +77,9 @@ class PartitionResult:
 
     Attributes:
         partition: the commands partition.
-        end: records at offsets ``[0, end)`` were folded.
+        end: records at offsets ``[0, end)`` were folded (those below ``start`` through
+            the snapshot started from).
+        start: the first offset read (the snapshot's offset; 0 without one).
         events: run-events the replay produced.
         digest: ``state_digest`` of the partition's replayed job records at ``end``.
         jobs: job records of the partition at ``end``.
@@ -81,21 +87,30 @@ class PartitionResult:
         state_detail: None when the live table equals the replay at ``acknowledged``; else
             the first difference (verify only).
         events_verdict: the run-events comparison (verify only).
+        snapshots_checked: later snapshots whose digest the replay matched (verify only).
+        snapshot_detail: None, or the first snapshot that differs from the replay.
     """
 
     partition: int
     end: int
+    start: int = 0
     events: int = 0
     digest: str = ""
     jobs: int = 0
     acknowledged: int | None = None
     state_detail: str | None = None
     events_verdict: EventVerdict | None = None
+    snapshots_checked: int = 0
+    snapshot_detail: str | None = None
 
     @property
     def ok(self) -> bool:
         """True unless a verification found a difference."""
-        return self.state_detail is None and (self.events_verdict is None or self.events_verdict.ok)
+        return (
+            self.state_detail is None
+            and self.snapshot_detail is None
+            and (self.events_verdict is None or self.events_verdict.ok)
+        )
 
 
 @dataclass
@@ -108,6 +123,8 @@ class ReplayReport:
     dead_letters: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    snapshot_id: str | None = None
+    """The snapshot the replay started from (None: offset 0)."""
 
     @property
     def ok(self) -> bool:
@@ -118,32 +135,6 @@ class ReplayReport:
     def rate(self) -> float:
         """Records folded per second of wall time (reading included)."""
         return self.records / self.seconds if self.seconds > 0 else 0.0
-
-
-def prepare_state_dir(path: Path | None, force: bool) -> Path:
-    """Return an empty state dir: a new temp dir, or ``path`` checked (and cleared if forced).
-
-    Raises:
-        ReplayError: ``path`` is a file, or is not empty and ``force`` is not set.
-    """
-    if path is None:
-        return Path(tempfile.mkdtemp(prefix="cronlog-replay-"))
-    if path.exists() and not path.is_dir():
-        raise ReplayError(f"--state-dir {path} is not a directory")
-    if path.exists() and any(path.iterdir()):
-        if not force:
-            raise ReplayError(
-                f"--state-dir {path} is not empty; replay needs a fresh state "
-                f"(use --force to replace its {TABLE_DIR}/ and {MANIFEST})"
-            )
-        shutil.rmtree(path / TABLE_DIR, ignore_errors=True)
-        (path / MANIFEST).unlink(missing_ok=True)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def _record(m: Message) -> Record:
-    return Record(m.partition() or 0, offset_of(m), m.timestamp()[1], m.key(), m.value() or b"")
 
 
 def run_replay(
@@ -161,7 +152,7 @@ def run_replay(
 
     Raises:
         ReplayError: bad options, a non-empty state dir, a missing commands topic, or a
-            partition whose head was deleted (a replay would not start from the first record).
+            partition whose head was deleted and that no kept snapshot covers.
         topology.log_reader.LogReadError: the cluster could not be read.
 
     Determinism: the same log gives the same state dir and events, bit for bit.
@@ -172,7 +163,7 @@ def run_replay(
         )
     topics = Topics.of(settings)
     if opts.to_topic is not None:
-        _check_target(topics, opts.to_topic)
+        check_target(topics, opts.to_topic)
     consumer = reader(settings)
     try:
         return _run(settings, consumer, topics, opts, progress)
@@ -187,6 +178,7 @@ class _Bounds:
     ends: dict[int, int]
     acked: dict[int, int | None]
     live: LiveSide | None
+    start: Start
 
 
 def _bounds(
@@ -198,16 +190,19 @@ def _bounds(
     acked = committed(settings, topics.scheduler_app, topics.commands, n) if opts.verify else {}
     live = LiveSide.sample(consumer, topics, n) if opts.verify else None
     marks = watermarks(consumer, topics.commands, n)
-    heads = [p for p, (low, _) in marks.items() if low > 0]
-    if heads:
-        raise ReplayError(
-            f"partitions {heads} of {topics.commands} no longer start at offset "
-            f"0 (retention deleted their head): a replay cannot rebuild the state"
-        )
+    low = {p: lo for p, (lo, _) in marks.items()}
     ends = {p: high for p, (_, high) in marks.items()}
     if opts.until is not None:
         ends = offsets_after(consumer, topics.commands, n, to_ms(opts.until))
-    return _Bounds(ends, acked, live)
+    # verify compares the state at the committed offset: the start must not be past it
+    upto = {p: min(e, a) if (a := acked.get(p)) is not None else e for p, e in ends.items()}
+    try:
+        start = choose_start(
+            consumer, topics, low, upto, verify=opts.verify, from_zero=opts.from_zero
+        )
+    except StartError as exc:
+        raise ReplayError(str(exc)) from exc
+    return _Bounds(ends, acked, live, start)
 
 
 def _run(
@@ -226,28 +221,45 @@ def _run(
     state_dir = prepare_state_dir(opts.state_dir, opts.force)
     bounds = _bounds(settings, consumer, topics, n, opts)
     report = ReplayReport(state_dir)
+    report.notes += bounds.start.notes
+    if bounds.start.manifest is not None:
+        report.snapshot_id = bounds.start.manifest.snapshot_id
     if opts.verify and all(a is None for a in bounds.acked.values()):
         report.notes.append(
             "the scheduler's group has no committed offsets: compared at the high-water marks"
         )
-    total = sum(bounds.ends.values())
+    total = sum(max(0, e - bounds.start.offset(p)) for p, e in bounds.ends.items())
     started = time.perf_counter()
     codec = codec_for(settings)  # Confluent-framed commands need the registry, as in the fold
     db = Rdict(str(state_dir / TABLE_DIR), options=Options(raw_mode=True))
     try:
         store: MutableMapping[bytes, bytes] = db  # type: ignore[assignment]  # untyped rocksdict
         replayer = Replayer(topics, n, store, codec)
+        for part in bounds.start.parts.values():
+            seed(replayer, part)
         sink = EventSink(settings, opts.to_topic, n) if opts.to_topic else None
         for p in range(n):
             ack = bounds.acked.get(p)
-            at = _Partition(p, bounds.ends[p], ack if ack is not None else bounds.ends[p])
+            at = _Partition(
+                p,
+                bounds.start.offset(p),
+                max(bounds.ends[p], bounds.start.offset(p)),
+                ack if ack is not None else bounds.ends[p],
+                bounds.start.checks.get(p, []),
+            )
             result = _replay_partition(
                 consumer, replayer, topics, at, opts, sink, report, progress, total
             )
             if bounds.live is not None:
                 result.acknowledged = at.ack_at
                 result.state_detail, result.events_verdict = verify_partition(
-                    consumer, topics, bounds.live, p, at.snapshot, at.kept, at.acked_events, codec
+                    consumer,
+                    topics,
+                    bounds.live,
+                    p,
+                    (at.snapshot, at.kept, at.acked_events),
+                    codec,
+                    anchor=(bounds.start.manifest is not None, bounds.start.anchor(p)),
                 )
             report.partitions.append(result)
         if sink is not None:
@@ -260,31 +272,16 @@ def _run(
     return report
 
 
-def _check_target(topics: Topics, target: str) -> None:
-    own = {
-        topics.commands,
-        topics.run_events,
-        topics.ready,
-        topics.replies,
-        topics.dead_letters,
-        topics.job_table_changelog,
-    }
-    if target in own:
-        raise ReplayError(
-            f"--to-topic {target!r} is one of cronlog's live topics; re-emitting "
-            f"there would duplicate history for every consumer"
-        )
-    if not target or len(target) > 249:
-        raise ReplayError(f"--to-topic {target!r} is not a valid topic name")
-
-
 @dataclass
 class _Partition:
     """One partition's bounds and what verify needs from its replay."""
 
     p: int
+    start: int
     end: int
     ack_at: int
+    checks: list[tuple[int, str, str]]
+    """(offset, snapshot id, state sha256) of the snapshots to check on the way."""
     snapshot: dict[bytes, bytes] = field(default_factory=dict)
     kept: list[bytes] = field(default_factory=list)
     acked_events: int = 0
@@ -301,30 +298,54 @@ def _replay_partition(
     progress: Callable[[int, int], None] | None,
     total: int,
 ) -> PartitionResult:
-    result = PartitionResult(at.p, at.end)
+    result = PartitionResult(at.p, at.end, at.start)
     snapped = False
+    # offsets at which the state is looked at: the live fold's committed offset, and the
+    # later snapshots to check; each once every record below it is folded
+    stops = sorted({o for o, _, _ in at.checks} | {at.ack_at})
 
     def fold(msgs: list[Message]) -> None:
-        sends: list[Outgoing] = replayer.fold([_record(m) for m in msgs])
+        sends: list[Outgoing] = replayer.fold([record_of(m) for m in msgs])
         result.events += len(sends)
         if opts.verify:
             at.kept.extend(s.value for s in sends)
         if sink is not None:
             sink.send(sends)
 
-    for msgs in read_partition(consumer, topics.commands, at.p, 0, at.end, opts.batch_size):
+    def reached(offset: int) -> None:
+        nonlocal snapped
+        state = replayer.snapshot(at.p)
+        if offset == at.ack_at and not snapped:  # the state at the live fold's offset
+            at.snapshot, at.acked_events, snapped = state, result.events, True
+        digest = state_digest(state.items()) if at.checks else ""
+        for o, sid, sha in at.checks:
+            if o != offset:
+                continue
+            if sha == digest:
+                result.snapshots_checked += 1
+            elif result.snapshot_detail is None:
+                result.snapshot_detail = (
+                    f"snapshot {sid} differs from the replay at offset {o} "
+                    f"(state sha256 {sha[:12]} != {digest[:12]})"
+                )
+
+    for msgs in read_partition(consumer, topics.commands, at.p, at.start, at.end, opts.batch_size):
         _note_timestamps(msgs, topics, report)
-        head = [m for m in msgs if offset_of(m) < at.ack_at]
-        tail = msgs[len(head) :]
-        if head:
-            fold(head)
-        if tail and not snapped:  # the state exactly at the live fold's committed offset
-            at.snapshot, at.acked_events, snapped = replayer.snapshot(at.p), result.events, True
-        if tail:
-            fold(tail)
+        i = 0
+        while i < len(msgs):
+            if stops and offset_of(msgs[i]) >= stops[0]:
+                reached(stops.pop(0))
+                continue
+            j = i
+            while j < len(msgs) and not (stops and offset_of(msgs[j]) >= stops[0]):
+                j += 1
+            fold(msgs[i:j])
+            i = j
         report.records += len(msgs)
         if progress is not None:
             progress(report.records, total)
+    while stops:
+        reached(stops.pop(0))
     final = replayer.snapshot(at.p)
     if not snapped:
         at.snapshot, at.acked_events = final, result.events
@@ -347,11 +368,13 @@ def _write_manifest(report: ReplayReport, topics: Topics, opts: ReplayOptions) -
     manifest = {
         "commands_topic": topics.commands,
         "until": iso(opts.until.astimezone(UTC)) if opts.until else None,
+        "snapshot_id": report.snapshot_id,
         "records": report.records,
         "dead_letters": report.dead_letters,
         "replayed_at": iso(datetime.now(UTC)),
         "partitions": {
             str(r.partition): {
+                "start_offset": r.start,
                 "end_offset": r.end,
                 "jobs": r.jobs,
                 "events": r.events,

@@ -46,15 +46,21 @@ def parse_until(value: str) -> datetime:
 
 
 def _line(r: PartitionResult) -> str:
+    span = f"records {r.start}..{r.end}" if r.start else f"{r.end} records"
     text = (
-        f"partition {r.partition}: {r.end} records, {r.jobs} jobs, {r.events} events, "
+        f"partition {r.partition}: {span}, {r.jobs} jobs, {r.events} events, "
         f"state sha256 {r.digest[:12]}"
     )
     if r.events_verdict is None:
         return text
     state = "state ok" if r.state_detail is None else f"STATE DIFFERS: {r.state_detail}"
     events = ("events ok: " if r.events_verdict.ok else "EVENTS DIFFER: ") + r.events_verdict.detail
-    return f"{text}\n  at committed offset {r.acknowledged}: {state}; {events}"
+    snaps = ""
+    if r.snapshot_detail is not None:
+        snaps = f"; SNAPSHOT DIFFERS: {r.snapshot_detail}"
+    elif r.snapshots_checked:
+        snaps = f"; {r.snapshots_checked} later snapshots match"
+    return f"{text}\n  at committed offset {r.acknowledged}: {state}; {events}{snaps}"
 
 
 def _as_json(report: ReplayReport) -> dict[str, object]:
@@ -66,9 +72,11 @@ def _as_json(report: ReplayReport) -> dict[str, object]:
         "seconds": round(report.seconds, 3),
         "records_per_s": round(report.rate),
         "notes": report.notes,
+        "snapshot_id": report.snapshot_id,
         "partitions": [
             {
                 "partition": r.partition,
+                "start_offset": r.start,
                 "end_offset": r.end,
                 "jobs": r.jobs,
                 "events": r.events,
@@ -78,6 +86,8 @@ def _as_json(report: ReplayReport) -> dict[str, object]:
                 "state_difference": r.state_detail,
                 "events_ok": r.events_verdict.ok if r.events_verdict else None,
                 "events_detail": r.events_verdict.detail if r.events_verdict else None,
+                "snapshots_checked": r.snapshots_checked,
+                "snapshot_difference": r.snapshot_detail,
             }
             for r in report.partitions
         ],
@@ -124,11 +134,23 @@ def replay(
             min=1, max=100_000, help="Records per fold batch (does not change the outcome)."
         ),
     ] = 500,
+    from_zero: Annotated[
+        bool,
+        typer.Option(
+            "--from-zero",
+            help="Ignore the snapshots: fold every partition from offset 0 (refused once "
+            "retention deleted a partition's head).",
+        ),
+    ] = False,
     json_output: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Rebuild the job table from cronlog.commands with the scheduler's own fold.
 
-    Reads every partition from offset 0 to its end offset sampled at start.
+    Starts from the newest snapshot (cronlog snapshot) at or before the end (with
+    --until: before that instant), or from offset 0 without one, and reads every partition
+    to its end offset sampled at start. --verify starts from offset 0 while the log still
+    holds it, else from the oldest snapshot it still covers (and says so), and checks every
+    later snapshot it folds past.
 
     KAFKA_BOOTSTRAP and CRONLOG_TOPIC_PREFIX select the cluster.
 
@@ -144,6 +166,7 @@ def replay(
         to_topic=to_topic,
         until=parse_until(until) if until is not None else None,
         batch_size=batch_size,
+        from_zero=from_zero,
     )
     columns = (
         TextColumn("replay"),
@@ -178,7 +201,11 @@ def replay(
         )
     if not report.ok:
         first = next(r for r in report.partitions if not r.ok)
-        what = first.state_detail or (first.events_verdict.detail if first.events_verdict else "")
+        what = (
+            first.state_detail
+            or first.snapshot_detail
+            or (first.events_verdict.detail if first.events_verdict else "")
+        )
         err.print(f"[red]verify failed[/red] partition {first.partition}: {what}", highlight=False)
         raise typer.Exit(1)
     if verify:

@@ -3,6 +3,7 @@ and the producer that re-emits replayed run-events to another topic."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -75,10 +76,9 @@ def verify_partition(
     topics: Topics,
     live: LiveSide,
     p: int,
-    snapshot: dict[bytes, bytes],
-    replayed: Sequence[bytes],
-    acknowledged: int,
+    replay: tuple[dict[bytes, bytes], Sequence[bytes], int],
     codec: Codec,
+    anchor: tuple[bool, str | None] = (False, None),
 ) -> tuple[str | None, EventVerdict]:
     """Compare partition ``p`` of the live system with the replay.
 
@@ -86,45 +86,63 @@ def verify_partition(
         consumer: a ``log_reader.reader`` consumer.
         topics, live: the topic names and the live offsets sampled before the replay read.
         p: the partition.
-        snapshot: the replay's job records of ``p`` at the live fold's committed offset.
-        replayed: the replay's run-event values of ``p`` in fold order (up to its end offset).
-        acknowledged: how many of ``replayed`` come from commands below that committed offset.
+        replay: (the replay's job records of ``p`` at the live fold's committed offset; the
+            replay's run-event values of ``p`` in fold order, up to its end offset; how many
+            of those come from commands below that committed offset).
         codec: decodes run-events (every schema version in ``schemas/``).
+        anchor: (the replay started from a snapshot; the event_id of the last run-event of
+            ``p`` before it, None if it had none). From a snapshot, the live events up to and
+            including the anchor are left out (and later re-deliveries of them). Where
+            retention deleted the head of run-events past that point (or past offset 0), the
+            replay's events are aligned on the first live event instead, and the verdict's
+            detail says so; if that event is not among the replay's, events are unverifiable.
 
     Returns:
         (None or the first state difference, the run-events verdict).
     """
+    snapshot, replayed, acknowledged = replay
     low, high = live.changelog[p]
     table = latest_values(
         (k, v) for _, k, v in _pairs(consumer, topics.job_table_changelog, p, low, high)
     )
     state_detail = first_state_difference(table, snapshot) if table != snapshot else None
     low, high = live.run_events[p]
-    if low > 0:
-        return state_detail, EventVerdict(
-            False,
-            0,
-            0,
-            len(replayed),
-            acknowledged,
-            f"{topics.run_events}/{p} starts at offset {low} "
-            f"(its head was deleted): events cannot be verified",
-        )
+    started, anchor_id = anchor
     live_events: list[ev.RunEvent] = []
     for offset, _, value in _pairs(consumer, topics.run_events, p, low, high):
         try:
             live_events.append(codec.decode_event(value or b""))
         except CronlogError as exc:
-            return state_detail, EventVerdict(
-                False,
-                len(live_events),
-                0,
-                len(replayed),
-                acknowledged,
-                f"{topics.run_events}/{p}@{offset} cannot be decoded: {exc}",
+            return state_detail, _fail(
+                replayed, acknowledged, f"{topics.run_events}/{p}@{offset} cannot be decoded: {exc}"
             )
     ours = [codec.decode_event(v) for v in replayed]
-    return state_detail, compare_events(live_events, ours, acknowledged)
+    ids = [e.event_id for e in live_events]
+    note = ""
+    if started and anchor_id is not None and anchor_id in ids:
+        cut = ids.index(anchor_id) + 1
+        before = set(ids[:cut])
+        live_events = [e for e in live_events[cut:] if e.event_id not in before]
+    elif low > 0:
+        # retention deleted the head of run-events past the start: align the replay on the
+        # first event the live topic still holds (nothing before it can be compared)
+        mine = [e.event_id for e in ours]
+        if not live_events or live_events[0].event_id not in mine:
+            return state_detail, _fail(
+                replayed,
+                acknowledged,
+                f"{topics.run_events}/{p} starts at offset {low} (its head was deleted) "
+                f"with no event the replay produced: events cannot be verified",
+            )
+        k = mine.index(live_events[0].event_id)
+        ours, acknowledged = ours[k:], max(0, acknowledged - k)
+        note = f"; {topics.run_events}/{p} starts at offset {low} (retention): compared from there"
+    verdict = compare_events(live_events, ours, acknowledged)
+    return state_detail, dataclasses.replace(verdict, detail=verdict.detail + note)
+
+
+def _fail(replayed: Sequence[bytes], acknowledged: int, detail: str) -> EventVerdict:
+    return EventVerdict(False, 0, 0, len(replayed), acknowledged, detail)
 
 
 class EventSink:

@@ -1,4 +1,4 @@
-"""``cronlog up``: broker (unless KAFKA_BOOTSTRAP), topics, scheduler, worker, API; runs live.
+"""``cronlog up``: broker (unless KAFKA_BOOTSTRAP), topics, scheduler, worker, API, snapshotter.
 
 Everything it starts it stops on exit (Ctrl-C, SIGTERM or ``--duration``): the services with
 SIGTERM, then SIGKILL after a grace period; the broker only if this command started it. A service
@@ -33,7 +33,7 @@ from topology.bootstrap import ensure_topics
 from topology.config import KafkaSettings
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVICES = ("scheduler", "worker", "api")
+SERVICES = ("scheduler", "worker", "api", "snapshotter")
 READY_TIMEOUT_S = 120.0
 STOP_GRACE_S = 20.0
 """Seconds the services get between SIGTERM and SIGKILL (the worker drains its slots)."""
