@@ -169,6 +169,18 @@ _ROLES: dict[str, _Role] = {
             description="JSON (topology/after_snapshot.py); internal.",
         ),
     ),
+    "snapshots": _Role(
+        False,
+        "State snapshots with the command offsets they cover (`cronlog snapshot`): partition "
+        "0 holds manifests, partition 1 the chunks of job records; `cronlog replay` starts "
+        "from the newest (docs/architecture.md, 'Retention and snapshots').",
+        _Message(
+            "Snapshot",
+            "A snapshot manifest or chunk",
+            "chunks: <snapshot id>/<n>; manifests: <snapshot id> (UTF-8)",
+            description="Schemaless Avro (topology/snapshot_wire.py); internal.",
+        ),
+    ),
     "workers": _Role(
         True,
         "Worker heartbeats (informational: leases are the fold's); a null value under a "
