@@ -8,7 +8,7 @@
         --duration 300 --kills 6 --jobs 300
 
 Starts a private broker (``ops/kafka`` with a temporary CRONLOG_KAFKA_HOME, a free port), or
-with ``--nodes 3`` a private 3-node cluster (ports from 39500 up), so the shared one is never
+with ``--nodes 3`` a private 3-node cluster (free ports in 31000-32767), so the shared one is never
 touched; deletes it at the end unless ``--keep``. Prints what was done, the failover figures,
 the pause each broker kill caused (longest run-event gap, max trigger lag, against the same
 figures before the kill) and every count checked from run-events; exit 1 when a count is not

@@ -58,14 +58,16 @@ def _port_free(port: int) -> bool:
 class PrivateBroker:
     """A broker of the run's own (``ops/kafka`` with its own CRONLOG_KAFKA_HOME and port), or
     with ``nodes=3`` a replicated cluster of its own (``ops/kafka --nodes 3``: node i on
-    client port ``port + 2(i-1)``; by default ports from 39500 up)."""
+    client port ``port + 2(i-1)``; by default ports in 31000-32767)."""
 
     def __init__(self, home: Path, port: int | None = None, nodes: int = 1) -> None:
         self.home = home
         self.nodes = nodes
         if port is None:
             rng = random.Random()
-            low, high = (30000, 39000) if nodes == 1 else (39500, 39990)
+            # a cluster's 6 ports stay below Linux's ephemeral range (32768-60999): its own
+            # nodes' outgoing connections, opened while the others start, must not take one
+            low, high = (30000, 39000) if nodes == 1 else (31000, 32700)
             port = next(
                 p
                 for p in (rng.randrange(low, high, 2) for _ in range(200))

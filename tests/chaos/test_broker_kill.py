@@ -1,5 +1,5 @@
 """A broker ``kill -9`` under load, in its CI form: a 3-node cluster of the test's own
-(``ops/kafka --nodes 3`` on ports from 39500 up, never the shared broker), cronlog's topics
+(``ops/kafka --nodes 3`` on free ports in 31000-32767, never the shared broker), cronlog's topics
 with replication factor 3 and ``min.insync.replicas=2``, 150 jobs on 2-5 s schedules, and the
 node that is the schedulers' transaction coordinator killed with -9 mid-run and started again.
 No tick lost or doubled, no run-event lost (``replay --verify``), every count zero.
