@@ -45,8 +45,9 @@ def ensure_topics(settings: KafkaSettings, timeout_s: float = 30.0) -> list[str]
 
     Raises:
         TopologyMismatch: an existing topic has a different partition count.
-        CronlogError: the cluster could not be reached or refused a creation, or
-            ``settings.replication_factor`` is above the broker count.
+        CronlogError: the cluster could not be reached or refused a creation.
+        Unavailable: ``settings.replication_factor`` is above the brokers in the metadata
+            (some may be down: worth retrying).
 
     Idempotency: running it twice creates nothing the second time.
     """
@@ -105,11 +106,16 @@ def ensure_topics_retrying(settings: KafkaSettings, deadline_s: float = 120.0) -
 
 
 def _replication(settings: KafkaSettings, brokers: int) -> Replication:
-    """The replication for ``brokers`` brokers, logged (a warning below 3 replicas)."""
+    """The replication for ``brokers`` brokers, logged (a warning below 3 replicas).
+
+    Raises:
+        Unavailable: ``settings.replication_factor`` is above ``brokers``.
+    """
     try:
         replication = replication_for(brokers, settings.replication_factor)
     except ValueError as exc:
-        raise CronlogError(f"choosing the replication of cronlog's topics: {exc}") from exc
+        # transient: brokers down now may be back soon (ensure_topics_retrying waits for them)
+        raise Unavailable(f"choosing the replication of cronlog's topics: {exc}") from exc
     if replication.warning:
         log.warning("action=topics_replication_low %s", replication.warning)
     else:
