@@ -664,7 +664,9 @@ def _own_exit(report: ChaosReport, proc: Proc, what: str) -> None:
     assert proc.popen is not None
     fatal = last_fatal_line(proc.log_path)
     if planned_exit(proc.log_path.stem, proc.popen.returncode, fatal):
-        report.watchdog_exits.append(f"{what}: {fatal[-120:]}")
+        # the cause (``error=...``), not the fixed explanation that follows it
+        cause = fatal[fatal.find("error=") :] if "error=" in fatal else fatal
+        report.watchdog_exits.append(f"{what}: {cause[:240]}")
     else:
         report.crashed.append(what)
 
