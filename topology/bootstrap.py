@@ -16,7 +16,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from cronlog.errors import CronlogError
 from topology.config import KafkaSettings
-from topology.replication import Replication, replication_for
+from topology.replication import WANTED_REPLICAS, Replication, replication_for
 from topology.retrying import Unavailable, call_with_retry
 from topology.topics import TopicSpec, topic_specs
 
@@ -32,9 +32,10 @@ def ensure_topics(settings: KafkaSettings, timeout_s: float = 30.0) -> list[str]
 
     Topics are created with the replication of ``topology/replication.py`` for the brokers in
     the cluster's metadata (or ``settings.replication_factor``): 3 replicas and
-    ``min.insync.replicas=2`` on 3 or more brokers, else one per broker, with a warning.
-    Existing topics with fewer replicas than that are only warned about (Kafka changes a
-    replication factor by a partition reassignment, an operator's decision).
+    ``min.insync.replicas=2`` on 3 or more brokers, else one per broker, with a warning
+    (logged when topics are created). Existing topics with fewer replicas than that are only
+    warned about (Kafka changes a replication factor by a partition reassignment, an
+    operator's decision).
 
     Args:
         settings: cluster and naming.
@@ -46,8 +47,8 @@ def ensure_topics(settings: KafkaSettings, timeout_s: float = 30.0) -> list[str]
     Raises:
         TopologyMismatch: an existing topic has a different partition count.
         CronlogError: the cluster could not be reached or refused a creation.
-        Unavailable: ``settings.replication_factor`` is above the brokers in the metadata
-            (some may be down: worth retrying).
+        Unavailable: topics are missing and ``settings.replication_factor`` is above the
+            brokers in the metadata (some may be down: worth retrying).
 
     Idempotency: running it twice creates nothing the second time.
     """
@@ -60,11 +61,14 @@ def ensure_topics(settings: KafkaSettings, timeout_s: float = 30.0) -> list[str]
     existing = metadata.topics
     _check_partitions([s for s in specs if s.name in existing], existing)
     _check_timestamp_type(admin, [s for s in specs if s.name in existing], timeout_s)
-    replication = _replication(settings, len(metadata.brokers))
-    _warn_under_replicated([s for s in specs if s.name in existing], existing, replication)
+    brokers = len(metadata.brokers)
+    wanted = settings.replication_factor or min(WANTED_REPLICAS, brokers)
+    _warn_under_replicated([s for s in specs if s.name in existing], existing, wanted)
     missing = [s for s in specs if s.name not in existing]
     if not missing:
         return []
+    # chosen (and logged) only to create: a restart while a broker is down is no news
+    replication = _replication(settings, brokers)
     futures = admin.create_topics(
         [
             NewTopic(
@@ -129,20 +133,20 @@ def _replication(settings: KafkaSettings, brokers: int) -> Replication:
 
 
 def _warn_under_replicated(
-    specs: list[TopicSpec], existing: Mapping[str, Any], replication: Replication
+    specs: list[TopicSpec], existing: Mapping[str, Any], wanted: int
 ) -> None:
-    """Warn about existing topics with fewer replicas than ``replication.factor``."""
+    """Warn about existing topics with fewer replicas than ``wanted``."""
     for spec in specs:
         partitions = existing[spec.name].partitions.values()
-        have = min((len(p.replicas) for p in partitions), default=replication.factor)
-        if have < replication.factor:
+        have = min((len(p.replicas) for p in partitions), default=wanted)
+        if have < wanted:
             log.warning(
                 "action=topic_under_replicated topic=%s replicas=%d wanted=%d: created when the "
                 "cluster had fewer brokers; raise it with a partition reassignment "
                 "(docs/operations.md)",
                 spec.name,
                 have,
-                replication.factor,
+                wanted,
             )
 
 
