@@ -15,18 +15,42 @@ ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION_CODE = ("topology", "services", "cronlog")
 
 
-def _producer_calls() -> list[tuple[str, ast.Call]]:
-    """Every ``Producer(...)`` call in the production code, with where it is."""
+def _is_producer_config(node: ast.expr) -> bool:
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "producer_config"
+    )
+
+
+def _producer_calls() -> list[tuple[str, ast.expr | None]]:
+    """Every ``Producer(...)`` call in the production code, with where it is, and the
+    ``producer_config(...)`` call its config comes from (``Producer(x.producer_config(...))``,
+    or ``conf = x.producer_config(...)`` in the same function then ``Producer(conf)``)."""
     found = []
     for top in PRODUCTION_CODE:
         for path in sorted((ROOT / top).rglob("*.py")):
             tree = ast.parse(path.read_text(), str(path))
             for node in ast.walk(tree):
-                if isinstance(node, ast.Call) and (
-                    (isinstance(node.func, ast.Name) and node.func.id == "Producer")
-                    or (isinstance(node.func, ast.Attribute) and node.func.attr == "Producer")
-                ):
-                    found.append((f"{path.relative_to(ROOT)}:{node.lineno}", node))
+                if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    continue
+                assigned = {
+                    t.id: a.value
+                    for a in ast.walk(node)
+                    if isinstance(a, ast.Assign) and _is_producer_config(a.value)
+                    for t in a.targets
+                    if isinstance(t, ast.Name)
+                }
+                for call in ast.walk(node):
+                    if isinstance(call, ast.Call) and (
+                        (isinstance(call.func, ast.Name) and call.func.id == "Producer")
+                        or (isinstance(call.func, ast.Attribute) and call.func.attr == "Producer")
+                    ):
+                        where = f"{path.relative_to(ROOT)}:{call.lineno}"
+                        arg = call.args[0] if call.args else None
+                        if isinstance(arg, ast.Name) and arg.id in assigned:
+                            arg = assigned[arg.id]
+                        found.append((where, arg))
     return found
 
 
@@ -67,13 +91,10 @@ def test_every_producer_of_the_code_is_built_by_producer_config_with_acks_all() 
     # the scheduler's transactional producer, its ticker, the worker's (task results, logs,
     # heartbeats), the API's, replay's and the after-relay's at least
     assert len(calls) >= 8, [where for where, _ in calls]
-    for where, call in calls:
-        assert call.args, f"{where}: Producer() without a config"
-        conf = call.args[0]
-        assert (
-            isinstance(conf, ast.Call)
-            and isinstance(conf.func, ast.Attribute)
-            and conf.func.attr == "producer_config"
-        ), f"{where}: a Producer not built by KafkaSettings.producer_config (acks=all)"
+    for where, conf in calls:
+        assert conf is not None and _is_producer_config(conf), (
+            f"{where}: a Producer not built by KafkaSettings.producer_config (acks=all)"
+        )
+        assert isinstance(conf, ast.Call)
         for acks in _acks_given(conf):
             assert str(acks) in ("all", "-1"), f"{where}: acks={acks!r}"
