@@ -3,10 +3,16 @@
     .venv/bin/python bench/chaos.py [--duration 900] [--jobs 500] [--kills 30] \\
         [--schedulers 2] [--workers 3] [--broker-restarts 1] [--seed N]
 
-Starts a private broker (``ops/kafka`` with a temporary CRONLOG_KAFKA_HOME, a free port), so
-the shared one is never touched; deletes it at the end unless ``--keep``. Prints what was
-done, the failover figures and every count checked from run-events; exit 1 when a count is
-not zero or ``replay --verify`` fails. Harness: ``tests/chaos/harness.py``.
+    # a replicated cluster: 3 nodes, one killed with -9 (the transaction coordinator) 3 times
+    .venv/bin/python bench/chaos.py --nodes 3 --broker-kills 3 --broker-restarts 0 \\
+        --duration 300 --kills 6 --jobs 300
+
+Starts a private broker (``ops/kafka`` with a temporary CRONLOG_KAFKA_HOME, a free port), or
+with ``--nodes 3`` a private 3-node cluster (free ports in 31000-32767), so the shared one is never
+touched; deletes it at the end unless ``--keep``. Prints what was done, the failover figures,
+the pause each broker kill caused (longest run-event gap, max trigger lag, against the same
+figures before the kill) and every count checked from run-events; exit 1 when a count is not
+zero or ``replay --verify`` fails. Harness: ``tests/chaos/harness.py``.
 """
 
 from __future__ import annotations
@@ -29,7 +35,14 @@ def main() -> int:
     p.add_argument("--schedulers", type=int, default=2)
     p.add_argument("--workers", type=int, default=3)
     p.add_argument("--partitions", type=int, default=6)
-    p.add_argument("--broker-restarts", type=int, default=1)
+    p.add_argument("--broker-restarts", type=int, default=1, help="stops/starts of the broker")
+    p.add_argument("--nodes", type=int, default=1, help="broker nodes (3: a replicated cluster)")
+    p.add_argument(
+        "--broker-kills", type=int, default=0, help="kill -9s of one node (needs --nodes 3)"
+    )
+    p.add_argument(
+        "--broker-down", type=float, default=8.0, help="seconds a stopped/killed broker stays down"
+    )
     p.add_argument("--bad-records", type=int, default=3, help="of each bad kind")
     p.add_argument(
         "--session-timeout",
@@ -50,6 +63,8 @@ def main() -> int:
         workers=args.workers,
         partitions=args.partitions,
         broker_restarts=args.broker_restarts,
+        broker_kills=args.broker_kills,
+        broker_down_s=args.broker_down,
         bad_records=args.bad_records,
         session_timeout_s=args.session_timeout,
         settle_s=args.settle,
@@ -57,7 +72,7 @@ def main() -> int:
     if args.seed is not None:
         cfg.seed = args.seed
     tmp = Path(tempfile.mkdtemp(prefix="cronlog-chaos-"))
-    broker = PrivateBroker(tmp / "kafka", args.port)
+    broker = PrivateBroker(tmp / "kafka", args.port, nodes=args.nodes)
     print(f"private broker {broker.bootstrap}, files under {tmp}", flush=True)
     try:
         report = run_chaos(cfg, broker, tmp, say=lambda s: print(s, flush=True))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -15,9 +16,12 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from cronlog.errors import CronlogError
 from topology.config import KafkaSettings
+from topology.replication import WANTED_REPLICAS, Replication, replication_for
 from topology.retention import reconcile_retention
 from topology.retrying import Unavailable, call_with_retry
 from topology.topics import TopicSpec, topic_specs
+
+log = logging.getLogger("cronlog.bootstrap")
 
 
 class TopologyMismatch(CronlogError):
@@ -26,6 +30,13 @@ class TopologyMismatch(CronlogError):
 
 def ensure_topics(settings: KafkaSettings, timeout_s: float = 30.0) -> list[str]:
     """Create every missing cronlog topic and check the existing ones.
+
+    Topics are created with the replication of ``topology/replication.py`` for the brokers in
+    the cluster's metadata (or ``settings.replication_factor``): 3 replicas and
+    ``min.insync.replicas=2`` on 3 or more brokers, else one per broker, with a warning
+    (logged when topics are created). Existing topics with fewer replicas than that are only
+    warned about (Kafka changes a replication factor by a partition reassignment, an
+    operator's decision).
 
     Args:
         settings: cluster and naming.
@@ -41,15 +52,18 @@ def ensure_topics(settings: KafkaSettings, timeout_s: float = 30.0) -> list[str]
     Raises:
         TopologyMismatch: an existing topic has a different partition count.
         CronlogError: the cluster could not be reached or refused a creation.
+        Unavailable: topics are missing and ``settings.replication_factor`` is above the
+            brokers in the metadata (some may be down: worth retrying).
 
     Idempotency: running it twice creates nothing the second time.
     """
     admin = AdminClient(settings.admin_config())
     specs = topic_specs(settings)
     try:
-        existing = admin.list_topics(timeout=timeout_s).topics
+        metadata = admin.list_topics(timeout=timeout_s)
     except KafkaException as exc:
         raise CronlogError(f"cannot reach Kafka at {settings.bootstrap}: {exc}") from exc
+    existing = metadata.topics
     _check_partitions([s for s in specs if s.name in existing], existing)
     _check_timestamp_type(admin, [s for s in specs if s.name in existing], timeout_s)
     reconcile_retention(
@@ -58,11 +72,24 @@ def ensure_topics(settings: KafkaSettings, timeout_s: float = 30.0) -> list[str]
         timeout_s,
         shorten=settings.apply_retention,
     )
+    brokers = len(metadata.brokers)
+    wanted = settings.replication_factor or min(WANTED_REPLICAS, brokers)
+    _warn_under_replicated([s for s in specs if s.name in existing], existing, wanted)
     missing = [s for s in specs if s.name not in existing]
     if not missing:
         return []
+    # chosen (and logged) only to create: a restart while a broker is down is no news
+    replication = _replication(settings, brokers)
     futures = admin.create_topics(
-        [NewTopic(s.name, s.partitions, 1, config=s.config) for s in missing],
+        [
+            NewTopic(
+                s.name,
+                s.partitions,
+                replication.factor,
+                config={**s.config, **replication.topic_config()},
+            )
+            for s in missing
+        ],
         operation_timeout=timeout_s,
     )
     created = []
@@ -91,6 +118,47 @@ def ensure_topics_retrying(settings: KafkaSettings, deadline_s: float = 120.0) -
     return call_with_retry(
         lambda: ensure_topics(settings), what="ensuring cronlog's topics", deadline_s=deadline_s
     )
+
+
+def _replication(settings: KafkaSettings, brokers: int) -> Replication:
+    """The replication for ``brokers`` brokers, logged (a warning below 3 replicas).
+
+    Raises:
+        Unavailable: ``settings.replication_factor`` is above ``brokers``.
+    """
+    try:
+        replication = replication_for(brokers, settings.replication_factor)
+    except ValueError as exc:
+        # transient: brokers down now may be back soon (ensure_topics_retrying waits for them)
+        raise Unavailable(f"choosing the replication of cronlog's topics: {exc}") from exc
+    if replication.warning:
+        log.warning("action=topics_replication_low %s", replication.warning)
+    else:
+        log.info(
+            "action=topics_replication brokers=%d replication_factor=%d min_insync_replicas=%d",
+            brokers,
+            replication.factor,
+            replication.min_insync,
+        )
+    return replication
+
+
+def _warn_under_replicated(
+    specs: list[TopicSpec], existing: Mapping[str, Any], wanted: int
+) -> None:
+    """Warn about existing topics with fewer replicas than ``wanted``."""
+    for spec in specs:
+        partitions = existing[spec.name].partitions.values()
+        have = min((len(p.replicas) for p in partitions), default=wanted)
+        if have < wanted:
+            log.warning(
+                "action=topic_under_replicated topic=%s replicas=%d wanted=%d: created when the "
+                "cluster had fewer brokers; raise it with a partition reassignment "
+                "(docs/operations.md)",
+                spec.name,
+                have,
+                wanted,
+            )
 
 
 def _check_timestamp_type(admin: AdminClient, specs: list[TopicSpec], timeout_s: float) -> None:

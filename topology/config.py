@@ -19,6 +19,11 @@ class KafkaSettings(BaseSettings):
         topic_prefix: prepended to every topic name (tests isolate themselves with it).
         partitions: partition count of the keyed topics. Default 12. Part of the contract:
             the bootstrap refuses to run against topics with another count.
+        replication_factor: replicas of each topic the bootstrap creates (env
+            ``CRONLOG_REPLICATION_FACTOR``). Default 0: from the brokers in the cluster's
+            metadata, 3 (with ``min.insync.replicas=2``) on 3 or more, else all of them
+            (``topology/replication.py``). Set it when topics may be created while a broker
+            is down, so that they never get fewer replicas than the cluster is meant to have.
         kafka_debug: librdkafka's ``debug`` contexts for every client of the process (e.g.
             ``cgrp,eos``; env ``CRONLOG_KAFKA_DEBUG``), logged to stderr. Default: none.
         kafka_security_protocol: librdkafka's ``security.protocol`` for every client (env
@@ -69,6 +74,7 @@ class KafkaSettings(BaseSettings):
     )
     topic_prefix: str = ""
     partitions: int = Field(default=12, ge=1, le=1024)
+    replication_factor: int = Field(default=0, ge=0, le=16)
     kafka_debug: str = ""
     kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     kafka_sasl_mechanism: Literal["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"] = "SCRAM-SHA-512"
@@ -142,11 +148,26 @@ class KafkaSettings(BaseSettings):
         }
 
     def producer_config(self, **extra: object) -> dict[str, object]:
-        """Return confluent-kafka producer settings (murmur2 partitioning, idempotence)."""
+        """Return confluent-kafka producer settings (murmur2 partitioning, idempotence, acks=all).
+
+        ``acks=all`` on every producer: a write is acknowledged only once every in-sync replica
+        holds it (at least ``min.insync.replicas``), so a broker lost right after the ack loses
+        nothing (docs/operations.md, "A replicated cluster").
+
+        Raises:
+            ValueError: ``extra`` asks for another ``acks`` (or ``request.required.acks``).
+        """
+        for key in ("acks", "request.required.acks"):
+            if key in extra and str(extra[key]) not in ("all", "-1"):
+                raise ValueError(
+                    f"{key}={extra[key]!r}: every cronlog producer writes with acks=all "
+                    "(a broker loss must not lose an acknowledged record)"
+                )
         return self.client_config(
             **{
                 "partitioner": "murmur2_random",  # the Java/aiokafka default, see DESIGN.md
                 "enable.idempotence": True,
+                "acks": "all",
                 "linger.ms": 2,
                 "message.max.bytes": 1_000_000,
                 **extra,

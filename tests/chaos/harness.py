@@ -27,6 +27,7 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.model import JobSpec, RetryPolicy, Schedule, ScheduleKind, TaskKind
 from tests.chaos.audit import Audit, Injected, JobPlan, Rec, audit_run
+from tests.chaos.broker_kill import BrokerKill, kill_node, measure_pause, pick_victim
 from tests.integration.harness import ROOT, Cluster, Proc, last_fatal_line, planned_exit
 from topology.bootstrap import ensure_topics
 from topology.codec import Codec, decode_dead_letter
@@ -55,23 +56,38 @@ def _port_free(port: int) -> bool:
 
 
 class PrivateBroker:
-    """A broker of the run's own (``ops/kafka`` with its own CRONLOG_KAFKA_HOME and port)."""
+    """A broker of the run's own (``ops/kafka`` with its own CRONLOG_KAFKA_HOME and port), or
+    with ``nodes=3`` a replicated cluster of its own (``ops/kafka --nodes 3``: node i on
+    client port ``port + 2(i-1)``; by default ports in 31000-32767)."""
 
-    def __init__(self, home: Path, port: int | None = None) -> None:
+    def __init__(self, home: Path, port: int | None = None, nodes: int = 1) -> None:
         self.home = home
+        self.nodes = nodes
         if port is None:
             rng = random.Random()
+            # a cluster's 6 ports stay below Linux's ephemeral range (32768-60999): its own
+            # nodes' outgoing connections, opened while the others start, must not take one
+            low, high = (30000, 39000) if nodes == 1 else (31000, 32700)
             port = next(
                 p
-                for p in (rng.randrange(30000, 39000, 2) for _ in range(200))
-                if _port_free(p) and _port_free(p + 1)
+                for p in (rng.randrange(low, high, 2) for _ in range(200))
+                if all(_port_free(p + i) for i in range(2 * nodes))
             )
         self.port = port
-        self.env = {**os.environ, "CRONLOG_KAFKA_PORT": str(port), "CRONLOG_KAFKA_HOME": str(home)}
+        self.env = {
+            **os.environ,
+            "CRONLOG_KAFKA_PORT": str(port),
+            "CRONLOG_KAFKA_HOME": str(home),
+            "CRONLOG_KAFKA_NODES": str(nodes),
+        }
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return ",".join(f"127.0.0.1:{self.port + 2 * i}" for i in range(self.nodes))
+
+    def kill9(self, node: int) -> None:
+        """``kill -9`` node ``node`` (1..nodes) of the cluster; ``start`` brings it back."""
+        kill_node(str(self.home / f"node{node}" / "kafka.pid"))
 
     def _ops(self, action: str) -> str:
         out = subprocess.run(
@@ -160,6 +176,8 @@ class ChaosConfig:
         schedulers, workers: process counts.
         partitions: partition count of the run's topics.
         broker_restarts: stops/starts of the broker (down ``broker_down_s`` each).
+        broker_kills: ``kill -9`` of one node of a 3-node cluster (the transaction
+            coordinator's), restarted ``broker_down_s`` later; needs ``PrivateBroker(nodes=3)``.
         bad_records: bad records of each kind appended during the chaos.
         max_restart_delay_s: a killed process is restarted 0.5..this many seconds later.
         session_timeout_s: the schedulers' consumer-group session timeout.
@@ -175,6 +193,7 @@ class ChaosConfig:
     workers: int = 3
     partitions: int = 6
     broker_restarts: int = 1
+    broker_kills: int = 0
     broker_down_s: float = 8.0
     bad_records: int = 2
     max_restart_delay_s: float = 6.0
@@ -193,6 +212,8 @@ class ChaosReport:
     kills: list[str] = field(default_factory=list)
     failovers_s: list[float] = field(default_factory=list)
     broker_restarts_s: list[float] = field(default_factory=list)
+    broker_kills: list[BrokerKill] = field(default_factory=list)
+    topic_prefix: str = ""
     replay_rc: int | None = None
     replay_output: str = ""
     chaos_s: float = 0.0
@@ -213,6 +234,7 @@ class ChaosReport:
             f"kills survived: {len(self.kills)} ({', '.join(self.kills)})",
             f"broker restarts: {len(self.broker_restarts_s)} (down→up s: "
             f"{[round(x, 1) for x in self.broker_restarts_s]})",
+            *(f"broker kill -9: {k.line()}" for k in self.broker_kills),
             "scheduler kill → first run-event on its partitions, s: "
             f"median {med if med is None else round(med, 1)}, "
             f"max {round(fo[-1], 1) if fo else None} (n={len(fo)})",
@@ -486,6 +508,8 @@ def run_chaos(
     cfg: ChaosConfig, broker: PrivateBroker, tmp: Path, say: Callable[[str], None] = print
 ) -> ChaosReport:
     """Run one chaos experiment against ``broker`` (started and stopped here, not destroyed)."""
+    if cfg.broker_kills and broker.nodes < 3:
+        raise ValueError("broker_kills needs a PrivateBroker of 3 nodes (one lost leaves 2 ISR)")
     t_begin = time.monotonic()
     rng = random.Random(cfg.seed)
     broker.start()
@@ -507,7 +531,7 @@ def run_chaos(
     injector = _Injector(cluster, rng, manual_job)
     watcher = _Watcher(settings, injector)
     watcher.start()
-    report = ChaosReport(cfg, Audit())
+    report = ChaosReport(cfg, Audit(), topic_prefix=settings.topic_prefix)
     try:
         plans = job_plans(cfg.jobs)
         producer = Producer(settings.producer_config(**QUIET))
@@ -609,6 +633,8 @@ def run_chaos(
         if injector.failed:
             report.audit.note("injection_failed", "; ".join(injector.failed[:5]))
         report.failovers_s = _failovers(records, kill_log)
+        for kill in report.broker_kills:
+            measure_pause(kill, records)
         replay = subprocess.run(
             [
                 str(ROOT / ".venv" / "bin" / "cronlog"),
@@ -638,7 +664,9 @@ def _own_exit(report: ChaosReport, proc: Proc, what: str) -> None:
     assert proc.popen is not None
     fatal = last_fatal_line(proc.log_path)
     if planned_exit(proc.log_path.stem, proc.popen.returncode, fatal):
-        report.watchdog_exits.append(f"{what}: {fatal[-120:]}")
+        # the cause (``error=...``), not the fixed explanation that follows it
+        cause = fatal[fatal.find("error=") :] if "error=" in fatal else fatal
+        report.watchdog_exits.append(f"{what}: {cause[:240]}")
     else:
         report.crashed.append(what)
 
@@ -664,6 +692,10 @@ def _chaos(
         (cfg.duration_s * (i + 1) / (cfg.broker_restarts + 1), "broker", "")
         for i in range(cfg.broker_restarts)
     ]
+    plan += [
+        (cfg.duration_s * (i + 1) / (cfg.broker_kills + 1), "broker_kill", "")
+        for i in range(cfg.broker_kills)
+    ]
     plan.sort()
     restarts: list[tuple[float, Proc]] = []
     broker_thread: threading.Thread | None = None
@@ -676,6 +708,18 @@ def _chaos(
         report.broker_restarts_s.append(time.monotonic() - t0)
         say(f"  broker back after {time.monotonic() - t0:.1f} s")
 
+    def kill_one() -> None:
+        node, roles = pick_victim(broker.bootstrap, injector.cluster.topics.commands)
+        kill = BrokerKill(time.time(), node, roles)
+        t0 = time.monotonic()
+        broker.kill9(node)
+        report.broker_kills.append(kill)
+        say(f"  kill -9 broker node {node} ({', '.join(roles)})")
+        time.sleep(cfg.broker_down_s)
+        broker.start()
+        kill.back_s = time.monotonic() - t0
+        say(f"  broker node {node} back after {kill.back_s:.1f} s")
+
     while plan or restarts or (broker_thread and broker_thread.is_alive()):
         now = time.monotonic() - start
         for due, proc in [r for r in restarts if r[0] <= now]:
@@ -683,6 +727,12 @@ def _chaos(
             proc.start()
         if plan and plan[0][0] <= now:
             _, action, arg = plan.pop(0)
+            if action in ("broker", "broker_kill") and broker_thread and broker_thread.is_alive():
+                # one broker action at a time: the last restart is not over (a kill now would
+                # take a second node of three, a loss the cluster is not meant to survive)
+                plan.append((now + 1, action, arg))
+                plan.sort()
+                continue
             if action == "kill":
                 alive = [
                     p
@@ -708,6 +758,10 @@ def _chaos(
             elif action == "broker":
                 say(f"  t={now:5.1f}s broker stop for {cfg.broker_down_s:.0f} s")
                 broker_thread = threading.Thread(target=bounce, daemon=True)
+                broker_thread.start()
+            elif action == "broker_kill":
+                say(f"  t={now:5.1f}s broker kill -9 for {cfg.broker_down_s:.0f} s")
+                broker_thread = threading.Thread(target=kill_one, daemon=True)
                 broker_thread.start()
         for proc in schedulers + workers:
             # a process that died by itself (not one of our kills) is a finding: restart it,

@@ -6,8 +6,9 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type: ignore[attr-defined]
 
+from cronlog.errors import CronlogError
 from topology.bootstrap import TopologyMismatch, ensure_topics
 from topology.config import KafkaSettings
 from topology.topics import topic_specs
@@ -43,3 +44,29 @@ def test_create_time_command_topic_is_refused(kafka_bootstrap: str) -> None:
         fut.result()
     with pytest.raises(TopologyMismatch, match="LogAppendTime"):
         ensure_topics(settings)
+
+
+def test_one_broker_gets_replication_factor_1_and_says_so(
+    kafka_bootstrap: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = _settings(kafka_bootstrap)
+    with caplog.at_level("WARNING", logger="cronlog.bootstrap"):
+        ensure_topics(settings)
+    assert "cluster has 1 broker: replication factor 1, no redundancy" in caplog.text
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    topics = admin.list_topics(timeout=10).topics
+    for spec in topic_specs(settings):
+        assert {len(p.replicas) for p in topics[spec.name].partitions.values()} == {1}
+    name = f"{settings.topic_prefix}cronlog.commands"
+    entries = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, name)])
+    config = next(iter(entries.values())).result(timeout=10)
+    assert config["min.insync.replicas"].value == "1"
+
+
+def test_a_replication_factor_above_the_broker_count_is_refused(kafka_bootstrap: str) -> None:
+    settings = _settings(kafka_bootstrap).model_copy(update={"replication_factor": 3})
+    with pytest.raises(CronlogError, match="replication_factor=3 but the cluster has 1 broker"):
+        ensure_topics(settings)
+    # only to create topics: a service restarted while brokers are down starts on the ones made
+    ensure_topics(settings.model_copy(update={"replication_factor": 0}))
+    assert ensure_topics(settings) == []
