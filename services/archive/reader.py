@@ -140,13 +140,14 @@ class TopicReader:
                 items.append(item)
                 if offset + 1 >= ends[p]:
                     self._stop(consumer, topic, p, offset + 1)
-            if not msgs:
-                # a transaction's commit marker takes an offset but is never delivered: the
-                # position (past it), not the last record, says a partition is done
-                open_ = [TopicPartition(topic, p) for p in ends if p not in self.stops]
-                for tp in consumer.position(open_):
-                    if tp.offset >= ends[tp.partition]:
-                        self._stop(consumer, topic, tp.partition, ends[tp.partition])
+            # a transaction's commit marker takes an offset but is never delivered: the
+            # position (past it), not the last record, says a partition is done. Asked on
+            # every pass (a local call), not only when nothing came: on a live topic the
+            # other partitions always deliver, and a partition ending on a marker never ended
+            open_ = [TopicPartition(topic, p) for p in ends if p not in self.stops]
+            for tp in consumer.position(open_) if open_ else ():
+                if tp.offset >= ends[tp.partition]:
+                    self._stop(consumer, topic, tp.partition, ends[tp.partition])
             silent = 0.0 if msgs else silent + 1.0
             if silent >= SILENCE_S and len(self.stops) < len(ends):
                 raise TimeoutError(f"{topic}: no records for {SILENCE_S:.0f}s before the end")
