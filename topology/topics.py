@@ -95,8 +95,8 @@ def topic_specs(settings: KafkaSettings) -> list[TopicSpec]:
 
     - commands: the log of record; kept ``commands_retention_days`` (30 by default, -1 for
       ever); broker-stamped time (LogAppendTime).
-    - run-events: the public changelog; kept ``run_events_retention_days`` (for ever by default); same
-      partitioning as commands.
+    - run-events: the public changelog; kept ``run_events_retention_days`` (for ever by
+      default); same partitioning as commands.
     - ready: task instances ready to claim, for workers; 7 days.
     - replies: claim/renewal answers keyed by worker_id; 1 day.
     - dead-letters: undecodable or invalid records with the reason; kept

@@ -30,7 +30,6 @@ from services.cli.replay_prep import (
 )
 from services.cli.replay_start import Start, StartError, choose_start
 from services.snapshotter.take import record_of
-from topology.codec import Codec
 from topology.config import KafkaSettings
 from topology.fold import Outgoing
 from topology.log_reader import (

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer, Message
 
 from cronlog.errors import CronlogError
-from topology.codec import Codec
 from topology.config import KafkaSettings
 from topology.fold import Record
 from topology.log_reader import offset_of, partition_count, read_partition, reader, watermarks
+from topology.registry import codec_for
 from topology.replay import Replayer
 from topology.snapshot_log import load_snapshot, read_manifests, write_snapshot
 from topology.snapshots import (
@@ -123,7 +123,7 @@ def take_snapshot(settings: KafkaSettings, batch_size: int = 2000) -> Taken:
         low = {p: lo for p, (lo, _) in marks.items()}
         high = {p: hi for p, (_, hi) in marks.items()}
         base = find_base(consumer, topics, low, high)
-        codec = Codec()
+        codec = codec_for(settings)  # as the fold: Confluent-framed commands need the registry
         replayer = Replayer(topics, n, {}, codec)
         by_p = {s.partition: s for s in base.parts}
         for s in base.parts:
