@@ -95,8 +95,10 @@ def test_retention_defaults_and_the_snapshots_outlive_the_commands() -> None:
     settings = KafkaSettings(partitions=3)
     specs = {s.name: s.config for s in topic_specs(settings)}
     t = Topics.of(settings)
-    for name in (t.commands, t.run_events, t.dead_letters):
+    for name in (t.commands, t.dead_letters):
         assert specs[name]["retention.ms"] == str(30 * DAY_MS)
+    # run-events stay for ever by default: a read model rebuilt from them learns every job
+    assert specs[t.run_events]["retention.ms"] == "-1"
     assert specs[t.snapshots]["retention.ms"] == str(30 * DAY_MS + SNAPSHOT_MARGIN_MS)
     longer = KafkaSettings(commands_retention_days=7, run_events_retention_days=60)
     assert snapshot_retention_ms(longer) == 60 * DAY_MS + SNAPSHOT_MARGIN_MS
