@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from cronlog import commands as cmd
 from cronlog import events as ev
+from cronlog.vocabulary import CancelReason
 from services.cli.main import app as cli
 from services.cli.replay import ReplayError, prepare_state_dir
 from tests.unit.test_fold_adapter import EVERY_2S, T0, TOPICS, N, _fold, _log, _rec
@@ -169,3 +170,17 @@ def test_bad_replay_options_exit_2_naming_the_option(
     result = CliRunner().invoke(cli, ["replay", *args])
     assert result.exit_code == 2
     assert message in " ".join(result.output.split())
+
+
+def test_run_ends_written_before_they_carried_a_tenant_verify_and_other_tenants_do_not() -> None:
+    first = _events()[0]
+    bodies: list[ev.Event] = [
+        ev.RunSucceeded(run_id="r0", tenant="default"),
+        ev.RunFailed(run_id="r1", tenant="default"),
+        ev.RunCancelled(run_id="r2", reason=CancelReason.USER, tenant="default"),
+    ]
+    ours = [replace(first, event_id=f"e{i}", event=body) for i, body in enumerate(bodies)]
+    old = [replace(e, event=replace(e.event, tenant="")) for e in ours]
+    assert compare_events(old, ours, acknowledged=3).ok  # a log from before v4 still verifies
+    other = [replace(ours[0], event=replace(ours[0].event, tenant="team-b")), *ours[1:]]
+    assert not compare_events(other, ours, acknowledged=3).ok
