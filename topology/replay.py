@@ -16,7 +16,7 @@ from cronlog import events as ev
 from cronlog.errors import CronlogError
 from topology.codec import Codec
 from topology.due_index import DueIndex
-from topology.fold import BatchFolder, Outgoing, Record
+from topology.fold import TICK_SLICE, BatchFolder, Outgoing, Record
 from topology.state_cache import StateCache
 from topology.state_codec import is_ledger, load_ledger, load_state
 from topology.topics import Topics
@@ -36,6 +36,8 @@ class Replayer:
         codec: the Avro codec (default: the one over ``schemas/``).
         cache: decoded states kept between batches, as the scheduler keeps them (tests fold
             with and without it to show they decide the same); None for ``cronlog replay``.
+        tick_slice: most due jobs one Tick decides: the live schedulers' ``CRONLOG_TICK_SLICE``
+            (a different slice decides some jobs on another Tick: other event ids).
 
     Determinism: the same records in the same per-partition order give the same store and the
     same events whatever the batch boundaries (``tests/property/test_replay_determinism.py``).
@@ -48,6 +50,7 @@ class Replayer:
         store: MutableMapping[bytes, bytes],
         codec: Codec | None = None,
         cache: StateCache | None = None,
+        tick_slice: int = TICK_SLICE,
     ) -> None:
         self.topics = topics
         self.store = store
@@ -55,7 +58,13 @@ class Replayer:
         self.due.reset(range(partitions))
         self.cache = cache
         self.folder = BatchFolder(
-            topics, partitions, self._load, self.due, codec or Codec(), cache=cache
+            topics,
+            partitions,
+            self._load,
+            self.due,
+            codec or Codec(),
+            tick_slice=tick_slice,
+            cache=cache,
         )
         self.jobs: dict[int, set[bytes]] = {p: set() for p in range(partitions)}
         """Keys written so far, per partition (what a partition's digest covers)."""
@@ -228,9 +237,11 @@ _RUN_ENDS = (ev.RunSucceeded, ev.RunFailed, ev.RunCancelled)
 
 
 def _written_before_run_end_tenants(live: ev.RunEvent, replayed: ev.RunEvent) -> ev.RunEvent:
-    """Return ``live`` as this version writes it, when it is a run end written before run
-    ends carried their tenant (schema v4 added ``tenant``, default ""): the replay's tenant
-    filled in, so ``--verify`` of a log from before the upgrade compares what both wrote."""
+    """Return ``live`` with the replay's tenant, when it is a run end written without one.
+
+    Schema v4 added ``tenant`` to run ends (default ""): a log written before the upgrade
+    still verifies, comparing what both versions wrote.
+    """
     body, new = live.event, replayed.event
     if isinstance(body, _RUN_ENDS) and type(new) is type(body) and body.tenant == "":
         return dataclasses.replace(live, event=dataclasses.replace(body, tenant=new.tenant))

@@ -29,6 +29,7 @@ from services.cli.replay_prep import (
     prepare_state_dir,
 )
 from services.cli.replay_start import Start, StartError, choose_start
+from services.scheduler.settings import SchedulerSettings
 from services.snapshotter.take import record_of
 from topology.config import KafkaSettings
 from topology.fold import Outgoing
@@ -233,7 +234,7 @@ def _run(
     db = Rdict(str(state_dir / TABLE_DIR), options=Options(raw_mode=True))
     try:
         store: MutableMapping[bytes, bytes] = db  # type: ignore[assignment]  # untyped rocksdict
-        replayer = Replayer(topics, n, store, codec)
+        replayer = Replayer(topics, n, store, codec, tick_slice=SchedulerSettings().tick_slice)
         for part in bounds.start.parts.values():
             seed(replayer, part)
         sink = EventSink(settings, opts.to_topic, n) if opts.to_topic else None

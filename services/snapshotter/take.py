@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer, Message
 
 from cronlog.errors import CronlogError
+from services.scheduler.settings import SchedulerSettings
 from topology.config import KafkaSettings
 from topology.fold import Record
 from topology.log_reader import offset_of, partition_count, read_partition, reader, watermarks
@@ -124,7 +125,7 @@ def take_snapshot(settings: KafkaSettings, batch_size: int = 2000) -> Taken:
         high = {p: hi for p, (_, hi) in marks.items()}
         base = find_base(consumer, topics, low, high)
         codec = codec_for(settings)  # as the fold: Confluent-framed commands need the registry
-        replayer = Replayer(topics, n, {}, codec)
+        replayer = Replayer(topics, n, {}, codec, tick_slice=SchedulerSettings().tick_slice)
         by_p = {s.partition: s for s in base.parts}
         for s in base.parts:
             seed(replayer, s)

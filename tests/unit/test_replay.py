@@ -4,7 +4,7 @@ reads as a table, and the verify comparisons name the first difference."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -12,11 +12,15 @@ from typer.testing import CliRunner
 
 from cronlog import commands as cmd
 from cronlog import events as ev
+from cronlog.model import JobSpec, Schedule, ScheduleKind
 from cronlog.vocabulary import CancelReason
 from services.cli.main import app as cli
 from services.cli.replay import ReplayError, prepare_state_dir
 from tests.unit.test_fold_adapter import EVERY_2S, T0, TOPICS, N, _fold, _log, _rec
-from topology.codec import decode_event
+from topology.codec import Codec, decode_event
+from topology.config import KafkaSettings
+from topology.due_index import DueIndex
+from topology.fold import BatchFolder, Record
 from topology.replay import (
     Replayer,
     compare_events,
@@ -26,6 +30,7 @@ from topology.replay import (
     state_digest,
 )
 from topology.state_codec import dump_state, load_state
+from topology.topics import Topics
 
 
 def _replay(batch: int) -> tuple[Replayer, list[ev.RunEvent]]:
@@ -184,3 +189,51 @@ def test_run_ends_written_before_they_carried_a_tenant_verify_and_other_tenants_
     assert compare_events(old, ours, acknowledged=3).ok  # a log from before v4 still verifies
     other = [replace(ours[0], event=replace(ours[0].event, tenant="team-b")), *ours[1:]]
     assert not compare_events(other, ours, acknowledged=3).ok
+
+
+_SLICE_CODEC = Codec()
+_SLICE_T0 = int(datetime(2026, 1, 1, 0, 0, 30, tzinfo=UTC).timestamp() * 1000)
+
+
+def test_a_replay_folds_with_the_live_tick_slice() -> None:
+    """Live folds with ``CRONLOG_TICK_SLICE``; a replay (and a snapshot) with another slice
+    decides some jobs on another Tick (found by review): they pass the same slice."""
+    topics = Topics.of(KafkaSettings(partitions=1))
+    log: list[Record] = []
+    for i in range(5):
+        spec = JobSpec(
+            name=f"j{i}",
+            schedule=Schedule(kind=ScheduleKind.CRON, expression="* * * * *"),
+            command=("true",),
+        )
+        env = cmd.Envelope(idem_key=f"reg{i}", job_id=f"j{i}", command=cmd.RegisterJob(spec=spec))
+        log.append(
+            Record(0, len(log), _SLICE_T0 + i, f"j{i}".encode(), _SLICE_CODEC.encode_command(env))
+        )
+    tick = cmd.Envelope(idem_key="tick-1", job_id="", command=cmd.Tick())
+    log.append(Record(0, len(log), _SLICE_T0 + 31_000, None, _SLICE_CODEC.encode_command(tick)))
+
+    # live: slice 2, the continuation Ticks it appends go into the log (as on the topic)
+    store: dict[bytes, bytes] = {}
+    due = DueIndex()
+    due.reset([0])
+    live = BatchFolder(
+        topics, 1, lambda _p, j: store.get(j.encode()), due, _SLICE_CODEC, tick_slice=2
+    )
+    i = 0
+    while i < len(log):
+        rec = log[i]
+        out = live.fold([rec])
+        for j, w in out.writes.items():
+            store[j.encode()] = w.value
+        for s in out.sends:
+            if s.topic == topics.commands:
+                log.append(Record(0, len(log), rec.timestamp_ms + 5, s.key, s.value))
+        i += 1
+
+    same = Replayer(topics, 1, {}, _SLICE_CODEC, tick_slice=2)
+    same.fold(log)
+    assert dict(same.store) == store
+    other = Replayer(topics, 1, {}, _SLICE_CODEC)  # the default slice: 250
+    other.fold(log)
+    assert state_digest(other.store.items()) != state_digest(store.items())
