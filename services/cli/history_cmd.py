@@ -63,6 +63,15 @@ def export_cmd(dest: Dest = None) -> None:
         f"{report.files} files, {report.bytes} bytes; {report.already} day(s) archived before",
         highlight=False,
     )
+    if not report.days:
+        from services.archive.days import horizon
+
+        until = horizon(datetime.now(UTC), settings.archive_hot_window)
+        out.print(
+            f"only UTC days that end by {until.isoformat()} are archived (a day is archived "
+            f"once it is over and older than the hot window, {settings.archive_hot_window})",
+            highlight=False,
+        )
 
 
 @history.command("query")
