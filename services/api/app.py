@@ -275,6 +275,19 @@ def _pruner(
     """Start the hot-history pruner unless history is kept forever (``history_hot_days`` 0)."""
     if settings.history_hot_days <= 0:
         return None
+    if settings.history_archive_lookup:
+        archive = ArchiveSettings()
+        needed = archive.archive_hot_window + timedelta(days=1) + archive.archive_interval
+        if timedelta(days=settings.history_hot_days) < needed:
+            log.warning(
+                "hot history shorter than the archive's reach: a pruned run may not be "
+                "archived yet (404 until its day is)",
+                extra={
+                    "action": "history.hot_window_short",
+                    "hot_days": settings.history_hot_days,
+                    "needed_days": round(needed / timedelta(days=1), 3),
+                },
+            )
     pruner = HistoryPruner(
         read_model,
         timedelta(days=settings.history_hot_days),

@@ -179,11 +179,16 @@ async def rerun_task(
     too: a new attempt series in the same run, reopened if it had ended → the run.
 
     404: unknown run or task; 409: the task (or a downstream one) has not ended yet, the
-    run is still queued, or the job no longer defines the task. The old attempts stay in
-    the run's history.
+    run is still queued, the job no longer defines the task, or the run is archived (past
+    the hot history: its new events would reach a read model that no longer holds it). The
+    old attempts stay in the run's history.
     """
     rm = _read_model(request)
     run = visible_run(rm, caller, run_id)
+    if run.get("archived"):
+        raise HTTPException(
+            409, f"run {run_id!r} is archived (older than the hot history): it cannot be rerun"
+        )
     if run["state"] == "queued":
         raise HTTPException(409, f"run {run_id!r} is queued: it has not started")
     if task not in run["tasks"]:

@@ -58,7 +58,9 @@ class ApiSettings(KafkaSettings):
             instances, dead letters, task-log copies and event copies), days, measured on the
             run-events' own clock (the newest event applied); fractions allowed (tests use
             seconds' worth); 0 keeps everything forever; env ``CRONLOG_HISTORY_HOT_DAYS``.
-            Default 30. A live run is never pruned.
+            Default 32: longer than the archive's hot window (30 days) plus the day it waits
+            for a day to end and its interval, so a pruned run is already in the archive.
+            A live run is never pruned.
         history_archive_lookup: answer a run the read model no longer holds from the cold
             archive (``CRONLOG_ARCHIVE_DEST`` and the archive's other settings, docs/history.md;
             no archive there: 404 as before); env ``CRONLOG_HISTORY_ARCHIVE_LOOKUP``. Default on.
@@ -86,7 +88,7 @@ class ApiSettings(KafkaSettings):
     api_stalled_dag_s: float = Field(default=600.0, gt=0, allow_inf_nan=False)
     metrics_history_s: float = Field(default=900.0, ge=0, allow_inf_nan=False)
     api_console_max_streams: int = Field(default=100, ge=0, le=100_000)
-    history_hot_days: float = Field(default=30.0, ge=0, le=36_500, allow_inf_nan=False)
+    history_hot_days: float = Field(default=32.0, ge=0, le=36_500, allow_inf_nan=False)
     history_prune_interval_s: float = Field(default=60.0, gt=0, le=86_400, allow_inf_nan=False)
     history_prune_batch: int = Field(default=500, ge=1, le=100_000)
     history_archive_lookup: bool = True

@@ -161,6 +161,18 @@ def test_an_archive_hook_answers_for_a_run_the_read_model_no_longer_holds(
     assert rm.run(run_id) == archived
 
 
+def test_an_archived_run_is_not_rerun(rm: ReadModel, client: TestClient) -> None:
+    """Its reopened run's events would reach a read model without its document (review)."""
+    register(rm.store)
+    run_id = fire_many(rm, 1)[0]
+    pruner(rm, to_ms(T0) + 3 * 24 * 3600 * 1000, timedelta(days=1)).run_pass()
+    doc = {"run_id": run_id, "job_id": JOB, "state": "succeeded", "archived": True}
+    rm.archived = lambda rid: doc if rid == run_id else None
+    answer = client.post(f"/api/v1/runs/{run_id}/tasks/main/retry")
+    assert answer.status_code == 409
+    assert "archived" in answer.json()["detail"]
+
+
 def test_a_pruning_step_that_fails_ends_the_process_with_70(tmp_path: Path) -> None:
     code = (
         "import sys, time\n"
