@@ -325,6 +325,7 @@ def create_app(
         The FastAPI app (OpenAPI at /openapi.json).
     """
     settings = settings or ApiSettings()
+    paging.use_key(settings.api_cursor_key.get_secret_value())
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

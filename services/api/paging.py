@@ -1,7 +1,12 @@
 """Cursor paging of the read model's listings: opaque cursors and the page walk over an index.
 
-A cursor is the URL-safe base64 (no padding) of ``c1\\x00<kind>\\x00<scope>\\x00<position>``:
-``kind`` names the listing (``runs``, ``jobs``, ``dead-letters``), ``scope`` what it lists
+A cursor is ``c1\\x00<kind>\\x00<scope>\\x00<position>`` sealed with Fernet (AES-128-CBC +
+HMAC-SHA256, the ``cryptography`` library): the position may be the key of a row another
+tenant owns (a page's walk ends where its scan budget ends, filtered rows included), so a
+client must not be able to read it, nor forge one. The key: ``CRONLOG_API_CURSOR_KEY`` (a
+Fernet key, shared by an API's replicas), else one drawn when the process starts (a restart
+then refuses older cursors, 422: the client starts again from the first page).
+Inside, ``kind`` names the listing (``runs``, ``jobs``, ``dead-letters``), ``scope`` what it lists
 (a job_id for runs, or the index a dead-letter listing walks) and ``position`` the store key,
 relative to its index prefix, of the last row the page looked at. The next page starts
 strictly after it, so rows pruned or added meanwhile never shift a page (a position is a key,
@@ -16,13 +21,12 @@ page is complete or carries a ``next_cursor``; ``next_cursor`` is null only at t
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
+from cryptography.fernet import Fernet, InvalidToken
 from fastapi import Query
 from fastapi.exceptions import RequestValidationError
 
@@ -50,10 +54,33 @@ class BadCursor(ValueError):
     """A ``cursor`` that is not one this listing handed out."""
 
 
+_SEAL: list[Fernet] = [Fernet(Fernet.generate_key())]
+"""The cursors' key (``use_key``); one drawn at import until the app sets its own."""
+
+
+def use_key(key: str) -> None:
+    """Seal cursors with ``key`` (a Fernet key: 32 bytes, URL-safe base64); "" keeps the
+    process's own random key.
+
+    Raises:
+        ValueError: ``key`` is not a Fernet key (the message names the setting).
+    """
+    if not key:
+        return
+    try:
+        _SEAL[0] = Fernet(key.encode())
+    except (ValueError, TypeError) as exc:
+        raise ValueError(
+            "CRONLOG_API_CURSOR_KEY must be a Fernet key: 32 bytes in URL-safe base64 "
+            "(python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key()"
+            ".decode())')"
+        ) from exc
+
+
 def encode(kind: str, scope: str, position: bytes) -> str:
-    """Return the opaque cursor of ``position`` in listing ``kind`` of ``scope``."""
+    """Return the opaque (sealed) cursor of ``position`` in listing ``kind`` of ``scope``."""
     raw = b"\x00".join((_VERSION, kind.encode(), scope.encode(), position))
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+    return _SEAL[0].encrypt(raw).decode()
 
 
 def decode(cursor: str, kind: str, scope: str, shape: re.Pattern[bytes]) -> bytes:
@@ -65,14 +92,15 @@ def decode(cursor: str, kind: str, scope: str, shape: re.Pattern[bytes]) -> byte
         shape: the position's whole shape (a full match is required).
 
     Raises:
-        BadCursor: not base64, another version, kind or scope, or a position of another shape.
+        BadCursor: not sealed by this API's key, another version, kind or scope, or a
+            position of another shape.
     """
     if len(cursor) > MAX_CURSOR_CHARS:
         raise BadCursor("too long")
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-    except (binascii.Error, ValueError) as exc:
-        raise BadCursor("not URL-safe base64") from exc
+        raw = _SEAL[0].decrypt(cursor.encode())
+    except (InvalidToken, ValueError) as exc:
+        raise BadCursor("not a cursor of this API (or of an API with another cursor key)") from exc
     parts = raw.split(b"\x00", 3)
     if len(parts) != 4 or parts[0] != _VERSION:
         raise BadCursor("not a cursor of this API")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 
 from services.api.auth import Authenticator
 from topology.config import KafkaSettings
@@ -61,6 +61,9 @@ class ApiSettings(KafkaSettings):
             Default 32: longer than the archive's hot window (30 days) plus the day it waits
             for a day to end and its interval, so a pruned run is already in the archive.
             A live run is never pruned.
+        api_cursor_key: the key that seals paging cursors (a Fernet key; env
+            ``CRONLOG_API_CURSOR_KEY``; give an API's replicas the same one). Empty (default):
+            each process draws its own, and a restart refuses older cursors (422).
         history_archive_lookup: answer a run the read model no longer holds from the cold
             archive (``CRONLOG_ARCHIVE_DEST`` and the archive's other settings, docs/history.md;
             no archive there: 404 as before); env ``CRONLOG_HISTORY_ARCHIVE_LOOKUP``. Default on.
@@ -92,6 +95,7 @@ class ApiSettings(KafkaSettings):
     history_prune_interval_s: float = Field(default=60.0, gt=0, le=86_400, allow_inf_nan=False)
     history_prune_batch: int = Field(default=500, ge=1, le=100_000)
     history_archive_lookup: bool = True
+    api_cursor_key: SecretStr = SecretStr("")
     api_test_fault: Literal["", "fatal", "stall"] = ""
 
     def authenticator(self) -> Authenticator:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import base64
+import re
 from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from cronlog import events as ev
@@ -194,3 +196,14 @@ def test_a_bulk_replay_selection_stops_at_its_limit_and_says_where_to_go_on(
     answer = client.post("/api/v1/dead-letters/replay", json={"job_id": JOB, "cursor": "x"})
     assert answer.status_code == 422
     assert answer.json()["detail"][0]["loc"] == ["body", "cursor"]
+
+
+def test_a_cursor_is_sealed_it_names_no_row_and_cannot_be_forged() -> None:
+    """A page's walk may end on another tenant's key (review, adversary): the cursor is
+    sealed (Fernet), so its position cannot be read, and an unsealed one is refused."""
+    cursor = paging.encode("jobs", "", b"other-tenants-secret-job")
+    assert b"secret" not in base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    assert paging.decode(cursor, "jobs", "", re.compile(rb".+")) == b"other-tenants-secret-job"
+    forged = base64.urlsafe_b64encode(b"c1\x00jobs\x00\x00x").decode()
+    with pytest.raises(paging.BadCursor):
+        paging.decode(forged, "jobs", "", re.compile(rb".+"))
