@@ -145,14 +145,21 @@ def export(
         What was committed; an empty report when nothing was old enough.
 
     Raises:
-        ArchiveError: the destination or a manifest is unusable, or run-events were deleted
-            before they were archived (a gap).
+        ArchiveError: the destination or a manifest is unusable, run-events were deleted
+            before they were archived (a gap), or another exporter holds a local archive.
         TimeoutError: the topic stopped answering before its end.
 
     Idempotency: a day with a manifest is never read or written again; a day without one is
     redone from its first offset, its leftovers deleted first.
     """
     store = open_store(settings)
+    with store.exclusive():
+        return _export(store, settings, now, env)
+
+
+def _export(
+    store: Store, settings: ArchiveSettings, now: datetime, env: Mapping[str, str]
+) -> ExportReport:
     manifests = store.manifests()
     report = ExportReport(already=len(manifests))
     tenants = {job: t for m in manifests for job, t in m.jobs.items()}

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from typing import Any, cast
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
@@ -56,7 +57,7 @@ class ArchivedRuns:
         """Return run ``run_id``'s document with ``archived: True``, or None."""
         try:
             records = self._records(run_id)
-        except (ArchiveError, OSError) as exc:
+        except (ArchiveError, OSError, pa.ArrowException) as exc:
             log.warning(
                 "archive lookup failed",
                 extra={"action": "archive.lookup_failed", "run_id": run_id, "error": str(exc)},

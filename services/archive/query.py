@@ -77,6 +77,8 @@ def connect(settings: ArchiveSettings, *, hot: bool = True) -> duckdb.DuckDBPyCo
     con.register("hot_events", recent)
     con.execute(RUN_EVENTS_VIEW)
     con.execute(RUNS_VIEW)
+    # the views read registered Arrow data only: the SQL may not read or write other files
+    con.execute("SET enable_external_access = false")
     return con
 
 

@@ -3,6 +3,7 @@ keeping each partition's watermark and the day each event is filed under (``days
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from topology.retrying import call_with_retry
 from topology.topics import Topics
 
 BATCH = 2000
+log = logging.getLogger("cronlog.archive")
 SILENCE_S = 30.0
 RETRY_S = 30.0
 """How long a transient broker error (a partition without a leader yet) is retried, seconds."""
@@ -101,6 +103,15 @@ class TopicReader:
                     raise ArchiveError(
                         f"{topic}/{p}: offsets {start}..{low - 1} were deleted before they were "
                         "archived (retention shorter than the hot window plus export lag?)"
+                    )
+                if start is None and low > 0:
+                    log.warning(
+                        "action=archive_head_gone topic=%s partition=%d first_offset=%d: the "
+                        "archive's first export starts here; run-events before it were deleted "
+                        "before there was an archive",
+                        topic,
+                        p,
+                        low,
                     )
                 self.marks[p] = self.floor
                 self.first_of_day[p] = {}

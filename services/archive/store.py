@@ -12,7 +12,10 @@ manifests name, never a directory listing, so leftovers of a crashed export are 
 
 from __future__ import annotations
 
+import fcntl
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from pathlib import Path
@@ -84,6 +87,8 @@ class Manifest:
         """Parse ``to_json``'s output. Raises ArchiveError naming what is wrong."""
         try:
             doc = json.loads(text)
+            if not isinstance(doc, dict):
+                raise ArchiveError(f"corrupt manifest: a JSON {type(doc).__name__}, not an object")
             if doc.get("version") != MANIFEST_VERSION:
                 raise ArchiveError(f"manifest version {doc.get('version')!r} is not supported")
             return cls(
@@ -95,7 +100,7 @@ class Manifest:
             )
         except ArchiveError:
             raise
-        except (KeyError, TypeError, ValueError, IndexError) as exc:
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise ArchiveError(f"corrupt manifest: {type(exc).__name__}: {exc}") from exc
 
 
@@ -115,6 +120,10 @@ def tmp_path(path: str) -> str:
     return f"{head}/{TMP}{name}" if head else f"{TMP}{name}"
 
 
+LOCK = ".export.lock"
+"""The export lock's file name under a local archive's root (``Store.exclusive``)."""
+
+
 class Store:
     """The archive's root on a pyarrow filesystem.
 
@@ -126,6 +135,31 @@ class Store:
     def __init__(self, filesystem: pafs.FileSystem, root: str) -> None:
         self.fs = filesystem
         self.root = root.rstrip("/")
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the archive's export lock while the block runs (a local archive only).
+
+        Two exporters of one archive write the same temporary names and commit each other's
+        half-written files (found by an adversarial run): a local archive takes an exclusive
+        ``flock`` on ``<root>/.export.lock``, released when the process ends however it ends.
+        An S3 bucket has no lock: run one exporter per bucket (docs/history.md).
+
+        Raises:
+            ArchiveError: another exporter holds the lock.
+        """
+        if not isinstance(self.fs, pafs.LocalFileSystem):
+            yield
+            return
+        Path(self.root).mkdir(parents=True, exist_ok=True)
+        with (Path(self.root) / LOCK).open("a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError as exc:
+                raise ArchiveError(
+                    f"another exporter is running on {self.root} (it holds {LOCK})"
+                ) from exc
+            yield
 
     def full(self, relative: str) -> str:
         """Return ``relative`` under the root."""
@@ -143,10 +177,12 @@ class Store:
             name = info.base_name
             if info.type != pafs.FileType.File or name.startswith(TMP):
                 continue
-            with self.fs.open_input_stream(info.path) as stream:
-                text = stream.read().decode()
             try:
+                with self.fs.open_input_stream(info.path) as stream:
+                    text = stream.read().decode()
                 out.append(Manifest.from_json(text))
+            except UnicodeDecodeError as exc:
+                raise ArchiveError(f"{info.path}: corrupt manifest: not UTF-8") from exc
             except ArchiveError as exc:
                 raise ArchiveError(f"{info.path}: {exc}") from exc
         return sorted(out, key=lambda m: m.day)

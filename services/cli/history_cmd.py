@@ -90,6 +90,7 @@ def query_cmd(
     per run, its latest state). Operator-level: every tenant's rows (docs/history.md).
     """
     import duckdb
+    import pyarrow as pa
 
     from services.archive.query import run_query
 
@@ -102,7 +103,7 @@ def query_cmd(
     except duckdb.Error as exc:
         err.print(f"[red]error[/red] SQL: {exc}", highlight=False)
         raise typer.Exit(2) from exc
-    except (CronlogError, TimeoutError) as exc:
+    except (CronlogError, TimeoutError, pa.ArrowException) as exc:
         err.print(f"[red]error[/red] {exc}", highlight=False)
         raise typer.Exit(1) from exc
     rows = table.to_pylist()
