@@ -65,9 +65,22 @@ def load_snapshot(consumer: Consumer, topics: Topics, m: Manifest) -> list[Parti
     Raises:
         SnapshotError: a chunk is gone (retention), missing or damaged, or a digest differs.
     """
-    low, _ = watermarks(consumer, topics.snapshots, SNAPSHOT_CHUNKS + 1)[SNAPSHOT_CHUNKS]
+    low, high = watermarks(consumer, topics.snapshots, SNAPSHOT_CHUNKS + 1)[SNAPSHOT_CHUNKS]
     if m.chunks_from < low:
         raise SnapshotError(f"snapshot {m.snapshot_id}: its chunks were deleted (retention)")
+    # a manifest is data anyone with write access to the topic can forge: one naming chunks
+    # past the partition's end, or more chunks than its range holds, is skipped, not waited
+    # for (a stall) or believed (a range of 2**31 built in memory); found by an adversarial run
+    if not m.chunks_from <= m.chunks_to < high:
+        raise SnapshotError(
+            f"snapshot {m.snapshot_id}: its chunks {m.chunks_from}..{m.chunks_to} are not on "
+            f"the chunks partition (it ends at {high})"
+        )
+    if not 0 < m.chunks <= m.chunks_to - m.chunks_from + 1:
+        raise SnapshotError(
+            f"snapshot {m.snapshot_id}: {m.chunks} chunks cannot lie in offsets "
+            f"{m.chunks_from}..{m.chunks_to}"
+        )
     batches = read_partition(
         consumer, topics.snapshots, SNAPSHOT_CHUNKS, m.chunks_from, m.chunks_to + 1
     )

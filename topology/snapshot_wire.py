@@ -252,7 +252,8 @@ def assemble(m: Manifest, chunk_values: Iterable[bytes]) -> list[PartitionSnapsh
         doc = _read(_CHUNK, value, "snapshot chunk")
         if doc["snapshot_id"] == m.snapshot_id and doc["seq"] not in mine:
             mine[doc["seq"]], docs[doc["seq"]] = value, doc
-    if sorted(mine) != list(range(m.chunks)):
+    # the length first: a forged count (up to 2**31) must not build its range in memory
+    if len(mine) != m.chunks or sorted(mine) != list(range(m.chunks)):
         raise SnapshotError(f"snapshot {m.snapshot_id}: {len(mine)} of its {m.chunks} chunks found")
     if chunks_digest(mine[i] for i in range(m.chunks)) != m.chunks_sha256:
         raise SnapshotError(f"snapshot {m.snapshot_id}: its chunks' sha256 differs")

@@ -113,3 +113,15 @@ def test_only_a_retention_that_keeps_less_is_held_back() -> None:
     assert not RetentionDrift("c", 30 * DAY_MS, -1).shortens
     assert not RetentionDrift("c", 7 * DAY_MS, 30 * DAY_MS).shortens
     assert "-1 (for ever) -> 2592000000 (30.0 d)" in RetentionDrift("c", -1, 30 * DAY_MS).describe()
+
+
+def test_a_forged_manifest_with_a_huge_chunk_count_is_a_snapshot_error_not_a_memory_error() -> None:
+    """Adversarial run: a manifest is data on a topic; its count must not size an allocation."""
+    from topology.snapshot_wire import assemble, decode_manifest, encode_manifest
+    from topology.snapshots import Manifest, SnapshotError
+
+    forged = decode_manifest(
+        encode_manifest(Manifest("1-aaaaaaaaaaaa", None, 1, 1, 2**31 - 1, "0" * 64, 0, 0, ()))
+    )
+    with pytest.raises(SnapshotError, match="0 of its 2147483647 chunks"):
+        assemble(forged, [])
