@@ -16,10 +16,10 @@ def test_a_second_exporter_of_a_local_archive_is_refused_while_the_first_holds_i
     tmp_path: Path,
 ) -> None:
     store = open_store(ArchiveSettings(archive_dest=str(tmp_path)))
-    with store.exclusive():
-        with pytest.raises(ArchiveError, match="another exporter is running"):
-            with open_store(ArchiveSettings(archive_dest=str(tmp_path))).exclusive():
-                pass
+    second = open_store(ArchiveSettings(archive_dest=str(tmp_path)))
+    refused = pytest.raises(ArchiveError, match="another exporter is running")
+    with store.exclusive(), refused, second.exclusive():
+        pass
     with store.exclusive():  # released with the first
         pass
 
@@ -31,6 +31,6 @@ def test_a_damaged_manifest_is_an_archive_error_and_the_lookup_answers_none(
     settings = ArchiveSettings(archive_dest=str(tmp_path))
     (tmp_path / MANIFESTS).mkdir(parents=True)
     (tmp_path / MANIFESTS / "day=2026-11-01.json").write_bytes(text)
-    with pytest.raises(ArchiveError, match="corrupt manifest|day=2026-11-01"):
+    with pytest.raises(ArchiveError, match=r"corrupt manifest|day=2026-11-01"):
         open_store(settings, create=False).manifests()
     assert ArchivedRuns(settings)("any-run") is None
