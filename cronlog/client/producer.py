@@ -33,7 +33,7 @@ from cronlog.ids import (
 from cronlog.model import JobSpec
 from cronlog.validation import validate_spec
 from cronlog.vocabulary import FailureKind
-from topology.codec import Codec, default_codec
+from topology.codec import Codec, DecodeError, default_codec
 from topology.config import KafkaSettings
 from topology.partitioning import partition_for
 from topology.topics import Topics
@@ -106,7 +106,8 @@ class CommandProducer:
             Where the command landed.
 
         Raises:
-            ValueError: an empty job_id, a Tick or a PollTasks.
+            ValueError: an empty job_id, a Tick or a PollTasks, or a command the fold would
+                refuse at decode (a field past its limit, named).
             EncodeError: a field cannot be written (a naive datetime, ...).
             CommandNotSent: no acknowledgement (re-send with ``idem_key=sent.idem_key``).
 
@@ -121,9 +122,26 @@ class CommandProducer:
         key = idem_key or derived_key(command) or new_idem_key()
         env = cmd.Envelope(idem_key=key, job_id=job_id, command=command, tenant=self.tenant)
         partition, offset = self._produce(
-            job_id.encode(), self._codec.encode_command(env), None, timeout_s
+            job_id.encode(), self._checked(env), None, timeout_s
         )
         return Sent(job_id, key, partition, offset)
+
+    def _checked(self, env: cmd.Envelope) -> bytes:
+        """Return ``env`` encoded, after decoding it as the fold will.
+
+        A command past a limit of ``cronlog/limits.py`` (an idem_key over 512 characters, a
+        job_id the fold refuses) would be a dead letter, and its sender would wait for an
+        answer that never comes (found by an adversarial run).
+
+        Raises:
+            ValueError: the fold would refuse it; the message names the field.
+        """
+        value = self._codec.encode_command(env)
+        try:
+            self._codec.decode_command(value)
+        except DecodeError as exc:
+            raise ValueError(f"the scheduler would refuse this command: {exc}") from exc
+        return value
 
     def _produce(
         self, key: bytes | None, value: bytes, partition: int | None, timeout_s: float
@@ -368,7 +386,7 @@ class CommandProducer:
         )
         key = poll_idem_key(worker_id, poll_id)
         env = cmd.Envelope(idem_key=key, job_id="", command=command, tenant=self.tenant)
-        p, offset = self._produce(None, self._codec.encode_command(env), partition, 10.0)
+        p, offset = self._produce(None, self._checked(env), partition, 10.0)
         return Sent("", key, p, offset)
 
     def close(self, timeout_s: float = 5.0) -> None:
