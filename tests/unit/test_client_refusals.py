@@ -20,8 +20,9 @@ from topology.config import KafkaSettings
 )
 def test_sdk_refuses_what_the_fold_cannot_decode(job_id: str, idem_key: str) -> None:
     settings = KafkaSettings(bootstrap="127.0.0.1:9")
-    with CommandProducer(
-        settings, producer_config={"message.timeout.ms": 500, "log_level": 0}
-    ) as producer:
-        with pytest.raises(ValueError):
-            producer.send(job_id, cmd.PauseJob(), idem_key=idem_key, timeout_s=1)
+    config = {"message.timeout.ms": 500, "log_level": 0}
+    with (
+        CommandProducer(settings, producer_config=config) as producer,
+        pytest.raises(ValueError, match="the scheduler would refuse this command"),
+    ):
+        producer.send(job_id, cmd.PauseJob(), idem_key=idem_key, timeout_s=1)
