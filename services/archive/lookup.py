@@ -20,12 +20,11 @@ from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
 from services.api import projection
 from services.api.keys import run_key
 from services.api.store import Batch, Store
-from services.archive.rows import PARTITIONING_SCHEMA
+from services.archive.query import archived_dataset
 from services.archive.settings import ArchiveSettings
 from services.archive.store import ArchiveError, open_store
 from topology.codec import DecodeError, decode_event
@@ -80,16 +79,9 @@ class ArchivedRuns:
     def _records(self, run_id: str) -> list[bytes]:
         """Return the run's archived records in log order (its job's partition, by offset)."""
         store = open_store(self.settings, create=False)
-        paths = [store.full(f.path) for m in store.manifests() for f in m.files]
-        if not paths:
+        dataset = archived_dataset(store, store.manifests())
+        if dataset is None:
             return []
-        dataset = ds.dataset(
-            paths,
-            format="parquet",
-            filesystem=store.fs,
-            partitioning=ds.partitioning(PARTITIONING_SCHEMA, flavor="hive"),
-            partition_base_dir=store.root,
-        )
         table = dataset.to_table(
             columns=["partition", "offset", "record"], filter=pc.field("run_id") == run_id
         ).sort_by([("partition", "ascending"), ("offset", "ascending")])

@@ -16,7 +16,7 @@ import pyarrow.dataset as ds
 from services.archive.hot import hot_table
 from services.archive.rows import PARTITIONING_SCHEMA, SCHEMA
 from services.archive.settings import ArchiveSettings
-from services.archive.store import open_store
+from services.archive.store import Manifest, Store, open_store
 
 _COLUMNS = ", ".join(f'"{name}"' for name in SCHEMA.names)
 RUN_EVENTS_VIEW = (
@@ -44,6 +44,21 @@ HAVING count(state) > 0
 """A run's events all share its job's partition, so the largest offset is the latest event."""
 
 
+def archived_dataset(store: Store, manifests: list[Manifest]) -> ds.Dataset | None:
+    """Return the files the ``manifests`` commit as one Arrow dataset (Hive partitions
+    ``day``/``tenant`` from their paths), or None when there are none."""
+    paths = [store.full(f.path) for m in manifests for f in m.files]
+    if not paths:
+        return None
+    return ds.dataset(
+        paths,
+        format="parquet",
+        filesystem=store.fs,
+        partitioning=ds.partitioning(PARTITIONING_SCHEMA, flavor="hive"),
+        partition_base_dir=store.root,
+    )
+
+
 def connect(settings: ArchiveSettings, *, hot: bool = True) -> duckdb.DuckDBPyConnection:
     """Return an in-memory DuckDB connection with the ``run_events`` and ``runs`` views.
 
@@ -59,18 +74,7 @@ def connect(settings: ArchiveSettings, *, hot: bool = True) -> duckdb.DuckDBPyCo
     """
     store = open_store(settings, create=False)
     manifests = store.manifests()
-    paths = [store.full(f.path) for m in manifests for f in m.files]
-    archived: ds.Dataset | pa.Table
-    if paths:
-        archived = ds.dataset(
-            paths,
-            format="parquet",
-            filesystem=store.fs,
-            partitioning=ds.partitioning(PARTITIONING_SCHEMA, flavor="hive"),
-            partition_base_dir=store.root,
-        )
-    else:
-        archived = SCHEMA.empty_table()
+    archived: ds.Dataset | pa.Table = archived_dataset(store, manifests) or SCHEMA.empty_table()
     recent = hot_table(settings, manifests) if hot else SCHEMA.empty_table()
     con = duckdb.connect()
     con.register("archived_events", archived)
