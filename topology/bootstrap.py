@@ -102,6 +102,9 @@ def ensure_topics(settings: KafkaSettings, timeout_s: float = 30.0) -> list[str]
                 raise CronlogError(f"creating topic {name}: {exc}") from exc
     _wait_for_leaders(admin, [s.name for s in missing], timeout_s)
     _check_partitions(missing, admin.list_topics(timeout=timeout_s).topics)
+    # a topic another client created meanwhile (a lost race, or one the metadata did not
+    # show yet) is checked as an existing one: it may have been made with CreateTime
+    _check_timestamp_type(admin, [s for s in missing if s.name not in created], timeout_s)
     return created
 
 
