@@ -121,9 +121,7 @@ class CommandProducer:
             )
         key = idem_key or derived_key(command) or new_idem_key()
         env = cmd.Envelope(idem_key=key, job_id=job_id, command=command, tenant=self.tenant)
-        partition, offset = self._produce(
-            job_id.encode(), self._checked(env), None, timeout_s
-        )
+        partition, offset = self._produce(job_id.encode(), self._checked(env), None, timeout_s)
         return Sent(job_id, key, partition, offset)
 
     def _checked(self, env: cmd.Envelope) -> bytes:
