@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from services.scheduler import metrics
 from services.scheduler.faults import CrashPoints
@@ -33,7 +33,7 @@ from topology.partition_store import PartitionStore
 from topology.registry import codec_for
 from topology.restore import CONSUMER_CONFIG as RESTORE_CONSUMER
 from topology.restore import last_write_committed, ready_ms, restore
-from topology.retrying import is_fatal, is_transient
+from topology.retrying import fatal, is_fatal, is_transient
 from topology.spans import batch_attributes, batch_span, sdk_tracer
 from topology.state_cache import StateCache
 from topology.topics import Topics
@@ -107,6 +107,9 @@ class FoldRuntime:
         self.stores: dict[int, PartitionStore] = {}
         self.pending: list[int] = []
         self.owned: set[int] = set()
+        self.revocations: dict[int, int] = {}
+        """partition -> how many times it was revoked (or lost): a batch whose partition was
+        revoked since it was read is not sought back (``_retry``)."""
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.stats = FoldStats(settings.fold_stats_s)
@@ -187,6 +190,7 @@ class FoldRuntime:
         records, starts, ends = self._records(msgs)
         if not records:
             return
+        read_at = {p: self.revocations.get(p, 0) for p in starts}
         t0 = time.perf_counter()
         self.due.begin()
         self.ready.begin()
@@ -196,7 +200,7 @@ class FoldRuntime:
             # A Confluent-framed command whose schema the registry could not give: the record
             # is fine, so it is neither dead-lettered nor skipped; the batch is folded again.
             log.warning("action=schema_registry_unavailable error=%s: batch retried in 1 s", exc)
-            self._retry(starts)
+            self._retry(starts, read_at)
             self.stop.wait(1.0)
             return
         batch_attributes(len(records), ends, out.decisions)
@@ -204,7 +208,7 @@ class FoldRuntime:
         offsets = self.txn.commit(out, ends)
         t2 = time.perf_counter()
         if offsets is None:  # aborted: nothing of the batch happened; fold it again
-            self._retry(starts)
+            self._retry(starts, read_at)
             return
         self.due.commit()
         self.ready.commit()
@@ -219,12 +223,25 @@ class FoldRuntime:
         self.stats.record(out, len(records), t1 - t0, t2 - t1, time.perf_counter() - t2)
         metrics.batch(len(records), out.decisions, t2 - t1, len(self.due))
 
-    def _retry(self, starts: dict[int, int]) -> None:
-        """Forget a batch that did not happen and read it again from its first offsets."""
+    def _retry(self, starts: dict[int, int], read_at: dict[int, int]) -> None:
+        """Forget a batch that did not happen and read it again from its first offsets.
+
+        A partition revoked since the batch was read (the aborted commit was often the
+        rebalance's doing) is not sought: it is not this consumer's, or it came back with a
+        new assignment that reads from the committed offset, and a seek there fails
+        (``_OUTDATED``: the chaos run's scheduler died of it with a raw traceback). A seek
+        that fails on a partition still held leaves its position unknown: the process ends
+        (exit 70) rather than go on past records it did not fold.
+        """
         self.due.rollback()
         self.ready.rollback()
         for p, offset in starts.items():
-            self.consumer.seek(TopicPartition(self.topics.commands, p, offset))
+            if self.revocations.get(p, 0) != read_at.get(p, 0) or p not in self.owned:
+                continue
+            try:
+                self.consumer.seek(TopicPartition(self.topics.commands, p, offset))
+            except KafkaException as exc:
+                fatal("fold", f"cannot read partition {p} again from offset {offset}: {exc}")
 
     def _records(self, msgs: list[Message]) -> tuple[list[Record], dict[int, int], dict[int, int]]:
         records: list[Record] = []
@@ -286,6 +303,8 @@ class FoldRuntime:
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         gone = [tp.partition for tp in partitions]
+        for p in gone:
+            self.revocations[p] = self.revocations.get(p, 0) + 1
         with self.lock:
             self.owned.difference_update(gone)
         for p in gone:
