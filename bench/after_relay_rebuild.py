@@ -29,14 +29,14 @@ from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
 from cronlog import events as ev  # noqa: E402
+from cronlog.after_index import AfterIndex  # noqa: E402
 from cronlog.model import AfterOn, JobSpec, Schedule, ScheduleKind  # noqa: E402
-from topology.after_index import AfterIndex  # noqa: E402
-from topology.after_relay import AfterRelay, relay_group  # noqa: E402
-from topology.bootstrap import ensure_topics  # noqa: E402
-from topology.codec import Codec  # noqa: E402
-from topology.config import KafkaSettings  # noqa: E402
-from topology.log_reader import watermarks  # noqa: E402
-from topology.topics import Topics, topic_specs  # noqa: E402
+from services.scheduler.after_relay import AfterRelay, relay_group  # noqa: E402
+from topology.kafka.bootstrap import ensure_topics  # noqa: E402
+from topology.kafka.config import KafkaSettings  # noqa: E402
+from topology.kafka.log_reader import watermarks  # noqa: E402
+from topology.kafka.topics import Topics, topic_specs  # noqa: E402
+from topology.wire.codec import Codec  # noqa: E402
 
 JOBS = 500
 T0 = datetime(2024, 1, 1, tzinfo=UTC)

@@ -33,8 +33,8 @@ from services.archive.export import export  # noqa: E402
 from services.archive.query import run_query  # noqa: E402
 from services.archive.settings import ArchiveSettings  # noqa: E402
 from tests.archive_events import EVENTS_PER_RUN, history, produce  # noqa: E402
-from topology.bootstrap import ensure_topics  # noqa: E402
-from topology.topics import topic_specs  # noqa: E402
+from topology.kafka.bootstrap import ensure_topics  # noqa: E402
+from topology.kafka.topics import topic_specs  # noqa: E402
 
 
 @dataclass(frozen=True, slots=True)

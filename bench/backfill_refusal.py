@@ -28,8 +28,8 @@ from cronlog.decide import handle  # noqa: E402
 from cronlog.job import JobState  # noqa: E402
 from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskSpec  # noqa: E402
 from cronlog.vocabulary import JobStatus  # noqa: E402
-from topology.fold import MAX_RECORD_BYTES  # noqa: E402
-from topology.state_codec import dump_state  # noqa: E402
+from topology.fold.folder import MAX_RECORD_BYTES  # noqa: E402
+from topology.wire.state_codec import dump_state  # noqa: E402
 
 JOB = "bench-backfill"
 T0 = datetime(2024, 1, 1, tzinfo=UTC)

@@ -50,7 +50,7 @@ from bench.common import (
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.model import Isolation, JobSpec, Schedule, ScheduleKind, TaskKind
-from topology.config import KafkaSettings
+from topology.kafka.config import KafkaSettings
 
 EVENTS_PER_RUN = 5
 """RunScheduled, TaskReady, TaskClaimed, TaskSucceeded, RunSucceeded."""

@@ -24,12 +24,12 @@ from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from cronlog import commands as cmd  # noqa: E402
 from cronlog import events as ev  # noqa: E402
 from tests.integration.harness import Cluster  # noqa: E402
-from topology.bootstrap import ensure_topics  # noqa: E402
-from topology.codec import decode_event, encode_command  # noqa: E402
-from topology.config import KafkaSettings  # noqa: E402
-from topology.log_reader import ends_reached  # noqa: E402
-from topology.retrying import Unavailable, call_with_retry  # noqa: E402
-from topology.topics import Topics  # noqa: E402
+from topology.kafka.bootstrap import ensure_topics  # noqa: E402
+from topology.kafka.config import KafkaSettings  # noqa: E402
+from topology.kafka.log_reader import ends_reached  # noqa: E402
+from topology.kafka.retrying import Unavailable, call_with_retry  # noqa: E402
+from topology.kafka.topics import Topics  # noqa: E402
+from topology.wire.codec import decode_event, encode_command  # noqa: E402
 
 NOOP = "tests.unit.tasks_for_tests:noop"
 RETRY_S = 60.0

@@ -54,10 +54,10 @@ from cronlog.model import (  # noqa: E402
     TaskSpec,
 )
 from tests.integration.harness import Cluster  # noqa: E402
-from topology.bootstrap import ensure_topics  # noqa: E402
-from topology.codec import decode_event  # noqa: E402
-from topology.config import KafkaSettings  # noqa: E402
-from topology.topics import Topics  # noqa: E402
+from topology.kafka.bootstrap import ensure_topics  # noqa: E402
+from topology.kafka.config import KafkaSettings  # noqa: E402
+from topology.kafka.topics import Topics  # noqa: E402
+from topology.wire.codec import decode_event  # noqa: E402
 
 NOOP = "tests.unit.tasks_for_tests:noop"
 JOB = "chain"

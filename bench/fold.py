@@ -31,13 +31,13 @@ from cronlog import commands as cmd  # noqa: E402
 from cronlog import events as ev  # noqa: E402
 from cronlog.model import JobSpec, Schedule, ScheduleKind  # noqa: E402
 from tests.integration.harness import Cluster, EventLog  # noqa: E402
-from topology.bootstrap import ensure_topics  # noqa: E402
-from topology.codec import Codec, encode_command  # noqa: E402
-from topology.config import KafkaSettings  # noqa: E402
-from topology.due_index import DueIndex  # noqa: E402
-from topology.fold import BatchFolder, Record  # noqa: E402
-from topology.partitioning import partition_for  # noqa: E402
-from topology.topics import Topics  # noqa: E402
+from topology.fold.due_index import DueIndex  # noqa: E402
+from topology.fold.folder import BatchFolder, Record  # noqa: E402
+from topology.kafka.bootstrap import ensure_topics  # noqa: E402
+from topology.kafka.config import KafkaSettings  # noqa: E402
+from topology.kafka.partitioning import partition_for  # noqa: E402
+from topology.kafka.topics import Topics  # noqa: E402
+from topology.wire.codec import Codec, encode_command  # noqa: E402
 
 SPEC = JobSpec(name="bench", schedule=Schedule(ScheduleKind.CRON, "0 0 1 1 *"), command=("true",))
 
@@ -176,7 +176,7 @@ def _print_lag(log: EventLog, settings: KafkaSettings, since: datetime) -> None:
     parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
     consumer.assign([TopicPartition(topic, p, 0) for p in parts])
     lags: list[float] = []
-    from topology.codec import decode_event
+    from topology.wire.codec import decode_event
 
     idle = 0
     while idle < 10:

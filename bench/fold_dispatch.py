@@ -36,13 +36,13 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.ledger import FLEET, LEDGER_KEY
 from cronlog.model import JobSpec, Schedule, ScheduleKind
-from topology.codec import Codec, decode_event, encode_command
-from topology.config import KafkaSettings
-from topology.due_index import DueIndex
-from topology.fold import BatchFolder, BatchResult, Record
-from topology.partitioning import partition_for
-from topology.state_cache import StateCache
-from topology.topics import Topics
+from topology.fold.due_index import DueIndex
+from topology.fold.folder import BatchFolder, BatchResult, Record
+from topology.fold.state_cache import StateCache
+from topology.kafka.config import KafkaSettings
+from topology.kafka.partitioning import partition_for
+from topology.kafka.topics import Topics
+from topology.wire.codec import Codec, decode_event, encode_command
 
 N = 12
 MANUAL = JobSpec(name="bench", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))

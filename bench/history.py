@@ -27,13 +27,13 @@ from cronlog.ids import event_id  # noqa: E402
 from cronlog.model import JobSpec, Schedule, ScheduleKind  # noqa: E402
 from cronlog.time import to_ms  # noqa: E402
 from cronlog.vocabulary import RunTrigger  # noqa: E402
-from services.api import listings, paging  # noqa: E402
-from services.api.keys import inverted_ms  # noqa: E402
-from services.api.projection import apply  # noqa: E402
-from services.api.pruner import HistoryPruner  # noqa: E402
-from services.api.read_model import ReadModel  # noqa: E402
+from services.api.readmodel import listings, paging  # noqa: E402
+from services.api.readmodel.keys import inverted_ms  # noqa: E402
+from services.api.readmodel.projection import apply  # noqa: E402
+from services.api.readmodel.pruner import HistoryPruner  # noqa: E402
+from services.api.readmodel.reader import ReadModel  # noqa: E402
+from services.api.readmodel.store import Batch  # noqa: E402
 from services.api.settings import ApiSettings  # noqa: E402
-from services.api.store import Batch  # noqa: E402
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 JOB = "bench-history"

@@ -22,11 +22,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from services.api.logs import LogModel  # noqa: E402
+from services.api.routes.logs import LogModel  # noqa: E402
 from services.worker.logsink import AttemptRef, LogShipper  # noqa: E402
-from topology.bootstrap import ensure_topics  # noqa: E402
-from topology.config import KafkaSettings  # noqa: E402
-from topology.topics import Topics  # noqa: E402
+from topology.kafka.bootstrap import ensure_topics  # noqa: E402
+from topology.kafka.config import KafkaSettings  # noqa: E402
+from topology.kafka.topics import Topics  # noqa: E402
 
 
 def main() -> None:

@@ -28,13 +28,13 @@ from confluent_kafka.admin import AdminClient  # noqa: E402
 from cronlog import commands as cmd  # noqa: E402
 from cronlog.model import JobSpec, Schedule, ScheduleKind  # noqa: E402
 from services.cli.replay import ReplayOptions, run_replay  # noqa: E402
-from topology.bootstrap import ensure_topics  # noqa: E402
-from topology.codec import encode_command  # noqa: E402
-from topology.config import KafkaSettings  # noqa: E402
-from topology.fold import Record  # noqa: E402
-from topology.log_reader import read_partition, reader, watermarks  # noqa: E402
-from topology.replay import Replayer  # noqa: E402
-from topology.topics import Topics, topic_specs  # noqa: E402
+from topology.fold.folder import Record  # noqa: E402
+from topology.kafka.bootstrap import ensure_topics  # noqa: E402
+from topology.kafka.config import KafkaSettings  # noqa: E402
+from topology.kafka.log_reader import read_partition, reader, watermarks  # noqa: E402
+from topology.kafka.topics import Topics, topic_specs  # noqa: E402
+from topology.snapshots.replay import Replayer  # noqa: E402
+from topology.wire.codec import encode_command  # noqa: E402
 
 SPEC = JobSpec(name="bench", schedule=Schedule(ScheduleKind.CRON, "0 0 1 1 *"), command=("true",))
 

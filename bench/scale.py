@@ -38,9 +38,9 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.model import JobSpec, Schedule, ScheduleKind
 from tests.integration.harness import Cluster, Proc
-from topology.codec import decode_event
-from topology.config import KafkaSettings
-from topology.partitioning import partition_for
+from topology.kafka.config import KafkaSettings
+from topology.kafka.partitioning import partition_for
+from topology.wire.codec import decode_event
 
 SPEC = JobSpec(name="scale", schedule=Schedule(ScheduleKind.CRON, "0 0 1 1 *"), command=("true",))
 PROBE = "probe"

@@ -1,12 +1,12 @@
 """Benchmark: replay time as the system ages, from offset 0 vs from the newest snapshot.
 
 Usage: ``.venv/bin/python bench/year.py [--jobs 1000] [--days 1 3 7] [--tick-s 60]
-[--snapshot-every-h 6]`` (no broker: in memory, through ``topology.replay.Replayer``).
+[--snapshot-every-h 6]`` (no broker: in memory, through ``topology.snapshots.replay.Replayer``).
 
 Simulates a ``--jobs`` system on 12 partitions: every job is an hourly cron job (minute
 ``i % 60``), a scripted worker claims each ready task in the next step and completes it in
 the one after (ClaimTask, CompleteTask, as a real worker sends them), and every partition
-gets a Tick every ``--tick-s`` simulated seconds. Snapshots (``topology/snapshots.py``,
+gets a Tick every ``--tick-s`` simulated seconds. Snapshots (``topology/snapshots/snapshot.py``,
 encoded as written to Kafka) are taken every ``--snapshot-every-h``. At each age in
 ``--days`` it times (a) a replay of the whole log from offset 0 and (b) the newest snapshot
 at least one interval old (worst case: a full interval of tail) decoded, seeded and the tail
@@ -38,12 +38,13 @@ from cronlog import events as ev  # noqa: E402
 from cronlog.ids import claim_idem_key, complete_idem_key, tick_idem_key  # noqa: E402
 from cronlog.model import JobSpec, Schedule, ScheduleKind  # noqa: E402
 from cronlog.time import from_ms  # noqa: E402
-from topology.codec import Codec  # noqa: E402
-from topology.config import KafkaSettings  # noqa: E402
-from topology.fold import Record  # noqa: E402
-from topology.partitioning import partition_for  # noqa: E402
-from topology.replay import Replayer  # noqa: E402
-from topology.snapshot_wire import (  # noqa: E402
+from topology.fold.folder import Record  # noqa: E402
+from topology.kafka.config import KafkaSettings  # noqa: E402
+from topology.kafka.partitioning import partition_for  # noqa: E402
+from topology.kafka.topics import Topics  # noqa: E402
+from topology.snapshots.replay import Replayer  # noqa: E402
+from topology.snapshots.snapshot import Manifest, seed, take  # noqa: E402
+from topology.snapshots.wire import (  # noqa: E402
     assemble,
     decode_manifest,
     encode_chunks,
@@ -51,12 +52,7 @@ from topology.snapshot_wire import (  # noqa: E402
     make_manifest,
     snapshot_id,
 )
-from topology.snapshots import (  # noqa: E402
-    Manifest,
-    seed,
-    take,
-)
-from topology.topics import Topics  # noqa: E402
+from topology.wire.codec import Codec  # noqa: E402
 
 PARTITIONS = 12
 DAY_MS = 86_400_000

@@ -1,6 +1,7 @@
 """Job after job: what an ``after`` job does when a run of its upstream job ended.
 
-The after relay (``topology/after_relay.py``) turns the upstream's RunSucceeded / RunFailed /
+The after relay (``services/scheduler/after_relay.py``) turns the upstream's RunSucceeded /
+RunFailed /
 RunCancelled into an UpstreamRunEnded command for each downstream job; this module decides
 it. Rules and their reasons: docs/schedules.md, "After"; tenants: docs/tenants.md.
 """

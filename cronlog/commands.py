@@ -288,7 +288,7 @@ class RerunTask:
 class UpstreamRunEnded:
     """A run of another job ended; addressed to a job whose schedule is ``after`` that job.
 
-    Appended by the after relay (``topology/after_relay.py``) with idem_key
+    Appended by the after relay (``services/scheduler/after_relay.py``) with idem_key
     ``after:<job_id>:<upstream_run_id>:<upstream_event_id>``. The fold starts a run (trigger
     ``after``) when the job is active, its schedule is ``after`` ``upstream_job_id`` and
     ``outcome`` qualifies (docs/schedules.md, "After").

@@ -264,7 +264,7 @@ def tick_idem_key(ticker_id: str, partition: int, seq: int) -> str:
 def continuation_idem_key(tick_idem_key: str) -> str:
     """Return the idem_key of the Tick that continues a Tick with more due jobs than a slice.
 
-    ``<tick idem_key>+1``, then ``+2`` …; the fold appends it (topology/fold.py).
+    ``<tick idem_key>+1``, then ``+2`` …; the fold appends it (topology/fold/folder.py).
     """
     base, sep, n = tick_idem_key.rpartition("+")
     if sep and n.isdigit():

@@ -1,7 +1,7 @@
 """The limits of every command field on the wire: the one table of cronlog's size bounds.
 
-The codec (``topology/avro_limits.py``) refuses a ``cronlog.Command`` with a field past its limit
-as a DecodeError naming the field path, so the fold dead-letters it instead of copying it into
+The codec (``topology/wire/avro_limits.py``) refuses a ``cronlog.Command`` with a field past its
+limit as a DecodeError naming the field path, so the fold dead-letters it instead of copying it into
 events its producer cannot send; the core's validation and the API reuse these numbers.
 schemas/README.md, "Limits", documents them and shows that the worst cases add up.
 """
@@ -19,7 +19,7 @@ MAX_COMMAND_RECORD_BYTES = 768 * 1024
 """Largest ``cronlog.Command`` record value, bytes (framing included). Every event the fold
 emits for a command copies at most that command's content plus a few KiB of its own, so events
 stay under the producers' ``message.max.bytes`` (1,000,000). The API cannot produce a larger
-one: its definitions must fit the 512 KiB job record (``topology.fold.MAX_RECORD_BYTES``)."""
+one: its definitions must fit the 512 KiB job record (``topology.fold.folder.MAX_RECORD_BYTES``)."""
 MAX_IDEM_KEY_CHARS = 512
 """An idem_key, characters (the API's Idempotency-Key is at most 200, plus its suffixes; a
 worker's claim key is at most ~250). Copied into every event the command causes."""

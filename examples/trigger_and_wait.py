@@ -1,7 +1,7 @@
 """A service triggers a cronlog job and waits for its outcome, through Kafka alone.
 
-No HTTP API: the command goes onto ``cronlog.commands`` with ``cronlog.client.CommandProducer``
-and the outcome is read from ``cronlog.run-events`` with ``cronlog.client.EventStream``
+No HTTP API: the command goes onto ``cronlog.commands`` with ``cronlog_client.CommandProducer``
+and the outcome is read from ``cronlog.run-events`` with ``cronlog_client.EventStream``
 (docs/client.md). ``tests/integration/test_client.py`` runs it against a running cronlog.
 
     python examples/trigger_and_wait.py [--timeout 60] [--idem-key KEY] [--tenant default]
@@ -23,16 +23,16 @@ import argparse
 import json
 import sys
 
-from cronlog.client import (
+from cronlog.events import TaskFailed, TaskSucceeded
+from cronlog.model import JobSpec, RetryPolicy, Schedule, ScheduleKind
+from cronlog_client import (
     CommandProducer,
     CommandRefused,
     EventStream,
     OutcomeTimeout,
     new_idem_key,
 )
-from cronlog.events import TaskFailed, TaskSucceeded
-from cronlog.model import JobSpec, RetryPolicy, Schedule, ScheduleKind
-from topology.config import KafkaSettings
+from topology.kafka.config import KafkaSettings
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,7 @@ import logging
 
 from prometheus_client import CollectorRegistry, start_http_server
 
-from topology.retrying import fatal
+from topology.kafka.retrying import fatal
 
 log = logging.getLogger("cronlog.metrics")
 OFF = -1
@@ -39,7 +39,7 @@ def serve(registry: CollectorRegistry, port: int, host: str) -> str | None:
     Raises:
         ValueError: ``port`` is below -1 or above 65535 (the settings refuse those first).
 
-    The process exits (``topology.retrying.fatal``, exit 70) when the port cannot be bound.
+    The process exits (``topology.kafka.retrying.fatal``, exit 70) when the port cannot be bound.
     """
     if port == OFF:
         log.info("action=metrics_off: CRONLOG_METRICS_PORT is -1")

@@ -5,7 +5,7 @@ environment variables.
 ``TracerProvider`` only when traces are asked for (``OTEL_TRACES_EXPORTER`` other than
 ``none``, or an OTLP endpoint variable set) and never when ``OTEL_SDK_DISABLED=true``; else the
 API's no-op provider stays and the code's spans cost nothing (the fold does not even make them,
-``topology/spans.py``). The SDK reads the rest of the environment itself: the resource
+``topology/fold/spans.py``). The SDK reads the rest of the environment itself: the resource
 (``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``), the OTLP exporter's endpoint, headers and
 timeout, the batch processor's ``OTEL_BSP_*``. Spans and attributes: docs/architecture.md,
 "Traces".

@@ -17,9 +17,9 @@ from cronlog import events as ev
 from cronlog.ids import event_id, run_id_for_tick
 from cronlog.model import JobSpec, Schedule, ScheduleKind
 from cronlog.vocabulary import RunTrigger
-from topology.codec import encode_event
-from topology.config import KafkaSettings
-from topology.topics import Topics
+from topology.kafka.config import KafkaSettings
+from topology.kafka.topics import Topics
+from topology.wire.codec import encode_event
 
 EVENTS_PER_RUN = 5
 """Events one synthetic run writes."""

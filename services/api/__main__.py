@@ -11,7 +11,7 @@ from services import tracing
 from services.api import console
 from services.api.app import create_app
 from services.api.settings import ApiSettings
-from topology.bootstrap import ensure_topics_retrying
+from topology.kafka.bootstrap import ensure_topics_retrying
 
 
 def main() -> None:

@@ -21,21 +21,21 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from cronlog.vocabulary import RunTrigger
-from services.api import (
-    backfill_api,
-    console,
-    history,
-    listings,
-    logs,
-    metrics,
-    metrics_live,
-    operate,
-    paging,
-    tenants,
-    workers,
-    writes,
-)
-from services.api.answers import (
+from services.api import console
+from services.api.access.auth import Authenticator, Caller, principal
+from services.api.access.headers import SecurityHeaders
+from services.api.access.scope import visible_job, visible_run
+from services.api.readmodel import listings, paging
+from services.api.readmodel import retention as history
+from services.api.readmodel.paging import LIMIT_DOC, MAX_PAGE, Cursor
+from services.api.readmodel.pruner import HistoryPruner
+from services.api.readmodel.reader import ReadModel
+from services.api.routes import backfill as backfill_api
+from services.api.routes import logs, metrics, metrics_live, operate, tenants, workers, writes
+from services.api.sender import CommandSender
+from services.api.settings import ApiSettings
+from services.api.shapes.requests import Instant
+from services.api.shapes.responses import (
     JobList,
     JobOut,
     RunList,
@@ -44,17 +44,8 @@ from services.api.answers import (
     TickList,
     documented,
 )
-from services.api.auth import Authenticator, Caller, principal
-from services.api.headers import SecurityHeaders
-from services.api.paging import LIMIT_DOC, MAX_PAGE, Cursor
-from services.api.pruner import HistoryPruner
-from services.api.read_model import ReadModel
-from services.api.schemas import Instant
-from services.api.scope import visible_job, visible_run
-from services.api.sender import CommandSender
-from services.api.settings import ApiSettings
 from services.archive.settings import ArchiveSettings
-from topology.topics import Topics
+from topology.kafka.topics import Topics
 
 log = logging.getLogger("cronlog.api")
 reads = APIRouter(prefix="/api/v1", dependencies=[Depends(principal)])
@@ -186,7 +177,7 @@ def _archive_lookup() -> history.ArchiveLookup:
 
     def lookup(run_id: str) -> dict[str, Any] | None:
         if not found:
-            from services.archive.lookup import ArchivedRuns
+            from services.api.readmodel.archived import ArchivedRuns
 
             found.append(ArchivedRuns(settings))
         return found[0](run_id)

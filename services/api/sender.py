@@ -10,7 +10,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from cronlog.commands import Envelope
 from cronlog.errors import CronlogError
-from topology.codec import encode_command
+from topology.wire.codec import encode_command
 
 log = logging.getLogger("cronlog.api.sender")
 

@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import Field, SecretStr
 
-from services.api.auth import Authenticator
-from topology.config import KafkaSettings
+from services.api.access.auth import Authenticator
+from topology.kafka.config import KafkaSettings
 
 
 class ApiSettings(KafkaSettings):
@@ -33,13 +33,13 @@ class ApiSettings(KafkaSettings):
             this many seconds is stuck: ``/healthz`` answers 503 so a supervisor restarts the
             process. Default 60.
         api_tokens_file: the static API tokens (their SHA-256 digests, tenant and role; see
-            ``services.api.auth``); env ``CRONLOG_API_TOKENS_FILE``. Default
+            ``services.api.access.auth``); env ``CRONLOG_API_TOKENS_FILE``. Default
             ``state/api-tokens.json``; ``cronlog tokens create`` adds to it.
         api_jwt_keys_file: the public key (PEM) or key set (JWKS JSON) JWTs are verified
             with; env ``CRONLOG_API_JWT_KEYS_FILE``. Default none: JWTs are refused.
         api_jwt_audience: the ``aud`` a JWT must carry. Default ``cronlog``.
         api_jwt_issuer: the ``iss`` a JWT must carry. Default none (any issuer).
-        api_tenants_file: tenants' quotas (``services.api.tenants``); env
+        api_tenants_file: tenants' quotas (``services.api.routes.tenants``); env
             ``CRONLOG_API_TENANTS_FILE``. Default none: no quotas.
         metrics_max_jobs: at most this many distinct ``job`` label values per metric of
             ``GET /metrics``; later jobs share ``job="other"`` (jobs tagged ``critical``

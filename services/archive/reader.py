@@ -18,9 +18,9 @@ from services.archive import days
 from services.archive.rows import Position
 from services.archive.settings import ArchiveSettings
 from services.archive.store import ArchiveError
-from topology.codec import DecodeError, decode_event
-from topology.retrying import call_with_retry
-from topology.topics import Topics
+from topology.kafka.retrying import call_with_retry
+from topology.kafka.topics import Topics
+from topology.wire.codec import DecodeError, decode_event
 
 BATCH = 2000
 log = logging.getLogger("cronlog.archive")

@@ -39,7 +39,8 @@ RUN_STATE: Mapping[type, str] = {
     ev.RunCancelled: "cancelled",
     ev.RunReopened: "reopened",
 }
-"""The run state an event moves its run to, in the API's words (``services/api/projection.py``);
+"""The run state an event moves its run to, in the API's words
+    (``services/api/readmodel/projection.py``);
 events absent here leave the run's state as it was (``state`` is null)."""
 
 SCHEMA = pa.schema(
@@ -127,7 +128,7 @@ def to_row(
         where: the partition and offset it was read at.
         day: the UTC day it is filed under (``services.archive.days.day_of``).
         value: the record's bytes as on the topic (the ``record`` column: what the API
-            decodes to answer an archived run, ``services.archive.lookup``).
+            decodes to answer an archived run, ``services.api.readmodel.archived``).
 
     Returns:
         A dict with every column; absent body fields are None.

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from pydantic import Field, SecretStr, field_validator
 
-from topology.config import KafkaSettings
+from topology.kafka.config import KafkaSettings
 
 
 class ArchiveSettings(KafkaSettings):

@@ -13,7 +13,7 @@ import yaml
 
 from cronlog.errors import CronlogError
 from cronlog.time import iso
-from services.api.schemas import JobDefinition, RetryPolicyIn, ScheduleIn
+from services.api.shapes.requests import JobDefinition, RetryPolicyIn, ScheduleIn
 
 DEFAULT_API = f"http://127.0.0.1:{os.environ.get('CRONLOG_API_PORT', '8080')}"
 """The API's URL unless ``--api``/``CRONLOG_API_URL`` says otherwise (follows CRONLOG_API_PORT)."""

@@ -31,9 +31,9 @@ from services.cli.replay_prep import (
 from services.cli.replay_start import Start, StartError, choose_start
 from services.scheduler.settings import SchedulerSettings
 from services.snapshotter.take import record_of
-from topology.config import KafkaSettings
-from topology.fold import Outgoing
-from topology.log_reader import (
+from topology.fold.folder import Outgoing
+from topology.kafka.config import KafkaSettings
+from topology.kafka.log_reader import (
     committed,
     offset_of,
     offsets_after,
@@ -42,10 +42,10 @@ from topology.log_reader import (
     reader,
     watermarks,
 )
-from topology.registry import codec_for
-from topology.replay import EventVerdict, Replayer, state_digest
-from topology.snapshots import seed
-from topology.topics import Topics
+from topology.kafka.topics import Topics
+from topology.snapshots.replay import EventVerdict, Replayer, state_digest
+from topology.snapshots.snapshot import seed
+from topology.wire.registry import codec_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +153,7 @@ def run_replay(
     Raises:
         ReplayError: bad options, a non-empty state dir, a missing commands topic, or a
             partition whose head was deleted and that no kept snapshot covers.
-        topology.log_reader.LogReadError: the cluster could not be read.
+        topology.kafka.log_reader.LogReadError: the cluster could not be read.
 
     Determinism: the same log gives the same state dir and events, bit for bit.
     """

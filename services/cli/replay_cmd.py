@@ -157,7 +157,7 @@ def replay(
     What --verify may legitimately find different: docs/architecture.md, "Replay".
     """
     from services.cli.replay import ReplayOptions, run_replay
-    from topology.config import KafkaSettings
+    from topology.kafka.config import KafkaSettings
 
     opts = ReplayOptions(
         state_dir=state_dir,

@@ -11,18 +11,23 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer
 
 from cronlog import events as ev
 from cronlog.errors import CronlogError
-from topology.codec import Codec
-from topology.config import KafkaSettings
-from topology.fold import Outgoing
-from topology.log_reader import (
+from topology.fold.folder import Outgoing
+from topology.kafka.config import KafkaSettings
+from topology.kafka.log_reader import (
     LogReadError,
     ensure_topic,
     partition_count,
     read_partition,
     watermarks,
 )
-from topology.replay import EventVerdict, compare_events, first_state_difference, latest_values
-from topology.topics import Topics
+from topology.kafka.topics import Topics
+from topology.snapshots.replay import (
+    EventVerdict,
+    compare_events,
+    first_state_difference,
+    latest_values,
+)
+from topology.wire.codec import Codec
 
 READ_BATCH = 2000
 

@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 from cronlog.errors import CronlogError
-from topology.topics import Topics
+from topology.kafka.topics import Topics
 
 __all__ = ["MANIFEST", "TABLE_DIR", "ReplayError", "check_target", "prepare_state_dir"]
 

@@ -1,4 +1,4 @@
-"""Where ``cronlog replay`` starts: offset 0, or a snapshot (``topology/snapshots.py``).
+"""Where ``cronlog replay`` starts: offset 0, or a snapshot (``topology/snapshots/snapshot.py``).
 
 - a plain replay (and ``--until``): the newest snapshot at or before the end offsets;
 - ``--verify``: offset 0 while every partition still starts there, else the *oldest*
@@ -17,9 +17,9 @@ from confluent_kafka import Consumer
 
 from cronlog.time import from_ms, iso
 from services.snapshotter.take import SnapshotterError, find_base
-from topology.snapshot_log import read_manifests
-from topology.snapshots import Manifest, PartitionSnapshot
-from topology.topics import Topics
+from topology.kafka.topics import Topics
+from topology.snapshots.log import read_manifests
+from topology.snapshots.snapshot import Manifest, PartitionSnapshot
 
 
 class StartError(Exception):

@@ -39,8 +39,8 @@ def snapshot(
     """
     from services.snapshotter.__main__ import main as run_service
     from services.snapshotter.take import SnapshotterError, take_snapshot
-    from topology.config import KafkaSettings
-    from topology.log_reader import LogReadError
+    from topology.kafka.config import KafkaSettings
+    from topology.kafka.log_reader import LogReadError
 
     if every is not None:
         import os

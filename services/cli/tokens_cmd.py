@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from cronlog.errors import CronlogError
-from services.api.auth import PLATFORM, Role, add_token, digest, load_tokens
+from services.api.access.auth import PLATFORM, Role, add_token, digest, load_tokens
 from services.api.settings import ApiSettings
 from services.cli.client import TOKEN_FILE
 

@@ -29,8 +29,8 @@ from services.api.settings import ApiSettings
 from services.cli import render, watch
 from services.cli.client import ApiClient, ApiError, load_job_file
 from services.cli.tokens_cmd import local_admin_token
-from topology.bootstrap import ensure_topics
-from topology.config import KafkaSettings
+from topology.kafka.bootstrap import ensure_topics
+from topology.kafka.config import KafkaSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES = ("scheduler", "worker", "api", "snapshotter")

@@ -10,15 +10,15 @@ from types import FrameType
 
 from services import tracing
 from services.scheduler import metrics
+from services.scheduler.after_relay import start_after_relay
 from services.scheduler.runtime import FoldRuntime
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.ticker import run_ticker
 from services.scheduler.transaction import Fenced
-from topology.after_relay import start_after_relay
-from topology.bootstrap import ensure_topics_retrying
-from topology.codec import RegistryUnavailable
-from topology.registry import register_schemas, registry_client
-from topology.retrying import Stopped, start_thread
+from topology.kafka.bootstrap import ensure_topics_retrying
+from topology.kafka.retrying import Stopped, start_thread
+from topology.wire.codec import RegistryUnavailable
+from topology.wire.registry import register_schemas, registry_client
 
 log = logging.getLogger("cronlog.scheduler")
 

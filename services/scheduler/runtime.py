@@ -3,10 +3,10 @@
 Shaped like Kafka Streams' exactly-once (EOS v2, KIP-447) and Quix Streams' checkpointing: one
 consumer in the scheduler group on ``cronlog.commands`` (cooperative-sticky, static membership,
 ``read_committed``), one transactional producer per process. A batch is what is available (up to
-``batch_size`` records); ``topology.fold.BatchFolder`` decides it; its run-events, ready and reply
-copies, dead letters, continuation Ticks, the latest changelog record per job touched *and the
+``batch_size`` records); ``topology.fold.folder.BatchFolder`` decides it; its run-events, ready and
+reply copies, dead letters, continuation Ticks, the latest changelog record per job touched *and the
 consumed offsets* commit in one transaction; RocksDB is written after the commit. A partition
-is folded only once its store is restored (``topology.restore``) and its due index rebuilt.
+is folded only once its store is restored (``topology.fold.restore``) and its due index rebuilt.
 Rules and measurements: docs/architecture.md, "The fold runtime".
 """
 
@@ -26,18 +26,18 @@ from services.scheduler.settings import SchedulerSettings
 from services.scheduler.stable import StableGate
 from services.scheduler.ticker import TickGate
 from services.scheduler.transaction import BatchTransactions, Fenced
-from topology.codec import RegistryUnavailable
-from topology.due_index import DueIndex
-from topology.fold import BatchFolder, BatchResult, Record
-from topology.partition_store import PartitionStore
-from topology.registry import codec_for
-from topology.restore import CONSUMER_CONFIG as RESTORE_CONSUMER
-from topology.restore import last_write_committed, ready_ms, restore
-from topology.retrying import fatal, is_fatal, is_transient
-from topology.spans import batch_attributes, batch_span, sdk_tracer
-from topology.state_cache import StateCache
-from topology.topics import Topics
-from topology.watchdog import Watchdog
+from topology.fold.due_index import DueIndex
+from topology.fold.folder import BatchFolder, BatchResult, Record
+from topology.fold.partition_store import PartitionStore
+from topology.fold.restore import CONSUMER_CONFIG as RESTORE_CONSUMER
+from topology.fold.restore import last_write_committed, ready_ms, restore
+from topology.fold.spans import batch_attributes, batch_span, sdk_tracer
+from topology.fold.state_cache import StateCache
+from topology.kafka.retrying import fatal, is_fatal, is_transient
+from topology.kafka.topics import Topics
+from topology.kafka.watchdog import Watchdog
+from topology.wire.codec import RegistryUnavailable
+from topology.wire.registry import codec_for
 
 log = logging.getLogger("cronlog.scheduler")
 

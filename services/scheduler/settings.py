@@ -8,8 +8,8 @@ import socket
 
 from pydantic import Field
 
-from topology.config import KafkaSettings
-from topology.state_cache import DEFAULT_CAPACITY
+from topology.fold.state_cache import DEFAULT_CAPACITY
+from topology.kafka.config import KafkaSettings
 
 
 class SchedulerSettings(KafkaSettings):
@@ -25,10 +25,10 @@ class SchedulerSettings(KafkaSettings):
         tick_interval_s: seconds between the Ticks this process appends to each partition it
             owns. Default 1.
         batch_size: most command records folded per batch (one transaction). Default 5000.
-        state_cache: decoded job records kept in memory (``topology/state_cache.py``), jobs;
+        state_cache: decoded job records kept in memory (``topology/fold/state_cache.py``), jobs;
             0 turns it off. Default 50,000.
         tick_slice: most due jobs one Tick decides; the rest continue on a Tick the fold
-            appends (topology/fold.py). Default 250 (about 50 ms of fold time).
+            appends (topology/fold/folder.py). Default 250 (about 50 ms of fold time).
         transaction_timeout_s: the transactions' timeout, seconds: how long a killed
             scheduler's open transaction holds its partitions' readers back. Default 10.
         session_timeout_s: consumer-group session timeout, seconds: how long a crashed

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from services.scheduler.transaction import Fenced
-from topology.retrying import is_fatal, is_transient
+from topology.kafka.retrying import is_fatal, is_transient
 
 log = logging.getLogger("cronlog.scheduler")
 

@@ -26,9 +26,9 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from cronlog import commands as cmd
 from cronlog.ids import tick_idem_key
-from topology.codec import Codec
-from topology.config import KafkaSettings
-from topology.topics import Topics
+from topology.kafka.config import KafkaSettings
+from topology.kafka.topics import Topics
+from topology.wire.codec import Codec
 
 log = logging.getLogger("cronlog.ticker")
 TICK_OFFSET_S = 0.002

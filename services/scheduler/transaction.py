@@ -5,7 +5,7 @@ offsets are produced in one transaction (Kafka Streams' EOS v2, KIP-447: the off
 the consumer's group metadata, so a zombie whose group generation is over cannot commit).
 Transient failures are retried with backoff; the group moving on aborts the batch (the caller
 folds it again once it knows what it owns); a fenced producer is renewed; a call that blocks
-past its own timeout ends the process (``topology.watchdog``).
+past its own timeout ends the process (``topology.kafka.watchdog``).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 
 from services.scheduler.faults import CrashPoints
 from services.scheduler.settings import SchedulerSettings
-from topology.fold import BatchResult
-from topology.retrying import call_with_retry, is_transient
-from topology.topics import Topics
-from topology.watchdog import Watchdog
+from topology.fold.folder import BatchResult
+from topology.kafka.retrying import call_with_retry, is_transient
+from topology.kafka.topics import Topics
+from topology.kafka.watchdog import Watchdog
 
 log = logging.getLogger("cronlog.scheduler")
 UNASSIGNED = -1

@@ -12,8 +12,8 @@ from pydantic import Field
 
 from cronlog.errors import CronlogError
 from services.snapshotter.take import take_snapshot
-from topology.bootstrap import ensure_topics_retrying
-from topology.config import KafkaSettings
+from topology.kafka.bootstrap import ensure_topics_retrying
+from topology.kafka.config import KafkaSettings
 
 log = logging.getLogger("cronlog.snapshotter")
 

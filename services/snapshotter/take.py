@@ -10,13 +10,13 @@ from confluent_kafka import Consumer, Message
 
 from cronlog.errors import CronlogError
 from services.scheduler.settings import SchedulerSettings
-from topology.config import KafkaSettings
-from topology.fold import Record
-from topology.log_reader import offset_of, partition_count, read_partition, reader, watermarks
-from topology.registry import codec_for
-from topology.replay import Replayer
-from topology.snapshot_log import load_snapshot, read_manifests, write_snapshot
-from topology.snapshots import (
+from topology.fold.folder import Record
+from topology.kafka.config import KafkaSettings
+from topology.kafka.log_reader import offset_of, partition_count, read_partition, reader, watermarks
+from topology.kafka.topics import Topics
+from topology.snapshots.log import load_snapshot, read_manifests, write_snapshot
+from topology.snapshots.replay import Replayer
+from topology.snapshots.snapshot import (
     Manifest,
     PartitionSnapshot,
     SnapshotError,
@@ -25,7 +25,7 @@ from topology.snapshots import (
     seed,
     take,
 )
-from topology.topics import Topics
+from topology.wire.registry import codec_for
 
 
 class SnapshotterError(CronlogError):
@@ -110,7 +110,7 @@ def take_snapshot(settings: KafkaSettings, batch_size: int = 2000) -> Taken:
     Raises:
         SnapshotterError: the commands topic is missing, or its head is gone uncovered.
         SnapshotError: the new snapshot could not be written (nothing of it is valid).
-        topology.log_reader.LogReadError: the cluster could not be read.
+        topology.kafka.log_reader.LogReadError: the cluster could not be read.
 
     Determinism: the same log gives the same snapshot (same id, same bytes).
     """

@@ -10,8 +10,8 @@ from services import tracing
 from services.worker import metrics
 from services.worker.settings import WorkerSettings
 from services.worker.worker import Worker
-from topology.bootstrap import ensure_topics_retrying
-from topology.retrying import FATAL_EXIT
+from topology.kafka.bootstrap import ensure_topics_retrying
+from topology.kafka.retrying import FATAL_EXIT
 
 
 def main() -> None:

@@ -31,7 +31,7 @@ from services.worker.execute import Execution
 from services.worker.kinds import PythonPool, execution_for
 from services.worker.logsink import AttemptRef, LogShipper, LogSink
 from services.worker.reach import Reach
-from topology.spans import safely
+from topology.fold.spans import safely
 
 log = logging.getLogger("cronlog.worker")
 Send = Callable[[str, str, cmd.Command], bool]

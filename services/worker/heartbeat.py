@@ -1,6 +1,6 @@
 """A worker's heartbeat on ``cronlog.workers``: who it is, its slots, the leases it holds.
 
-Every ``heartbeat_s`` seconds a thread cuts a ``WorkerHeartbeat`` (``topology/heartbeats.py``)
+Every ``heartbeat_s`` seconds a thread cuts a ``WorkerHeartbeat`` (``topology/wire/heartbeats.py``)
 from a callable that lists the held leases, and produces it keyed by the worker_id on the
 compacted workers topic; ``stop()`` produces a tombstone so readers forget the worker at once.
 A worker killed outright writes none: readers hold it as lost once its last heartbeat is older
@@ -8,7 +8,7 @@ than its ttl (``TTL_INTERVALS`` heartbeat intervals).
 
 Heartbeats inform people and tools (``GET /api/v1/workers``); nothing decides on them, so a
 lost or late one is harmless and they go without idempotence on a producer of their own.
-Broker trouble is counted and logged once per episode (``topology.retrying.Liveness``); any
+Broker trouble is counted and logged once per episode (``topology.kafka.retrying.Liveness``); any
 other failure ends the process (``start_thread``): the thread never dies quietly.
 """
 
@@ -24,10 +24,10 @@ from datetime import UTC, datetime, timedelta
 from confluent_kafka import KafkaError, Message, Producer
 
 from services.worker.settings import WorkerSettings
-from topology.codec import encode_heartbeat
-from topology.heartbeats import TTL_INTERVALS, HeldLease, WorkerHeartbeat
-from topology.retrying import Liveness, start_thread
-from topology.topics import Topics
+from topology.kafka.retrying import Liveness, start_thread
+from topology.kafka.topics import Topics
+from topology.wire.codec import encode_heartbeat
+from topology.wire.heartbeats import TTL_INTERVALS, HeldLease, WorkerHeartbeat
 
 log = logging.getLogger("cronlog.worker.heartbeat")
 

@@ -17,9 +17,9 @@ from datetime import UTC, datetime
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from topology.config import KafkaSettings
-from topology.logs import CHUNK_BYTES, LogChunk, encode_chunk
-from topology.retrying import Liveness, kafka_error, start_thread
+from topology.kafka.config import KafkaSettings
+from topology.kafka.retrying import Liveness, kafka_error, start_thread
+from topology.wire.log_chunks import CHUNK_BYTES, LogChunk, encode_chunk
 
 log = logging.getLogger("cronlog.worker.logs")
 Send = Callable[[str, bytes], None]

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from confluent_kafka import OFFSET_END, Consumer, Message, TopicPartition
 
 from services.worker.settings import WorkerSettings
-from topology.partitioning import partition_for
-from topology.retrying import Liveness, check_topic, record_ok
+from topology.kafka.partitioning import partition_for
+from topology.kafka.retrying import Liveness, check_topic, record_ok
 
 
 class ReadyWatch:

@@ -12,9 +12,9 @@ from confluent_kafka import Consumer, TopicPartition
 
 from cronlog import events as ev
 from services.worker.settings import WorkerSettings
-from topology.codec import DecodeError, decode_event
-from topology.partitioning import partition_for
-from topology.retrying import Liveness, call_with_retry, check_topic, record_ok
+from topology.kafka.partitioning import partition_for
+from topology.kafka.retrying import Liveness, call_with_retry, check_topic, record_ok
+from topology.wire.codec import DecodeError, decode_event
 
 log = logging.getLogger("cronlog.worker")
 
@@ -36,7 +36,7 @@ def read_replies(
     creation the partition may have no leader yet); ``stop`` ends the wait for the end offset.
 
     Raises:
-        topology.retrying.Stopped: ``stop`` was set before the end offset could be read.
+        topology.kafka.retrying.Stopped: ``stop`` was set before the end offset could be read.
         KafkaException: a fatal or permanent broker error.
     """
     consumer = Consumer(

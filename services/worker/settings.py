@@ -16,8 +16,8 @@ from services.worker.reach import (
     check_python_modules,
     resolve_task_user,
 )
-from topology.config import KafkaSettings
-from topology.logs import DEFAULT_CAP_BYTES
+from topology.kafka.config import KafkaSettings
+from topology.wire.log_chunks import DEFAULT_CAP_BYTES
 
 
 def _default_worker_id() -> str:

@@ -4,7 +4,7 @@ and each renewal of its lease (``lease.renew``).
 One trace per attempt: ``claim`` → ``task.execute`` (in the attempt's thread) → ``lease.renew``
 (in the renewer's). Off unless ``services/tracing.py`` installed an SDK provider: the worker
 then holds no tracer and opens no span (nothing is paid per attempt or renewal).
-Attributes as the fold's (``topology/spans.py``): docs/architecture.md, "Traces". Every
+Attributes as the fold's (``topology/fold/spans.py``): docs/architecture.md, "Traces". Every
 span is ``guarded``: a tracing SDK that raises loses spans, never an attempt or its completion.
 """
 
@@ -18,7 +18,7 @@ from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from cronlog import events as ev
 from services.worker.execute import Outcome
-from topology.spans import guarded, lease_attributes, safely, sdk_tracer
+from topology.fold.spans import guarded, lease_attributes, safely, sdk_tracer
 
 SCOPE = "cronlog.worker"
 """The worker's instrumentation scope."""

@@ -33,10 +33,10 @@ from services.worker.logsink import LogShipper
 from services.worker.ready import Polls, ReadyWatch
 from services.worker.replies import read_replies
 from services.worker.settings import WorkerSettings
-from topology.codec import encode_command
-from topology.heartbeats import HeldLease
-from topology.retrying import Liveness, Stopped, call_with_retry, start_thread
-from topology.topics import Topics
+from topology.kafka.retrying import Liveness, Stopped, call_with_retry, start_thread
+from topology.kafka.topics import Topics
+from topology.wire.codec import encode_command
+from topology.wire.heartbeats import HeldLease
 
 log = logging.getLogger("cronlog.worker")
 STOP_POLL_WAIT_S = 5.0

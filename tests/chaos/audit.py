@@ -13,7 +13,7 @@ from datetime import datetime
 
 from cronlog import events as ev
 from cronlog.vocabulary import RunTrigger, SkipReason
-from topology.codec import Codec
+from topology.wire.codec import Codec
 
 LEGITIMATE_SKIPS = frozenset(
     {

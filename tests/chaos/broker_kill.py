@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient
 from cronlog import events as ev
 from cronlog.vocabulary import RunTrigger
 from tests.chaos.audit import Rec
-from topology.codec import Codec
+from topology.wire.codec import Codec
 
 TXN_STATE = "__transaction_state"
 OFFSETS = "__consumer_offsets"

@@ -29,11 +29,11 @@ from cronlog.model import JobSpec, RetryPolicy, Schedule, ScheduleKind, TaskKind
 from tests.chaos.audit import Audit, Injected, JobPlan, Rec, audit_run
 from tests.chaos.broker_kill import BrokerKill, kill_node, measure_pause, pick_victim
 from tests.integration.harness import ROOT, Cluster, Proc, last_fatal_line, planned_exit
-from topology.bootstrap import ensure_topics
-from topology.codec import Codec, decode_dead_letter
-from topology.config import KafkaSettings
-from topology.log_reader import ends_reached
-from topology.partitioning import partition_for
+from topology.kafka.bootstrap import ensure_topics
+from topology.kafka.config import KafkaSettings
+from topology.kafka.log_reader import ends_reached
+from topology.kafka.partitioning import partition_for
+from topology.wire.codec import Codec, decode_dead_letter
 
 NOOP = "tests.unit.tasks_for_tests:noop"
 QUIET = {"log_level": 2}

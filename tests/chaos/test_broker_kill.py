@@ -18,8 +18,8 @@ import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
 
 from tests.chaos.harness import ChaosConfig, PrivateBroker, run_chaos
-from topology.config import KafkaSettings
-from topology.topics import topic_specs
+from topology.kafka.config import KafkaSettings
+from topology.kafka.topics import topic_specs
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

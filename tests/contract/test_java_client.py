@@ -7,7 +7,7 @@ decoder (``org.apache.avro.message.BinaryMessage{En,De}coder``) over classes gen
 job, triggers it, pauses it and reads the job's run-events (read_committed) to the run's
 RunSucceeded (``ContractClient.java`` says what it checks). This test builds it (once per
 change of its inputs, into ``.cache/contract-java``), runs it, and cross-checks from Python:
-the partition it reported is ``topology.partitioning.partition_for(job_id)``, and cronlog's
+the partition it reported is ``topology.kafka.partitioning.partition_for(job_id)``, and cronlog's
 own codec reads the commands the Java client wrote, field for field.
 
 Needs Java 17 (a JDK: javac) and Maven; ``ops/test`` installs them where missing. The first
@@ -32,10 +32,10 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.model import ScheduleKind
 from tests.integration.harness import Cluster, EventLog
-from topology.bootstrap import ensure_topics
-from topology.codec import decode_command
-from topology.config import KafkaSettings
-from topology.partitioning import partition_for
+from topology.kafka.bootstrap import ensure_topics
+from topology.kafka.config import KafkaSettings
+from topology.kafka.partitioning import partition_for
+from topology.wire.codec import decode_command
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(600)]
 

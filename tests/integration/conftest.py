@@ -11,8 +11,8 @@ import pytest
 
 from tests.integration.harness import Cluster, EventLog
 from tests.integration.helpers import start_api
-from topology.bootstrap import ensure_topics
-from topology.config import KafkaSettings
+from topology.kafka.bootstrap import ensure_topics
+from topology.kafka.config import KafkaSettings
 
 pytestmark = pytest.mark.broker
 

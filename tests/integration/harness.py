@@ -20,10 +20,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from services.api.auth import Role, add_token
-from topology.codec import decode_dead_letter, decode_event, encode_command
-from topology.config import KafkaSettings
-from topology.topics import Topics
+from services.api.access.auth import Role, add_token
+from topology.kafka.config import KafkaSettings
+from topology.kafka.topics import Topics
+from topology.wire.codec import decode_dead_letter, decode_event, encode_command
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -141,7 +141,7 @@ class Cluster:
 
     @property
     def tokens_file(self) -> Path:
-        """The API processes' static tokens (``services.api.auth``)."""
+        """The API processes' static tokens (``services.api.access.auth``)."""
         return self.tmp / "api-tokens.json"
 
     def token(self, tenant: str = "default", role: str = "admin") -> str:
@@ -265,7 +265,7 @@ class Supervisor:
     """Restarts the cluster's processes that exit by themselves, as ``./ops/up`` does, and
     records each exit (name, exit status, its last ``action=fatal``/``action=fenced`` line).
 
-    A process ends itself only on purpose (exit 70, ``topology.retrying.fatal``); tests that
+    A process ends itself only on purpose (exit 70, ``topology.kafka.retrying.fatal``); tests that
     allow that assert on ``exits``.
     """
 

@@ -13,8 +13,8 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 
 from cronlog.model import CatchupPolicy, JobSpec, RetryPolicy, Schedule, ScheduleKind
 from tests.integration.harness import Cluster
-from topology.config import KafkaSettings
-from topology.topics import topic_specs
+from topology.kafka.config import KafkaSettings
+from topology.kafka.topics import topic_specs
 
 T = TypeVar("T")
 

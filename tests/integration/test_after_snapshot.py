@@ -11,12 +11,12 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from bench.after_relay_rebuild import append, commit_at_end, synthetic
-from topology.after_index import AfterIndex
-from topology.after_relay import AfterRelay, relay_group
-from topology.after_snapshot import AfterSnapshot
-from topology.bootstrap import ensure_topics
-from topology.config import KafkaSettings
-from topology.topics import topic_specs
+from cronlog.after_index import AfterIndex
+from services.scheduler.after_relay import AfterRelay, relay_group
+from services.scheduler.after_snapshot import AfterSnapshot
+from topology.kafka.bootstrap import ensure_topics
+from topology.kafka.config import KafkaSettings
+from topology.kafka.topics import topic_specs
 
 pytestmark = pytest.mark.broker
 

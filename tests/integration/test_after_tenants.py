@@ -16,7 +16,7 @@ from cronlog.model import JobSpec, Schedule, ScheduleKind
 from cronlog.vocabulary import CommandKind, RejectReason
 from tests.integration.harness import Cluster, EventLog
 from tests.integration.helpers import start_api
-from topology.codec import encode_command
+from topology.wire.codec import encode_command
 
 pytestmark = pytest.mark.broker
 

@@ -22,7 +22,7 @@ from services.archive.settings import ArchiveSettings
 from services.archive.store import open_store
 from tests.archive_events import history, produce, run_life
 from tests.integration.harness import Cluster
-from topology.config import KafkaSettings
+from topology.kafka.config import KafkaSettings
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

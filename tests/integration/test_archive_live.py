@@ -14,9 +14,9 @@ import pytest
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from services.api.answers import RunOut
+from services.api.readmodel.archived import ArchivedRuns
+from services.api.shapes.responses import RunOut
 from services.archive.export import export
-from services.archive.lookup import ArchivedRuns
 from services.archive.query import run_query
 from services.archive.settings import ArchiveSettings
 from services.archive.store import open_store
@@ -75,7 +75,7 @@ def test_a_live_systems_history_is_archived_whole_and_queries_agree(
     assert {run: states[run] for run in ended} == ended
     assert {r["tenant"] for r in runs} == {"default"}
 
-    # The API's answer for a run past its hot history (services/archive/lookup.py): the
+    # The API's answer for a run past its hot history (services/api/readmodel/archived.py): the
     # read model's own projection over the run's archived records.
     lookup = ArchivedRuns(settings)
     for run_id, state in ended.items():

@@ -30,8 +30,8 @@ import pytest
 from tests.chaos.harness import PrivateBroker
 from tests.integration.harness import Cluster, Supervisor, planned_exit
 from tests.integration.helpers import start_api, wait_for, whole_seconds
-from topology.bootstrap import ensure_topics
-from topology.config import KafkaSettings
+from topology.kafka.bootstrap import ensure_topics
+from topology.kafka.config import KafkaSettings
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(600)]
 JOBS = 3

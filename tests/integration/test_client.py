@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from cronlog import events as ev
-from cronlog.client import CommandProducer, CommandRefused, EventStream
 from cronlog.model import JobSpec, RetryPolicy, Schedule, ScheduleKind
 from cronlog.vocabulary import RejectReason
+from cronlog_client import CommandProducer, CommandRefused, EventStream
 from tests.integration.harness import Cluster
 
 pytestmark = pytest.mark.broker

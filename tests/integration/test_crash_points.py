@@ -20,7 +20,7 @@ from services.cli.replay import ReplayOptions, run_replay
 from services.scheduler.faults import POINTS
 from tests.integration.harness import Cluster, EventLog, TopicReader
 from tests.integration.helpers import wait_for
-from topology.codec import decode_event
+from topology.wire.codec import decode_event
 
 pytestmark = pytest.mark.broker
 

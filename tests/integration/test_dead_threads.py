@@ -12,12 +12,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from services.api.logs import LogModel
-from services.api.read_model import ReadModel
+from services.api.readmodel.reader import ReadModel
+from services.api.routes.logs import LogModel
 from services.api.settings import ApiSettings
 from tests.integration.harness import Cluster
 from tests.integration.helpers import create_topics_now, free_port, wait_for
-from topology.retrying import FATAL_EXIT
+from topology.kafka.retrying import FATAL_EXIT
 
 pytestmark = pytest.mark.broker
 

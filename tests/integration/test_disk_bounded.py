@@ -34,9 +34,9 @@ from services.archive.settings import ArchiveSettings
 from tests.chaos.harness import PrivateBroker
 from tests.integration.harness import Cluster, Proc
 from tests.integration.helpers import start_api
-from topology.bootstrap import ensure_topics
-from topology.config import KafkaSettings
-from topology.topics import topic_specs
+from topology.kafka.bootstrap import ensure_topics
+from topology.kafka.config import KafkaSettings
+from topology.kafka.topics import topic_specs
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(900)]
 JOBS = 4

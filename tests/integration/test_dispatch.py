@@ -19,10 +19,10 @@ from cronlog import events as ev
 from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskKind
 from tests.integration.harness import Cluster, EventLog
 from tests.integration.helpers import start_api
-from topology.bootstrap import ensure_topics
-from topology.codec import encode_command
-from topology.config import KafkaSettings
-from topology.partitioning import partition_for
+from topology.kafka.bootstrap import ensure_topics
+from topology.kafka.config import KafkaSettings
+from topology.kafka.partitioning import partition_for
+from topology.wire.codec import encode_command
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 PARTITIONS = 12

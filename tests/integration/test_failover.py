@@ -15,7 +15,7 @@ from tests.chaos.audit import JobPlan, audit_run
 from tests.chaos.harness import owned_partitions, read_all
 from tests.integration.harness import Cluster
 from tests.integration.helpers import cron_job, wait_for
-from topology.partitioning import partition_for
+from topology.kafka.partitioning import partition_for
 
 SESSION_S = 6
 """The scheduler's session timeout here (the broker's minimum, group.min.session.timeout.ms):

@@ -16,8 +16,8 @@ from cronlog import events as ev
 from cronlog.vocabulary import RejectReason
 from tests.integration.harness import Cluster, DeadLetterLog, EventLog
 from tests.integration.helpers import cron_job, once_job, whole_seconds
-from topology.codec import encode_command
-from topology.partitioning import partition_for
+from topology.kafka.partitioning import partition_for
+from topology.wire.codec import encode_command
 
 pytestmark = pytest.mark.broker
 START_TIMEOUT = 90.0

@@ -17,8 +17,8 @@ from cronlog.leases import lease_digest
 from cronlog.model import JobSpec, Schedule, ScheduleKind
 from cronlog.vocabulary import RejectReason
 from tests.integration.harness import Cluster, EventLog
-from topology.codec import encode_command
-from topology.partitioning import partition_for
+from topology.kafka.partitioning import partition_for
+from topology.wire.codec import encode_command
 
 pytestmark = pytest.mark.broker
 JOB = "slow-one"

@@ -16,7 +16,7 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.model import JobSpec, Schedule, ScheduleKind
 from tests.integration.harness import Cluster, EventLog
-from topology.codec import encode_command
+from topology.wire.codec import encode_command
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(420)]
 N = 2000

@@ -17,8 +17,8 @@ from services.scheduler.faults import CrashPoints
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.transaction import FENCED_LIMIT, BatchTransactions, Fenced
 from tests.integration.harness import Cluster
-from topology.fold import BatchResult, Outgoing
-from topology.watchdog import Watchdog
+from topology.fold.folder import BatchResult, Outgoing
+from topology.kafka.watchdog import Watchdog
 
 pytestmark = pytest.mark.broker
 

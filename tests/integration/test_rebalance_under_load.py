@@ -19,7 +19,7 @@ from services.cli.replay import ReplayOptions, run_replay
 from tests.chaos.harness import owned_partitions, read_all
 from tests.integration.harness import Cluster
 from tests.integration.helpers import wait_for
-from topology.codec import Codec, encode_command
+from topology.wire.codec import Codec, encode_command
 
 pytestmark = pytest.mark.broker
 

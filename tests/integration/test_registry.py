@@ -18,7 +18,7 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.model import JobSpec, Schedule, ScheduleKind
 from tests.integration.harness import Cluster, DeadLetterLog, EventLog
-from topology.codec import encode_command
+from topology.wire.codec import encode_command
 
 pytestmark = pytest.mark.broker
 SPEC = JobSpec(name="r", schedule=Schedule(kind=ScheduleKind.MANUAL), command=("true",))

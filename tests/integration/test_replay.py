@@ -25,10 +25,10 @@ from services.cli.main import app as cli
 from services.cli.replay import ReplayOptions, run_replay
 from tests.integration.harness import Cluster, TopicReader
 from tests.integration.helpers import wait_for
-from topology.codec import decode_event
-from topology.log_reader import ends_reached
-from topology.partitioning import partition_for
-from topology.state_codec import dump_state, load_state
+from topology.kafka.log_reader import ends_reached
+from topology.kafka.partitioning import partition_for
+from topology.wire.codec import decode_event
+from topology.wire.state_codec import dump_state, load_state
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(300)]
 CONSUMER = Path(__file__).resolve().parents[2] / "examples" / "history_consumer.py"

@@ -1,4 +1,4 @@
-"""Restoring a partition's store from the job table's changelog (topology/restore.py) on a real
+"""Restoring a partition's store from the job table's changelog (topology/fold/restore.py) on a real
 broker: only committed records, the latest per key, the recorded offset; a second restore reads
 nothing, a later one only what was appended. And a scheduler killed (SIGKILL) in the middle of
 a long restore resumes it from the offset its store recorded and ends with the right state."""
@@ -22,10 +22,10 @@ from cronlog.decide import handle
 from cronlog.model import JobSpec, Schedule, ScheduleKind
 from tests.integration.harness import Cluster, EventLog
 from tests.integration.helpers import wait_for
-from topology.partition_store import PartitionStore
-from topology.partitioning import partition_for
-from topology.restore import CONSUMER_CONFIG, index_keys, last_write_committed, restore
-from topology.state_codec import dump_state
+from topology.fold.partition_store import PartitionStore
+from topology.fold.restore import CONSUMER_CONFIG, index_keys, last_write_committed, restore
+from topology.kafka.partitioning import partition_for
+from topology.wire.state_codec import dump_state
 
 pytestmark = pytest.mark.broker
 

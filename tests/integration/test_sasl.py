@@ -36,9 +36,9 @@ from cronlog.model import JobSpec, Schedule, ScheduleKind
 from tests.chaos.harness import PrivateBroker, _port_free
 from tests.integration.harness import Cluster, EventLog
 from tests.integration.helpers import start_api, wait_for
-from topology.bootstrap import ensure_topics
-from topology.config import KafkaSettings
-from topology.topics import Topics
+from topology.kafka.bootstrap import ensure_topics
+from topology.kafka.config import KafkaSettings
+from topology.kafka.topics import Topics
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(400)]
 USER, PASSWORD = "cronlog", "cronlog-secret-1"

@@ -21,12 +21,12 @@ from services.cli.replay import ReplayError, ReplayOptions, run_replay
 from services.snapshotter.take import take_snapshot
 from tests.integration.harness import Cluster, EventLog
 from tests.integration.helpers import wait_for
-from topology.bootstrap import ensure_topics
-from topology.codec import decode_event
-from topology.config import KafkaSettings
-from topology.log_reader import read_partition, reader, watermarks
-from topology.retention import reconcile_retention
-from topology.topics import DAY_MS, Topics, snapshot_retention_ms, topic_specs
+from topology.kafka.bootstrap import ensure_topics
+from topology.kafka.config import KafkaSettings
+from topology.kafka.log_reader import read_partition, reader, watermarks
+from topology.kafka.retention import reconcile_retention
+from topology.kafka.topics import DAY_MS, Topics, snapshot_retention_ms, topic_specs
+from topology.wire.codec import decode_event
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(300)]
 

@@ -17,7 +17,7 @@ import pytest
 
 from tests.integration.harness import Cluster
 from tests.integration.helpers import create_topics_now, free_port, wait_for
-from topology.config import KafkaSettings
+from topology.kafka.config import KafkaSettings
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(300)]
 ROUNDS = 20

@@ -25,8 +25,8 @@ from cronlog.ledger import FLEET, LEDGER_KEY
 from cronlog.model import JobSpec, Schedule, ScheduleKind
 from tests.integration.harness import Cluster, EventLog, Proc
 from tests.integration.helpers import cron_job
-from topology.codec import encode_command
-from topology.partitioning import partition_for
+from topology.kafka.partitioning import partition_for
+from topology.wire.codec import encode_command
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(900)]
 ENDS = (ev.TaskSucceeded, ev.TaskFailed, ev.TaskReleased, ev.TaskCancelled, ev.LeaseExpired)

@@ -13,7 +13,7 @@ from cronlog.commands import Envelope
 from cronlog.vocabulary import RejectReason
 from tests.integration.harness import Cluster, EventLog
 from tests.integration.helpers import start_api, wait_for
-from topology.codec import encode_command
+from topology.wire.codec import encode_command
 
 pytestmark = pytest.mark.broker
 

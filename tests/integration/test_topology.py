@@ -9,9 +9,9 @@ import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type: ignore[attr-defined]
 
 from cronlog.errors import CronlogError
-from topology.bootstrap import TopologyMismatch, ensure_topics
-from topology.config import KafkaSettings
-from topology.topics import topic_specs
+from topology.kafka.bootstrap import TopologyMismatch, ensure_topics
+from topology.kafka.config import KafkaSettings
+from topology.kafka.topics import topic_specs
 
 pytestmark = pytest.mark.broker
 

@@ -21,7 +21,7 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.model import JobSpec, Schedule, ScheduleKind
 from tests.integration.harness import Cluster, EventLog
-from topology.partitioning import partition_for
+from topology.kafka.partitioning import partition_for
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(300)]
 TXN_TIMEOUT_S = 70.0

@@ -26,8 +26,8 @@ from tests.chaos.audit import JobPlan, audit_run
 from tests.chaos.harness import owned_partitions, read_all
 from tests.integration.harness import Cluster, Proc
 from tests.integration.helpers import cron_job, wait_for
-from topology.codec import Codec, encode_command
-from topology.partitioning import partition_for
+from topology.kafka.partitioning import partition_for
+from topology.wire.codec import Codec, encode_command
 
 pytestmark = pytest.mark.broker
 

@@ -23,8 +23,13 @@ from cronlog.ids import run_id_for_trigger
 from cronlog.limits import COMMAND_LIMITS
 from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskSpec
 from cronlog.time import duration_ms, from_ms, ms_duration, to_ms
-from topology.avro_mapping import avro_name
-from topology.codec import (
+from topology.fold.due_index import DueIndex
+from topology.fold.folder import BatchFolder, Record
+from topology.kafka.config import KafkaSettings
+from topology.kafka.partitioning import partition_for
+from topology.kafka.topics import Topics
+from topology.wire.avro_mapping import avro_name
+from topology.wire.codec import (
     DeadLetter,
     DecodeError,
     decode_command,
@@ -37,12 +42,7 @@ from topology.codec import (
     encode_event,
     encode_heartbeat,
 )
-from topology.config import KafkaSettings
-from topology.due_index import DueIndex
-from topology.fold import BatchFolder, Record
-from topology.heartbeats import WorkerHeartbeat
-from topology.partitioning import partition_for
-from topology.topics import Topics
+from topology.wire.heartbeats import WorkerHeartbeat
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 INSTANTS = st.integers(
@@ -62,7 +62,7 @@ def _avro_int_fields() -> frozenset[tuple[str, str]]:
     ``int``: their values come from validated definitions, within 32 bits."""
     import json as _json
 
-    from topology.codec import SCHEMA_DIR
+    from topology.wire.codec import SCHEMA_DIR
 
     out = set()
     for path in SCHEMA_DIR.glob("*.avsc"):

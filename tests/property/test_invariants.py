@@ -210,7 +210,8 @@ class Driver:
         self.send(cmd.TriggerJob())
 
     def do_backfill(self) -> None:
-        """A BackfillJob with the ticks the API would send (services/api/backfill.py): past
+        """A BackfillJob with the ticks the API would send
+        (services/api/routes/backfill_plan.py): past
         ticks of the schedule, filtered by the runs each tick ever had."""
         reprocess = self.draw(st.sampled_from(Reprocess))
         start = self.t - timedelta(

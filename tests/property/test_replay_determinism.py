@@ -5,8 +5,8 @@ uninterrupted fold decides.
 ``test_invariants.check_determinism`` already folds a log twice and a prefix + rest in memory
 with ``handle``. Here the state crosses ``state_codec`` (bytes, as in the table) at random
 restart points, and at the adapter level the same random logs go through ``BatchFolder`` (via
-``topology.replay.Replayer``) with random batch boundaries and restarts that rebuild the due
-index from the stored records, as the scheduler's ``on_recover`` does.
+``topology.snapshots.replay.Replayer``) with random batch boundaries and restarts that rebuild the
+due index from the stored records, as the scheduler's ``on_recover`` does.
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from tests.property.test_invariants import (
     fold_log,
     once_specs,
 )
-from topology.codec import Codec
-from topology.config import KafkaSettings
-from topology.fold import Record
-from topology.partitioning import partition_for
-from topology.replay import Replayer
-from topology.state_codec import dump_state, load_state
-from topology.topics import Topics
+from topology.fold.folder import Record
+from topology.kafka.config import KafkaSettings
+from topology.kafka.partitioning import partition_for
+from topology.kafka.topics import Topics
+from topology.snapshots.replay import Replayer
+from topology.wire.codec import Codec
+from topology.wire.state_codec import dump_state, load_state
 
 N = 3
 TOPICS = Topics.of(KafkaSettings(partitions=N))

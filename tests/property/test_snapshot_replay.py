@@ -16,11 +16,12 @@ from hypothesis import strategies as st
 
 from tests.property.test_invariants import COMMON, EXAMPLES
 from tests.replay.golden import LOGS, Log, read_log
-from topology.codec import Codec
-from topology.config import KafkaSettings
-from topology.fold import Record
-from topology.replay import Replayer
-from topology.snapshot_wire import (
+from topology.fold.folder import Record
+from topology.kafka.config import KafkaSettings
+from topology.kafka.topics import Topics
+from topology.snapshots.replay import Replayer
+from topology.snapshots.snapshot import PartitionSnapshot, fold_partition, seed, take
+from topology.snapshots.wire import (
     assemble,
     decode_manifest,
     encode_chunks,
@@ -28,13 +29,7 @@ from topology.snapshot_wire import (
     make_manifest,
     snapshot_id,
 )
-from topology.snapshots import (
-    PartitionSnapshot,
-    fold_partition,
-    seed,
-    take,
-)
-from topology.topics import Topics
+from topology.wire.codec import Codec
 
 CODEC = Codec()
 GOLDEN = sorted(p for p in LOGS.glob("*.jsonl") if not p.name.endswith(".events.jsonl"))

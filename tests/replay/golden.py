@@ -13,8 +13,8 @@ Files under ``tests/replay/logs/`` (one scenario each):
   order: partition, event_id, job_id, at, idem_key, index, type, the event's fields, and the
   sha256 (first 16 hex digits) of the encoded Avro body, so a change of wire bytes shows.
 - ``<name>.state.json``: per partition, the sha256 digest of the job records
-  (``topology.replay.state_digest``) and each job record as JSON; the dead-letter and command
-  counts; and the fingerprint of the RunEvent schema the events were written with (a schema
+  (``topology.snapshots.replay.state_digest``) and each job record as JSON; the dead-letter and
+  command counts; and the fingerprint of the RunEvent schema the events were written with (a schema
   change shows there once instead of in every event's hash).
 
 ``python -m tests.replay.golden --regen`` rewrites the expectations from the current code, for
@@ -37,12 +37,12 @@ from pathlib import Path
 from typing import Any
 
 from cronlog.time import iso
-from topology.codec import Codec
-from topology.config import KafkaSettings
-from topology.fold import Record
-from topology.replay import Replayer, state_digest
-from topology.state_cache import StateCache
-from topology.topics import Topics
+from topology.fold.folder import Record
+from topology.fold.state_cache import StateCache
+from topology.kafka.config import KafkaSettings
+from topology.kafka.topics import Topics
+from topology.snapshots.replay import Replayer, state_digest
+from topology.wire.codec import Codec
 
 LOGS = Path(__file__).resolve().parent / "logs"
 FORMAT = "cronlog-golden-log/1"

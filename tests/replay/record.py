@@ -20,8 +20,8 @@ from cronlog.commands import Envelope
 from tests.replay.golden import LOGS, write_log
 from tests.replay.scenarios import SCENARIOS, Scenario
 from tests.replay.sim import Sim
-from topology.avro_mapping import plan_for
-from topology.codec import SCHEMA_DIR, SINGLE_OBJECT_MAGIC, schema_fingerprint
+from topology.wire.avro_mapping import plan_for
+from topology.wire.codec import SCHEMA_DIR, SINGLE_OBJECT_MAGIC, schema_fingerprint
 
 CURRENT = "v4"
 """The version the current ``schemas/*.avsc`` are (written with the default codec)."""

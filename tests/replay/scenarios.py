@@ -465,7 +465,7 @@ def leases_and_input(sim: Sim) -> None:
 
 def partition_for_(job_id: str, n: int) -> int:
     """murmur2 partition of ``job_id``."""
-    from topology.partitioning import partition_for
+    from topology.kafka.partitioning import partition_for
 
     return partition_for(job_id.encode(), n)
 

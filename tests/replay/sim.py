@@ -1,7 +1,7 @@
 """A small simulated cronlog that records golden command logs.
 
-Commands go through the real fold (``topology.replay.Replayer``, the path ``cronlog replay``
-takes) as they are appended, so a scripted worker can react to the events: claim what is
+Commands go through the real fold (``topology.snapshots.replay.Replayer``, the path ``cronlog
+replay`` takes) as they are appended, so a scripted worker can react to the events: claim what is
 ready, renew, complete, fail or die. Time is simulated: the log's record timestamps are
 whatever the scenario says, and ticks are appended just after each job's next deadline, the
 way the scheduler's ticker appends one just after each second.
@@ -24,13 +24,13 @@ from cronlog import events as ev
 from cronlog.ids import claim_idem_key, complete_idem_key, renew_idem_key, tick_idem_key
 from cronlog.time import from_ms, to_ms
 from cronlog.vocabulary import FailureKind, TaskState
-from topology.codec import Codec
-from topology.config import KafkaSettings
-from topology.fold import Record
-from topology.partitioning import partition_for
-from topology.replay import Replayer
-from topology.state_codec import is_ledger, load_state
-from topology.topics import Topics
+from topology.fold.folder import Record
+from topology.kafka.config import KafkaSettings
+from topology.kafka.partitioning import partition_for
+from topology.kafka.topics import Topics
+from topology.snapshots.replay import Replayer
+from topology.wire.codec import Codec
+from topology.wire.state_codec import is_ledger, load_state
 
 TICK_DELAY_MS = 3
 """Ticks land this long after a deadline (the ticker sends just after each second)."""

@@ -19,7 +19,7 @@ from cronlog import dag, progress, runs
 from cronlog.dag import RuleOutcome, Upstream
 from cronlog.model import TriggerRule
 from tests.replay.golden import LOGS, Folded, expected, first_difference, fold, log_names, read_log
-from topology.codec import SCHEMA_DIR, SINGLE_OBJECT_MAGIC, schema_fingerprint
+from topology.wire.codec import SCHEMA_DIR, SINGLE_OBJECT_MAGIC, schema_fingerprint
 
 NAMES = log_names()
 
@@ -33,7 +33,7 @@ def test_golden_log_folds_to_its_expectations(name: str) -> None:
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("batch_size", [1, 7])
 def test_the_state_cache_decides_the_same(name: str, batch_size: int) -> None:
-    # The scheduler keeps the states it committed (topology/state_cache.py) instead of decoding
+    # The scheduler keeps the states it committed (topology/fold/state_cache.py) instead of decoding
     # them again; with it, in small batches (most reads from the cache), every log folds to
     # the same events and state as without it.
     log = read_log(LOGS / f"{name}.jsonl")

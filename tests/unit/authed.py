@@ -9,7 +9,7 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from services.api.auth import Authenticator, Role, add_token
+from services.api.access.auth import Authenticator, Role, add_token
 
 TOKENS = Path(tempfile.mkdtemp(prefix="cronlog-tokens-")) / "tokens.json"
 """One tokens file for the unit tests' apps."""

@@ -10,7 +10,7 @@ from confluent_kafka import Producer
 from fastapi.testclient import TestClient
 
 from services.api.app import create_app
-from services.api.read_model import ReadModel
+from services.api.readmodel.reader import ReadModel
 from services.api.settings import ApiSettings
 from tests.unit.authed import authed
 

@@ -9,9 +9,9 @@ from fastapi.testclient import TestClient
 
 from cronlog.model import AfterOn, ScheduleKind
 from services.api.app import create_app
-from services.api.mapping import spec_to_json, to_spec
-from services.api.schemas import JobIn
 from services.api.settings import ApiSettings
+from services.api.shapes.mapping import spec_to_json, to_spec
+from services.api.shapes.requests import JobIn
 from tests.unit.authed import authed
 
 

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 from cronlog import commands as cmd
 from cronlog import events as ev
+from cronlog.after_index import AfterIndex
 from cronlog.model import AfterOn, JobSpec, Schedule, ScheduleKind
 from cronlog.vocabulary import CancelReason, RunTrigger, UpstreamOutcome
-from topology.after_index import AfterIndex
 
 T = datetime(2024, 6, 10, 12, 0, tzinfo=UTC)
 AFTER_X = JobSpec(

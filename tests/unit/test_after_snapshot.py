@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 import pytest
 
 from cronlog import events as ev
+from cronlog.after_index import AfterIndex
 from cronlog.model import AfterOn, JobSpec, Schedule, ScheduleKind
 from cronlog.vocabulary import CancelReason, RunTrigger
-from topology.after_index import AfterIndex
-from topology.after_snapshot import (
+from services.scheduler.after_snapshot import (
     AfterSnapshot,
     SnapshotError,
     decode_snapshot,

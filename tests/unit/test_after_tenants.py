@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.after import QUALIFYING
+from cronlog.after_index import AfterIndex
 from cronlog.decide import handle
 from cronlog.evolve import evolve
 from cronlog.job import JobState
@@ -29,7 +30,6 @@ from cronlog.vocabulary import (
     RunTrigger,
     UpstreamOutcome,
 )
-from topology.after_index import AfterIndex
 
 UP, DOWN = "extract", "load"
 T0 = datetime(2024, 6, 10, 12, 0, tzinfo=UTC)

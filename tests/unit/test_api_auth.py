@@ -23,9 +23,9 @@ from fastapi.testclient import TestClient
 from cronlog import events as ev
 from cronlog.errors import CronlogError
 from cronlog.model import JobSpec
+from services.api.access.auth import Authenticator, Role, Unauthenticated, add_token, load_tokens
 from services.api.app import create_app
-from services.api.auth import Authenticator, Role, Unauthenticated, add_token, load_tokens
-from services.api.read_model import ReadModel
+from services.api.readmodel.reader import ReadModel
 from tests.unit.authed import TOKENS, authed, token
 from tests.unit.test_backfill_api import HOURLY, feed
 from tests.unit.test_operate_api import dead_letter
@@ -329,7 +329,7 @@ def test_an_after_job_cannot_follow_another_tenants_job(app_of_a: Any) -> None:
 
 
 def _with_quotas(app: Any, tmp_path: Path, quotas: dict[str, Any], clock: Any = None) -> None:
-    from services.api.tenants import Admission
+    from services.api.routes.tenants import Admission
 
     path = tmp_path / "tenants.json"
     path.write_text(__import__("json").dumps({"tenants": quotas}))
@@ -395,7 +395,7 @@ def test_the_tenant_view_shows_usage_and_quota_and_hides_other_tenants(
 
 def test_registrations_in_flight_count_against_max_jobs(rm: ReadModel, tmp_path: Path) -> None:
     # found by an adversarial run: 8 parallel registrations all passed max_jobs 2
-    from services.api.tenants import Admission
+    from services.api.routes.tenants import Admission
 
     path = tmp_path / "tenants.json"
     path.write_text('{"tenants": {"team-c": {"max_jobs": 2}}}')
@@ -410,7 +410,7 @@ def test_registrations_in_flight_count_against_max_jobs(rm: ReadModel, tmp_path:
 
 
 def test_a_request_larger_than_the_per_minute_quota_is_422_not_429(tmp_path: Path) -> None:
-    from services.api.tenants import Admission
+    from services.api.routes.tenants import Admission
 
     path = tmp_path / "tenants.json"
     path.write_text('{"tenants": {"t": {"max_manual_runs_per_minute": 3}}}')
@@ -421,7 +421,7 @@ def test_a_request_larger_than_the_per_minute_quota_is_422_not_429(tmp_path: Pat
 
 
 def test_quota_numbers_must_be_integers(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    from services.api.tenants import Admission
+    from services.api.routes.tenants import Admission
 
     path = tmp_path / "tenants.json"
     path.write_text('{"tenants": {"t": {"max_jobs": true}}}')

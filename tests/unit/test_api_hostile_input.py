@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from services.api.read_model import ReadModel
-from services.api.schemas import MAX_DURATION_S
+from services.api.readmodel.reader import ReadModel
+from services.api.shapes.requests import MAX_DURATION_S
 from tests.unit.test_backfill_api import JOB, register
 
 YEAR_1 = "0001-01-01T00:00:00+00:00"

@@ -16,9 +16,9 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.ids import event_id
 from cronlog.vocabulary import RejectReason
-from services.api.projection import apply, is_conflict
-from services.api.read_model import ReadModel
-from services.api.store import Batch
+from services.api.readmodel.projection import apply, is_conflict
+from services.api.readmodel.reader import ReadModel
+from services.api.readmodel.store import Batch
 from tests.unit.test_queued_runs_api import JOB, T0, Fold
 
 KEY = "shared-key"

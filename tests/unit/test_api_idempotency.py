@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from httpx import Response
 
 from services.api.app import create_app
-from services.api.read_model import ReadModel
+from services.api.readmodel.reader import ReadModel
 from tests.unit.authed import authed
 from tests.unit.test_backfill_api import JOB, register
 

@@ -23,18 +23,18 @@ from cronlog.decide import handle
 from cronlog.job import MAX_APPLIED_MARKERS, MAX_RENEWAL_MARKERS, JobState
 from cronlog.limits import MAX_IDEM_KEY_CHARS, MAX_RUN_ID_CHARS, MAX_WORKER_ID_CHARS
 from cronlog.vocabulary import UpstreamOutcome
-from services.api.mapping import to_spec
-from services.api.read_model import ReadModel
-from services.api.record_budget import (
+from services.api.readmodel.reader import ReadModel
+from services.api.shapes.mapping import to_spec
+from services.api.shapes.record_budget import (
     ID_CHAR,
     WORKER_ID,
     worst_case_record_bytes,
     worst_case_state,
 )
-from services.api.schemas import JobIn
+from services.api.shapes.requests import JobIn
 from tests.unit.test_backfill_api import JOB, register
-from topology.fold import MAX_RECORD_BYTES
-from topology.state_codec import WORST_CHAR, dump_state
+from topology.fold.folder import MAX_RECORD_BYTES
+from topology.wire.state_codec import WORST_CHAR, dump_state
 
 JOB_ID = "big-dag"
 UPSTREAM = "upstream-job"

@@ -13,9 +13,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from services.api.app import create_app
-from services.api.mapping import merge_patch, spec_to_json, to_spec
-from services.api.schemas import JobIn
 from services.api.settings import ApiSettings
+from services.api.shapes.mapping import merge_patch, spec_to_json, to_spec
+from services.api.shapes.requests import JobIn
 from tests.unit.authed import authed
 
 
@@ -229,7 +229,7 @@ def test_bad_schedule_extensions_are_422_naming_the_field(
 
 
 def test_catchup_without_a_resume_is_refused_by_the_patch_model() -> None:
-    from services.api.schemas import JobPatch
+    from services.api.shapes.requests import JobPatch
 
     assert JobPatch.model_validate({"paused": False, "catchup": True}).catchup is True
 

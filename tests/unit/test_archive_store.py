@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from services.archive.lookup import ArchivedRuns
+from services.api.readmodel.archived import ArchivedRuns
 from services.archive.settings import ArchiveSettings
 from services.archive.store import MANIFESTS, ArchiveError, open_store
 

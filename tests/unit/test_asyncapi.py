@@ -23,10 +23,10 @@ import pytest
 import yaml
 from fastavro.schema import load_schema
 
-from topology import asyncapi
-from topology.codec import SCHEMA_DIR, schema_fingerprint
-from topology.config import KafkaSettings
-from topology.topics import TopicSpec, topic_specs
+from topology.kafka.config import KafkaSettings
+from topology.kafka.topics import TopicSpec, topic_specs
+from topology.wire import asyncapi
+from topology.wire.codec import SCHEMA_DIR, schema_fingerprint
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "asyncapi.yaml"
@@ -42,7 +42,7 @@ def _doc() -> dict[str, Any]:
 
 def test_checked_in_document_is_the_generators_output() -> None:
     assert DOC.read_text() == asyncapi.render(), (
-        "docs/asyncapi.yaml is stale: run `.venv/bin/python -m topology.asyncapi > "
+        "docs/asyncapi.yaml is stale: run `.venv/bin/python -m topology.wire.asyncapi > "
         "docs/asyncapi.yaml` and commit it"
     )
 

@@ -14,8 +14,8 @@ from cronlog.job import JobState, Run, TaskInstance
 from cronlog.limits import MAX_BACKFILL_TASK_INSTANCES, MAX_TASKS
 from cronlog.model import JobSpec, OverlapPolicy, Schedule, ScheduleKind, TaskSpec
 from cronlog.vocabulary import CommandKind, RejectReason, Reprocess, RunTrigger, TaskState
-from topology.fold import MAX_RECORD_BYTES
-from topology.state_codec import dump_state
+from topology.fold.folder import MAX_RECORD_BYTES
+from topology.wire.state_codec import dump_state
 
 JOB = "job-b"
 T0 = datetime(2024, 6, 10, 12, 0, tzinfo=UTC)

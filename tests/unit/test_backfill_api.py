@@ -17,9 +17,9 @@ from cronlog.limits import MAX_BACKFILL_TASK_INSTANCES
 from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskSpec
 from cronlog.time import iso
 from cronlog.vocabulary import FailureKind, RunTrigger
-from services.api.projection import apply
-from services.api.read_model import ReadModel
-from services.api.store import Batch
+from services.api.readmodel.projection import apply
+from services.api.readmodel.reader import ReadModel
+from services.api.readmodel.store import Batch
 
 T0 = datetime(2024, 3, 1, 12, 0, 0, tzinfo=UTC)
 HOURLY = Schedule(ScheduleKind.CRON, "0 * * * *")

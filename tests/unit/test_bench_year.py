@@ -6,7 +6,7 @@ the figures are the bench's business."""
 from __future__ import annotations
 
 from bench.year import replay_from_snapshot, replay_from_zero, run
-from topology.state_codec import load_state
+from topology.wire.state_codec import load_state
 
 
 def test_snapshot_plus_tail_equals_the_replay_from_zero_as_the_log_ages() -> None:

@@ -8,7 +8,7 @@ from cronlog import events as ev
 from cronlog.vocabulary import SkipReason
 from tests.chaos.audit import Rec
 from tests.chaos.broker_kill import BrokerKill, measure_pause
-from topology.codec import Codec
+from topology.wire.codec import Codec
 
 KILL_S = 1_800_000_000.0
 CODEC = Codec()

@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from services.api.read_model import ReadModel
+from services.api.readmodel.reader import ReadModel
 from services.cli import client as client_module
 from services.cli import main, runs_cmd
 from services.cli.client import ApiClient

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from cronlog import commands as cmd
-from cronlog.client import CommandProducer
-from topology.config import KafkaSettings
+from cronlog_client import CommandProducer
+from topology.kafka.config import KafkaSettings
 
 
 @pytest.mark.parametrize(

@@ -11,11 +11,11 @@ from datetime import UTC, datetime
 import pytest
 
 from cronlog import commands as cmd
-from cronlog.client import CommandProducer
-from cronlog.client.refs import derived_key
 from cronlog.errors import InvalidDefinition
 from cronlog.model import JobSpec, Schedule, ScheduleKind
-from topology.config import KafkaSettings
+from cronlog_client import CommandProducer
+from cronlog_client.refs import derived_key
+from topology.kafka.config import KafkaSettings
 
 T = datetime(2026, 12, 2, tzinfo=UTC)
 SPEC = JobSpec(name="r", schedule=Schedule(kind=ScheduleKind.MANUAL), command=("true",))

@@ -22,7 +22,7 @@ from cronlog.commands import ClaimTask, Command, Envelope, PauseJob, RegisterJob
 from cronlog.errors import CronlogError
 from cronlog.events import Event, RunEvent, RunSucceeded, TaskReady
 from cronlog.model import JobSpec, RetryPolicy, Schedule, ScheduleKind
-from topology.codec import (
+from topology.wire.codec import (
     SCHEMA_DIR,
     Codec,
     DeadLetter,
@@ -40,7 +40,7 @@ from topology.codec import (
     encode_heartbeat,
     schema_fingerprint,
 )
-from topology.heartbeats import HeldLease, WorkerHeartbeat
+from topology.wire.heartbeats import HeldLease, WorkerHeartbeat
 
 HISTORY = SCHEMA_DIR / "history"
 NOW = datetime(2025, 3, 30, 1, 30, 0, 250_000, tzinfo=UTC)

@@ -17,7 +17,7 @@ from cronlog import commands as cmd
 from cronlog.ids import command_digest
 from cronlog.model import JobSpec, RetryPolicy, Schedule, ScheduleKind
 from tests.unit.test_decide import JOB, SPEC, T0
-from topology.codec import decode_command, encode_command
+from topology.wire.codec import decode_command, encode_command
 
 PAUSE_DIGEST = command_digest(cmd.PauseJob())
 

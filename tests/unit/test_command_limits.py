@@ -35,10 +35,10 @@ from cronlog.model import (
 )
 from cronlog.validation import validate_spec
 from cronlog.vocabulary import FailureKind, UpstreamOutcome
-from services.api.schemas import BackfillIn
-from topology.avro_limits import bound_field
-from topology.avro_mapping import plan_for, record_names
-from topology.codec import SCHEMA_DIR, DecodeError, decode_command, encode_command
+from services.api.shapes.requests import BackfillIn
+from topology.wire.avro_limits import bound_field
+from topology.wire.avro_mapping import plan_for, record_names
+from topology.wire.codec import SCHEMA_DIR, DecodeError, decode_command, encode_command
 
 T = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 RUN = "r" + "0" * 24

@@ -23,12 +23,12 @@ from cronlog.errors import CronlogError
 from cronlog.ids import run_id_for_tick
 from cronlog.model import JobSpec
 from cronlog.vocabulary import RunTrigger
+from services.api.access.auth import Authenticator
 from services.api.app import create_app
-from services.api.auth import Authenticator
 from services.api.console import graph, shutdown_streams
 from services.api.console import stream as console_stream
 from services.api.console.session import COOKIE
-from services.api.read_model import ReadModel
+from services.api.readmodel.reader import ReadModel
 from services.api.settings import ApiSettings
 from tests.unit.authed import TOKENS, token
 from tests.unit.test_api_auth import register_for

@@ -1,8 +1,7 @@
 """The pure core stays pure (STYLE.md, "Rings"): no I/O, no clock, no Kafka, no client SDK.
 
-``cronlog/`` imports only the standard library's pure modules, croniter and itself;
-``cronlog/client/`` (the client SDK, docs/client.md) is the one documented exception, and no
-core module may import it.
+``cronlog/`` imports only the standard library's pure modules, croniter and itself; the client
+SDK is a package of its own, ``cronlog_client/`` (docs/client.md), which no core module imports.
 """
 
 from __future__ import annotations
@@ -12,8 +11,8 @@ import sys
 from pathlib import Path
 
 CORE = Path(__file__).resolve().parents[2] / "cronlog"
-CLIENT = "client"
-"""The subpackage of ``cronlog`` that may do I/O: the client SDK."""
+CLIENT = "cronlog_client"
+"""The client SDK, a package of its own beside the core: it does I/O."""
 THIRD_PARTY = {"croniter"}
 """Libraries the core may import (pure computation)."""
 IMPURE_STDLIB = {
@@ -59,13 +58,11 @@ def impurities(core: Path) -> list[str]:
     problems = []
     for path in sorted(core.rglob("*.py")):
         rel = path.relative_to(core)
-        if rel.parts[0] == CLIENT:
-            continue
         tree = ast.parse(path.read_text(), str(path))
         for line, name in _imports(tree):
             top = name.split(".")[0]
             where = f"cronlog/{rel}:{line}"
-            if name == f"cronlog.{CLIENT}" or name.startswith(f"cronlog.{CLIENT}."):
+            if top == CLIENT:
                 problems.append(f"{where}: imports the client SDK {name}")
             elif top == "cronlog" or top == "__future__" or top in THIRD_PARTY:
                 continue
@@ -89,25 +86,25 @@ def test_the_core_is_pure_and_never_imports_the_client_sdk() -> None:
 
 
 def test_the_client_sdk_is_where_the_rule_says() -> None:
-    assert (CORE / CLIENT / "__init__.py").exists()
+    assert (CORE.parent / CLIENT / "__init__.py").exists()
+    assert not (CORE / "client").exists()
 
 
 def test_the_check_catches_each_kind_of_breach(tmp_path: Path) -> None:
     core = tmp_path / "cronlog"
-    (core / CLIENT).mkdir(parents=True)
-    (core / CLIENT / "producer.py").write_text("import confluent_kafka\nimport time\n")
+    core.mkdir()
     (core / "good.py").write_text(
         "from __future__ import annotations\nimport re\nfrom croniter import croniter\n"
         "from cronlog.model import JobSpec\n"
     )
     (core / "bad.py").write_text(
-        "import confluent_kafka\nfrom cronlog.client import CommandProducer\n"
+        "import confluent_kafka\nfrom cronlog_client import CommandProducer\n"
         "import time\nfrom datetime import datetime\nx = datetime.now()\n"
     )
     assert impurities(core) == [
         "cronlog/bad.py:1: imports the library confluent_kafka",
-        "cronlog/bad.py:2: imports the client SDK cronlog.client",
-        "cronlog/bad.py:2: imports the client SDK cronlog.client.CommandProducer",
+        "cronlog/bad.py:2: imports the client SDK cronlog_client",
+        "cronlog/bad.py:2: imports the client SDK cronlog_client.CommandProducer",
         "cronlog/bad.py:3: imports time (I/O, clock or randomness)",
         "cronlog/bad.py:5: calls .now()",
     ]

@@ -528,13 +528,13 @@ def test_claim_next_takes_at_most_that_many_and_nothing_past_the_last_task() -> 
 
 
 def test_the_adapter_keeps_an_eagerly_granted_task_off_the_ready_topic() -> None:
-    from topology.codec import Codec, decode_event, encode_command
-    from topology.config import KafkaSettings
-    from topology.due_index import DueIndex
-    from topology.fold import BatchFolder, Record
-    from topology.partitioning import partition_for
-    from topology.state_codec import dump_state
-    from topology.topics import Topics
+    from topology.fold.due_index import DueIndex
+    from topology.fold.folder import BatchFolder, Record
+    from topology.kafka.config import KafkaSettings
+    from topology.kafka.partitioning import partition_for
+    from topology.kafka.topics import Topics
+    from topology.wire.codec import Codec, decode_event, encode_command
+    from topology.wire.state_codec import dump_state
 
     topics = Topics.of(KafkaSettings(partitions=4))
     state, _ = when(_start(ETL), claim(task="extract"), TICK, key="claim-extract")

@@ -17,13 +17,13 @@ from fastapi.testclient import TestClient
 from cronlog import events as ev
 from cronlog.ids import event_id
 from cronlog.model import DstGapPolicy, DstOverlapPolicy, JobSpec, Schedule, ScheduleKind
-from services.api.keys import job_key
-from services.api.mapping import spec_to_json, to_spec
-from services.api.projection import apply
-from services.api.read_model import ReadModel
-from services.api.schemas import JobIn
-from services.api.store import Batch
-from services.api.writes import _patched_spec
+from services.api.readmodel.keys import job_key
+from services.api.readmodel.projection import apply
+from services.api.readmodel.reader import ReadModel
+from services.api.readmodel.store import Batch
+from services.api.routes.writes import _patched_spec
+from services.api.shapes.mapping import spec_to_json, to_spec
+from services.api.shapes.requests import JobIn
 from services.cli.client import full_definition, load_job_file
 
 T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""The due index (topology/due_index.py): deadlines popped in (deadline, job_id) order, stale
+"""The due index (topology/fold/due_index.py): deadlines popped in (deadline, job_id) order, stale
 entries skipped, and a batch's changes undone by ``rollback`` as if they never happened (the
 runtime re-folds a batch whose transaction aborted: it must pop the same jobs again)."""
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topology.due_index import DueIndex
+from topology.fold.due_index import DueIndex
 
 P = 0
 

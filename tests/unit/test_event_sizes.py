@@ -32,12 +32,12 @@ from cronlog.model import (
     TaskSpec,
 )
 from cronlog.vocabulary import FailureKind, RejectReason, Reprocess, UpstreamOutcome
-from topology.codec import decode_event, default_codec, encode_command
-from topology.config import KafkaSettings
-from topology.due_index import DueIndex
-from topology.fold import BatchFolder, Outgoing, Record
-from topology.partitioning import partition_for
-from topology.topics import Topics
+from topology.fold.due_index import DueIndex
+from topology.fold.folder import BatchFolder, Outgoing, Record
+from topology.kafka.config import KafkaSettings
+from topology.kafka.partitioning import partition_for
+from topology.kafka.topics import Topics
+from topology.wire.codec import decode_event, default_codec, encode_command
 
 BUDGET = 900_000
 """Largest message the fold may send, bytes (value + key)."""
@@ -53,7 +53,7 @@ WORKER = ID_CHAR * limits.MAX_WORKER_ID_CHARS
 ARGV_BYTES = limits.MAX_COMMAND_BYTES  # the core counts argv in bytes: 16384 wide characters
 TASKS = 200
 BIG_TASKS = 5  # tasks with a full argv: as many as the 512 KiB job record holds beside a run
-# and the room its claims need (topology.fold.CLAIM_RESERVE_BYTES)
+# and the room its claims need (topology.fold.folder.CLAIM_RESERVE_BYTES)
 
 
 def idem(n: int) -> str:

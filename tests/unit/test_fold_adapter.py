@@ -11,12 +11,12 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.ids import run_id_for_tick
 from cronlog.model import JobSpec, Schedule, ScheduleKind
-from topology.codec import Codec, decode_dead_letter, decode_event, encode_command
-from topology.config import KafkaSettings
-from topology.due_index import DueIndex
-from topology.fold import BatchFolder, Outgoing, Record
-from topology.partitioning import partition_for
-from topology.topics import Topics
+from topology.fold.due_index import DueIndex
+from topology.fold.folder import BatchFolder, Outgoing, Record
+from topology.kafka.config import KafkaSettings
+from topology.kafka.partitioning import partition_for
+from topology.kafka.topics import Topics
+from topology.wire.codec import Codec, decode_dead_letter, decode_event, encode_command
 
 N = 4
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -144,7 +144,7 @@ def test_an_oversized_bad_record_is_dead_lettered_with_its_head() -> None:
 
 def test_a_command_that_would_outgrow_the_record_is_refused() -> None:
     from cronlog.vocabulary import RejectReason
-    from topology import fold as fold_module
+    from topology.fold import folder as fold_module
 
     limit = fold_module.MAX_RECORD_BYTES
     fold_module.MAX_RECORD_BYTES = 2000  # a tiny limit stands for a huge record

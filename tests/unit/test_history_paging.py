@@ -12,10 +12,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from cronlog import events as ev
-from services.api import operate, paging
+from services.api.access.auth import Principal, Role
 from services.api.app import create_app
-from services.api.auth import Principal, Role
-from services.api.read_model import ReadModel
+from services.api.readmodel import paging
+from services.api.readmodel.reader import ReadModel
+from services.api.routes import operate
 from tests.unit.authed import authed
 from tests.unit.test_api_auth import register_for
 from tests.unit.test_backfill_api import T0 as DL_T0

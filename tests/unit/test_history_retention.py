@@ -14,16 +14,18 @@ from cronlog import events as ev
 from cronlog.commands import TaskSnapshot
 from cronlog.time import to_ms
 from cronlog.vocabulary import RunTrigger
-from services.api import dead_letters, history, metrics, views
-from services.api.keys import job_runs_prefix, run_key
-from services.api.logs import LOGS_FORMAT
-from services.api.pruner import HistoryPruner
-from services.api.read_model import ReadModel
-from services.api.store import Store
+from services.api.readmodel import dead_letters, views
+from services.api.readmodel import retention as history
+from services.api.readmodel.keys import job_runs_prefix, run_key
+from services.api.readmodel.pruner import HistoryPruner
+from services.api.readmodel.reader import ReadModel
+from services.api.readmodel.store import Store
+from services.api.routes import metrics
+from services.api.routes.logs import LOGS_FORMAT
 from tests.unit.test_history_paging import URL, all_pages, fire_many
 from tests.unit.test_operate_api import dead_letter
 from tests.unit.test_read_model_projection import JOB, T0, command, feed, register
-from topology.retrying import FATAL_EXIT
+from topology.kafka.retrying import FATAL_EXIT
 
 HOUR = timedelta(hours=1)
 
@@ -178,8 +180,8 @@ def test_a_pruning_step_that_fails_ends_the_process_with_70(tmp_path: Path) -> N
         "import sys, time\n"
         "from datetime import timedelta\n"
         "from pathlib import Path\n"
-        "from services.api.pruner import HistoryPruner\n"
-        "from services.api.read_model import ReadModel\n"
+        "from services.api.readmodel.pruner import HistoryPruner\n"
+        "from services.api.readmodel.reader import ReadModel\n"
         "from services.api.settings import ApiSettings\n"
         "s = ApiSettings(api_state_dir=Path(sys.argv[1]))\n"
         "rm = ReadModel(s, s.state_path())\n"

@@ -2,7 +2,8 @@
 command re-using the key is refused (``idempotency_conflict``) with event_ids of its own.
 
 The rule of the IETF draft "The Idempotency-Key HTTP Header Field", which the HTTP API applies
-to requests (``services/api/idempotency.py``), here for commands produced straight onto Kafka.
+to requests (``services/api/access/idempotency.py``), here for commands produced straight onto
+Kafka.
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ from cronlog.job import MAX_APPLIED_MARKERS, JobState
 from cronlog.model import JobSpec, Schedule, ScheduleKind
 from cronlog.vocabulary import CommandKind, RejectReason
 from tests.unit.test_decide import JOB, T0, at, given, registered, when
-from topology.codec import Codec, decode_event, encode_command
-from topology.config import KafkaSettings
-from topology.due_index import DueIndex
-from topology.fold import BatchFolder, Record
-from topology.partitioning import partition_for
-from topology.state_codec import dump_state, load_state
-from topology.topics import Topics
+from topology.fold.due_index import DueIndex
+from topology.fold.folder import BatchFolder, Record
+from topology.kafka.config import KafkaSettings
+from topology.kafka.partitioning import partition_for
+from topology.kafka.topics import Topics
+from topology.wire.codec import Codec, decode_event, encode_command
+from topology.wire.state_codec import dump_state, load_state
 
 PAUSE_DIGEST = command_digest(cmd.PauseJob())
 

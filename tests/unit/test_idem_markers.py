@@ -19,13 +19,13 @@ from cronlog.job import MAX_APPLIED_MARKERS, MAX_RENEWAL_MARKERS, JobState
 from cronlog.limits import MAX_IDEM_KEY_CHARS
 from cronlog.model import JobSpec, Schedule, ScheduleKind
 from cronlog.vocabulary import JobStatus, RejectReason
-from topology.codec import Codec, decode_event, encode_command
-from topology.config import KafkaSettings
-from topology.due_index import DueIndex
-from topology.fold import MAX_RECORD_BYTES, BatchFolder, Record
-from topology.partitioning import partition_for
-from topology.state_codec import WORST_CHAR, dump_state, load_state
-from topology.topics import Topics
+from topology.fold.due_index import DueIndex
+from topology.fold.folder import MAX_RECORD_BYTES, BatchFolder, Record
+from topology.kafka.config import KafkaSettings
+from topology.kafka.partitioning import partition_for
+from topology.kafka.topics import Topics
+from topology.wire.codec import Codec, decode_event, encode_command
+from topology.wire.state_codec import WORST_CHAR, dump_state, load_state
 
 JOB = "wedge"
 N = 4

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from topology.config import KafkaSettings
+from topology.kafka.config import KafkaSettings
 
 
 def test_plaintext_is_the_default_and_adds_nothing_else() -> None:

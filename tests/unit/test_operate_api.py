@@ -12,9 +12,9 @@ from cronlog import events as ev
 from cronlog.ids import event_id, run_id_for_tick
 from cronlog.time import iso
 from cronlog.vocabulary import FailureKind, RunTrigger
-from services.api.projection import apply
-from services.api.read_model import ReadModel
-from services.api.store import Batch
+from services.api.readmodel.projection import apply
+from services.api.readmodel.reader import ReadModel
+from services.api.readmodel.store import Batch
 from tests.unit.test_backfill_api import JOB, T0, feed, register, run
 
 

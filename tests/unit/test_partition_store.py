@@ -1,4 +1,4 @@
-"""One partition's job table on disk (topology/partition_store.py): records, deadlines, ready
+"""One partition's job table on disk (topology/fold/partition_store.py): records, deadlines, ready
 keys and the changelog offset written together, read back, kept across a reopen, gone after a
 wipe; a store older than the ready index gets its ready keys once."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from rocksdict import Options, Rdict
 
-from topology.partition_store import PartitionStore
+from topology.fold.partition_store import PartitionStore
 
 
 @pytest.fixture

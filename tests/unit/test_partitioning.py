@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from topology.partitioning import murmur2, partition_for
+from topology.kafka.partitioning import murmur2, partition_for
 
 
 @pytest.mark.parametrize(

@@ -17,14 +17,14 @@ from cronlog.ids import run_id_for_trigger
 from cronlog.job import JobState
 from cronlog.model import JobSpec, Schedule, ScheduleKind
 from cronlog.vocabulary import CommandKind, RejectReason
-from topology import fold
-from topology.codec import Codec, decode_event, encode_command
-from topology.config import KafkaSettings
-from topology.due_index import DueIndex
-from topology.fold import BatchFolder, BatchResult, Record
-from topology.partitioning import partition_for
-from topology.state_codec import load_state
-from topology.topics import Topics
+from topology.fold import folder as fold
+from topology.fold.due_index import DueIndex
+from topology.fold.folder import BatchFolder, BatchResult, Record
+from topology.kafka.config import KafkaSettings
+from topology.kafka.partitioning import partition_for
+from topology.kafka.topics import Topics
+from topology.wire.codec import Codec, decode_event, encode_command
+from topology.wire.state_codec import load_state
 
 N = 4
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)

@@ -13,10 +13,10 @@ from cronlog.ids import event_id
 from cronlog.model import DstGapPolicy, DstOverlapPolicy, JobSpec, Schedule, ScheduleKind
 from cronlog.schedule import next_tick
 from cronlog.vocabulary import SkipReason
-from services.api import skips
-from services.api.projection import apply
-from services.api.read_model import ReadModel
-from services.api.store import Batch
+from services.api.readmodel import skips
+from services.api.readmodel.projection import apply
+from services.api.readmodel.reader import ReadModel
+from services.api.readmodel.store import Batch
 
 T0 = datetime(2024, 3, 1, 12, 0, 0, tzinfo=UTC)
 

@@ -14,7 +14,7 @@ from cronlog import commands as cmd
 from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskSpec
 from cronlog.priority import rank, task_priority
 from tests.unit.test_poll_dispatch import N, P, World, _fold, _granted, _record
-from topology.partitioning import partition_for
+from topology.kafka.partitioning import partition_for
 
 MANUAL = JobSpec(name="m", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
 IDS = (j for j in (f"job{i}" for i in range(100_000)) if partition_for(j, N) == P)

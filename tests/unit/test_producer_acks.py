@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from topology.config import KafkaSettings
+from topology.kafka.config import KafkaSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION_CODE = ("topology", "services", "cronlog")

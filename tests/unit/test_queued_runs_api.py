@@ -21,11 +21,11 @@ from cronlog.ids import event_id
 from cronlog.job import JobState
 from cronlog.model import JobSpec, Schedule, ScheduleKind
 from cronlog.time import iso
-from services.api.mapping import to_spec
-from services.api.projection import apply
-from services.api.read_model import ReadModel
-from services.api.schemas import JobIn
-from services.api.store import Batch
+from services.api.readmodel.projection import apply
+from services.api.readmodel.reader import ReadModel
+from services.api.readmodel.store import Batch
+from services.api.shapes.mapping import to_spec
+from services.api.shapes.requests import JobIn
 from services.cli.client import full_definition, load_job_file
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)

@@ -21,9 +21,10 @@ from cronlog.vocabulary import (
     RunTrigger,
     SkipReason,
 )
-from services.api import metrics, views
-from services.api.projection import apply
-from services.api.store import FORMAT, Batch, Store
+from services.api.readmodel import views
+from services.api.readmodel.projection import apply
+from services.api.readmodel.store import FORMAT, Batch, Store
+from services.api.routes import metrics
 from tests.unit.authed import authed
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)

@@ -23,25 +23,25 @@ from fastavro.schema import load_schema
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.model import JobSpec, Schedule, ScheduleKind
-from topology.codec import (
+from topology.fold.due_index import DueIndex
+from topology.fold.folder import BatchFolder, Record
+from topology.kafka.config import KafkaSettings
+from topology.kafka.partitioning import partition_for
+from topology.kafka.topics import Topics
+from topology.wire.codec import (
     SCHEMA_DIR,
     Codec,
     RegistryUnavailable,
     encode_command,
     schema_fingerprint,
 )
-from topology.config import KafkaSettings
-from topology.due_index import DueIndex
-from topology.fold import BatchFolder, Record
-from topology.partitioning import partition_for
-from topology.registry import (
+from topology.wire.registry import (
     codec_for,
     register_schemas,
     registered_schema,
     registry_client,
     subject_for,
 )
-from topology.topics import Topics
 
 SPEC = JobSpec(name="r", schedule=Schedule(kind=ScheduleKind.MANUAL), command=("true",))
 

@@ -17,11 +17,11 @@ from cronlog.vocabulary import CancelReason
 from services.cli.main import app as cli
 from services.cli.replay import ReplayError, prepare_state_dir
 from tests.unit.test_fold_adapter import EVERY_2S, T0, TOPICS, N, _fold, _log, _rec
-from topology.codec import Codec, decode_event
-from topology.config import KafkaSettings
-from topology.due_index import DueIndex
-from topology.fold import BatchFolder, Record
-from topology.replay import (
+from topology.fold.due_index import DueIndex
+from topology.fold.folder import BatchFolder, Record
+from topology.kafka.config import KafkaSettings
+from topology.kafka.topics import Topics
+from topology.snapshots.replay import (
     Replayer,
     compare_events,
     describe_difference,
@@ -29,8 +29,8 @@ from topology.replay import (
     latest_values,
     state_digest,
 )
-from topology.state_codec import dump_state, load_state
-from topology.topics import Topics
+from topology.wire.codec import Codec, decode_event
+from topology.wire.state_codec import dump_state, load_state
 
 
 def _replay(batch: int) -> tuple[Replayer, list[ev.RunEvent]]:

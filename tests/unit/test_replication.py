@@ -1,4 +1,4 @@
-"""The replication of cronlog's topics for a broker count (topology/replication.py)."""
+"""The replication of cronlog's topics for a broker count (topology/kafka/replication.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from topology.replication import replication_for
+from topology.kafka.replication import replication_for
 
 
 @pytest.mark.parametrize(

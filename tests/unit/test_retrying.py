@@ -1,4 +1,4 @@
-"""topology.retrying: which KafkaErrors are transient (real KafkaError objects), retries with
+"""topology.kafka.retrying: which KafkaErrors are transient (real KafkaError objects), retries with
 backoff and a deadline, one log line per episode, and ``fatal`` ending the process."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from cronlog.errors import CronlogError
-from topology.retrying import (
+from topology.kafka.retrying import (
     FATAL_EXIT,
     Liveness,
     Stopped,
@@ -23,9 +23,7 @@ from topology.retrying import (
     is_transient,
     transient,
 )
-from topology.retrying import (
-    log as retry_log,
-)
+from topology.kafka.retrying import log as retry_log
 
 TRANSIENT = [
     KafkaError.NOT_LEADER_FOR_PARTITION,
@@ -209,7 +207,7 @@ def test_stalled_after_no_beat() -> None:
 def test_a_thread_that_raises_ends_its_process_with_70_and_a_clear_last_line() -> None:
     code = (
         "import logging, time\n"
-        "from topology.retrying import start_thread\n"
+        "from topology.kafka.retrying import start_thread\n"
         "logging.basicConfig(level=logging.INFO)\n"
         "def boom():\n"
         "    raise RuntimeError('the consumer is gone')\n"

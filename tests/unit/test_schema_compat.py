@@ -32,8 +32,8 @@ from avro.compatibility import (
 )
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
-from topology.codec import SCHEMA_DIR
-from topology.registry import registered_schema
+from topology.wire.codec import SCHEMA_DIR
+from topology.wire.registry import registered_schema
 
 HISTORY = SCHEMA_DIR / "history"
 SNAPSHOTS = sorted(p for p in HISTORY.iterdir() if p.is_dir())

@@ -7,9 +7,17 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from topology.config import KafkaSettings
-from topology.retention import RetentionDrift
-from topology.snapshot_wire import (
+from topology.kafka.config import KafkaSettings
+from topology.kafka.retention import RetentionDrift
+from topology.kafka.topics import (
+    DAY_MS,
+    SNAPSHOT_MARGIN_MS,
+    Topics,
+    snapshot_retention_ms,
+    topic_specs,
+)
+from topology.snapshots.snapshot import Entry, PartitionSnapshot, SnapshotError, newest
+from topology.snapshots.wire import (
     CHUNK_BYTES,
     assemble,
     decode_manifest,
@@ -18,13 +26,6 @@ from topology.snapshot_wire import (
     make_manifest,
     snapshot_id,
 )
-from topology.snapshots import (
-    Entry,
-    PartitionSnapshot,
-    SnapshotError,
-    newest,
-)
-from topology.topics import DAY_MS, SNAPSHOT_MARGIN_MS, Topics, snapshot_retention_ms, topic_specs
 
 
 def _parts(jobs: int = 3, size: int = 10) -> list[PartitionSnapshot]:
@@ -117,8 +118,8 @@ def test_only_a_retention_that_keeps_less_is_held_back() -> None:
 
 def test_a_forged_manifest_with_a_huge_chunk_count_is_a_snapshot_error_not_a_memory_error() -> None:
     """Adversarial run: a manifest is data on a topic; its count must not size an allocation."""
-    from topology.snapshot_wire import assemble, decode_manifest, encode_manifest
-    from topology.snapshots import Manifest, SnapshotError
+    from topology.snapshots.snapshot import Manifest, SnapshotError
+    from topology.snapshots.wire import assemble, decode_manifest, encode_manifest
 
     forged = decode_manifest(
         encode_manifest(Manifest("1-aaaaaaaaaaaa", None, 1, 1, 2**31 - 1, "0" * 64, 0, 0, ()))

@@ -1,4 +1,4 @@
-"""The fold's cache of committed job states (topology/state_cache.py): least recently used
+"""The fold's cache of committed job states (topology/fold/state_cache.py): least recently used
 out past its capacity, a partition's entries dropped on assignment and revoke, a deleted job
 forgotten, and a job met on another partition is a miss."""
 
@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from cronlog.job import JobState
 from cronlog.model import JobSpec, Schedule, ScheduleKind
 from cronlog.vocabulary import JobStatus
-from topology.state_cache import StateCache
+from topology.fold.state_cache import StateCache
 
 SPEC = JobSpec(name="m", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
 AT = datetime(2026, 3, 1, tzinfo=UTC)

@@ -12,9 +12,9 @@ import pytest
 from cronlog import events as ev
 from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskSpec, TriggerRule
 from cronlog.vocabulary import CancelReason, FailureKind, RunTrigger
-from services.api import views
-from services.api.answers import RunOut
-from services.api.store import Store
+from services.api.readmodel import views
+from services.api.readmodel.store import Store
+from services.api.shapes.responses import RunOut
 from tests.unit.test_read_model_projection import command, feed
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)

@@ -25,8 +25,8 @@ from cronlog.model import (
 )
 from cronlog.validation import validate_spec
 from cronlog.vocabulary import FailureKind
-from services.api.mapping import spec_to_json, to_spec
-from services.api.schemas import JobDefinition
+from services.api.shapes.mapping import spec_to_json, to_spec
+from services.api.shapes.requests import JobDefinition
 from services.worker.kinds import HttpExecution, PythonPool, execution_for
 from services.worker.reach import AddressPolicy, Reach
 

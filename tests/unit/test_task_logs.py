@@ -18,16 +18,16 @@ from cronlog.ids import event_id
 from cronlog.model import HttpTask, JobSpec, Schedule, ScheduleKind, TaskKind
 from cronlog.vocabulary import RunTrigger
 from services.api.app import create_app
-from services.api.logs import LogModel, put_chunk
-from services.api.projection import apply
-from services.api.read_model import ReadModel
-from services.api.store import Batch
+from services.api.readmodel.projection import apply
+from services.api.readmodel.reader import ReadModel
+from services.api.readmodel.store import Batch
+from services.api.routes.logs import LogModel, put_chunk
 from services.worker.kinds import PythonPool, execution_for
 from services.worker.logsink import AttemptRef, LogSink
 from services.worker.reach import AddressPolicy, Reach
 from tests.unit.authed import authed
-from topology.codec import DecodeError, encode_event
-from topology.logs import CHUNK_BYTES, LogChunk, decode_chunk
+from topology.wire.codec import DecodeError, encode_event
+from topology.wire.log_chunks import CHUNK_BYTES, LogChunk, decode_chunk
 
 REF = AttemptRef("job", "r1", "main", 1, 1, "w1")
 KIB = 1024

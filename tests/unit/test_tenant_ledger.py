@@ -27,14 +27,14 @@ from cronlog.ledger import FLEET, LEDGER_KEY, Grant, LedgerState, decide_ledger
 from cronlog.model import JobSpec, Schedule, ScheduleKind
 from cronlog.time import to_ms
 from tests.unit.test_poll_dispatch import _succeeded as succeeded
-from topology import fold
-from topology.codec import Codec, decode_event, encode_command
-from topology.config import KafkaSettings
-from topology.due_index import DueIndex
-from topology.fold import BatchFolder, BatchResult, Record
-from topology.partitioning import partition_for
-from topology.state_codec import dump_state, load_ledger, load_state
-from topology.topics import Topics
+from topology.fold import folder as fold
+from topology.fold.due_index import DueIndex
+from topology.fold.folder import BatchFolder, BatchResult, Record
+from topology.kafka.config import KafkaSettings
+from topology.kafka.partitioning import partition_for
+from topology.kafka.topics import Topics
+from topology.wire.codec import Codec, decode_event, encode_command
+from topology.wire.state_codec import dump_state, load_ledger, load_state
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 

@@ -1,4 +1,4 @@
-"""Tick slices (topology/fold.py): a Tick decides at most ``tick_slice`` due jobs and appends a
+"""Tick slices (topology.fold.folder): a Tick decides at most ``tick_slice`` due jobs and appends a
 continuation Tick to its partition for the rest, as the runtime commits it; replaying the log
 (continuations included) gives the same events and state, and those equal an unbounded fold's.
 
@@ -20,13 +20,13 @@ from cronlog import events as ev
 from cronlog.ids import continuation_idem_key
 from cronlog.model import JobSpec, Schedule, ScheduleKind
 from cronlog.vocabulary import CommandKind, RejectReason
-from topology import fold as fold_module
-from topology.codec import Codec, decode_command, decode_event, encode_command
-from topology.config import KafkaSettings
-from topology.due_index import DueIndex
-from topology.fold import BatchFolder, Outgoing, Record
-from topology.partitioning import partition_for
-from topology.topics import Topics
+from topology.fold import folder as fold_module
+from topology.fold.due_index import DueIndex
+from topology.fold.folder import BatchFolder, Outgoing, Record
+from topology.kafka.config import KafkaSettings
+from topology.kafka.partitioning import partition_for
+from topology.kafka.topics import Topics
+from topology.wire.codec import Codec, decode_command, decode_event, encode_command
 
 N = 4
 P = 1

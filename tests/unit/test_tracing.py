@@ -23,13 +23,13 @@ from cronlog.model import JobSpec, Schedule, ScheduleKind
 from services import tracing
 from services.worker import spans as worker_spans
 from services.worker.execute import ProcessExecution
-from topology.codec import Codec, encode_command
-from topology.config import KafkaSettings
-from topology.due_index import DueIndex
-from topology.fold import BatchFolder, BatchResult, Record
-from topology.partitioning import partition_for
-from topology.spans import batch_attributes, batch_span, sdk_tracer
-from topology.topics import Topics
+from topology.fold.due_index import DueIndex
+from topology.fold.folder import BatchFolder, BatchResult, Record
+from topology.fold.spans import batch_attributes, batch_span, sdk_tracer
+from topology.kafka.config import KafkaSettings
+from topology.kafka.partitioning import partition_for
+from topology.kafka.topics import Topics
+from topology.wire.codec import Codec, encode_command
 
 N = 4
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)

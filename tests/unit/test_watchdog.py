@@ -1,11 +1,11 @@
 """The watchdog ends the process when a guarded call outlives its timeout plus the grace, and
-only then (topology/watchdog.py; the librdkafka call it exists for ignores its timeout)."""
+only then (topology/kafka/watchdog.py; the librdkafka call it exists for ignores its timeout)."""
 
 from __future__ import annotations
 
 import threading
 
-from topology.watchdog import Watchdog
+from topology.kafka.watchdog import Watchdog
 
 
 def _recorder() -> tuple[list[tuple[str, str]], threading.Event, Watchdog]:

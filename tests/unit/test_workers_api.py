@@ -20,15 +20,15 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from services.api.app import create_app
+from services.api.routes.workers import WorkerDirectory
 from services.api.settings import ApiSettings
-from services.api.workers import WorkerDirectory
 from services.cli import main
 from services.worker.heartbeat import Heartbeat
 from services.worker.settings import WorkerSettings
 from tests.unit.authed import authed, token
 from tests.unit.test_api_body_limit import free_port
-from topology.codec import encode_heartbeat
-from topology.heartbeats import HeldLease, WorkerHeartbeat
+from topology.wire.codec import encode_heartbeat
+from topology.wire.heartbeats import HeldLease, WorkerHeartbeat
 
 T0 = datetime(2026, 6, 1, 9, 0, tzinfo=UTC)
 TTL = timedelta(seconds=6)

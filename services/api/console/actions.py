@@ -18,11 +18,11 @@ from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import RedirectResponse
 
-from services.api import operate, writes
-from services.api.auth import Principal, Unauthenticated
+from services.api.access.auth import Principal, Unauthenticated
 from services.api.console.pages import error, templates
 from services.api.console.session import COOKIE, Operator, form, same_origin
-from services.api.schemas import JobPatch
+from services.api.routes import operate, writes
+from services.api.shapes.requests import JobPatch
 
 router = APIRouter(include_in_schema=False)
 

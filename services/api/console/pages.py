@@ -15,13 +15,13 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.templating import Jinja2Templates
 
-from services.api import logs, operate, workers
-from services.api.auth import Principal, Role
+from services.api.access.auth import Principal, Role
+from services.api.access.scope import visible_job, visible_run
 from services.api.console import graph
 from services.api.console.session import PageCaller
-from services.api.projection import TERMINAL_RUN_STATES
-from services.api.read_model import ReadModel
-from services.api.scope import visible_job, visible_run
+from services.api.readmodel.projection import TERMINAL_RUN_STATES
+from services.api.readmodel.reader import ReadModel
+from services.api.routes import logs, operate, workers
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")

@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from fastapi import Depends, HTTPException, Request
 
-from services.api.auth import Principal, Role, Unauthenticated
+from services.api.access.auth import Principal, Role, Unauthenticated
 
 COOKIE = "cronlog_console"
 """The cookie that holds the caller's token."""

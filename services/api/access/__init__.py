@@ -1,0 +1,1 @@
+"""Who may call what: authentication, tenant scoping, idempotency keys, protective headers."""

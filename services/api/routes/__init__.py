@@ -1,0 +1,1 @@
+"""The API's endpoints, one module per family of routes (each an ``APIRouter``)."""

@@ -1,0 +1,1 @@
+"""Kafka as a client sees it: settings, topic specs, bootstrap, partitioning, retries, readers."""

@@ -1,0 +1,1 @@
+"""Snapshots of the fold's state and the replay of the commands log (``cronlog replay``)."""

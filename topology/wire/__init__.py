@@ -1,0 +1,1 @@
+"""The wire format: Avro codec and mapping, limits, registry framing, the state codec, AsyncAPI."""
