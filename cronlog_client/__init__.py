@@ -8,7 +8,7 @@ delete, and claim/renew/complete/release for custom workers) with the contract's
 
 This subpackage is the one part of ``cronlog`` that does I/O: it talks to Kafka through
 confluent-kafka and encodes through ``topology``. No core module imports it
-(``tests/unit/test_core_purity.py`` checks both rules), so the core stays pure and a service
+(``tests/unit/test_rings.py`` checks both rules), so the core stays pure and a service
 that imports only the core pulls in no Kafka client.
 """
 

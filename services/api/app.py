@@ -25,14 +25,15 @@ from services.api import console
 from services.api.access.auth import Authenticator, Caller, principal
 from services.api.access.headers import SecurityHeaders
 from services.api.access.scope import visible_job, visible_run
-from services.api.readmodel import listings, paging
+from services.api.readmodel import listings, metrics_live, paging
 from services.api.readmodel import retention as history
 from services.api.readmodel.paging import LIMIT_DOC, MAX_PAGE, Cursor
 from services.api.readmodel.pruner import HistoryPruner
 from services.api.readmodel.reader import ReadModel
 from services.api.routes import backfill as backfill_api
-from services.api.routes import logs, metrics, metrics_live, operate, tenants, workers, writes
-from services.api.sender import CommandSender
+from services.api.routes import logs, operate, tenants, workers, writes
+from services.api.routes import metrics as metrics_route
+from services.api.routes.sender import CommandSender
 from services.api.settings import ApiSettings
 from services.api.shapes.requests import Instant
 from services.api.shapes.responses import (
@@ -390,7 +391,7 @@ def create_app(
     app.include_router(workers.router)
     app.include_router(tenants.router)
     app.include_router(health)
-    app.include_router(metrics.router)
+    app.include_router(metrics_route.router)
     app.include_router(console.router)
     app.add_middleware(SecurityHeaders)
     return app

@@ -35,12 +35,12 @@ from cronlog.vocabulary import (
     SuspendReason,
     UnsuspendReason,
 )
+from services.api.readmodel import metrics, metrics_live
 from services.api.readmodel.live_runs import durations, live_runs
+from services.api.readmodel.metrics import OTHER, JobLabels
+from services.api.readmodel.metrics_live import LiveCollector, p99
 from services.api.readmodel.projection import apply
 from services.api.readmodel.store import Batch, Store
-from services.api.routes import metrics, metrics_live
-from services.api.routes.metrics import OTHER, JobLabels
-from services.api.routes.metrics_live import LiveCollector, p99
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 SPEC = JobSpec("m", Schedule(ScheduleKind.CRON, "*/10 * * * * *"), ("true",))

@@ -14,13 +14,12 @@ from cronlog import events as ev
 from cronlog.commands import TaskSnapshot
 from cronlog.time import to_ms
 from cronlog.vocabulary import RunTrigger
-from services.api.readmodel import dead_letters, views
+from services.api.readmodel import dead_letters, metrics, views
 from services.api.readmodel import retention as history
 from services.api.readmodel.keys import job_runs_prefix, run_key
 from services.api.readmodel.pruner import HistoryPruner
 from services.api.readmodel.reader import ReadModel
 from services.api.readmodel.store import Store
-from services.api.routes import metrics
 from services.api.routes.logs import LOGS_FORMAT
 from tests.unit.test_history_paging import URL, all_pages, fire_many
 from tests.unit.test_operate_api import dead_letter

@@ -21,10 +21,10 @@ from cronlog.vocabulary import (
     RunTrigger,
     SkipReason,
 )
-from services.api.readmodel import views
+from services.api.readmodel import metrics, views
 from services.api.readmodel.projection import apply
 from services.api.readmodel.store import FORMAT, Batch, Store
-from services.api.routes import metrics
+from services.api.routes import metrics as metrics_route
 from tests.unit.authed import authed
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -642,7 +642,7 @@ def test_skipped_ticks_are_counted_once_for_prometheus(store: Store) -> None:
     assert feed(store, *skipped, *skipped) == [True, False]  # a re-delivery is not counted
     assert sample() == before + 1
     app = FastAPI()
-    app.include_router(metrics.router)
+    app.include_router(metrics_route.router)
     assert authed(app, "default", "admin").get("/metrics").status_code == 403  # a tenant
     assert TestClient(app).get("/metrics").status_code == 401
     answer = authed(app, "*", "viewer").get("/metrics")

@@ -31,9 +31,9 @@ from typing import Any
 
 from cronlog import events as ev
 from cronlog.time import to_ms
+from services.api.readmodel import metrics
 from services.api.readmodel.store import Batch, Store
 from services.api.readmodel.task_instances import TERMINAL_TASK_STATES
-from services.api.routes import metrics
 
 DURATIONS_KEPT = 50
 """Successful run durations kept per job (the overrun ratio's p99 is over these)."""

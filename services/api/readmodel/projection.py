@@ -21,12 +21,11 @@ from typing import Any
 from cronlog import events as ev
 from cronlog.time import iso, to_ms
 from cronlog.vocabulary import RejectReason, RunTrigger
-from services.api.readmodel import dead_letters, live_runs, run_doc, skips, task_instances
+from services.api.readmodel import dead_letters, live_runs, metrics, run_doc, skips, task_instances
 from services.api.readmodel import retention as history
 from services.api.readmodel.event_json import dump_run_event
 from services.api.readmodel.keys import job_key, run_key, tick_runs_prefix
 from services.api.readmodel.store import Batch
-from services.api.routes import metrics
 from services.api.shapes.mapping import spec_to_json
 
 TERMINAL_RUN_STATES = frozenset({"succeeded", "failed", "cancelled"})

@@ -14,10 +14,10 @@ import threading
 from collections.abc import Callable
 from datetime import timedelta
 
+from services.api.readmodel import metrics
 from services.api.readmodel import retention as history
 from services.api.readmodel.reader import ReadModel
 from services.api.readmodel.store import Store
-from services.api.routes import metrics
 from topology.kafka.retrying import start_thread
 
 log = logging.getLogger("cronlog.api.history")

@@ -41,7 +41,7 @@ from services.api.access.auth import PLATFORM, Caller, Principal, Role, principa
 from services.api.access.scope import visible_job
 from services.api.readmodel.projection import is_conflict
 from services.api.readmodel.reader import ReadModel
-from services.api.sender import CommandNotSent, CommandSender
+from services.api.routes.sender import CommandNotSent, CommandSender
 from services.api.shapes.mapping import merge_patch, spec_to_json, to_spec
 from services.api.shapes.record_budget import RecordTooLarge, check_record_budget
 from services.api.shapes.requests import (

@@ -26,10 +26,9 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from cronlog.vocabulary import QueueReason
-from services.api.readmodel import live_runs
+from services.api.readmodel import live_runs, metrics
+from services.api.readmodel.metrics import JobLabels
 from services.api.readmodel.store import Store
-from services.api.routes import metrics
-from services.api.routes.metrics import JobLabels
 
 OVERRUN_FACTOR = 2.0
 """A running run whose elapsed / p99 exceeds this is overrunning (``cronlog_runs_overrunning``)."""
