@@ -6,10 +6,10 @@ delete, and claim/renew/complete/release for custom workers) with the contract's
 ``EventStream`` reads ``cronlog.run-events`` (``read_committed``, deduplicated by
 ``event_id``) and waits for a run's outcome.
 
-This subpackage is the one part of ``cronlog`` that does I/O: it talks to Kafka through
-confluent-kafka and encodes through ``topology``. No core module imports it
-(``tests/unit/test_rings.py`` checks both rules), so the core stays pure and a service
-that imports only the core pulls in no Kafka client.
+A package of its own beside the core ``cronlog``, because it does I/O: it talks to Kafka
+through confluent-kafka and encodes through ``topology``. No core module imports it and it
+imports no service (``tests/unit/test_rings.py``), so the core stays pure and a service that
+imports only the core pulls in no Kafka client.
 """
 
 from __future__ import annotations

@@ -1,1 +1,4 @@
-"""Who may call what: authentication, tenant scoping, idempotency keys, protective headers."""
+"""Who may call what: authentication, tenant scoping, idempotency keys, protective headers.
+
+Also the configuration files the API re-reads when they change (tokens, tenants).
+"""
