@@ -18,9 +18,8 @@ from services.api.readmodel import paging
 from services.api.readmodel.reader import ReadModel
 from services.api.routes import operate
 from tests.unit.authed import authed
-from tests.unit.test_api_auth import register_for
-from tests.unit.test_backfill_api import T0 as DL_T0
-from tests.unit.test_operate_api import dead_letter
+from tests.unit.rm_feed import T0 as DL_T0
+from tests.unit.rm_feed import dead_letter, register_for
 from tests.unit.test_read_model_projection import JOB, SPEC, T0, command, feed, fire, register
 
 URL = f"/api/v1/jobs/{JOB}/runs"
