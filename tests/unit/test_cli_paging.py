@@ -16,8 +16,7 @@ from services.cli import client as client_module
 from services.cli import main, runs_cmd
 from services.cli.client import ApiClient
 from tests.unit.rm_feed import dead_letter, register_for
-from tests.unit.test_history_paging import fire_many
-from tests.unit.test_read_model_projection import JOB, register
+from tests.unit.store_feed import JOB, fire_many, register
 
 runner = CliRunner()
 
