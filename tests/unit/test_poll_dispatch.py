@@ -16,7 +16,7 @@ from cronlog import events as ev
 from cronlog.ids import run_id_for_trigger
 from cronlog.model import JobSpec, Schedule, ScheduleKind
 from cronlog.vocabulary import CommandKind, RejectReason
-from tests.unit.poll_world import (
+from tests.unit.fold_world import (
     TOPICS,
     N,
     P,

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from cronlog import commands as cmd
 from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskSpec
 from cronlog.priority import rank, task_priority
-from tests.unit.poll_world import N, P, World, fold_batch, granted_runs, record_of
+from tests.unit.fold_world import N, P, World, fold_batch, granted_runs, record_of
 from topology.kafka.partitioning import partition_for
 
 MANUAL = JobSpec(name="m", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))

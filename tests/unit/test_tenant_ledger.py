@@ -26,7 +26,7 @@ from cronlog.errors import CronlogError
 from cronlog.ledger import FLEET, LEDGER_KEY, Grant, LedgerState, decide_ledger
 from cronlog.model import JobSpec, Schedule, ScheduleKind
 from cronlog.time import to_ms
-from tests.unit.poll_world import completed
+from tests.unit.fold_world import completed
 from topology.fold import folder as fold
 from topology.fold.due_index import DueIndex
 from topology.fold.folder import BatchFolder, BatchResult, Record
