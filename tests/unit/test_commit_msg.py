@@ -58,6 +58,20 @@ def no_body(files: int, lines: int) -> str:
         ("Merge branch 'x'", None, []),
         ("Merge branch 'x'\nsecond line", None, [NO_BLANK]),
     ],
+    ids=[
+        "72 chars",
+        "72 chars and a newline",
+        "73 chars",
+        "72 chars and a body",
+        "73 chars and a body",
+        "no blank line",
+        "73 chars, no blank line",
+        "empty",
+        "2 files without a body",
+        "21 lines without a body",
+        "a merge without a body",
+        "a merge without a blank line",
+    ],
 )
 def test_the_rules(message: str, size: object, expected: list[str]) -> None:
     assert commit_msg.problems(message, size) == expected
@@ -85,6 +99,8 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "GIT_COMMITTER_EMAIL": "t@example.invalid",
     }.items():
         monkeypatch.setenv(name, value)
+    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):  # set when run from a hook
+        monkeypatch.delenv(name, raising=False)
     git("init", "-q", "-b", "main")
     return tmp_path
 
