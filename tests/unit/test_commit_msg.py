@@ -119,6 +119,7 @@ def commit(message: str, **files: str) -> str:
 
 
 def run(*args: str) -> tuple[int, str, str]:
+    """Run ops/commit-msg with ``args``; return its exit status, stdout and stderr."""
     done = subprocess.run([str(SCRIPT), *args], capture_output=True, text=True)
     return done.returncode, done.stdout, done.stderr
 
@@ -164,8 +165,8 @@ def test_a_shallow_clone_says_the_base_is_missing_and_checks_the_last_commit_onl
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     base = commit("Base", a="1\n")
-    commit(f"{S73}\n\nAn old habit, not the last commit.", a="2\n")
-    commit("Small change", a="3\n")
+    commit(f"{S73}\n\nAn old habit, not the last commit.", b="b\n", c="c\n")
+    commit("Small change", a="3\n")  # the clone's root: its diff against nothing is 3 files
     git("clone", "-q", "--depth", "1", f"file://{repo}", "shallow")
     monkeypatch.chdir(repo / "shallow")
     status, out, _ = run("--since", base)
@@ -188,3 +189,10 @@ def test_a_base_that_is_not_an_ancestor_of_head_checks_the_last_commit_only(repo
     status, out, _ = run("--since", elsewhere)
     assert status == 0
     assert f"{elsewhere} is not an ancestor of HEAD: checking HEAD only" in out
+
+
+def test_outside_a_repository_it_cannot_check_and_ends_70(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-message"
+    status, _, err = run(str(missing))
+    assert status == 70
+    assert err.startswith("[commit-msg] cannot check: ")
