@@ -1,4 +1,5 @@
-"""Small builders shared by the integration tests."""
+"""Small builders and probes shared by the integration tests: waiting, ports, topics, a started
+API, its ``/metrics`` scrape, job specs."""
 
 from __future__ import annotations
 
@@ -6,10 +7,11 @@ import socket
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from prometheus_client.parser import text_string_to_metric_families
 
 from cronlog.model import CatchupPolicy, JobSpec, RetryPolicy, Schedule, ScheduleKind
 from tests.integration.harness import Cluster
@@ -122,3 +124,42 @@ def whole_seconds(start: datetime, end: datetime, step: int = 1) -> list[datetim
             out.append(t)
         t += timedelta(seconds=1)
     return out
+
+
+Samples = dict[str, dict[tuple[tuple[str, str], ...], float]]
+"""A ``/metrics`` scrape: sample name -> its sorted label pairs -> value."""
+
+
+def platform(cluster: Cluster, api: httpx.Client) -> httpx.Client:
+    """A client of ``api``'s API with a platform token (``/metrics`` names every tenant's jobs:
+    a tenant's token gets 403)."""
+    client = httpx.Client(
+        base_url=str(api.base_url),
+        timeout=30,
+        headers={"Authorization": f"Bearer {cluster.token('*', 'viewer')}"},
+    )
+    cluster.clients.append(client)  # closed with the cluster
+    return client
+
+
+def scrape(api: httpx.Client) -> Samples:
+    """Every sample of the API's ``/metrics`` (``api`` with a platform token): name -> sorted
+    label pairs -> value."""
+    answer = api.get("/metrics")
+    assert answer.status_code == 200, answer.text
+    out: Samples = {}
+    for family in text_string_to_metric_families(answer.text):
+        for sample in family.samples:
+            out.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
+    return out
+
+
+def sample(samples: Samples, name: str, **labels: str) -> float:
+    """The value of ``name`` with exactly ``labels`` in ``samples``; 0.0 when absent."""
+    return samples.get(name, {}).get(tuple(sorted(labels.items())), 0.0)
+
+
+def register(api: httpx.Client, body: dict[str, Any]) -> None:
+    """Register the job ``body`` (``POST /api/v1/jobs``), asserting it is created (201)."""
+    answer = api.post("/api/v1/jobs", json=body)
+    assert answer.status_code == 201, answer.text

@@ -15,44 +15,22 @@ from typing import Any
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.vocabulary import RunTrigger, SkipReason
 from tests.integration.harness import Cluster, EventLog
-from tests.integration.helpers import start_api, wait_for
+from tests.integration.helpers import (
+    Samples,
+    platform,
+    register,
+    sample,
+    scrape,
+    start_api,
+    wait_for,
+)
 
 pytestmark = pytest.mark.broker
-Samples = dict[str, dict[tuple[tuple[str, str], ...], float]]
-
-
-def platform(cluster: Cluster, api: httpx.Client) -> httpx.Client:
-    """A client of ``api``'s API with a platform token (``/metrics`` names every tenant's jobs:
-    a tenant's token gets 403)."""
-    client = httpx.Client(
-        base_url=str(api.base_url),
-        timeout=30,
-        headers={"Authorization": f"Bearer {cluster.token('*', 'viewer')}"},
-    )
-    cluster.clients.append(client)  # closed with the cluster
-    return client
-
-
-def scrape(api: httpx.Client) -> Samples:
-    """Every sample of the API's ``/metrics`` (``api`` with a platform token): name -> sorted
-    label pairs -> value."""
-    answer = api.get("/metrics")
-    assert answer.status_code == 200, answer.text
-    out: Samples = {}
-    for family in text_string_to_metric_families(answer.text):
-        for sample in family.samples:
-            out.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
-    return out
-
-
-def sample(samples: Samples, name: str, **labels: str) -> float:
-    return samples.get(name, {}).get(tuple(sorted(labels.items())), 0.0)
 
 
 def total(samples: Samples, name: str) -> float:
@@ -70,11 +48,6 @@ def settles(
         return samples if check(samples, events) else None
 
     return wait_for(probe, 30, what, every=0.5)
-
-
-def register(api: httpx.Client, body: dict[str, Any]) -> None:
-    answer = api.post("/api/v1/jobs", json=body)
-    assert answer.status_code == 201, answer.text
 
 
 def every_2s(job_id: str, catchup: str, tags: list[str]) -> dict[str, Any]:

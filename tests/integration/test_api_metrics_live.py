@@ -15,8 +15,15 @@ import httpx
 import pytest
 
 from tests.integration.harness import Cluster
-from tests.integration.helpers import start_api, wait_for
-from tests.integration.test_api_metrics import Samples, platform, register, sample, scrape
+from tests.integration.helpers import (
+    Samples,
+    platform,
+    register,
+    sample,
+    scrape,
+    start_api,
+    wait_for,
+)
 
 pytestmark = pytest.mark.broker
 STALL_S = 3

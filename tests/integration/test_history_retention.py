@@ -12,8 +12,7 @@ import httpx
 import pytest
 
 from tests.integration.harness import Cluster
-from tests.integration.helpers import start_api, wait_for
-from tests.integration.test_api_metrics import platform, sample, scrape
+from tests.integration.helpers import platform, sample, scrape, start_api, wait_for
 
 pytestmark = pytest.mark.broker
 WINDOW_S = 4

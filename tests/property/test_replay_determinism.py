@@ -18,7 +18,7 @@ from cronlog import commands as cmd
 from cronlog.job import JobState
 from cronlog.model import JobSpec
 from cronlog.time import to_ms
-from tests.property.test_invariants import (
+from tests.property.sequences import (
     COMMON,
     EXAMPLES,
     JOB,

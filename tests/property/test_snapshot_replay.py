@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.property.test_invariants import COMMON, EXAMPLES
+from tests.property.sequences import COMMON, EXAMPLES
 from tests.replay.golden import LOGS, Log, read_log
 from topology.fold.folder import Record
 from topology.kafka.config import KafkaSettings

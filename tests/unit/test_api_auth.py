@@ -22,21 +22,14 @@ from fastapi.testclient import TestClient
 
 from cronlog import events as ev
 from cronlog.errors import CronlogError
-from cronlog.model import JobSpec
 from services.api.access.auth import Authenticator, Role, Unauthenticated, add_token, load_tokens
 from services.api.app import create_app
 from services.api.readmodel.reader import ReadModel
 from tests.unit.authed import TOKENS, authed, token
-from tests.unit.test_backfill_api import HOURLY, feed
-from tests.unit.test_operate_api import dead_letter
+from tests.unit.rm_feed import dead_letter, feed, register_for
 
 A_JOB = "a-job"
 MANUAL = {"name": "x", "command": ["true"], "schedule": {"type": "manual"}}
-
-
-def register_for(rm: ReadModel, tenant: str, job_id: str) -> None:
-    spec = JobSpec("j", HOURLY, ("true",), tenant=tenant)
-    feed(rm, f"reg-{job_id}", ev.JobRegistered(spec=spec, next_fire_at=None), job_id=job_id)
 
 
 @pytest.fixture

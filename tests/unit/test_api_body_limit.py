@@ -19,15 +19,10 @@ from fastapi.testclient import TestClient
 
 from services.api.app import create_app
 from services.api.settings import ApiSettings
+from tests.integration.helpers import free_port
 from tests.unit.authed import authed
 
 LIMIT = 4096
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

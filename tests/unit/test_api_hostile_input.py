@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from services.api.readmodel.reader import ReadModel
 from services.api.shapes.requests import MAX_DURATION_S
-from tests.unit.test_backfill_api import JOB, register
+from tests.unit.rm_feed import JOB, register
 
 YEAR_1 = "0001-01-01T00:00:00+00:00"
 YEAR_9999 = "9999-12-31T23:59:59-23:59"

@@ -19,7 +19,7 @@ from cronlog.vocabulary import RejectReason
 from services.api.readmodel.projection import apply, is_conflict
 from services.api.readmodel.reader import ReadModel
 from services.api.readmodel.store import Batch
-from tests.unit.test_queued_runs_api import JOB, T0, Fold
+from tests.unit.projected_fold import JOB, T0, Fold
 
 KEY = "shared-key"
 

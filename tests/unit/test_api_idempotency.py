@@ -16,7 +16,7 @@ from httpx import Response
 from services.api.app import create_app
 from services.api.readmodel.reader import ReadModel
 from tests.unit.authed import authed
-from tests.unit.test_backfill_api import JOB, register
+from tests.unit.rm_feed import JOB, register
 
 KEY = {"Idempotency-Key": "K1"}
 

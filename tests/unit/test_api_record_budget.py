@@ -32,7 +32,7 @@ from services.api.shapes.record_budget import (
     worst_case_state,
 )
 from services.api.shapes.requests import JobIn
-from tests.unit.test_backfill_api import JOB, register
+from tests.unit.rm_feed import JOB, register
 from topology.fold.folder import MAX_RECORD_BYTES
 from topology.wire.state_codec import WORST_CHAR, dump_state
 

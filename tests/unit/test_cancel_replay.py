@@ -12,7 +12,7 @@ from cronlog import events as ev
 from cronlog.ids import run_id_for_replay
 from cronlog.model import OverlapPolicy
 from cronlog.vocabulary import CancelReason, FailureKind, RejectReason, RunTrigger, TaskState
-from tests.unit.test_decide import (
+from tests.builders import (
     CLAIMED,
     DAG,
     FINISHED,

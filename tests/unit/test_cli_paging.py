@@ -15,10 +15,8 @@ from services.api.readmodel.reader import ReadModel
 from services.cli import client as client_module
 from services.cli import main, runs_cmd
 from services.cli.client import ApiClient
-from tests.unit.test_api_auth import register_for
-from tests.unit.test_history_paging import fire_many
-from tests.unit.test_operate_api import dead_letter
-from tests.unit.test_read_model_projection import JOB, register
+from tests.unit.rm_feed import dead_letter, register_for
+from tests.unit.store_feed import JOB, fire_many, register
 
 runner = CliRunner()
 

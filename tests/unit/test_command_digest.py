@@ -16,7 +16,7 @@ import pytest
 from cronlog import commands as cmd
 from cronlog.ids import command_digest
 from cronlog.model import JobSpec, RetryPolicy, Schedule, ScheduleKind
-from tests.unit.test_decide import JOB, SPEC, T0
+from tests.builders import JOB, SPEC, T0
 from topology.wire.codec import decode_command, encode_command
 
 PAUSE_DIGEST = command_digest(cmd.PauseJob())

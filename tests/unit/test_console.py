@@ -31,8 +31,7 @@ from services.api.console.session import COOKIE
 from services.api.readmodel.reader import ReadModel
 from services.api.settings import ApiSettings
 from tests.unit.authed import TOKENS, token
-from tests.unit.test_api_auth import register_for
-from tests.unit.test_backfill_api import HOURLY, T0, feed
+from tests.unit.rm_feed import HOURLY, T0, feed, register_for
 
 ORIGIN = {"Origin": "http://testserver"}
 A_JOB, B_JOB = "a-job", "b-job"

@@ -16,7 +16,7 @@ from cronlog.job import JobState
 from cronlog.model import JobSpec, RetryPolicy, TaskSpec, TriggerRule
 from cronlog.validation import validate_spec
 from cronlog.vocabulary import CancelReason, FailureKind, RejectReason, RunTrigger, TaskState
-from tests.unit.test_decide import (
+from tests.builders import (
     FINISHED,
     JOB,
     RUN,

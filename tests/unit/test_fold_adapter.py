@@ -3,86 +3,26 @@ become dead letters, and a replay from an empty store reproduces state and event
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.ids import run_id_for_tick
 from cronlog.model import JobSpec, Schedule, ScheduleKind
-from topology.fold.due_index import DueIndex
-from topology.fold.folder import BatchFolder, Outgoing, Record
-from topology.kafka.config import KafkaSettings
+from tests.unit.fold_world import EVERY_2S, T0, TOPICS, N, fold_in_batches, record_at, sample_log
+from topology.fold.folder import Record
 from topology.kafka.partitioning import partition_for
-from topology.kafka.topics import Topics
-from topology.wire.codec import Codec, decode_dead_letter, decode_event, encode_command
-
-N = 4
-T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
-TOPICS = Topics.of(KafkaSettings(partitions=N))
-EVERY_2S = JobSpec(
-    name="e2", schedule=Schedule(ScheduleKind.CRON, "*/2 * * * * *"), command=("true",)
-)
-
-
-def _rec(
-    offset: int,
-    at: datetime,
-    job_id: str | None,
-    command: cmd.Command,
-    partition: int | None = None,
-) -> Record:
-    p = partition if partition is not None else partition_for(job_id or "", N)
-    key = job_id.encode() if job_id else None
-    value = encode_command(
-        cmd.Envelope(idem_key=f"c{offset}", job_id=job_id or "", command=command)
-    )
-    return Record(p, offset, int(at.timestamp() * 1000), key, value)
-
-
-def _log() -> list[Record]:
-    jobs = ["alpha", "beta", "gamma"]
-    recs: list[Record] = []
-    for j in jobs:
-        recs.append(_rec(len(recs), T0, j, cmd.RegisterJob(spec=EVERY_2S)))
-    for s in range(1, 9):  # a Tick per second on every partition, some duplicated
-        for p in range(N):
-            for _ in range(2 if s % 3 == 0 else 1):
-                recs.append(_rec(len(recs), T0 + timedelta(seconds=s), None, cmd.Tick(), p))
-    run = run_id_for_tick("alpha", T0 + timedelta(seconds=2))
-    recs.append(
-        _rec(
-            len(recs),
-            T0 + timedelta(seconds=9),
-            "alpha",
-            cmd.ClaimTask(run_id=run, task="main", attempt=1, worker_id="w1"),
-        )
-    )
-    recs.append(_rec(len(recs), T0 + timedelta(seconds=9), "alpha", cmd.PauseJob()))
-    return recs
-
-
-def _fold(records: list[Record], batch: int) -> tuple[list[Outgoing], dict[str, bytes]]:
-    store: dict[str, bytes] = {}
-    due = DueIndex()
-    due.reset(range(N))  # this process owns every partition
-    folder = BatchFolder(TOPICS, N, lambda _, job_id: store.get(job_id), due, Codec())
-    sends: list[Outgoing] = []
-    for i in range(0, len(records), batch):
-        out = folder.fold(records[i : i + batch])
-        sends.extend(out.sends)
-        store.update({job: w.value for job, w in out.writes.items()})
-    return sends, store
+from topology.wire.codec import decode_dead_letter, decode_event, encode_command
 
 
 @pytest.mark.parametrize("batch", [1, 2, 7, 1000])
 def test_batch_boundaries_do_not_change_events_or_state(batch: int) -> None:
-    assert _fold(_log(), batch) == _fold(_log(), 1)
+    assert fold_in_batches(sample_log(), batch) == fold_in_batches(sample_log(), 1)
 
 
 def test_each_tick_fires_once_and_duplicate_ticks_add_nothing() -> None:
-    sends, _ = _fold(_log(), 5)
+    sends, _ = fold_in_batches(sample_log(), 5)
     events = [decode_event(m.value) for m in sends if m.topic == TOPICS.run_events]
     fired = [
         (e.job_id, e.event.scheduled_for) for e in events if isinstance(e.event, ev.RunScheduled)
@@ -99,8 +39,8 @@ def test_each_tick_fires_once_and_duplicate_ticks_add_nothing() -> None:
 
 
 def test_bad_records_become_dead_letters_and_the_rest_is_folded() -> None:
-    good = _rec(3, T0, "delta", cmd.RegisterJob(spec=EVERY_2S))
-    wrong_p = _rec(
+    good = record_at(3, T0, "delta", cmd.RegisterJob(spec=EVERY_2S))
+    wrong_p = record_at(
         4,
         T0,
         "epsilon",
@@ -115,7 +55,7 @@ def test_bad_records_become_dead_letters_and_the_rest_is_folded() -> None:
         b"zeta",
         encode_command(cmd.Envelope(idem_key="k", job_id="eta", command=cmd.PauseJob())),
     )
-    sends, store = _fold([garbage, wrong_p, good, key_mismatch], 10)
+    sends, store = fold_in_batches([garbage, wrong_p, good, key_mismatch], 10)
     letters = [decode_dead_letter(m.value) for m in sends if m.topic == TOPICS.dead_letters]
     assert [d.offset for d in letters] == [5, 4, 6]
     assert letters[0].error_type == "DecodeError"
@@ -126,17 +66,17 @@ def test_bad_records_become_dead_letters_and_the_rest_is_folded() -> None:
 
 
 def test_already_applied_command_re_puts_the_record_and_emits_nothing() -> None:
-    reg = _rec(0, T0, "alpha", cmd.RegisterJob(spec=EVERY_2S))
-    pause = _rec(1, T0, "alpha", cmd.PauseJob())
-    sends_once, store_once = _fold([reg, pause], 10)
-    sends_twice, store_twice = _fold([reg, pause, pause, reg], 10)
+    reg = record_at(0, T0, "alpha", cmd.RegisterJob(spec=EVERY_2S))
+    pause = record_at(1, T0, "alpha", cmd.PauseJob())
+    sends_once, store_once = fold_in_batches([reg, pause], 10)
+    sends_twice, store_twice = fold_in_batches([reg, pause, pause, reg], 10)
     assert sends_twice == sends_once
     assert store_twice == store_once
 
 
 def test_an_oversized_bad_record_is_dead_lettered_with_its_head() -> None:
     huge = b"\xc3\x01" + b"x" * 900_000
-    sends, _ = _fold([Record(0, 9, int(T0.timestamp() * 1000), b"big", huge)], 10)
+    sends, _ = fold_in_batches([Record(0, 9, int(T0.timestamp() * 1000), b"big", huge)], 10)
     [letter] = [decode_dead_letter(m.value) for m in sends if m.topic == TOPICS.dead_letters]
     assert letter.value == huge[: 256 * 1024]
     assert "truncated" in letter.reason and "900002" in letter.reason
@@ -155,9 +95,9 @@ def test_a_command_that_would_outgrow_the_record_is_refused() -> None:
             command=("true",),
             tasks=tuple(f"t{i}" for i in range(20)),
         )
-        recs = [_rec(0, T0, "big", cmd.RegisterJob(spec=many))]
-        recs += [_rec(i, T0, "big", cmd.TriggerJob()) for i in range(1, 4)]
-        sends, store = _fold(recs, 10)
+        recs = [record_at(0, T0, "big", cmd.RegisterJob(spec=many))]
+        recs += [record_at(i, T0, "big", cmd.TriggerJob()) for i in range(1, 4)]
+        sends, store = fold_in_batches(recs, 10)
     finally:
         fold_module.MAX_RECORD_BYTES = limit
     events = [decode_event(m.value).event for m in sends if m.topic == TOPICS.run_events]
@@ -169,8 +109,8 @@ def test_a_command_that_would_outgrow_the_record_is_refused() -> None:
 def test_a_command_past_a_field_limit_is_dead_lettered_and_the_batch_goes_on() -> None:
     # Issue 11: the fold copied a 1,040,000-character idem_key into its events, could not
     # produce them, and the scheduler crash-looped; the commands behind it were never folded.
-    register = _rec(0, T0, "alpha", cmd.RegisterJob(spec=EVERY_2S))
-    poison = _rec(1, T0, "alpha", cmd.TriggerJob())
+    register = record_at(0, T0, "alpha", cmd.RegisterJob(spec=EVERY_2S))
+    poison = record_at(1, T0, "alpha", cmd.TriggerJob())
     poison = Record(
         poison.partition,
         1,
@@ -180,8 +120,8 @@ def test_a_command_past_a_field_limit_is_dead_lettered_and_the_batch_goes_on() -
             cmd.Envelope(idem_key="k" * 1_040_000, job_id="alpha", command=cmd.TriggerJob())
         ),
     )
-    after = _rec(2, T0, "alpha", cmd.TriggerJob())
-    sends, store = _fold([register, poison, after], 10)
+    after = record_at(2, T0, "alpha", cmd.TriggerJob())
+    sends, store = fold_in_batches([register, poison, after], 10)
     [letter] = [decode_dead_letter(m.value) for m in sends if m.topic == TOPICS.dead_letters]
     assert (letter.offset, letter.error_type) == (1, "DecodeError")
     assert letter.reason.startswith("Command.idem_key: 1040000 characters, at most 512")
@@ -206,7 +146,7 @@ def test_a_huge_record_key_is_cut_in_its_dead_letter() -> None:
         key,
         encode_command(cmd.Envelope(idem_key="k", job_id="eta", command=cmd.PauseJob())),
     )
-    sends, _ = _fold([bad, _rec(8, T0, "delta", cmd.RegisterJob(spec=EVERY_2S))], 10)
+    sends, _ = fold_in_batches([bad, record_at(8, T0, "delta", cmd.RegisterJob(spec=EVERY_2S))], 10)
     [message] = [m for m in sends if m.topic == TOPICS.dead_letters]
     letter = decode_dead_letter(message.value)
     assert message.key == letter.key == key[:1024]

@@ -18,41 +18,19 @@ from services.api.readmodel import paging
 from services.api.readmodel.reader import ReadModel
 from services.api.routes import operate
 from tests.unit.authed import authed
-from tests.unit.test_api_auth import register_for
-from tests.unit.test_backfill_api import T0 as DL_T0
-from tests.unit.test_operate_api import dead_letter
-from tests.unit.test_read_model_projection import JOB, SPEC, T0, command, feed, fire, register
-
-URL = f"/api/v1/jobs/{JOB}/runs"
-
-
-def fire_many(rm: ReadModel, n: int, fail_every: int = 0) -> list[str]:
-    """Fire ``n`` runs 10 s apart; every ``fail_every``-th fails. Newest first."""
-    ids = [
-        fire(
-            rm.store,
-            T0 + timedelta(seconds=10 * i),
-            exit_code=int(bool(fail_every and i % fail_every == 0)),
-        )
-        for i in range(n)
-    ]
-    return ids[::-1]
-
-
-def all_pages(client: TestClient, url: str, key: str, **params: Any) -> tuple[list[str], int]:
-    """Follow next_cursor to the end; return the ids seen and the number of pages."""
-    seen: list[str] = []
-    cursor, pages = None, 0
-    while True:
-        query = {**params, **({"cursor": cursor} if cursor else {})}
-        answer = client.get(url, params=query)
-        assert answer.status_code == 200, answer.text
-        body = answer.json()
-        seen += [r.get("run_id") or r.get("job_id") for r in body[key]]
-        pages += 1
-        cursor = body["next_cursor"]
-        if cursor is None:
-            return seen, pages
+from tests.unit.rm_feed import T0 as DL_T0
+from tests.unit.rm_feed import dead_letter, register_for
+from tests.unit.store_feed import (
+    JOB,
+    SPEC,
+    T0,
+    URL,
+    all_pages,
+    command,
+    feed,
+    fire_many,
+    register,
+)
 
 
 def test_runs_page_newest_first_and_the_last_page_has_no_cursor(

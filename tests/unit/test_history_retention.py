@@ -21,9 +21,8 @@ from services.api.readmodel.pruner import HistoryPruner
 from services.api.readmodel.reader import ReadModel
 from services.api.readmodel.store import Store
 from services.api.routes.logs import LOGS_FORMAT
-from tests.unit.test_history_paging import URL, all_pages, fire_many
-from tests.unit.test_operate_api import dead_letter
-from tests.unit.test_read_model_projection import JOB, T0, command, feed, register
+from tests.unit.rm_feed import dead_letter
+from tests.unit.store_feed import JOB, T0, URL, all_pages, command, feed, fire_many, register
 from topology.kafka.retrying import FATAL_EXIT
 
 HOUR = timedelta(hours=1)

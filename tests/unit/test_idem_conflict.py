@@ -18,7 +18,7 @@ from cronlog.ids import command_digest, conflict_key, event_id, idem_marker, run
 from cronlog.job import MAX_APPLIED_MARKERS, JobState
 from cronlog.model import JobSpec, Schedule, ScheduleKind
 from cronlog.vocabulary import CommandKind, RejectReason
-from tests.unit.test_decide import JOB, T0, at, given, registered, when
+from tests.builders import JOB, T0, at, given, registered, when
 from topology.fold.due_index import DueIndex
 from topology.fold.folder import BatchFolder, Record
 from topology.kafka.config import KafkaSettings

@@ -13,7 +13,7 @@ from cronlog import events as ev
 from cronlog.decide import handle
 from cronlog.ids import run_id_for_trigger
 from cronlog.job import MAX_APPLIED_MARKERS, JobState
-from tests.unit.test_decide import JOB, SPEC, T0, at, claim, complete, given, registered
+from tests.builders import JOB, SPEC, T0, at, claim, complete, given, registered
 
 
 def _send(

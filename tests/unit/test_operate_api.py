@@ -9,65 +9,10 @@ from datetime import timedelta
 from fastapi.testclient import TestClient
 
 from cronlog import events as ev
-from cronlog.ids import event_id, run_id_for_tick
 from cronlog.time import iso
-from cronlog.vocabulary import FailureKind, RunTrigger
-from services.api.readmodel.projection import apply
+from cronlog.vocabulary import RunTrigger
 from services.api.readmodel.reader import ReadModel
-from services.api.readmodel.store import Batch
-from tests.unit.test_backfill_api import JOB, T0, feed, register, run
-
-
-def dead_letter(rm: ReadModel, hours: int, job_id: str = JOB) -> str:
-    tick = T0 + timedelta(hours=hours)
-    rid = run_id_for_tick(job_id, tick)
-    events: list[ev.Event] = [
-        ev.RunScheduled(
-            run_id=rid,
-            scheduled_for=tick,
-            trigger=RunTrigger.SCHEDULE,
-            tasks=("main",),
-            next_fire_at=None,
-        ),
-        ev.TaskReady(run_id=rid, task="main", attempt=1, scheduled_for=tick),
-        ev.TaskFailed(
-            run_id=rid,
-            task="main",
-            attempt=1,
-            epoch=1,
-            worker_id="w",
-            failure_kind=FailureKind.NONZERO_EXIT,
-            exit_code=3,
-            output_tail="boom",
-            started_at=tick,
-            finished_at=tick,
-        ),
-        ev.TaskDeadLettered(
-            run_id=rid,
-            task="main",
-            attempt=1,
-            failure_kind=FailureKind.NONZERO_EXIT,
-            exit_code=3,
-            output_tail="boom",
-        ),
-        ev.RunFailed(run_id=rid),
-    ]
-    batch_at = T0 + timedelta(hours=hours)  # the fold's now: when it was dead-lettered
-    batch = Batch(rm.store)
-    for i, event in enumerate(events):
-        apply(
-            batch,
-            ev.RunEvent(
-                event_id=event_id(f"dl-{rid}", job_id, i),
-                job_id=job_id,
-                at=batch_at,
-                idem_key=f"dl-{rid}",
-                index=i,
-                event=event,
-            ),
-        )
-    batch.commit()
-    return rid
+from tests.unit.rm_feed import JOB, T0, dead_letter, feed, register, run
 
 
 def test_dead_letters_are_listed_newest_first_with_kind_exit_code_and_output(

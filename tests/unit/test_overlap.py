@@ -12,7 +12,7 @@ from cronlog import events as ev
 from cronlog.ids import run_id_for_tick
 from cronlog.model import OverlapPolicy
 from cronlog.vocabulary import CancelReason, RejectReason, RunTrigger, SkipReason, TaskState
-from tests.unit.test_bounds import JOB, Fold, at, every, fired, skipped, spec
+from tests.unit.core_fold import JOB, Fold, at, every, fired, skipped, spec
 
 
 def long_running(policy: OverlapPolicy, **kw: object) -> Fold:

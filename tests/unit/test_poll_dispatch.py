@@ -5,7 +5,7 @@ index survives batch boundaries and follows every decision."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -14,64 +14,26 @@ from hypothesis import strategies as st
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.ids import run_id_for_trigger
-from cronlog.job import JobState
 from cronlog.model import JobSpec, Schedule, ScheduleKind
 from cronlog.vocabulary import CommandKind, RejectReason
+from tests.unit.fold_world import (
+    TOPICS,
+    N,
+    P,
+    World,
+    completed,
+    fold_batch,
+    granted_runs,
+    record_of,
+)
 from topology.fold import folder as fold
-from topology.fold.due_index import DueIndex
-from topology.fold.folder import BatchFolder, BatchResult, Record
-from topology.kafka.config import KafkaSettings
+from topology.fold.folder import BatchResult
 from topology.kafka.partitioning import partition_for
-from topology.kafka.topics import Topics
-from topology.wire.codec import Codec, decode_event, encode_command
-from topology.wire.state_codec import load_state
+from topology.wire.codec import decode_event
 
-N = 4
-T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
-TOPICS = Topics.of(KafkaSettings(partitions=N))
 MANUAL = JobSpec(name="m", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
-P = 1
 JOBS = [j for j in (f"job{i}" for i in range(200)) if partition_for(j, N) == P][:5]
 """Five jobs of partition P, in the order they are triggered below."""
-
-
-class World:
-    """One folder owning every partition, with its store; feeds records one batch at a time."""
-
-    def __init__(self) -> None:
-        self.store: dict[str, bytes] = {}
-        due = DueIndex()
-        due.reset(range(N))
-        self.folder = BatchFolder(TOPICS, N, lambda _, j: self.store.get(j), due, Codec())
-        self.offset = 0
-        self.at = T0
-
-    def send(self, *commands: tuple[str, cmd.Command]) -> BatchResult:
-        """Fold ``(job_id or "", command)`` records as one batch, one second apart."""
-        records = [_record(self, f"k{self.offset + 1}", j, c) for j, c in commands]
-        return _fold(self, *records)
-
-    def state(self, job_id: str) -> JobState:
-        return load_state(self.store[job_id])
-
-
-def _succeeded(
-    run_id: str, task: str, attempt: int, epoch: int, worker: str, at: datetime
-) -> cmd.CompleteTask:
-    """The lease holder's report of a successful attempt (exit 0, no output), at ``at``."""
-    return cmd.CompleteTask(
-        run_id=run_id,
-        task=task,
-        attempt=attempt,
-        epoch=epoch,
-        worker_id=worker,
-        succeeded=True,
-        exit_code=0,
-        failure_kind=None,
-        output_tail="",
-        started_at=at,
-        finished_at=at,
-    )
 
 
 def _replies(out: BatchResult, worker: str = "w1") -> list[ev.Event]:
@@ -79,15 +41,6 @@ def _replies(out: BatchResult, worker: str = "w1") -> list[ev.Event]:
         decode_event(s.value).event
         for s in out.sends
         if s.topic == TOPICS.replies and s.key == worker.encode()
-    ]
-
-
-def _granted(out: BatchResult) -> list[tuple[str, str]]:
-    return [
-        (decode_event(s.value).job_id, e.run_id)
-        for s in out.sends
-        if s.topic == TOPICS.run_events
-        and isinstance(e := decode_event(s.value).event, ev.TaskClaimed)
     ]
 
 
@@ -106,7 +59,7 @@ def test_a_poll_grants_the_oldest_ready_runs_first_and_answers_how_many() -> Non
     world = World()
     runs = _triggered(world, JOBS)
     out = world.send(("", cmd.PollTasks(worker_id="w1", slots=3, poll_id="p1")))
-    assert _granted(out) == [(j, runs[j]) for j in JOBS[:3]]
+    assert granted_runs(out) == [(j, runs[j]) for j in JOBS[:3]]
     replies = _replies(out)
     assert [type(r) for r in replies] == [ev.TaskClaimed] * 3 + [ev.PollAnswered]
     assert replies[-1] == ev.PollAnswered(worker_id="w1", poll_id="p1", partition=P, granted=3)
@@ -115,10 +68,10 @@ def test_a_poll_grants_the_oldest_ready_runs_first_and_answers_how_many() -> Non
     assert not [s for s in out.sends if s.topic == TOPICS.ready]  # a grant is no notification
     # the rest go to the next poll, and then the partition is drained
     out = world.send(("", cmd.PollTasks(worker_id="w2", slots=5, poll_id="p2")))
-    assert _granted(out) == [(j, runs[j]) for j in JOBS[3:]]
+    assert granted_runs(out) == [(j, runs[j]) for j in JOBS[3:]]
     assert _replies(out, "w2")[-1].granted == 2  # type: ignore[union-attr]
     out = world.send(("", cmd.PollTasks(worker_id="w3", slots=5, poll_id="p3")))
-    assert _granted(out) == []
+    assert granted_runs(out) == []
     assert _replies(out, "w3") == [
         ev.PollAnswered(worker_id="w3", poll_id="p3", partition=P, granted=0)
     ]
@@ -130,7 +83,7 @@ def test_a_poll_grants_only_its_own_partition() -> None:
     other = next(j for j in (f"x{i}" for i in range(100)) if partition_for(j, N) != P)
     _triggered(world, [other])
     out = world.send(("", cmd.PollTasks(worker_id="w1", slots=4, poll_id="p")))
-    assert _granted(out) == []
+    assert granted_runs(out) == []
 
 
 def test_a_granted_task_is_fenced_like_a_claim() -> None:
@@ -142,7 +95,7 @@ def test_a_granted_task_is_fenced_like_a_claim() -> None:
     out = world.send((job, cmd.ClaimTask(run_id=run, task="main", attempt=1, worker_id="w2")))
     [rejected] = _replies(out, "w2")
     assert isinstance(rejected, ev.CommandRejected)
-    done = _succeeded(run, "main", 1, 1, "w1", world.at)
+    done = completed(run, "main", 1, 1, "w1", world.at)
     out = world.send((job, done))
     assert [type(r) for r in _replies(out)] == [ev.TaskSucceeded, ev.RunSucceeded]
 
@@ -166,7 +119,7 @@ def test_a_completion_with_claim_next_takes_the_oldest_ready_task_of_its_partiti
         claim_next=1,
     )
     out = world.send((JOBS[0], done))
-    assert _granted(out) == [(JOBS[1], runs[JOBS[1]])]
+    assert granted_runs(out) == [(JOBS[1], runs[JOBS[1]])]
     replies = _replies(out)
     poll_id = f"k{world.offset}"  # the completion's idem_key names its poll
     assert replies[-1] == ev.PollAnswered(worker_id="w1", poll_id=poll_id, partition=P, granted=1)
@@ -217,7 +170,7 @@ def test_batch_boundaries_do_not_change_what_polls_grant(batch: int) -> None:
             commands.append(("", cmd.PollTasks(worker_id=f"w{i % 2}", slots=1, poll_id=f"p{i}")))
         granted = []
         for i in range(0, len(commands), batch):
-            granted += _granted(world.send(*commands[i : i + batch]))
+            granted += granted_runs(world.send(*commands[i : i + batch]))
         return granted
 
     assert run(batch) == run(1)
@@ -246,29 +199,13 @@ def test_no_task_instance_is_granted_twice_and_every_ready_one_is_grantable(
             triggered += 1
         else:
             out = world.send(("", cmd.PollTasks(worker_id="w", slots=arg, poll_id=f"p{i}")))
-            got = _granted(out)
+            got = granted_runs(out)
             assert _replies(out, "w")[-1].granted == len(got)  # type: ignore[union-attr]
             granted += got
     assert len(granted) == len(set(granted))
     # a poll big enough drains the partition: every run triggered was granted exactly once
-    granted += _granted(world.send(("", cmd.PollTasks(worker_id="w", slots=256, poll_id="z"))))
+    granted += granted_runs(world.send(("", cmd.PollTasks(worker_id="w", slots=256, poll_id="z"))))
     assert len(granted) == len(set(granted)) == triggered
-
-
-def _record(world: World, idem_key: str, job_id: str, command: cmd.Command) -> Record:
-    """One record with a chosen idem_key (a re-sent command keeps its key)."""
-    world.offset += 1
-    world.at += timedelta(seconds=1)
-    value = encode_command(cmd.Envelope(idem_key=idem_key, job_id=job_id, command=command))
-    p = partition_for(job_id, N) if job_id else P
-    key = job_id.encode() if job_id else None
-    return Record(p, world.offset, int(world.at.timestamp() * 1000), key, value)
-
-
-def _fold(world: World, *records: Record) -> BatchResult:
-    out = world.folder.fold(list(records))
-    world.store.update({j: w.value for j, w in out.writes.items()})
-    return out
 
 
 def test_a_poll_delivered_twice_gives_each_event_id_one_content() -> None:
@@ -277,10 +214,10 @@ def test_a_poll_delivered_twice_gives_each_event_id_one_content() -> None:
     world = World()
     _triggered(world, JOBS)
     poll = cmd.PollTasks(worker_id="w1", slots=2, poll_id="p1")
-    first = _fold(world, _record(world, "poll:w1:p1", "", poll))
-    again = _fold(world, _record(world, "poll:w1:p1", "", poll))
-    assert len(_granted(first)) == len(_granted(again)) == 2
-    assert set(_granted(first)).isdisjoint(_granted(again))
+    first = fold_batch(world, record_of(world, "poll:w1:p1", "", poll))
+    again = fold_batch(world, record_of(world, "poll:w1:p1", "", poll))
+    assert len(granted_runs(first)) == len(granted_runs(again)) == 2
+    assert set(granted_runs(first)).isdisjoint(granted_runs(again))
     contents: dict[str, set[bytes]] = {}
     for s in first.sends + again.sends:
         if s.topic in (TOPICS.run_events, TOPICS.replies):
@@ -303,7 +240,7 @@ def test_a_job_that_cannot_be_granted_holds_back_no_other_job(
     runs = _triggered(world, JOBS[1:3])
     monkeypatch.setattr(fold, "MAX_RECORD_BYTES", len(world.store[JOBS[0]]) + 8)
     out = world.send(("", cmd.PollTasks(worker_id="w1", slots=2, poll_id="p1")))
-    assert _granted(out) == [(j, runs[j]) for j in JOBS[1:3]]
+    assert granted_runs(out) == [(j, runs[j]) for j in JOBS[1:3]]
     rejected = [e for e in _events(out) if isinstance(e, ev.CommandRejected)]
     assert [(r.reason, r.command) for r in rejected] == [
         (RejectReason.RECORD_TOO_LARGE, CommandKind.POLL_TASKS)
@@ -336,9 +273,7 @@ def test_manual_starts_leave_room_for_claims_so_a_full_record_drains(
         out = world.send(("", cmd.PollTasks(worker_id=worker, slots=4, poll_id=f"p{n}")))
         assert not [e for e in _events(out) if isinstance(e, ev.CommandRejected)]
         for claim in (e for e in _events(out) if isinstance(e, ev.TaskClaimed)):
-            done = _succeeded(
-                claim.run_id, claim.task, claim.attempt, claim.epoch, worker, world.at
-            )
+            done = completed(claim.run_id, claim.task, claim.attempt, claim.epoch, worker, world.at)
             ended = _events(world.send((job, done)))
             succeeded += sum(isinstance(e, ev.RunSucceeded) for e in ended)
         if succeeded == accepted:
@@ -355,9 +290,9 @@ def test_empty_identifiers_are_dead_lettered() -> None:
         ("", cmd.PollTasks(worker_id="", slots=1, poll_id="p")),
         ("", cmd.PollTasks(worker_id="w1", slots=1, poll_id="")),
     ):
-        out = _fold(world, _record(world, "k", job_id, command))
+        out = fold_batch(world, record_of(world, "k", job_id, command))
         assert [s.topic for s in out.sends] == [dead], command
-    out = _fold(world, _record(world, "", JOBS[0], cmd.RegisterJob(spec=MANUAL)))
+    out = fold_batch(world, record_of(world, "", JOBS[0], cmd.RegisterJob(spec=MANUAL)))
     assert [s.topic for s in out.sends] == [dead]
     assert world.store == {}
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from cronlog import commands as cmd
 from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskSpec
 from cronlog.priority import rank, task_priority
-from tests.unit.test_poll_dispatch import N, P, World, _fold, _granted, _record
+from tests.unit.fold_world import N, P, World, fold_batch, granted_runs, record_of
 from topology.kafka.partitioning import partition_for
 
 MANUAL = JobSpec(name="m", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
@@ -24,13 +24,15 @@ T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
 def _trigger_all(world: World, jobs: list[str], spec: JobSpec) -> None:
     world.send(*[(j, cmd.RegisterJob(spec=spec)) for j in jobs])
     for start in range(0, len(jobs), 500):  # a batch of triggers, as a busy partition folds
-        records = [_record(world, f"t-{j}", j, cmd.TriggerJob()) for j in jobs[start : start + 500]]
-        _fold(world, *records)
+        records = [
+            record_of(world, f"t-{j}", j, cmd.TriggerJob()) for j in jobs[start : start + 500]
+        ]
+        fold_batch(world, *records)
 
 
 def _poll(world: World, slots: int) -> list[str]:
     out = world.send(("", cmd.PollTasks(worker_id="w1", slots=slots, poll_id=f"p{world.offset}")))
-    return [job for job, _ in _granted(out)]
+    return [job for job, _ in granted_runs(out)]
 
 
 def test_behind_2000_low_priority_tasks_a_high_priority_one_is_granted_first() -> None:

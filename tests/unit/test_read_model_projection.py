@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -11,7 +11,6 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from cronlog import events as ev
-from cronlog.ids import event_id
 from cronlog.model import JobSpec, Schedule, ScheduleKind
 from cronlog.vocabulary import (
     CancelReason,
@@ -22,14 +21,10 @@ from cronlog.vocabulary import (
     SkipReason,
 )
 from services.api.readmodel import metrics, views
-from services.api.readmodel.projection import apply
-from services.api.readmodel.store import FORMAT, Batch, Store
+from services.api.readmodel.store import FORMAT, Store
 from services.api.routes import metrics as metrics_route
 from tests.unit.authed import authed
-
-T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
-SPEC = JobSpec("ten", Schedule(ScheduleKind.CRON, "*/10 * * * * *"), ("sh", "-c", "echo tick"))
-JOB = "every-10s"
+from tests.unit.store_feed import JOB, SPEC, T0, command, feed, fire, register
 
 
 @pytest.fixture
@@ -37,108 +32,6 @@ def store(tmp_path: Path) -> Iterator[Store]:
     s = Store(tmp_path / "rm")
     yield s
     s.close()
-
-
-def rec(
-    idem_key: str, index: int, event: ev.Event, at: datetime = T0, job_id: str = JOB
-) -> ev.RunEvent:
-    return ev.RunEvent(
-        event_id=event_id(idem_key, job_id, index),
-        job_id=job_id,
-        at=at,
-        idem_key=idem_key,
-        index=index,
-        event=event,
-    )
-
-
-def feed(store: Store, *records: ev.RunEvent) -> list[bool]:
-    batch = Batch(store)
-    applied = [apply(batch, r) for r in records]
-    batch.commit()
-    return applied
-
-
-def command(
-    idem_key: str, *events: ev.Event, at: datetime = T0, job_id: str = JOB
-) -> list[ev.RunEvent]:
-    return [rec(idem_key, i, e, at, job_id) for i, e in enumerate(events)]
-
-
-def register(store: Store, next_fire_at: datetime = T0 + timedelta(seconds=10)) -> None:
-    feed(store, *command("reg", ev.JobRegistered(spec=SPEC, next_fire_at=next_fire_at)))
-
-
-def fire(store: Store, tick: datetime, worker: str = "w1", exit_code: int = 0) -> str:
-    """Feed the whole life of one scheduled run that starts 0.25 s late; return its run_id."""
-    run_id = f"r-{tick:%H%M%S}"
-    nxt = tick + timedelta(seconds=10)
-    claimed, started = tick + timedelta(seconds=0.2), tick + timedelta(seconds=0.25)
-    finished = tick + timedelta(seconds=1)
-    if exit_code == 0:
-        outcome: list[ev.Event] = [
-            ev.TaskSucceeded(
-                run_id=run_id,
-                task="main",
-                attempt=1,
-                epoch=1,
-                worker_id=worker,
-                exit_code=0,
-                output_tail="tick\n",
-                started_at=started,
-                finished_at=finished,
-            ),
-            ev.RunSucceeded(run_id=run_id),
-        ]
-    else:
-        outcome = [
-            ev.TaskFailed(
-                run_id=run_id,
-                task="main",
-                attempt=1,
-                epoch=1,
-                worker_id=worker,
-                failure_kind=FailureKind.NONZERO_EXIT,
-                exit_code=exit_code,
-                output_tail="boom\n",
-                started_at=started,
-                finished_at=finished,
-            ),
-            ev.RunFailed(run_id=run_id),
-        ]
-    feed(
-        store,
-        *command(
-            f"tick-{tick}",
-            ev.RunScheduled(
-                run_id=run_id,
-                scheduled_for=tick,
-                trigger=RunTrigger.SCHEDULE,
-                tasks=("main",),
-                next_fire_at=nxt,
-            ),
-            ev.TaskReady(run_id=run_id, task="main", attempt=1, scheduled_for=tick),
-            at=tick,
-        ),
-        *command(
-            f"claim-{run_id}",
-            ev.TaskClaimed(
-                run_id=run_id,
-                task="main",
-                attempt=1,
-                epoch=1,
-                worker_id=worker,
-                lease_expires_at=claimed + timedelta(seconds=60),
-                lease_ttl=timedelta(seconds=60),
-                scheduled_for=tick,
-                command=SPEC.command,
-                timeout=SPEC.timeout,
-            ),
-            at=claimed,
-        ),
-        *command(f"complete-{run_id}", *outcome, at=finished),
-    )
-    return run_id
 
 
 def test_registered_job_shows_its_definition_status_and_next_run(store: Store) -> None:

@@ -16,7 +16,7 @@ from cronlog.model import JobSpec, Schedule, ScheduleKind
 from cronlog.vocabulary import CancelReason
 from services.cli.main import app as cli
 from services.cli.replay import ReplayError, prepare_state_dir
-from tests.unit.test_fold_adapter import EVERY_2S, T0, TOPICS, N, _fold, _log, _rec
+from tests.unit.fold_world import EVERY_2S, T0, TOPICS, N, fold_in_batches, record_at, sample_log
 from topology.fold.due_index import DueIndex
 from topology.fold.folder import BatchFolder, Record
 from topology.kafka.config import KafkaSettings
@@ -36,25 +36,25 @@ from topology.wire.state_codec import dump_state, load_state
 def _replay(batch: int) -> tuple[Replayer, list[ev.RunEvent]]:
     store: dict[bytes, bytes] = {}
     replayer = Replayer(TOPICS, N, store)
-    records, events = _log(), []
+    records, events = sample_log(), []
     for i in range(0, len(records), batch):
         events += [decode_event(s.value) for s in replayer.fold(records[i : i + batch])]
     return replayer, events
 
 
 def test_replayer_reproduces_the_scheduler_folds_state_and_run_events() -> None:
-    sends, table = _fold(_log(), 5)  # the scheduler's path: BatchFolder + a table
+    sends, table = fold_in_batches(sample_log(), 5)  # the scheduler's path: BatchFolder + a table
     replayer, events = _replay(3)
     assert {k.decode(): v for k, v in replayer.store.items()} == table
     assert events == [decode_event(s.value) for s in sends if s.topic == TOPICS.run_events]
     assert sum(len(keys) for keys in replayer.jobs.values()) == 3  # alpha, beta, gamma
-    assert replayer.commands == len(_log())
+    assert replayer.commands == len(sample_log())
     assert replayer.dead_letters == 0
 
 
 def test_replayer_counts_dead_letters_and_keeps_going() -> None:
     replayer = Replayer(TOPICS, N, {})
-    good = _rec(1, T0, "alpha", cmd.RegisterJob(spec=EVERY_2S))
+    good = record_at(1, T0, "alpha", cmd.RegisterJob(spec=EVERY_2S))
     bad = replace(good, offset=0, value=b"garbage")
     events = replayer.fold([bad, good])
     assert replayer.dead_letters == 1

@@ -12,7 +12,7 @@ from cronlog import events as ev
 from cronlog.model import BackoffKind, RetryPolicy
 from cronlog.retry import backoff_delay
 from cronlog.vocabulary import FailureKind, RejectReason, TaskState
-from tests.unit.test_decide import (
+from tests.builders import (
     CLAIMED,
     FINISHED,
     JOB,

@@ -7,6 +7,8 @@
   ``services/archive`` never imports ``services/api``.
 - No import cycle between packages (every folder with an ``__init__.py`` is one; function-local
   imports count).
+- No module of ``tests/`` or ``bench/`` imports a test module: shared helpers live in
+  ``tests/builders.py``, a ``conftest.py`` fixture or a helper module.
 
 Each check is also run on a planted breach, so that it is known to fail when it should.
 """
@@ -257,3 +259,64 @@ def test_the_ring_check_catches_a_planted_upward_import(tmp_path: Path) -> None:
         "topology.fold -> services.api.routes: topology never imports a service",
     ]
     assert package_cycles(tmp_path) == [["cronlog", "services.api.routes", "topology.fold"]]
+
+
+# --- test modules share helpers, never import each other ----------------------------------
+
+SCANNED = ("tests", "bench")
+"""Where no module imports a test module: helpers live in tests/builders.py, a conftest.py
+fixture or a helper module (docs/contributing.md)."""
+
+
+def imports_of_test_modules(root: Path) -> list[str]:
+    """Every import of a ``test_*`` module (or of a ``test_*`` name, which pytest would collect
+    a second time) under ``SCANNED``, as ``path:line: imports name``."""
+    problems = []
+    for folder in SCANNED:
+        for path in sorted((root / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and (node.level or node.module):
+                    module = "." * node.level + (node.module or "")
+                    sep = "" if module.endswith(".") else "."
+                    names = [f"{module}{sep}{alias.name}" for alias in node.names]
+                else:
+                    continue
+                problems += [
+                    f"{path.relative_to(root)}:{node.lineno}: imports {name}"
+                    for name in names
+                    if name.startswith((".", "tests."))
+                    and any(part.startswith("test_") for part in name.split("."))
+                ]
+    return problems
+
+
+def test_no_module_imports_a_test_module() -> None:
+    assert imports_of_test_modules(ROOT) == []
+
+
+def test_the_test_import_check_catches_a_planted_one(tmp_path: Path) -> None:
+    unit = tmp_path / "tests" / "unit"
+    unit.mkdir(parents=True)
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "tests" / "builders.py").write_text("def given(): ...\n")
+    (unit / "test_b.py").write_text(
+        "from tests.builders import given\nfrom tests.unit.authed import authed\n"
+        "from hypothesis import strategies\nfrom . import helpers\n"
+    )
+    assert imports_of_test_modules(tmp_path) == []
+    (unit / "test_a.py").write_text(
+        "from tests.unit.test_b import given\nimport tests.unit.test_b\n"
+        "from tests.unit import test_b\nfrom .test_b import x\n"
+        "def f():\n    from tests.builders import test_given\n"
+    )
+    (tmp_path / "bench" / "fold.py").write_text("from tests.unit.test_b import given\n")
+    assert imports_of_test_modules(tmp_path) == [
+        "tests/unit/test_a.py:1: imports tests.unit.test_b.given",
+        "tests/unit/test_a.py:2: imports tests.unit.test_b",
+        "tests/unit/test_a.py:3: imports tests.unit.test_b",
+        "tests/unit/test_a.py:4: imports .test_b.x",
+        "tests/unit/test_a.py:6: imports tests.builders.test_given",
+        "bench/fold.py:1: imports tests.unit.test_b.given",
+    ]

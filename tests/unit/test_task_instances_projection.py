@@ -15,7 +15,7 @@ from cronlog.vocabulary import CancelReason, FailureKind, RunTrigger
 from services.api.readmodel import views
 from services.api.readmodel.store import Store
 from services.api.shapes.responses import RunOut
-from tests.unit.test_read_model_projection import command, feed
+from tests.unit.store_feed import command, feed
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 JOB = "etl"

@@ -25,8 +25,8 @@ from services.api.settings import ApiSettings
 from services.cli import main
 from services.worker.heartbeat import Heartbeat
 from services.worker.settings import WorkerSettings
+from tests.integration.helpers import free_port
 from tests.unit.authed import authed, token
-from tests.unit.test_api_body_limit import free_port
 from topology.wire.codec import encode_heartbeat
 from topology.wire.heartbeats import HeldLease, WorkerHeartbeat
 
