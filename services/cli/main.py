@@ -7,15 +7,12 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from enum import StrEnum
 from functools import partial
-from itertools import islice
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from cronlog.errors import InvalidDefinition
 from cronlog.model import DstGapPolicy, DstOverlapPolicy
-from cronlog.schedule import cron_ticks, prev_ticks, validate_cron, zone
 from services.cli import history_cmd, paged, render, replay_cmd, runs_cmd, snapshot_cmd, tokens_cmd
 from services.cli.client import ApiClient, load_job_file
 from services.cli.common import (
@@ -273,6 +270,11 @@ def schedule_next(
     """
     if after is not None and before is not None:
         raise usage_error("give --after or --before, not both")
+    from itertools import islice
+
+    from cronlog.errors import InvalidDefinition
+    from cronlog.schedule import cron_ticks, prev_ticks, validate_cron, zone
+
     ticks: Iterator[datetime]
     try:
         validate_cron(cron, hash_id=job_id)

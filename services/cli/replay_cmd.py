@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from cronlog.errors import CronlogError
 
@@ -168,6 +167,14 @@ def replay(
         batch_size=batch_size,
         from_zero=from_zero,
     )
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
     columns = (
         TextColumn("replay"),
         BarColumn(),

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from services.cli import paged, render, watch
+from services.cli import paged, render
 from services.cli.client import ApiClient, ApiError
 from services.cli.common import (
     DEFAULT_API,
@@ -57,6 +57,8 @@ def watch_runs(
     # unreachable, refused, or a job not found (another tenant's too): say so, exit 1/2 at once
     call(lambda: client.job(job_id) if job_id else client.jobs())
     try:
+        from services.cli import watch
+
         watch.watch(client, out, job_id=job_id, limit=limit, duration_s=duration)
     except KeyboardInterrupt:
         out.line()
@@ -301,6 +303,8 @@ def wait_for(client: ApiClient, run_ids: list[str], timeout_s: float) -> None:
     if not run_ids:
         return
     try:
+        from services.cli import watch
+
         states = watch.follow(client, run_ids, err, timeout_s)
     except ApiError as exc:
         err.print(f"[red]error[/red] {exc.describe()}", highlight=False)

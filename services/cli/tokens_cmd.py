@@ -10,9 +10,10 @@ import typer
 from rich.console import Console
 
 from cronlog.errors import CronlogError
-from services.api.access.auth import PLATFORM, Role, add_token, digest, load_tokens
-from services.api.settings import ApiSettings
 from services.cli.client import TOKEN_FILE
+
+# The API's token store (PyJWT, cryptography) and settings are imported by the commands that
+# use them, not at start: ``cronlog --help`` and ``cronlog jobs list`` stay light.
 
 console = Console()
 tokens = typer.Typer(no_args_is_help=True, help="Static API tokens (hashed at rest).")
@@ -34,6 +35,8 @@ def create(
     The API re-reads the tokens file when it changes: no restart needed.
     """
     from cronlog.tenants import is_tenant_name
+    from services.api.access.auth import PLATFORM, Role, add_token
+    from services.api.settings import ApiSettings
 
     if tenant != PLATFORM and not is_tenant_name(tenant):
         raise typer.BadParameter(f"{tenant!r} is not a tenant name (a-z 0-9 _ -, or '*')")
@@ -57,6 +60,8 @@ def local_admin_token(state_dir: Path) -> str:
     the API's ``<state_dir>/api-tokens.json`` holds only its digest. Made once; re-used while
     its digest is in the tokens file.
     """
+    from services.api.access.auth import Role, add_token, digest, load_tokens
+
     token_file, tokens_file = state_dir / TOKEN_FILE.name, state_dir / "api-tokens.json"
     if token_file.exists() and tokens_file.exists():
         token = token_file.read_text().strip()

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from services.api.readmodel.reader import ReadModel
 from services.cli import client as client_module
 from services.cli import main, runs_cmd
-from services.cli.client import ApiClient
+from services.cli.client import Answer, ApiClient
 from tests.unit.rm_feed import dead_letter, register_for
 from tests.unit.store_feed import JOB, fire_many, register
 
@@ -27,11 +27,12 @@ def cli(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
 
     class Local(ApiClient):
         def __init__(self, *_args: Any, **_kw: Any) -> None:
-            self.base_url = "http://testserver"
-            self._http = client
+            super().__init__("http://testserver")
 
-        def close(self) -> None:
-            pass
+        def _exchange(self, method: str, path: str, params: Any, body: Any) -> Answer:
+            query = {k: v for k, v in (params or {}).items() if v is not None}
+            r = client.request(method, path, params=query, json=body)
+            return Answer(r.status_code, r.content, dict(r.headers))
 
     for module in (main, runs_cmd, client_module):
         monkeypatch.setattr(module, "ApiClient", Local)
