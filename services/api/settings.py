@@ -112,7 +112,3 @@ class ApiSettings(KafkaSettings):
         """Return the task-log read model's RocksDB directory: beside ``state_path()``."""
         path = self.state_path()
         return path.with_name(path.name + "-logs")
-
-    def redacted(self) -> dict[str, object]:
-        """Return the settings as a dict fit for a start-up log line (no secrets held yet)."""
-        return self.model_dump(mode="json")

@@ -38,6 +38,22 @@ Send = Callable[[str, str, cmd.Command], bool]
 """(job_id, idem_key, command) → queued; the worker's command sender."""
 
 
+def log_task_started(job_id: str, grant: ev.TaskClaimed, worker_id: str) -> None:
+    """Log the start of a granted attempt: ``action=task_started`` with its identity fields."""
+    log.info(
+        "task started",
+        extra={
+            "action": "task_started",
+            "job_id": job_id,
+            "run_id": grant.run_id,
+            "task": grant.task,
+            "attempt": grant.attempt,
+            "epoch": grant.epoch,
+            "worker_id": worker_id,
+        },
+    )
+
+
 @dataclass
 class Held:
     """An attempt this worker holds a lease on."""
@@ -139,6 +155,7 @@ class Attempts:
             capture_bytes=self.log_cap_bytes,
         )
         held = Held(grant, job_id, execution, sink)
+        log_task_started(job_id, grant, self.worker_id)
         key = (grant.run_id, grant.task)
         every = max(grant.lease_ttl.total_seconds() / 6, 0.2)
         with self._lock:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from typing import Literal, Self
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -116,6 +117,19 @@ class KafkaSettings(BaseSettings):
                 raise ValueError(f"{name} must be -1 (for ever) or at least 1 day, not 0")
         return self
 
+    def redacted(self) -> dict[str, object]:
+        """Return the settings as a dict fit for the start-up log line: no secret in it.
+
+        Every ``SecretStr`` setting reads ``**********`` (pydantic's JSON dump of it), and the
+        password of a URL setting (``https://user:password@host``, which the schema registry
+        client takes as basic auth) reads ``***``.
+
+        Returns:
+            ``{setting name: JSON value}``, every setting of the class.
+        """
+        dumped = self.model_dump(mode="json")
+        return {k: _redact_url(v) if isinstance(v, str) else v for k, v in dumped.items()}
+
     def client_config(self, **extra: object) -> dict[str, object]:
         """Return the settings every confluent-kafka client of this process needs.
 
@@ -187,3 +201,21 @@ class KafkaSettings(BaseSettings):
                 **extra,
             }
         )
+
+
+def _redact_url(value: str) -> str:
+    """Return ``value`` with its URL's password replaced by ``***``.
+
+    Not a URL, or no password: unchanged; a URL that cannot be parsed: ``***`` whole.
+    """
+    if "://" not in value or "@" not in value:
+        return value
+    try:
+        parts = urlsplit(value)
+    except ValueError:  # not parsable (a stray bracket): keep nothing that may be a secret
+        return "***"
+    if parts.password is None:
+        return value
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
