@@ -39,9 +39,10 @@ import os
 import sys
 from collections.abc import Iterator, Mapping
 from datetime import UTC, date, datetime
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
-from topology.kafka.config import KafkaSettings
+if TYPE_CHECKING:  # the CLI sets logging up before it needs any settings class
+    from topology.kafka.config import KafkaSettings
 
 FORMATS = ("logfmt", "json")
 """The values of ``CRONLOG_LOG_FORMAT``."""
@@ -70,6 +71,7 @@ def configure_logging(
     stream: IO[str] | None = None,
     level: str | None = None,
     fmt: str | None = None,
+    default_level: str = "info",
 ) -> logging.Handler:
     """Send every logger of this process to one handler that writes cronlog's lines.
 
@@ -78,24 +80,27 @@ def configure_logging(
     Args:
         service: the process's name (``scheduler``, ``worker``, ``api``, …), the ``service``
             key of every line.
-        stream: where lines go; default ``sys.stderr``.
-        level: a ``LEVELS`` name; default ``CRONLOG_LOG_LEVEL``, else ``info``.
+        stream: where lines go; default: whatever ``sys.stderr`` is when a line is written
+            (a progress bar that redirects it, or a test runner that swaps it, gets them).
+        level: a ``LEVELS`` name; default ``CRONLOG_LOG_LEVEL``, else ``default_level``.
         fmt: ``logfmt`` or ``json``; default ``CRONLOG_LOG_FORMAT``, else ``logfmt``.
+        default_level: the level when neither ``level`` nor ``CRONLOG_LOG_LEVEL`` is given
+            (the CLI's is ``warning``: its own output is for people).
 
     Returns:
         The installed handler. An unknown level or format falls back to the default and
         says so in a warning line (a log setting never stops a service).
     """
     fmt_name = (fmt or os.environ.get("CRONLOG_LOG_FORMAT") or "logfmt").strip().lower()
-    level_name = (level or os.environ.get("CRONLOG_LOG_LEVEL") or "info").strip().lower()
+    level_name = (level or os.environ.get("CRONLOG_LOG_LEVEL") or default_level).strip().lower()
     problems = []
     if fmt_name not in FORMATS:
         problems.append(("CRONLOG_LOG_FORMAT", fmt_name, "logfmt"))
         fmt_name = "logfmt"
     if level_name not in LEVELS:
-        problems.append(("CRONLOG_LOG_LEVEL", level_name, "info"))
-        level_name = "info"
-    handler = logging.StreamHandler(stream or sys.stderr)
+        problems.append(("CRONLOG_LOG_LEVEL", level_name, default_level))
+        level_name = default_level
+    handler = logging.StreamHandler(stream) if stream is not None else _StderrHandler()
     handler.setFormatter(LineFormatter(service, json_lines=fmt_name == "json"))
     logging.basicConfig(handlers=[handler], level=LEVELS[level_name], force=True)
     for variable, given, used in problems:
@@ -123,6 +128,18 @@ def log_settings(logger: logging.Logger, settings: KafkaSettings, action: str = 
         "starting (settings, secrets redacted)",
         extra={"action": action, "settings": settings.redacted()},
     )
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A stream handler on the ``sys.stderr`` of the moment, not the one at set-up."""
+
+    @property
+    def stream(self) -> IO[str]:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: object) -> None:
+        pass  # StreamHandler.__init__ sets it; the property is the truth
 
 
 class LineFormatter(logging.Formatter):

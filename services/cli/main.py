@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -29,6 +30,7 @@ from services.cli.common import (
     usage_error,
 )
 from services.cli.tenants_cmd import tenants
+from services.logging_setup import configure_logging
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="cronlog: distributed cron on a Kafka log."
@@ -51,6 +53,15 @@ app.add_typer(workers, name="workers")
 app.add_typer(tokens_cmd.tokens, name="tokens")
 app.add_typer(tenants, name="tenants")
 app.add_typer(history_cmd.history, name="history")
+
+
+@app.callback()
+def _set_up_logging() -> None:
+    # What cronlog's own modules log (a broker retried, a topic under-replicated) goes to
+    # stderr as a logfmt line, warnings and worse unless CRONLOG_LOG_LEVEL says otherwise;
+    # a host that set logging up already (a test runner) keeps its own.
+    if not logging.getLogger().handlers:
+        configure_logging("cli", default_level="warning")
 
 
 def _load(path: Path) -> list[dict[str, Any]]:

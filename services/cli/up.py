@@ -29,6 +29,7 @@ from services.api.settings import ApiSettings
 from services.cli import render, watch
 from services.cli.client import ApiClient, ApiError, load_job_file
 from services.cli.tokens_cmd import local_admin_token
+from services.logging_setup import configure_logging
 from topology.kafka.bootstrap import ensure_topics
 from topology.kafka.config import KafkaSettings
 
@@ -280,6 +281,12 @@ def run_up(examples: bool, duration_s: float | None, api_url: str | None) -> int
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     services: list[Service] = []
     broker_started, status = False, 0
+    logs = ROOT / ".cache" / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    # this process's own log lines (the topic bootstrap's: one broker, no redundancy) go to a
+    # file like the services' lines: the terminal shows only the text written for people
+    up_log = (logs / "up.log").open("a", encoding="utf-8")
+    configure_logging("up", stream=up_log)
     try:
         bootstrap = os.environ.get("KAFKA_BOOTSTRAP")
         if not bootstrap:
@@ -287,8 +294,6 @@ def run_up(examples: bool, duration_s: float | None, api_url: str | None) -> int
         os.environ["KAFKA_BOOTSTRAP"] = bootstrap
         created = ensure_topics(KafkaSettings())
         console.print(f"Kafka at {bootstrap}; topics created: {', '.join(created) or 'none'}")
-        logs = ROOT / ".cache" / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
         (ROOT / "state").mkdir(exist_ok=True)  # the services' default state dirs live here
         token = local_admin_token(ROOT / "state")
         console.print(
