@@ -192,6 +192,7 @@ def spread(values: list[float], unit: float = 1.0, suffix: str = "s") -> str:
     )
 
 
+LINE_TS = re.compile(r"ts=(\S+)")
 FOLD_STATS = re.compile(
     r"action=fold_stats records=(\d+) decisions=\d+ batches=(\d+) rate=(\d+)/s "
     r"fold=([\d.]+)s commit=([\d.]+)s store=([\d.]+)s"
@@ -203,13 +204,14 @@ def fold_stats_lines(
 ) -> list[tuple[float, tuple[int, int, int, float, float, float]]]:
     """The scheduler log's fold_stats lines: (epoch seconds of the line, parsed numbers).
 
-    The log's asctime is local time; this box runs in UTC (checked by the callers' output).
+    A line's instant is its ``ts`` key (ISO-8601 UTC; services/logging_setup.py).
     """
     out = []
     for line in log_path.read_text(errors="replace").splitlines():
         m = FOLD_STATS.search(line)
-        if m:
-            at = datetime.strptime(line.lstrip("[")[:23], "%Y-%m-%d %H:%M:%S,%f").astimezone()
+        ts = LINE_TS.match(line)
+        if m and ts:
+            at = datetime.fromisoformat(ts.group(1))
             r, b, rate, f, d, w = m.groups()
             out.append((at.timestamp(), (int(r), int(b), int(rate), float(f), float(d), float(w))))
     return out

@@ -42,7 +42,7 @@ def serve(registry: CollectorRegistry, port: int, host: str) -> str | None:
     The process exits (``topology.kafka.retrying.fatal``, exit 70) when the port cannot be bound.
     """
     if port == OFF:
-        log.info("action=metrics_off: CRONLOG_METRICS_PORT is -1")
+        log.info("CRONLOG_METRICS_PORT is -1", extra={"action": "metrics_off"})
         return None
     if not 0 <= port <= 65535:
         raise ValueError(f"metrics_port: {port} is not a TCP port, 0 (ephemeral) or -1 (off)")
@@ -51,5 +51,5 @@ def serve(registry: CollectorRegistry, port: int, host: str) -> str | None:
     except OSError as exc:
         fatal("metrics", f"cannot serve metrics on {host}:{port}: {exc}")
     url = metrics_url(host, server.server_port)
-    log.info("action=metrics_serving url=%s", url)
+    log.info("serving metrics", extra={"action": "metrics_serving", "url": url})
     return url

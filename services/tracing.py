@@ -134,8 +134,11 @@ def setup(service_name: str) -> TracerProvider | None:
         return None
     trace.set_tracer_provider(provider)
     log.info(
-        "action=tracing_on service=%s exporters=%s",
-        provider.resource.attributes.get(SERVICE_NAME),
-        ",".join(exporter_names(os.environ)),
+        "traces on",
+        extra={
+            "action": "tracing_on",
+            "service_name": provider.resource.attributes.get(SERVICE_NAME),
+            "exporters": ",".join(exporter_names(os.environ)),
+        },
     )
     return provider

@@ -180,7 +180,9 @@ def _export(
             report.rows += manifest.rows
             report.files += len(manifest.files)
             report.bytes += sum(f.bytes for f in manifest.files)
-            log.info("action=archive_day day=%s rows=%d", d.isoformat(), manifest.rows)
+            log.info(
+                "day archived", extra={"action": "archive_day", "day": d, "rows": manifest.rows}
+            )
 
     for batch in reader.batches():
         for item in batch:

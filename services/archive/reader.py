@@ -106,12 +106,14 @@ class TopicReader:
                     )
                 if start is None and low > 0:
                     log.warning(
-                        "action=archive_head_gone topic=%s partition=%d first_offset=%d: the "
-                        "archive's first export starts here; run-events before it were deleted "
-                        "before there was an archive",
-                        topic,
-                        p,
-                        low,
+                        "the archive's first export starts here; run-events before it were "
+                        "deleted before there was an archive",
+                        extra={
+                            "action": "archive_head_gone",
+                            "topic": topic,
+                            "partition": p,
+                            "first_offset": low,
+                        },
                     )
                 self.marks[p] = self.floor
                 self.first_of_day[p] = {}

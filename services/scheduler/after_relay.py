@@ -175,13 +175,15 @@ class AfterRelay:
         if fresh:
             consumer.commit(offsets=fresh, asynchronous=False)
         log.info(
-            "action=after_relay_started partitions=%d snapshot=%s folded=%d "
-            "rebuilt_in=%.2fs start=%s",
-            n,
-            snapshot is not None,
-            folded,
-            time.monotonic() - started,
-            start,
+            "after relay started",
+            extra={
+                "action": "after_relay_started",
+                "partitions": n,
+                "snapshot": snapshot is not None,
+                "folded": folded,
+                "rebuilt_in": f"{time.monotonic() - started:.2f}s",
+                "start": start,
+            },
         )
         return index, start, folded
 
@@ -192,7 +194,10 @@ class AfterRelay:
         ones past ``start`` (``AfterSnapshot.usable``) are skipped.
         """
         if partition_count(consumer, self.snapshots) is None:
-            log.warning("action=after_relay_no_snapshot_topic topic=%s", self.snapshots)
+            log.warning(
+                "no snapshot topic",
+                extra={"action": "after_relay_no_snapshot_topic", "topic": self.snapshots},
+            )
             return None
         low, high = watermarks(consumer, self.snapshots, 1)[0]
         best: AfterSnapshot | None = None
@@ -206,7 +211,12 @@ class AfterRelay:
                     found = decode_snapshot(m.value() or b"")
                 except SnapshotError as exc:
                     log.warning(
-                        "action=after_relay_snapshot_skipped offset=%s reason=%s", m.offset(), exc
+                        "snapshot skipped",
+                        extra={
+                            "action": "after_relay_snapshot_skipped",
+                            "offset": m.offset(),
+                            "reason": exc,
+                        },
                     )
                     continue
                 if found.usable(start) and (
@@ -223,9 +233,12 @@ class AfterRelay:
         """
         upstream_of, ticks = index.state()
         data = encode_snapshot(AfterSnapshot(dict(committed), upstream_of, ticks))
-        counts = f"bytes={len(data)} after_jobs={len(upstream_of)} active_runs={len(ticks)}"
+        counts = {"bytes": len(data), "after_jobs": len(upstream_of), "active_runs": len(ticks)}
         if len(data) > SNAPSHOT_MAX_BYTES:
-            log.warning("action=after_relay_snapshot_too_large %s", counts)
+            log.warning(
+                "snapshot too large: not written",
+                extra={"action": "after_relay_snapshot_too_large", **counts},
+            )
             return
         errors: list[KafkaError] = []
 
@@ -235,9 +248,12 @@ class AfterRelay:
 
         producer.produce(self.snapshots, key=SNAPSHOT_KEY, value=data, on_delivery=delivered)
         if producer.flush(FLUSH_TIMEOUT_S) or errors:
-            log.warning("action=after_relay_snapshot_failed %s errors=%s", counts, errors[:3])
+            log.warning(
+                "snapshot not delivered",
+                extra={"action": "after_relay_snapshot_failed", **counts, "errors": errors[:3]},
+            )
         else:
-            log.info("action=after_relay_snapshot_written %s", counts)
+            log.info("snapshot written", extra={"action": "after_relay_snapshot_written", **counts})
 
     def _relay(
         self,
@@ -274,9 +290,12 @@ class AfterRelay:
                     )
                     sent += 1
                     log.info(
-                        "action=after_relayed job_id=%s upstream_run_id=%s",
-                        env.job_id,
-                        getattr(env.command, "upstream_run_id", ""),
+                        "upstream run ended: command relayed",
+                        extra={
+                            "action": "after_relayed",
+                            "job_id": env.job_id,
+                            "upstream_run_id": getattr(env.command, "upstream_run_id", ""),
+                        },
                     )
                 position[m.partition() or 0] = offset_of(m) + 1
             if sent:
@@ -317,10 +336,13 @@ class AfterRelay:
             record = self.codec.decode_event(m.value() or b"")
         except DecodeError as exc:  # not ours to dead-letter: the fold wrote it
             log.warning(
-                "action=after_relay_undecodable partition=%s offset=%s reason=%s",
-                m.partition(),
-                m.offset(),
-                exc.reason,
+                "run-event not decodable: skipped",
+                extra={
+                    "action": "after_relay_undecodable",
+                    "partition": m.partition(),
+                    "offset": m.offset(),
+                    "reason": exc.reason,
+                },
             )
             return []
         return index.apply(record)

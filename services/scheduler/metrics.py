@@ -130,7 +130,9 @@ class ConsumerLag:
             positions = consumer.position([TopicPartition(self.topic, p) for p in sorted(owned)])
             ends = [consumer.get_watermark_offsets(tp, cached=True)[1] for tp in positions]
         except KafkaException as exc:
-            log.warning("action=consumer_lag_unread error=%s", exc)
+            log.warning(
+                "consumer lag not read", extra={"action": "consumer_lag_unread", "error": exc}
+            )
             return
         for tp, end in zip(positions, ends, strict=True):
             if tp.offset >= 0 and end >= 0:

@@ -68,15 +68,17 @@ class FoldStats:
         now = time.monotonic()
         if now - self.since >= self.every_s:
             log.info(
-                "action=fold_stats records=%d decisions=%d batches=%d rate=%.0f/s fold=%.2fs "
-                "commit=%.2fs store=%.2fs",
-                self.records,
-                self.decisions,
-                self.batches,
-                self.records / (now - self.since),
-                self.fold_s,
-                self.commit_s,
-                self.store_s,
+                "fold stats",
+                extra={
+                    "action": "fold_stats",
+                    "records": self.records,
+                    "decisions": self.decisions,
+                    "batches": self.batches,
+                    "rate": f"{self.records / (now - self.since):.0f}/s",
+                    "fold": f"{self.fold_s:.2f}s",
+                    "commit": f"{self.commit_s:.2f}s",
+                    "store": f"{self.store_s:.2f}s",
+                },
             )
             self.since, self.batches, self.records, self.decisions = now, 0, 0, 0
             self.fold_s = self.commit_s = self.store_s = 0.0
@@ -199,7 +201,10 @@ class FoldRuntime:
         except RegistryUnavailable as exc:
             # A Confluent-framed command whose schema the registry could not give: the record
             # is fine, so it is neither dead-lettered nor skipped; the batch is folded again.
-            log.warning("action=schema_registry_unavailable error=%s: batch retried in 1 s", exc)
+            log.warning(
+                "batch retried in 1 s",
+                extra={"action": "schema_registry_unavailable", "error": exc},
+            )
             self._retry(starts, read_at)
             self.stop.wait(1.0)
             return
@@ -274,7 +279,10 @@ class FoldRuntime:
         if is_fatal(err):
             raise Fenced(f"consumer: {err}")
         if err.code() != KafkaError._PARTITION_EOF:
-            log.warning("action=consume_error error=%s transient=%s", err, is_transient(err))
+            log.warning(
+                "consumer error",
+                extra={"action": "consume_error", "error": err, "transient": is_transient(err)},
+            )
 
     def _write(self, out: BatchResult, offsets: dict[int, int]) -> None:
         rows: dict[int, list[tuple[str, bytes | None, int | None, int | None]]] = {}
@@ -299,7 +307,10 @@ class FoldRuntime:
             self.cache.drop(p)  # its store may be restored from the changelog now
         self.pending += [p for p in new if p not in self.pending]
         metrics.ownership("assigned", len(new))
-        log.info("action=partitions_assigned partitions=%s", sorted(new))
+        log.info(
+            "partitions assigned",
+            extra={"action": "partitions_assigned", "partitions": sorted(new)},
+        )
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         gone = [tp.partition for tp in partitions]
@@ -322,8 +333,10 @@ class FoldRuntime:
         consumer.incremental_unassign(partitions)
         metrics.ownership("revoked", len(gone))
         metrics.owned(len(self.owned), len(self.due))
-        log.info("action=partitions_revoked partitions=%s", sorted(gone))
-        log.info("action=partitions_owned partitions=%s", self.owned_partitions())
+        log.info(
+            "partitions revoked", extra={"action": "partitions_revoked", "partitions": sorted(gone)}
+        )
+        self._log_owned()
 
     def _restore_pending(self) -> None:
         # A partition whose offset is not stable yet waits; one such ask per pass at most, so
@@ -351,15 +364,16 @@ class FoldRuntime:
         changelog = self.topics.job_table_changelog
         if not last_write_committed(self.restorer, changelog, p, store.changelog_offset()):
             log.warning(
-                "action=store_ahead partition=%d offset=%d: the store's last changelog record "
-                "is not committed (an aborted transaction); rebuilt from the changelog",
-                p,
-                store.changelog_offset(),
+                "the store's last changelog record is not committed (an aborted "
+                "transaction); rebuilt from the changelog",
+                extra={"action": "store_ahead", "partition": p, "offset": store.changelog_offset()},
             )
             store = self._wiped(store, path)
         done = restore(self.restorer, changelog, p, store)
         if store.changelog_offset() >= done.end:  # the store is ahead: not this changelog's
-            log.warning("action=store_ahead partition=%d: rebuilt from the changelog", p)
+            log.warning(
+                "rebuilt from the changelog", extra={"action": "store_ahead", "partition": p}
+            )
             store = self._wiped(store, path)
             done = restore(self.restorer, changelog, p, store)
         store.index_ready(ready_ms)  # once, for a store written before the ready index
@@ -373,15 +387,23 @@ class FoldRuntime:
         metrics.owned(len(self.owned), len(self.due))
         self.consumer.resume([tp])
         log.info(
-            "action=partition_restored partition=%d changelog_records=%d due_jobs=%d "
-            "ready_jobs=%d seconds=%.2f",
-            p,
-            done.records,
-            jobs,
-            ready,
-            time.monotonic() - started,
+            "partition restored",
+            extra={
+                "action": "partition_restored",
+                "partition": p,
+                "changelog_records": done.records,
+                "due_jobs": jobs,
+                "ready_jobs": ready,
+                "seconds": round(time.monotonic() - started, 2),
+            },
         )
-        log.info("action=partitions_owned partitions=%s", self.owned_partitions())
+        self._log_owned()
+
+    def _log_owned(self) -> None:
+        log.info(
+            "partitions owned",
+            extra={"action": "partitions_owned", "partitions": self.owned_partitions()},
+        )
 
     def _wiped(self, store: PartitionStore, path: Path) -> PartitionStore:
         store.close()

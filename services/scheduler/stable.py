@@ -101,9 +101,12 @@ class StableGate:
         self.offsets[partition] = tp.offset
         if wait is not None:
             log.info(
-                "action=offsets_stable partition=%d waited=%.1fs",
-                partition,
-                self.clock() - wait.since,
+                "committed offset stable",
+                extra={
+                    "action": "offsets_stable",
+                    "partition": partition,
+                    "waited": f"{self.clock() - wait.since:.1f}s",
+                },
             )
         self.waits.pop(partition, None)
         return True
@@ -118,20 +121,22 @@ class StableGate:
         if wait is None:
             wait = self.waits[partition] = _Wait(since=now, next_try=now, logged=now)
             log.warning(
-                "action=offsets_unstable partition=%d error=%s: its committed offset is not "
-                "stable yet (a previous owner's transaction is still open, or the group "
-                "coordinator is not answering); the partition waits, and so do the partitions "
-                "assigned with it (librdkafka fetches their offsets together); a wait far past "
-                "the transactions' timeout is a hanging transaction: README, Known limitations",
-                partition,
-                error,
+                "its committed offset is not stable yet (a previous owner's transaction is "
+                "still open, or the group coordinator is not answering); the partition waits, "
+                "and so do the partitions assigned with it (librdkafka fetches their offsets "
+                "together); a wait far past the transactions' timeout is a hanging "
+                "transaction: README, Known limitations",
+                extra={"action": "offsets_unstable", "partition": partition, "error": error},
             )
         elif now - wait.logged >= LOG_EVERY_S:
             wait.logged = now
             log.warning(
-                "action=offsets_unstable partition=%d waited=%.0fs error=%s",
-                partition,
-                now - wait.since,
-                error,
+                "committed offset still not stable",
+                extra={
+                    "action": "offsets_unstable",
+                    "partition": partition,
+                    "waited": f"{now - wait.since:.0f}s",
+                    "error": error,
+                },
             )
         wait.next_try = now + RETRY_S

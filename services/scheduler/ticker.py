@@ -150,6 +150,6 @@ def run_ticker(
                 )
                 gate.sent(p)
             except BufferError:
-                log.warning("action=tick_dropped partition=%d: producer queue full", p)
+                log.warning("producer queue full", extra={"action": "tick_dropped", "partition": p})
         producer.poll(0)
     producer.flush(5)

@@ -128,7 +128,9 @@ class BatchTransactions:
         self.fenced_at = [t for t in self.fenced_at if now - t < 60.0] + [now]
         if len(self.fenced_at) > FENCED_LIMIT:
             raise Fenced(f"producer fenced {len(self.fenced_at)} times in a minute: {err}")
-        log.warning("action=producer_renewed error=%s: fenced; a new producer takes over", err)
+        log.warning(
+            "fenced; a new producer takes over", extra={"action": "producer_renewed", "error": err}
+        )
         with contextlib.suppress(KafkaException):  # a fatal producer may raise on any call
             self.producer.purge()
         self.producer = self._new_producer()
@@ -171,7 +173,10 @@ class BatchTransactions:
                 if err.fatal():  # fenced: nothing of the batch is visible; fold it again
                     self.renew(err)
                     return None
-                log.warning("action=txn_failed attempt=%d error=%s", attempt + 1, err)
+                log.warning(
+                    "transaction failed",
+                    extra={"action": "txn_failed", "attempt": attempt + 1, "error": err},
+                )
                 if not self.abort():
                     return None
                 if err.code() in GROUP_ERRORS or (
@@ -204,7 +209,7 @@ class BatchTransactions:
                 if err.fatal():
                     self.renew(err)
                     return False
-                log.warning("action=txn_abort_failed error=%s", err)
+                log.warning("abort failed", extra={"action": "txn_abort_failed", "error": err})
                 if not err.retriable():  # e.g. no transaction to abort: nothing to resume
                     return True
         raise Fenced(

@@ -180,7 +180,17 @@ class Attempts:
         """
         held = self.held.get((run_id, task))
         if held is not None and (epoch is None or epoch == held.grant.epoch):
-            log.warning("lease revoked, killing", extra={"run_id": run_id, "task": task})
+            log.warning(
+                "lease revoked, killing",
+                extra={
+                    "action": "lease_revoked",
+                    "job_id": held.job_id,
+                    "run_id": run_id,
+                    "task": task,
+                    "attempt": held.grant.attempt,
+                    "epoch": held.grant.epoch,
+                },
+            )
             held.ended_as = metrics.refused_as(reason) if reason is not None else "lost"
             held.revoked = True
             held.execution.kill()
@@ -189,7 +199,15 @@ class Attempts:
         """Give ``grant``'s lease back (ReleaseTask): ready again at once, not a failure."""
         log.warning(
             "releasing",
-            extra={"run_id": grant.run_id, "task": grant.task, "epoch": grant.epoch},
+            extra={
+                "action": "task_released",
+                "job_id": job_id,
+                "run_id": grant.run_id,
+                "task": grant.task,
+                "attempt": grant.attempt,
+                "epoch": grant.epoch,
+                "reason": reason,
+            },
         )
         metrics.ended("released")
         self.send(

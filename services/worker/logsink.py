@@ -249,5 +249,8 @@ class LogShipper:
                 err = kafka_error(exc)
                 if err is None or not err.fatal():
                     raise
-                log.error("action=logs_producer_replaced error=%s: queued log chunks are lost", err)
+                log.error(
+                    "queued log chunks are lost",
+                    extra={"action": "logs_producer_replaced", "error": err},
+                )
                 self.producer = self._new_producer()

@@ -134,9 +134,9 @@ class Worker:
             # Without answers the worker would claim work it can never run: stop pulling,
             # drain what runs, and exit non-zero (__main__).
             log.critical(
-                "action=thread_failed thread=replies error=%s: stopping the worker",
-                exc,
+                "stopping the worker",
                 exc_info=True,
+                extra={"action": "thread_failed", "thread_": "replies", "error": exc},
             )
             self.failure = f"replies reader: {exc}"
             self._replies_ready.set()
@@ -240,7 +240,10 @@ class Worker:
             liveness=self.ready_liveness,
             stop=self._stop,
         )
-        log.info("worker started", extra={"worker_id": s.worker_id, "slots": s.slots})
+        log.info(
+            "worker started",
+            extra={"action": "worker_started", "worker_id": s.worker_id, "slots": s.slots},
+        )
         heartbeat = Heartbeat(s, self.held_leases)
         heartbeat.start()
         try:

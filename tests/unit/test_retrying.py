@@ -13,6 +13,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from cronlog.errors import CronlogError
+from services.logging_setup import LineFormatter
 from topology.kafka.retrying import (
     FATAL_EXIT,
     Liveness,
@@ -105,9 +106,9 @@ def test_transient_errors_are_retried_until_the_call_works(
     with caplog.at_level(logging.INFO, logger=retry_log.name):
         assert call_with_retry(fn, what="watermarks") == "ok"  # type: ignore[arg-type]
     assert calls == [4]
-    actions = [r.getMessage().split()[0] for r in caplog.records]
-    assert actions == ["action=broker_trouble", "action=broker_recovered"]
-    assert "errors=3" in caplog.records[1].getMessage()
+    actions = [getattr(r, "action", None) for r in caplog.records]
+    assert actions == ["broker_trouble", "broker_recovered"]
+    assert " errors=3 " in LineFormatter("test").format(caplog.records[1])
 
 
 def test_a_permanent_error_is_raised_at_once() -> None:
@@ -170,12 +171,12 @@ def test_an_episode_is_logged_once_and_its_recovery_once(
         assert lv.troubled and lv.status()["ok"] is False
         lv.recovered()
         lv.recovered()
-    lines = [r.getMessage() for r in caplog.records]
+    lines = [LineFormatter("test").format(r) for r in caplog.records]  # the lines as written
     assert len(lines) == 2
-    assert lines[0].startswith("action=broker_trouble thread=read-model")
+    assert " action=broker_trouble thread=read-model error=" in lines[0]
     assert "Connection refused" in lines[0]
-    assert lines[1].startswith("action=broker_recovered thread=read-model")
-    assert "errors=50" in lines[1]
+    assert " action=broker_recovered thread=read-model after=" in lines[1]
+    assert " errors=50 " in lines[1]
     assert not lv.troubled
 
 
@@ -206,9 +207,10 @@ def test_stalled_after_no_beat() -> None:
 
 def test_a_thread_that_raises_ends_its_process_with_70_and_a_clear_last_line() -> None:
     code = (
-        "import logging, time\n"
+        "import time\n"
+        "from services.logging_setup import configure_logging\n"
         "from topology.kafka.retrying import start_thread\n"
-        "logging.basicConfig(level=logging.INFO)\n"
+        "configure_logging('test')\n"
         "def boom():\n"
         "    raise RuntimeError('the consumer is gone')\n"
         "start_thread('read-model', boom)\n"
@@ -220,9 +222,10 @@ def test_a_thread_that_raises_ends_its_process_with_70_and_a_clear_last_line() -
     )
     assert done.returncode == FATAL_EXIT
     assert "still alive" not in done.stdout
-    first = next(ln for ln in done.stderr.splitlines() if "action=fatal" in ln)
-    assert "thread=read-model error=the consumer is gone" in first
-    assert done.stderr.rstrip().splitlines()[-1] == "RuntimeError: the consumer is gone"
+    lines = done.stderr.rstrip().splitlines()
+    assert len(lines) == 1  # the traceback is in the line (exc=…), not after it
+    assert ' action=fatal thread=read-model error="the consumer is gone" ' in lines[0]
+    assert lines[0].endswith('\\nRuntimeError: the consumer is gone"')
 
 
 def test_a_consumer_fatal_event_counts_as_fatal_though_its_flag_is_not_set() -> None:

@@ -395,7 +395,7 @@ def test_a_tracing_sdk_that_raises_changes_no_decision(caplog: pytest.LogCapture
     assert (
         sum(decisions for decisions, _, _ in got) >= 8
     )  # registrations, trigger, grant, three ticks fired
-    assert "action=tracing_failed" in caplog.text
+    assert "tracing_failed" in [getattr(r, "action", None) for r in caplog.records]
 
 
 def test_a_worker_span_that_cannot_open_runs_its_body_once_and_lets_its_errors_through() -> None:

@@ -67,7 +67,9 @@ def lease_attributes(job_id: str, item: object) -> Attributes:
 def _warn_once(what: str) -> None:
     """Log the first failure of ``what`` (with its traceback); later ones are silent."""
     log.warning(
-        "action=tracing_failed what=%s: spans are dropped, work goes on", what, exc_info=True
+        "spans are dropped, work goes on",
+        exc_info=True,
+        extra={"action": "tracing_failed", "what": what},
     )
 
 

@@ -135,13 +135,16 @@ def _replication(settings: KafkaSettings, brokers: int) -> Replication:
         # transient: brokers down now may be back soon (ensure_topics_retrying waits for them)
         raise Unavailable(f"choosing the replication of cronlog's topics: {exc}") from exc
     if replication.warning:
-        log.warning("action=topics_replication_low %s", replication.warning)
+        log.warning(replication.warning, extra={"action": "topics_replication_low"})
     else:
         log.info(
-            "action=topics_replication brokers=%d replication_factor=%d min_insync_replicas=%d",
-            brokers,
-            replication.factor,
-            replication.min_insync,
+            "replication of cronlog's topics",
+            extra={
+                "action": "topics_replication",
+                "brokers": brokers,
+                "replication_factor": replication.factor,
+                "min_insync_replicas": replication.min_insync,
+            },
         )
     return replication
 
@@ -155,12 +158,14 @@ def _warn_under_replicated(
         have = min((len(p.replicas) for p in partitions), default=wanted)
         if have < wanted:
             log.warning(
-                "action=topic_under_replicated topic=%s replicas=%d wanted=%d: created when the "
-                "cluster had fewer brokers; raise it with a partition reassignment "
-                "(docs/operations.md)",
-                spec.name,
-                have,
-                wanted,
+                "created when the cluster had fewer brokers; raise it with a partition "
+                "reassignment (docs/operations.md)",
+                extra={
+                    "action": "topic_under_replicated",
+                    "topic": spec.name,
+                    "replicas": have,
+                    "wanted": wanted,
+                },
             )
 
 

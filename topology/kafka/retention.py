@@ -136,12 +136,13 @@ def reconcile_retention(
     apply = [d for d in drift if shorten or not d.shortens]
     apply_drift(admin, apply, timeout_s)
     for d in apply:
-        log.info("retention_applied %s", d.describe())
+        log.info(d.describe(), extra={"action": "retention_applied", "topic": d.topic})
     left = [d for d in drift if d not in apply]
     for d in left:
         log.warning(
-            "retention_differs %s: not shortened (it would delete the head of the topic); "
-            "check that a snapshot covers it, then set CRONLOG_APPLY_RETENTION=true",
+            "%s: not shortened (it would delete the head of the topic); check that a snapshot "
+            "covers it, then set CRONLOG_APPLY_RETENTION=true",
             d.describe(),
+            extra={"action": "retention_differs", "topic": d.topic},
         )
     return left

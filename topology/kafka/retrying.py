@@ -164,11 +164,9 @@ class Liveness:
                 self._since = time.monotonic()
         if first:
             self.log.warning(
-                "action=broker_trouble thread=%s error=%s: retrying with backoff up to %.0fs "
-                "(logged once until it recovers)",
-                self.name,
-                err,
+                "retrying with backoff up to %.0fs (logged once until it recovers)",
                 BACKOFF_MAX_S,
+                extra={"action": "broker_trouble", "thread_": self.name, "error": err},
             )
 
     def recovered(self) -> None:
@@ -177,11 +175,14 @@ class Liveness:
             was, failures, self._error, self.failures = self._error, self.failures, None, 0
         if was is not None:
             self.log.info(
-                "action=broker_recovered thread=%s after=%.1fs errors=%d last_error=%s",
-                self.name,
-                time.monotonic() - self._since,
-                failures,
-                was,
+                "broker recovered",
+                extra={
+                    "action": "broker_recovered",
+                    "thread_": self.name,
+                    "after": f"{time.monotonic() - self._since:.1f}s",
+                    "errors": failures,
+                    "last_error": was,
+                },
             )
 
     @property
@@ -341,11 +342,10 @@ def fatal(thread: str, exc: BaseException | str) -> NoReturn:
     atexit hook can hold the process up).
     """
     log.critical(
-        "action=fatal thread=%s error=%s: this thread cannot go on; ending the process (exit %d)",
-        thread,
-        exc,
+        "this thread cannot go on; ending the process (exit %d)",
         FATAL_EXIT,
         exc_info=exc if isinstance(exc, BaseException) else None,
+        extra={"action": "fatal", "thread_": thread, "error": exc},
     )
     for handler in logging.getLogger().handlers:
         handler.flush()

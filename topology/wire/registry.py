@@ -112,5 +112,8 @@ def register_schemas(
             ids[subject] = int(client.register_schema(subject, schema))
         except Exception as exc:  # the client raises its own error, httpx's, or OSError
             raise RegistryUnavailable(f"registering {name} under {subject} failed: {exc}") from exc
-        log.info("action=schema_registered subject=%s schema_id=%d", subject, ids[subject])
+        log.info(
+            "schema registered",
+            extra={"action": "schema_registered", "subject": subject, "schema_id": ids[subject]},
+        )
     return ids

@@ -93,10 +93,12 @@ class JobLabels:
                 self._pinned.add(job_id)
             else:
                 log.warning(
-                    "action=critical_jobs_over_cap job_id=%s cap=%d: labelled as any job, "
-                    "its missed ticks do not page",
-                    job_id,
-                    MAX_CRITICAL_JOBS,
+                    "labelled as any job, its missed ticks do not page",
+                    extra={
+                        "action": "critical_jobs_over_cap",
+                        "job_id": job_id,
+                        "cap": MAX_CRITICAL_JOBS,
+                    },
                 )
 
     def critical(self) -> set[str]:
