@@ -60,6 +60,9 @@ RECORD_ATTRS = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__)
     "taskName",  # Python 3.12+
 }
 """What a ``LogRecord`` holds by itself: everything else on a record is a field."""
+NOT_FIELDS = RECORD_ATTRS | {"color_message"}
+"""What is never printed: the record's own attributes, and uvicorn's copy of its message with
+terminal colour codes in it."""
 OWN_KEYS = ("ts", "level", "service", "logger", "action", "msg", "exc", "stack")
 """The line's own keys, in order (``action`` comes from the fields, first of them)."""
 _PLAIN_FORBIDDEN = frozenset(' ="\\')
@@ -174,7 +177,7 @@ class LineFormatter(logging.Formatter):
         extra = {
             _field_name(key): value
             for key, value in record.__dict__.items()
-            if key not in RECORD_ATTRS
+            if key not in NOT_FIELDS
         }
         if "action" in extra:
             line["action"] = extra.pop("action")

@@ -16,6 +16,7 @@ from types import FrameType
 from cronlog.errors import CronlogError
 from services.archive.export import export
 from services.archive.settings import ArchiveSettings
+from services.logging_setup import configure_logging, log_settings
 
 log = logging.getLogger("cronlog.archive")
 
@@ -25,14 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--once", action="store_true", help="export once and exit")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    configure_logging("archive")
     settings = ArchiveSettings()
-    log.info(
-        "action=start dest=%s hot_window=%s interval=%s",
-        settings.archive_dest,
-        settings.archive_hot_window,
-        settings.archive_interval,
-    )
+    log_settings(log, settings)  # action=start, settings.archive_dest=… and the others
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -44,17 +40,20 @@ def main(argv: list[str] | None = None) -> int:
         try:
             report = export(settings, datetime.now(UTC))
         except (CronlogError, TimeoutError) as exc:
-            log.error("action=export_failed error=%s", exc)
+            log.error("export failed", extra={"action": "export_failed", "error": exc})
             if args.once:
                 return 1
         else:
             log.info(
-                "action=exported days=%d rows=%d files=%d bytes=%d already=%d",
-                len(report.days),
-                report.rows,
-                report.files,
-                report.bytes,
-                report.already,
+                "exported",
+                extra={
+                    "action": "exported",
+                    "days": len(report.days),
+                    "rows": report.rows,
+                    "files": report.files,
+                    "bytes": report.bytes,
+                    "already": report.already,
+                },
             )
             if args.once:
                 return 0

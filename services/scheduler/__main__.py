@@ -9,6 +9,7 @@ import time
 from types import FrameType
 
 from services import tracing
+from services.logging_setup import configure_logging, log_settings
 from services.scheduler import metrics
 from services.scheduler.after_relay import start_after_relay
 from services.scheduler.runtime import FoldRuntime
@@ -26,10 +27,8 @@ log = logging.getLogger("cronlog.scheduler")
 def main() -> None:
     """Start one scheduler process with settings from the environment (``CRONLOG_*``)."""
     settings = SchedulerSettings()
-    logging.basicConfig(
-        level=settings.log_level_number(),
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-    )
+    configure_logging("scheduler", level=settings.log_level)
+    log_settings(log, settings)
     tracing.setup("cronlog-scheduler")  # off unless OTEL_* asks for traces
     metrics.serve(settings.metrics_port, settings.metrics_host)  # a port taken: exit 70
     ensure_topics_retrying(settings)
@@ -37,7 +36,7 @@ def main() -> None:
     runtime = FoldRuntime(settings)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        log.info("action=stopping signal=%d", signum)
+        log.info("stopping", extra={"action": "stopping", "signal": signum})
         runtime.stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -61,18 +60,17 @@ def main() -> None:
         runtime.run()
     except Fenced as exc:
         log.critical(
-            "action=fenced error=%s: this process may no longer write (a newer instance took "
-            "its transactional.id, or its transaction timed out and was aborted); exiting so "
-            "that it restarts fresh",
-            exc,
+            "this process may no longer write (a newer instance took its transactional.id, "
+            "or its transaction timed out and was aborted); exiting so that it restarts fresh",
+            extra={"action": "fenced", "error": exc},
         )
         sys.exit(70)
     except Stopped as exc:
-        log.info("action=stopped_waiting error=%s", exc)
+        log.info("stopped while waiting", extra={"action": "stopped_waiting", "error": exc})
     finally:
         if relay_stop is not None:
             relay_stop.set()
-    log.info("action=stopped")
+    log.info("stopped", extra={"action": "stopped"})
 
 
 REGISTRY_EXIT = 78
@@ -96,9 +94,12 @@ def register_with_registry(settings: SchedulerSettings, deadline_s: float = 60.0
             return
         except RegistryUnavailable as exc:
             if time.monotonic() >= deadline:
-                log.critical("action=schema_registry_failed error=%s: exiting", exc)
+                log.critical("exiting", extra={"action": "schema_registry_failed", "error": exc})
                 sys.exit(REGISTRY_EXIT)
-            log.warning("action=schema_registry_retry error=%s", exc)
+            log.warning(
+                "registry not answering: retried in 2 s",
+                extra={"action": "schema_registry_retry", "error": exc},
+            )
             time.sleep(2.0)
 
 

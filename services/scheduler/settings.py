@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import socket
 
@@ -36,7 +35,9 @@ class SchedulerSettings(KafkaSettings):
             floor).
         static_membership: join the group with ``group.instance.id = instance_id``. Default
             True.
-        log_level: ``debug``, ``info`` (default), ``warning`` or ``error``.
+        log_level: ``debug``, ``info`` (default), ``warning``, ``error`` or ``critical``;
+            env ``CRONLOG_LOG_LEVEL``, which every process reads (an unknown one: ``info``,
+            with a warning; ``services/logging_setup.py``).
         keep_local_state: reuse the stores left by a previous run (read from the changelog
             only what they lack). Default True: the fold writes RocksDB only after the
             transaction that put the same records on the changelog committed, so a store is
@@ -73,8 +74,3 @@ class SchedulerSettings(KafkaSettings):
     def state_path(self) -> str:
         """Return the state directory (explicit or derived from instance_id)."""
         return self.state_dir or os.path.join("state", f"scheduler-{self.instance_id}")
-
-    def log_level_number(self) -> int:
-        """Return ``log_level`` as a ``logging`` level number (INFO when unknown)."""
-        level = logging.getLevelName(self.log_level.upper())
-        return level if isinstance(level, int) else logging.INFO

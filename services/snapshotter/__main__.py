@@ -11,6 +11,7 @@ from types import FrameType
 from pydantic import Field
 
 from cronlog.errors import CronlogError
+from services.logging_setup import configure_logging, log_settings
 from services.snapshotter.take import take_snapshot
 from topology.kafka.bootstrap import ensure_topics_retrying
 from topology.kafka.config import KafkaSettings
@@ -41,28 +42,31 @@ def run(settings: SnapshotterSettings, stop: threading.Event) -> None:
             taken = take_snapshot(settings)
             m = taken.manifest
             log.info(
-                "action=snapshot_%s snapshot_id=%s folded=%d commands=%d",
-                "written" if taken.written else "unchanged",
-                m.snapshot_id if m else "-",
-                taken.folded,
-                m.commands if m else 0,
+                "snapshot taken",
+                extra={
+                    "action": "snapshot_written" if taken.written else "snapshot_unchanged",
+                    "snapshot_id": m.snapshot_id if m else "-",
+                    "folded": taken.folded,
+                    "commands": m.commands if m else 0,
+                },
             )
             for note in taken.notes:
-                log.warning("action=snapshot_note %s", note)
+                log.warning(note, extra={"action": "snapshot_note"})
         except CronlogError as exc:
-            log.error("action=snapshot_failed error=%s", exc)
+            log.error("snapshot failed", extra={"action": "snapshot_failed", "error": exc})
         stop.wait(settings.snapshot_interval_s)
 
 
 def main() -> None:
     """Run the snapshotter with settings from the environment until SIGTERM/SIGINT."""
+    configure_logging("snapshotter")
     settings = SnapshotterSettings()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    log_settings(log, settings)
     ensure_topics_retrying(settings)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        log.info("action=stopping signal=%d", signum)
+        log.info("stopping", extra={"action": "stopping", "signal": signum})
         stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)

@@ -7,6 +7,7 @@ import signal
 
 from cronlog.errors import CronlogError
 from services import tracing
+from services.logging_setup import configure_logging, log_settings
 from services.worker import metrics
 from services.worker.settings import WorkerSettings
 from services.worker.worker import Worker
@@ -16,16 +17,20 @@ from topology.kafka.retrying import FATAL_EXIT
 
 def main() -> None:
     """Start a worker with settings from the environment (``CRONLOG_*``)."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    configure_logging("worker")
     settings = WorkerSettings()
+    log = logging.getLogger("cronlog.worker")
+    log_settings(log, settings)
     tracing.setup("cronlog-worker")  # off unless OTEL_* asks for traces
     metrics.serve(settings.metrics_port, settings.metrics_host)  # a port taken: exit 70
     ensure_topics_retrying(settings)  # idempotent; any service may start first
     worker = Worker(settings)
-    log = logging.getLogger("cronlog.worker")
 
     def on_signal(signum: int, _frame: object) -> None:
-        log.info("action=stopping signal=%d: draining (up to %.0f s)", signum, settings.drain_s)
+        log.info(
+            "draining",
+            extra={"action": "stopping", "signal": signum, "drain": f"{settings.drain_s:.0f}s"},
+        )
         worker.stop()
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -34,20 +39,20 @@ def main() -> None:
         worker.run()
     except Exception as exc:  # a fatal broker error, or a reader that could not go on
         log.critical(
-            "action=fatal thread=main error=%s: the worker stopped (exit %d)",
-            exc,
+            "the worker stopped (exit %d)",
             FATAL_EXIT,
             exc_info=not isinstance(exc, CronlogError),
+            extra={"action": "fatal", "thread_": "main", "error": exc},
         )
         raise SystemExit(FATAL_EXIT) from exc
     if worker.failure is not None:
         log.critical(
-            "action=fatal thread=replies error=%s: the worker stopped (exit %d)",
-            worker.failure,
+            "the worker stopped (exit %d)",
             FATAL_EXIT,
+            extra={"action": "fatal", "thread_": "replies", "error": worker.failure},
         )
         raise SystemExit(FATAL_EXIT)
-    log.info("action=stopped worker_id=%s", settings.worker_id)
+    log.info("stopped", extra={"action": "stopped", "worker_id": settings.worker_id})
 
 
 if __name__ == "__main__":

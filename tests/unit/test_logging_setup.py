@@ -286,3 +286,9 @@ def test_the_workers_task_start_line_carries_the_attempts_identity(
         "epoch": "7",
         "worker_id": "w-1",
     }
+
+
+def test_uvicorns_coloured_copy_of_its_message_is_not_printed() -> None:
+    line = LineFormatter("api").format(record("Started", color_message="\x1b[36mStarted\x1b[0m"))
+    assert "color_message" not in line
+    assert fields(line)["msg"] == "Started"

@@ -57,6 +57,6 @@ def test_a_taken_port_ends_the_process_with_a_clear_error(service: str, default:
             check=False,
         )
     assert done.returncode == 70, done.stderr
-    assert f"action=fatal thread=metrics error=cannot serve metrics on 127.0.0.1:{port}" in (
-        done.stderr
-    )
+    fatal = next(ln for ln in done.stderr.splitlines() if "action=fatal" in ln)
+    assert f'thread=metrics error="cannot serve metrics on 127.0.0.1:{port}: ' in fatal
+    assert "level=critical" in fatal
