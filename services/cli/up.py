@@ -284,9 +284,11 @@ def run_up(examples: bool, duration_s: float | None, api_url: str | None) -> int
     logs = ROOT / ".cache" / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     # this process's own log lines (the topic bootstrap's: one broker, no redundancy) go to a
-    # file like the services' lines: the terminal shows only the text written for people
+    # file like the services' lines: the terminal shows only the text written for people.
+    # Warnings and worse unless CRONLOG_LOG_LEVEL says otherwise (httpx logs every request
+    # of the live table at info).
     up_log = (logs / "up.log").open("a", encoding="utf-8")
-    configure_logging("up", stream=up_log)
+    configure_logging("up", stream=up_log, default_level="warning")
     try:
         bootstrap = os.environ.get("KAFKA_BOOTSTRAP")
         if not bootstrap:
