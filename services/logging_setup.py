@@ -33,13 +33,14 @@ which is what the format's reference decoder (go-logfmt) reads. A traceback is o
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from datetime import UTC, date, datetime
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, cast
 
 if TYPE_CHECKING:  # the CLI sets logging up before it needs any settings class
     from topology.kafka.config import KafkaSettings
@@ -196,10 +197,12 @@ class LineFormatter(logging.Formatter):
 def logfmt(fields: Mapping[str, object]) -> str:
     """Return ``fields`` as one logfmt line, ``key=value`` pairs joined by spaces.
 
-    A nested mapping becomes dotted keys (an empty one is ``{}``); each value is rendered by
+    A nested dict becomes dotted keys (an empty one is ``{}``); each value is rendered by
     ``logfmt_value``; a key keeps only characters that need no quoting (others become ``_``).
     """
-    return " ".join(f"{key}={logfmt_value(value)}" for key, value in _flat(fields, ""))
+    parts: list[str] = []
+    _flat(fields, "", parts)
+    return " ".join(parts)
 
 
 def logfmt_value(value: object) -> str:
@@ -208,7 +211,12 @@ def logfmt_value(value: object) -> str:
     ``None`` is ``null``, booleans ``true``/``false``, numbers as ``str``, instants ISO-8601,
     lists, tuples and sets compact JSON, anything else its ``str``.
     """
-    if value is None:
+    kind = type(value)
+    if kind is int or kind is float:  # most fields: no quoting to consider
+        return str(value)
+    if kind is str:
+        text = cast(str, value)
+    elif value is None:
         text = "null"
     elif isinstance(value, bool):
         text = "true" if value else "false"
@@ -232,18 +240,21 @@ def _escape_unprintable(text: str) -> str:
     return "".join(c if c.isprintable() else json.dumps(c)[1:-1] for c in text)
 
 
-def _flat(fields: Mapping[str, object], prefix: str) -> Iterator[tuple[str, object]]:
+def _flat(fields: Mapping[str, object], prefix: str, out: list[str]) -> None:
     for key, value in fields.items():
         name = prefix + _logfmt_key(str(key))
-        if isinstance(value, Mapping) and value:
-            yield from _flat(value, name + ".")
-        elif isinstance(value, Mapping):
-            yield name, "{}"
+        if isinstance(value, dict):
+            if value:
+                _flat(value, name + ".", out)
+            else:
+                out.append(name + "={}")
         else:
-            yield name, value
+            out.append(f"{name}={logfmt_value(value)}")
 
 
+@functools.lru_cache(maxsize=4096)
 def _logfmt_key(key: str) -> str:
+    # cached: a process logs the same few hundred keys over and over
     cleaned = "".join(c if c.isprintable() and c not in _PLAIN_FORBIDDEN else "_" for c in key)
     return cleaned or "_"
 
