@@ -38,8 +38,10 @@ import json
 import logging
 import os
 import sys
+import threading
 from collections.abc import Mapping
 from datetime import UTC, date, datetime
+from types import TracebackType
 from typing import IO, TYPE_CHECKING, cast
 
 if TYPE_CHECKING:  # the CLI sets logging up before it needs any settings class
@@ -79,7 +81,9 @@ def configure_logging(
 ) -> logging.Handler:
     """Send every logger of this process to one handler that writes cronlog's lines.
 
-    Replaces the root logger's handlers (``logging.basicConfig(force=True)``).
+    Replaces the root logger's handlers (``logging.basicConfig(force=True)``), and the hooks
+    that print an uncaught exception's traceback raw (``sys.excepthook``,
+    ``threading.excepthook``): it is logged as one line, ``action=uncaught``.
 
     Args:
         service: the process's name (``scheduler``, ``worker``, ``api``, …), the ``service``
@@ -107,6 +111,8 @@ def configure_logging(
     handler = logging.StreamHandler(stream) if stream is not None else _StderrHandler()
     handler.setFormatter(LineFormatter(service, json_lines=fmt_name == "json"))
     logging.basicConfig(handlers=[handler], level=LEVELS[level_name], force=True)
+    sys.excepthook = _uncaught
+    threading.excepthook = _uncaught_in_thread
     for variable, given, used in problems:
         logging.getLogger("cronlog.logging").warning(
             "unknown value; the default is used",
@@ -131,6 +137,35 @@ def log_settings(logger: logging.Logger, settings: KafkaSettings, action: str = 
     logger.info(
         "starting (settings, secrets redacted)",
         extra={"action": action, "settings": settings.redacted()},
+    )
+
+
+def _uncaught(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+    """What Python prints raw for an exception nothing caught, as one line (exit status 1 as
+    before); Ctrl-C keeps its usual short report."""
+    if issubclass(kind, KeyboardInterrupt):
+        sys.__excepthook__(kind, exc, tb)
+        return
+    logging.getLogger("cronlog").critical(
+        "uncaught exception: the process ends",
+        exc_info=(kind, exc, tb),
+        extra={"action": "uncaught", "thread_": "main", "error": exc},
+    )
+
+
+def _uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
+    """The same for a thread's exception (the thread ends; threads started with
+    ``topology.kafka.retrying.start_thread`` end the process instead)."""
+    if args.exc_value is None or issubclass(args.exc_type, SystemExit):
+        return
+    logging.getLogger("cronlog").critical(
+        "uncaught exception: the thread ends",
+        exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+        extra={
+            "action": "uncaught",
+            "thread_": args.thread.name if args.thread else "?",
+            "error": args.exc_value,
+        },
     )
 
 

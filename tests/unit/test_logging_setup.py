@@ -6,6 +6,9 @@ import io
 import json
 import logging
 import re
+import subprocess
+import sys
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -46,11 +49,11 @@ def fields(line: str) -> dict[str, str]:
 def captured() -> Iterator[io.StringIO]:
     """The process's logging set up as a service's, writing to a buffer; restored after."""
     root = logging.getLogger()
-    saved = root.handlers[:], root.level
+    saved = root.handlers[:], root.level, sys.excepthook, threading.excepthook
     buffer = io.StringIO()
     configure_logging("test", stream=buffer, level="info", fmt="logfmt")
     yield buffer
-    root.handlers[:], root.level = saved
+    root.handlers[:], root.level, sys.excepthook, threading.excepthook = saved
 
 
 def record(msg: str = "hello", **extra: object) -> logging.LogRecord:
@@ -292,3 +295,31 @@ def test_uvicorns_coloured_copy_of_its_message_is_not_printed() -> None:
     line = LineFormatter("api").format(record("Started", color_message="\x1b[36mStarted\x1b[0m"))
     assert "color_message" not in line
     assert fields(line)["msg"] == "Started"
+
+
+def test_an_uncaught_exception_is_one_line_and_the_status_stays_1() -> None:
+    code = (
+        "import threading\n"
+        "from services.logging_setup import configure_logging\n"
+        "configure_logging('test')\n"
+        "def boom():\n"
+        "    raise KeyError('in a thread')\n"
+        "t = threading.Thread(target=boom, name='helper')\n"
+        "t.start()\n"
+        "t.join()\n"
+        "raise ValueError('bad setting:\\n  field required')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 1
+    thread_line, main_line = (fields(ln) for ln in done.stderr.splitlines())
+    assert (thread_line["action"], thread_line["thread"]) == ("uncaught", "helper")
+    assert thread_line["exc"].endswith("KeyError: 'in a thread'")
+    assert (main_line["level"], main_line["action"], main_line["thread"]) == (
+        "critical",
+        "uncaught",
+        "main",
+    )
+    assert main_line["error"] == "bad setting:\n  field required"
+    assert main_line["exc"].endswith("ValueError: bad setting:\n  field required")
