@@ -78,12 +78,14 @@ def configure_logging(
     level: str | None = None,
     fmt: str | None = None,
     default_level: str = "info",
+    uncaught: bool = True,
 ) -> logging.Handler:
     """Send every logger of this process to one handler that writes cronlog's lines.
 
-    Replaces the root logger's handlers (``logging.basicConfig(force=True)``), and the hooks
-    that print an uncaught exception's traceback raw (``sys.excepthook``,
-    ``threading.excepthook``): it is logged as one line, ``action=uncaught``.
+    Replaces the root logger's handlers (``logging.basicConfig(force=True)``) and, with
+    ``uncaught``, the hooks that print an uncaught exception's traceback raw
+    (``sys.excepthook``, ``threading.excepthook``): it is logged as one line,
+    ``action=uncaught``.
 
     Args:
         service: the process's name (``scheduler``, ``worker``, ``api``, …), the ``service``
@@ -94,6 +96,8 @@ def configure_logging(
         fmt: ``logfmt`` or ``json``; default ``CRONLOG_LOG_FORMAT``, else ``logfmt``.
         default_level: the level when neither ``level`` nor ``CRONLOG_LOG_LEVEL`` is given
             (the CLI's is ``warning``: its own output is for people).
+        uncaught: route uncaught exceptions through the handler (services); the CLI keeps
+            its own hook, which shows a bug's traceback to the person at the terminal.
 
     Returns:
         The installed handler. An unknown level or format falls back to the default and
@@ -111,8 +115,9 @@ def configure_logging(
     handler = logging.StreamHandler(stream) if stream is not None else _StderrHandler()
     handler.setFormatter(LineFormatter(service, json_lines=fmt_name == "json"))
     logging.basicConfig(handlers=[handler], level=LEVELS[level_name], force=True)
-    sys.excepthook = _uncaught
-    threading.excepthook = _uncaught_in_thread
+    if uncaught:
+        sys.excepthook = _uncaught
+        threading.excepthook = _uncaught_in_thread
     for variable, given, used in problems:
         logging.getLogger("cronlog.logging").warning(
             "unknown value; the default is used",

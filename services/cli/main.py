@@ -59,9 +59,10 @@ app.add_typer(history_cmd.history, name="history")
 def _set_up_logging() -> None:
     # What cronlog's own modules log (a broker retried, a topic under-replicated) goes to
     # stderr as a logfmt line, warnings and worse unless CRONLOG_LOG_LEVEL says otherwise;
-    # a host that set logging up already (a test runner) keeps its own.
+    # a host that set logging up already (a test runner) keeps its own. A bug's traceback
+    # stays typer's, on the terminal.
     if not logging.getLogger().handlers:
-        configure_logging("cli", default_level="warning")
+        configure_logging("cli", default_level="warning", uncaught=False)
 
 
 def _load(path: Path) -> list[dict[str, Any]]:

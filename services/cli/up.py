@@ -288,7 +288,7 @@ def run_up(examples: bool, duration_s: float | None, api_url: str | None) -> int
     # Warnings and worse unless CRONLOG_LOG_LEVEL says otherwise (httpx logs every request
     # of the live table at info).
     up_log = (logs / "up.log").open("a", encoding="utf-8")
-    configure_logging("up", stream=up_log, default_level="warning")
+    configure_logging("up", stream=up_log, default_level="warning", uncaught=False)
     try:
         bootstrap = os.environ.get("KAFKA_BOOTSTRAP")
         if not bootstrap:
