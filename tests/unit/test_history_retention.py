@@ -181,6 +181,8 @@ def test_a_pruning_step_that_fails_ends_the_process_with_70(tmp_path: Path) -> N
         "from services.api.readmodel.pruner import HistoryPruner\n"
         "from services.api.readmodel.reader import ReadModel\n"
         "from services.api.settings import ApiSettings\n"
+        "from services.logging_setup import configure_logging\n"
+        "configure_logging('api')\n"
         "s = ApiSettings(api_state_dir=Path(sys.argv[1]))\n"
         "rm = ReadModel(s, s.state_path())\n"
         "def clock():\n"
@@ -198,7 +200,7 @@ def test_a_pruning_step_that_fails_ends_the_process_with_70(tmp_path: Path) -> N
     )
     assert done.returncode == FATAL_EXIT
     assert "still alive" not in done.stdout
-    assert "thread=history-pruner error=the store is gone" in done.stderr
+    assert ' action=fatal thread=history-pruner error="the store is gone" ' in done.stderr
 
 
 def test_layout_v5_rebuilds_the_run_store_but_not_the_task_log_store(tmp_path: Path) -> None:
