@@ -11,6 +11,7 @@ from cronlog import events as ev
 from cronlog.after import upstream_run_ended
 from cronlog.breaker import check_breaker
 from cronlog.decision import Decision
+from cronlog.dispatch import grant_ready
 from cronlog.errors import InvalidDefinition
 from cronlog.firing import (
     fire_due_ticks,
@@ -28,7 +29,7 @@ from cronlog.ids import (
 )
 from cronlog.interventions import cancel, drop_removed_tasks, rerun
 from cronlog.job import JobState
-from cronlog.leases import grant_ready, lease_command, lease_digest, tick_attempts
+from cronlog.leases import claim, complete, lease_digest, release, renew, tick_attempts
 from cronlog.limits import MAX_BACKFILL_TASK_INSTANCES
 from cronlog.progress import release_waiting
 from cronlog.runs import start_run
@@ -250,8 +251,14 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
             _backfill(d, state, command, envelope.idem_key, now)
         case cmd.Tick():
             _tick(d, now)
-        case cmd.ClaimTask() | cmd.RenewLease() | cmd.CompleteTask() | cmd.ReleaseTask():
-            lease_command(d, command, now)
+        case cmd.ClaimTask():
+            claim(d, command, now)
+        case cmd.RenewLease():
+            renew(d, command, now)
+        case cmd.CompleteTask():
+            complete(d, command, now)
+        case cmd.ReleaseTask():
+            release(d, command)
         case cmd.PollTasks():
             grant_ready(d, command.worker_id, command.slots, now, lease_digest(command.lease_token))
         case cmd.CancelRun():
