@@ -24,6 +24,7 @@ from datetime import datetime
 from opentelemetry.trace import Tracer
 
 from cronlog import commands as cmd
+from cronlog import dispatch
 from cronlog import events as ev
 from cronlog.decide import REPLY_COMMANDS, event_key, handle
 from cronlog.errors import CronlogError
@@ -186,16 +187,12 @@ class BatchFolder:
         events = self._apply(rec, env, record_time, overlay, out)
         command = env.command
         if isinstance(command, cmd.CompleteTask) and command.claim_next > 0:
-            worker = command.worker_id
-            granted = sum(
-                1 for e in events if isinstance(e, ev.TaskClaimed) and e.worker_id == worker
-            )
-            if granted < command.claim_next:
-                more = command.claim_next - granted
-                granted += self._grant_ready(
-                    rec, env, worker, more, overlay, out, command.lease_token
-                )
-            self._answer(rec, env, worker, env.idem_key, granted, out)
+            # the freed slot: the tasks the completion readied, granted in its own decision
+            # (eager dispatch: cronlog.dispatch.take_next), then the partition's, as a poll
+            worker, took = command.worker_id, len(dispatch.granted(events))
+            more = command.claim_next - took
+            took += self._grant_ready(rec, env, worker, more, overlay, out, command.lease_token)
+            self._answer(rec, env, worker, env.idem_key, took, out)
 
     def _grant_ready(
         self,
@@ -218,8 +215,8 @@ class BatchFolder:
             How many were granted.
         """
         key = grant_idem_key(env.idem_key, rec.partition, rec.offset)
-        granted, seen, passed = 0, set[str](), list[str]()
-        while granted < most and len(seen) < most + GRANT_LOOK_PAST:
+        total, seen, passed = 0, set[str](), list[str]()
+        while total < most and len(seen) < most + GRANT_LOOK_PAST:
             popped = self.ready.pop_due(rec.partition, ANY_TIME_MS, 1)
             if not popped:
                 break
@@ -229,17 +226,17 @@ class BatchFolder:
             seen.add(popped[0])
             poll = cmd.PollTasks(
                 worker_id=worker_id,
-                slots=most - granted,
+                slots=most - total,
                 poll_id=env.idem_key,
                 lease_token=lease_token,
             )
             job_env = cmd.Envelope(idem_key=key, job_id=popped[0], command=poll)
             events = self._apply(rec, job_env, from_ms(rec.timestamp_ms), overlay, out)
-            granted += sum(1 for e in events if isinstance(e, ev.TaskClaimed))
+            total += len(dispatch.granted(events))
         for job_id in passed:
             state = self._state(rec.partition, job_id, overlay)
             self.ready.set(rec.partition, job_id, _ready_ms(state))
-        return granted
+        return total
 
     def _answer(
         self,
@@ -335,14 +332,12 @@ class BatchFolder:
                 [self._too_large(env, f"the job record would grow past {limit} bytes")],
             )
         at = new.clock if new is not None else record_time
-        granted = {(e.run_id, e.task) for e in events if isinstance(e, ev.TaskClaimed)}
+        grants = dispatch.granted(events)  # eager dispatch: their TaskReady needs no ready copy
         # a ledger tenant's job, or a grant (cronlog.slots): the slot events' commands, and
         # no ready notification while it has no free slot
         slotted = isinstance(env.command, cmd.GrantSlots) or (new is not None and gated(new))
         notify = not slotted or new is None or free_slots(new) != 0
-        sends = [
-            s for i, e in enumerate(events) for s in self._emit(env, at, i, e, granted, notify)
-        ]
+        sends = [s for i, e in enumerate(events) for s in self._emit(env, at, i, e, grants, notify)]
         if any(len(s.value) > MAX_OUTPUT_BYTES for s in sends):
             if not isinstance(env.command, cmd.Tick):
                 raise CronlogError(
