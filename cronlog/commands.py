@@ -11,9 +11,10 @@ from datetime import datetime
 
 from cronlog.limits import MAX_BACKFILL_TICKS as MAX_BACKFILL_TICKS  # re-exported
 from cronlog.model import JobSpec
-from cronlog.vocabulary import Reprocess, UpstreamOutcome
+from cronlog.vocabulary import CommandKind, Reprocess, UpstreamOutcome
 from cronlog.worker_commands import ClaimTask as ClaimTask
 from cronlog.worker_commands import CompleteTask as CompleteTask
+from cronlog.worker_commands import PollJob as PollJob
 from cronlog.worker_commands import PollTasks as PollTasks
 from cronlog.worker_commands import ReleaseTask as ReleaseTask
 from cronlog.worker_commands import RenewLease as RenewLease
@@ -305,11 +306,17 @@ Command = (
     | GrantSlots
     | SetTenantLimits
 )
+"""Every command on the wire: the body of a ``cronlog.Command`` record (``Envelope``)."""
+
+JobCommand = Command | PollJob
+"""What ``decide`` reads: a command from the log, or one the fold makes for a job (PollJob)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Envelope:
+class Addressed:
     """A command addressed to one job, with its deduplication key.
+
+    ``decide`` reads this; the commands from the log are its subclass ``Envelope``.
 
     Attributes:
         idem_key: unique per logical command; a second command with the same key is a no-op.
@@ -321,5 +328,25 @@ class Envelope:
 
     idem_key: str
     job_id: str
-    command: Command
+    command: JobCommand
     tenant: str = "default"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Envelope(Addressed):
+    """A command as it travels on the commands topic: an ``Addressed`` wire ``Command``.
+
+    Its Avro record is ``cronlog.Command`` (``schemas/``); the codec maps only ``Command``.
+    """
+
+    command: Command
+
+
+def command_kind(command: JobCommand) -> CommandKind:
+    """Return the kind refusals and spans name ``command`` by (CommandRejected.command).
+
+    Its type's name; a PollJob is named for the PollTasks it serves.
+    """
+    if isinstance(command, PollJob):
+        return CommandKind.POLL_TASKS
+    return CommandKind(type(command).__name__)

@@ -12,7 +12,7 @@ from cronlog.after import upstream_run_ended
 from cronlog.breaker import check_breaker
 from cronlog.decision import Decision
 from cronlog.dispatch import grant_ready
-from cronlog.errors import InvalidDefinition
+from cronlog.errors import InvalidDefinition, InvariantViolation
 from cronlog.firing import (
     fire_due_ticks,
     first_tick,
@@ -47,21 +47,21 @@ from cronlog.vocabulary import (
 
 WORKER_COMMANDS = (cmd.ClaimTask, cmd.RenewLease, cmd.CompleteTask, cmd.ReleaseTask)
 """Commands whose dedupe markers live in the worker window (``JobState.renewals``)."""
-REPLY_COMMANDS = (*WORKER_COMMANDS, cmd.PollTasks)
+REPLY_COMMANDS = (*WORKER_COMMANDS, cmd.PollJob)
 """Commands whose events are copied to the sending worker's partition of ``cronlog.replies``."""
 PLATFORM_MARKED = (*WORKER_COMMANDS, cmd.GrantSlots)
 """Commands whose dedupe markers live in the platform window (``JobState.renewals``): the
 worker commands and the tenant ledger's grants."""
 LEDGER_COMMANDS = (cmd.AskSlots, cmd.ReturnSlots, cmd.SetTenantLimits)
 """Commands addressed to the tenant ledger (``cronlog.ledger``), never to a job."""
-UNMARKED_COMMANDS = (cmd.Tick, cmd.PollTasks)
+UNMARKED_COMMANDS = (cmd.Tick, cmd.PollJob)
 """Commands that leave no dedupe marker: a Tick is idempotent by the schedule cursor and the
 deterministic run_id, a poll by the task instances' state (a granted instance is no longer
 ready) and their epochs."""
 
 
 def handle(
-    state: JobState | None, envelope: cmd.Envelope, record_time: datetime
+    state: JobState | None, envelope: cmd.Addressed, record_time: datetime
 ) -> tuple[JobState | None, list[ev.Event]]:
     """Apply one command to a job: dedupe by idem_key, decide, evolve, advance the clock.
 
@@ -112,7 +112,7 @@ def handle(
 
 
 def _refuse_reuse(
-    state: JobState, envelope: cmd.Envelope, first: str, digest: str, record_time: datetime
+    state: JobState, envelope: cmd.Addressed, first: str, digest: str, record_time: datetime
 ) -> tuple[JobState, list[ev.Event]]:
     """Refuse a command that re-uses an applied idem_key with other content, once.
 
@@ -135,7 +135,7 @@ def _refuse_reuse(
     return replace(state.with_applied(key, digest), clock=now), d.events
 
 
-def marker_key(envelope: cmd.Envelope) -> str:
+def marker_key(envelope: cmd.Addressed) -> str:
     """Return the key a command is deduplicated (and its events named) by.
 
     The idem_key; for a worker command carrying a lease token, the idem_key with the token's
@@ -150,7 +150,7 @@ def marker_key(envelope: cmd.Envelope) -> str:
     return envelope.idem_key
 
 
-def event_key(envelope: cmd.Envelope, event: ev.Event) -> str:
+def event_key(envelope: cmd.Addressed, event: ev.Event) -> str:
     """Return the key the adapter derives ``event``'s event_id from (with job_id and index).
 
     The command's ``marker_key``, except for the refusal of a re-used key
@@ -165,7 +165,7 @@ def event_key(envelope: cmd.Envelope, event: ev.Event) -> str:
     return marker_key(envelope)
 
 
-def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
+def decide(d: Decision, envelope: cmd.Addressed, now: datetime) -> None:
     """Decide the events of one command, emitting them into ``d``.
 
     Business refusals become CommandRejected events; nothing here raises for bad input.
@@ -193,7 +193,7 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
         return
     if state.status is JobStatus.DELETED and not isinstance(
         command,
-        (cmd.Tick, cmd.PollTasks, *WORKER_COMMANDS, cmd.CancelRun),
+        (cmd.Tick, cmd.PollJob, *WORKER_COMMANDS, cmd.CancelRun),
     ):
         # runs started before the delete go on to their end (a DAG's later tasks included)
         # and can still be cancelled; nothing new starts
@@ -259,8 +259,8 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
             complete(d, command, now)
         case cmd.ReleaseTask():
             release(d, command)
-        case cmd.PollTasks():
-            grant_ready(d, command.worker_id, command.slots, now, lease_digest(command.lease_token))
+        case cmd.PollJob():
+            grant_ready(d, command, now, lease_digest(command.lease_token))
         case cmd.CancelRun():
             cancel(d, state, command, now)
         case cmd.RerunTask():
@@ -273,6 +273,8 @@ def decide(d: Decision, envelope: cmd.Envelope, now: datetime) -> None:
             raise AssertionError("handled above")
         case cmd.SetTenantLimits():
             raise AssertionError("handled above")
+        case cmd.PollTasks():  # the adapter answers it per partition, job by job
+            raise InvariantViolation("a PollTasks is decided as a PollJob for each job")
         case _:
             assert_never(command)
 

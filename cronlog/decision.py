@@ -9,7 +9,7 @@ from cronlog import events as ev
 from cronlog.errors import InvariantViolation
 from cronlog.evolve import evolve
 from cronlog.job import JobState
-from cronlog.vocabulary import CommandKind, RejectReason
+from cronlog.vocabulary import RejectReason
 
 
 class Decision:
@@ -40,11 +40,11 @@ class Decision:
         for event in events:
             self.emit(event)
 
-    def reject(self, command: cmd.Command, reason: RejectReason, detail: str) -> None:
+    def reject(self, command: cmd.JobCommand, reason: RejectReason, detail: str) -> None:
         """Emit a CommandRejected for ``command``."""
         self.emit(
             ev.CommandRejected(
-                command=CommandKind(type(command).__name__),
+                command=cmd.command_kind(command),
                 reason=reason,
                 detail=detail,
                 run_id=getattr(command, "run_id", None),

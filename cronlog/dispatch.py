@@ -93,10 +93,8 @@ def grant(
     )
 
 
-def grant_ready(
-    d: Decision, worker_id: str, most: int, now: datetime, token_digest: str = ""
-) -> None:
-    """Grant ``worker_id`` up to ``most`` of the job's ready task instances (a poll).
+def grant_ready(d: Decision, poll: cmd.PollJob, now: datetime, token_digest: str) -> None:
+    """Grant the polling worker up to ``poll.slots`` of the job's ready task instances.
 
     Smallest rank first (``cronlog.priority.rank``: the run's ``scheduled_for`` less the
     task's priority class times the job's aging), then run_id, then definition order within a
@@ -118,9 +116,9 @@ def grant_ready(
         key=lambda item: item[:3],
     )
     free = free_slots(state)
-    most = most if free is None else min(most, free)
+    most = poll.slots if free is None else min(poll.slots, free)
     for _, _, _, run, ti in ready[:most]:
-        grant(d, run, ti, worker_id, now, token_digest)
+        grant(d, run, ti, poll.worker_id, now, token_digest)
 
 
 def take_next(

@@ -30,13 +30,15 @@ PLATFORM_COMMANDS = (
     cmd.CompleteTask,
     cmd.ReleaseTask,
     cmd.PollTasks,
+    cmd.PollJob,
     cmd.UpstreamRunEnded,
     cmd.GrantSlots,
     cmd.AskSlots,
     cmd.ReturnSlots,
     cmd.SetTenantLimits,
 )
-"""Commands the platform sends (scheduler, workers, after relay): no tenant check."""
+"""Commands the platform sends (scheduler, workers, after relay) or the fold makes (PollJob):
+no tenant check."""
 
 
 def is_tenant_name(name: str) -> bool:
@@ -44,7 +46,7 @@ def is_tenant_name(name: str) -> bool:
     return TENANT_PATTERN.fullmatch(name) is not None
 
 
-def tenant_mismatch(owner: str | None, envelope: cmd.Envelope) -> str | None:
+def tenant_mismatch(owner: str | None, envelope: cmd.Addressed) -> str | None:
     """Return why ``envelope`` may not act on a job owned by ``owner``, or None if it may.
 
     Args:

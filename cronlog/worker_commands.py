@@ -92,10 +92,11 @@ class PollTasks:
     """A worker with free slots asks one commands partition for ready task instances.
 
     The poll is the claim (Temporal's "sync match"): the fold grants up to ``slots`` of the
-    partition's ready task instances, oldest run first, each as a TaskClaimed (a fenced lease,
-    epoch + 1) copied to the worker's replies, then answers PollAnswered with how many it
-    granted. Sent like a Tick: job_id "", no record key, an explicit partition
-    (docs/dispatch.md).
+    partition's ready task instances, best rank first (``cronlog.priority``), each as a
+    TaskClaimed (a fenced lease, epoch + 1) copied to the worker's replies, then answers
+    PollAnswered with how many it granted. Sent like a Tick: job_id "", no record key, an
+    explicit partition (docs/dispatch.md). The fold decides it job by job, as a ``PollJob``
+    for each job it looks at; a PollTasks itself never reaches ``decide``.
 
     Attributes:
         worker_id: the polling worker.
@@ -109,6 +110,28 @@ class PollTasks:
     worker_id: str
     slots: int
     poll_id: str
+    lease_token: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PollJob:
+    """One job's share of a worker's poll: grant up to ``slots`` of its ready task instances.
+
+    Made by the fold, never sent: answering a PollTasks (or the rest of a completion's
+    ``claim_next``), the adapter decides one PollJob for each job it takes from the
+    partition's ready index (``topology/fold/folder.py``), under the idem_key
+    ``grant_idem_key`` of the poll's record; ``cronlog.dispatch.grant_ready`` decides it. It
+    has no Avro record: an ``Addressed`` command, not an ``Envelope``'s. Its refusals and
+    spans name it ``PollTasks`` (``command_kind``), the poll it serves.
+
+    Attributes:
+        worker_id: the polling worker.
+        slots: most task instances this job may grant (what the poll has not been granted yet).
+        lease_token: the poll's lease secret (see PollTasks).
+    """
+
+    worker_id: str
+    slots: int
     lease_token: str = ""
 
 

@@ -136,6 +136,7 @@ def test_every_platform_command_is_sent_by_scheduler_worker_or_relay() -> None:
         "CompleteTask",
         "ReleaseTask",
         "PollTasks",
+        "PollJob",  # the fold's own, one per job a poll looks at
         "UpstreamRunEnded",
         "GrantSlots",  # the tenant ledger's (cronlog.ledger)
         "AskSlots",

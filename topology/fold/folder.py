@@ -33,7 +33,7 @@ from cronlog.job import JobState
 from cronlog.ledger import LEDGER_KEY
 from cronlog.slots import free_slots, gated
 from cronlog.time import from_ms, to_ms
-from cronlog.vocabulary import CommandKind, RejectReason
+from cronlog.vocabulary import RejectReason
 from topology.fold.batch import BatchResult, Outgoing, Record, Write
 from topology.fold.dead_letters import dead_letter, key_head
 from topology.fold.due_index import DueIndex
@@ -206,7 +206,7 @@ class BatchFolder:
     ) -> int:
         """Grant ``worker_id`` up to ``most`` ready task instances of the record's partition.
 
-        Smallest ``ready_rank`` first, one PollTasks decision per job. A job that granted what
+        Smallest ``ready_rank`` first, one PollJob decision per job. A job that granted what
         it could (or nothing: its record is full, its tasks are at ``max_active_tasks``) is
         looked past, so it holds back no other job's work; at most ``most`` +
         ``GRANT_LOOK_PAST`` jobs are looked at per poll, which bounds a poll's cost.
@@ -224,13 +224,8 @@ class BatchFolder:
                 passed.append(popped[0])
                 continue
             seen.add(popped[0])
-            poll = cmd.PollTasks(
-                worker_id=worker_id,
-                slots=most - total,
-                poll_id=env.idem_key,
-                lease_token=lease_token,
-            )
-            job_env = cmd.Envelope(idem_key=key, job_id=popped[0], command=poll)
+            poll = cmd.PollJob(worker_id=worker_id, slots=most - total, lease_token=lease_token)
+            job_env = cmd.Addressed(idem_key=key, job_id=popped[0], command=poll)
             events = self._apply(rec, job_env, from_ms(rec.timestamp_ms), overlay, out)
             total += len(dispatch.granted(events))
         for job_id in passed:
@@ -291,7 +286,7 @@ class BatchFolder:
     def _apply(
         self,
         rec: Record,
-        env: cmd.Envelope,
+        env: cmd.Addressed,
         record_time: datetime,
         overlay: dict[str, JobState | None],
         out: BatchResult,
@@ -305,7 +300,7 @@ class BatchFolder:
     def _decide(
         self,
         rec: Record,
-        env: cmd.Envelope,
+        env: cmd.Addressed,
         record_time: datetime,
         overlay: dict[str, JobState | None],
         out: BatchResult,
@@ -366,10 +361,10 @@ class BatchFolder:
         self.ready.set(rec.partition, env.job_id, ready_ms)
         return events
 
-    def _too_large(self, env: cmd.Envelope, detail: str) -> ev.CommandRejected:
+    def _too_large(self, env: cmd.Addressed, detail: str) -> ev.CommandRejected:
         command = env.command
         return ev.CommandRejected(
-            command=CommandKind(type(command).__name__),
+            command=cmd.command_kind(command),
             reason=RejectReason.RECORD_TOO_LARGE,
             detail=detail,
             run_id=getattr(command, "run_id", None),
@@ -379,7 +374,7 @@ class BatchFolder:
 
     def _emit(
         self,
-        env: cmd.Envelope,
+        env: cmd.Addressed,
         at: datetime,
         index: int,
         event: ev.Event,

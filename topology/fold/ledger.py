@@ -86,7 +86,7 @@ class LedgerFold:
 def ledger_commands(
     codec: Codec,
     topics: Topics,
-    env: cmd.Envelope,
+    env: cmd.Addressed,
     at: datetime,
     events: list[ev.Event],
     state: JobState | None,

@@ -104,7 +104,7 @@ def guarded(what: str, opened: Callable[[], AbstractContextManager[Span]]) -> It
 
 
 def traced_decision(
-    tracer: Tracer, env: cmd.Envelope, decide: Callable[[], list[ev.Event]]
+    tracer: Tracer, env: cmd.Addressed, decide: Callable[[], list[ev.Event]]
 ) -> list[ev.Event]:
     """Run ``decide`` (one command for one job) once, in a ``fold.command`` span.
 
@@ -115,7 +115,7 @@ def traced_decision(
     ones ``decide`` returned.
     """
     attrs = lease_attributes(env.job_id, env.command)
-    attrs["command"] = type(env.command).__name__
+    attrs["command"] = cmd.command_kind(env.command).value
     span = safely("fold.command", lambda: tracer.start_span("fold.command", attributes=attrs))
     if span is None:
         return decide()
