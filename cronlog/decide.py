@@ -9,6 +9,7 @@ from typing import assert_never
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.after import upstream_run_ended
+from cronlog.backfill import backfill
 from cronlog.breaker import check_breaker
 from cronlog.decision import Decision
 from cronlog.dispatch import grant_ready
@@ -22,15 +23,12 @@ from cronlog.firing import (
 from cronlog.ids import (
     command_digest,
     conflict_key,
-    run_id_for_backfill,
     run_id_for_replay,
-    run_id_for_tick,
     run_id_for_trigger,
 )
 from cronlog.interventions import cancel, drop_removed_tasks, rerun
 from cronlog.job import JobState
 from cronlog.leases import claim, complete, lease_digest, release, renew, tick_attempts
-from cronlog.limits import MAX_BACKFILL_TASK_INSTANCES
 from cronlog.progress import release_waiting
 from cronlog.runs import start_run
 from cronlog.slots import receive, settle_slots
@@ -40,7 +38,6 @@ from cronlog.vocabulary import (
     CancelReason,
     JobStatus,
     RejectReason,
-    Reprocess,
     RunTrigger,
     UnsuspendReason,
 )
@@ -54,6 +51,8 @@ PLATFORM_MARKED = (*WORKER_COMMANDS, cmd.GrantSlots)
 worker commands and the tenant ledger's grants."""
 LEDGER_COMMANDS = (cmd.AskSlots, cmd.ReturnSlots, cmd.SetTenantLimits)
 """Commands addressed to the tenant ledger (``cronlog.ledger``), never to a job."""
+AFTER_DELETE = (cmd.Tick, cmd.PollJob, *WORKER_COMMANDS, cmd.CancelRun)
+"""Commands a deleted job still decides: its started runs go on to their end."""
 UNMARKED_COMMANDS = (cmd.Tick, cmd.PollJob)
 """Commands that leave no dedupe marker: a Tick is idempotent by the schedule cursor and the
 deterministic run_id, a poll by the task instances' state (a granted instance is no longer
@@ -168,87 +167,31 @@ def event_key(envelope: cmd.Addressed, event: ev.Event) -> str:
 def decide(d: Decision, envelope: cmd.Addressed, now: datetime) -> None:
     """Decide the events of one command, emitting them into ``d``.
 
-    Business refusals become CommandRejected events; nothing here raises for bad input.
+    Business refusals become CommandRejected events (``_refusal`` first, then each rule's
+    own); nothing here raises for bad input.
     """
-    state, command = d.state, envelope.command
-    wrong = tenant_mismatch(state.spec.tenant if state is not None else None, envelope)
-    if wrong is not None:  # a deleted job's id stays its tenant's: no take-over by re-register
-        d.reject(command, RejectReason.WRONG_TENANT, wrong)
-        return
-    if isinstance(command, cmd.RegisterJob):
-        _register(d, command, now)
-        return
-    if isinstance(command, cmd.GrantSlots):  # a job with no record gives them back
-        receive(d, command)
-        return
-    if isinstance(command, LEDGER_COMMANDS):
-        d.reject(
-            command,
-            RejectReason.UNKNOWN_JOB,
-            f"a {type(command).__name__} is addressed to the tenant ledger, not a job",
-        )
-        return
-    if state is None:
-        d.reject(command, RejectReason.UNKNOWN_JOB, f"job {envelope.job_id!r} is not registered")
-        return
-    if state.status is JobStatus.DELETED and not isinstance(
-        command,
-        (cmd.Tick, cmd.PollJob, *WORKER_COMMANDS, cmd.CancelRun),
-    ):
-        # runs started before the delete go on to their end (a DAG's later tasks included)
-        # and can still be cancelled; nothing new starts
-        d.reject(command, RejectReason.JOB_DELETED, f"job {envelope.job_id!r} was deleted")
+    command = envelope.command
+    refusal = _refusal(d.state, envelope)
+    if refusal is not None:
+        d.reject(command, *refusal)
         return
     match command:
+        case cmd.RegisterJob():
+            _register(d, command, now)
+        case cmd.GrantSlots():  # a job with no record gives them back
+            receive(d, command)
         case cmd.UpdateJob():
-            _update(d, state, command, now)
+            _update(d, d.live(), command, now)
         case cmd.PauseJob():
-            if state.status is JobStatus.PAUSED:
-                d.reject(command, RejectReason.ALREADY_IN_STATE, "job is already paused")
-            else:
-                d.emit(ev.JobPaused())
-        case cmd.ResumeJob() if state.suspended_until is not None:
-            # an operator closes an open circuit (cronlog.breaker); a paused job stays paused
-            d.emit(ev.JobUnsuspended(reason=UnsuspendReason.OPERATOR))
-            release_waiting(d, now)
+            _pause(d, command)
         case cmd.ResumeJob():
-            if state.status is JobStatus.ACTIVE:
-                d.reject(command, RejectReason.ALREADY_IN_STATE, "job is not paused")
-            else:
-                nxt = resume_tick(
-                    state.spec.schedule, state.next_fire_at, now, d.job_id, catchup=command.catchup
-                )
-                d.emit(ev.JobResumed(next_fire_at=nxt, catchup=command.catchup))
-                if command.catchup:  # the owed ticks are decided now, not on the next Tick
-                    _fire(d, now)
+            _resume(d, command, now)
         case cmd.DeleteJob():
-            for queued in state.queue:  # never started: cancelled with the job
-                d.emit(
-                    ev.RunCancelled(
-                        run_id=queued.run_id,
-                        reason=CancelReason.JOB_DELETED,
-                        scheduled_for=queued.scheduled_for,
-                        tenant=state.spec.tenant,
-                    )
-                )
-            d.emit(ev.JobDeleted())
+            _delete(d)
         case cmd.TriggerJob():
-            run_id = run_id_for_trigger(envelope.job_id, envelope.idem_key)
-            if state.run(run_id) is not None:
-                return  # a re-delivered trigger whose run is still active: nothing new
-            d.emit_all(
-                start_run(
-                    state,
-                    run_id=run_id,
-                    scheduled_for=now,
-                    trigger=RunTrigger.MANUAL,
-                    now=now,
-                    next_fire_at=state.next_fire_at,
-                    runs_remaining=None,
-                )
-            )
+            _trigger(d, envelope.idem_key, now)
         case cmd.BackfillJob():
-            _backfill(d, state, command, envelope.idem_key, now)
+            backfill(d, d.live(), command, envelope.idem_key, now)
         case cmd.Tick():
             _tick(d, now)
         case cmd.ClaimTask():
@@ -262,21 +205,101 @@ def decide(d: Decision, envelope: cmd.Addressed, now: datetime) -> None:
         case cmd.PollJob():
             grant_ready(d, command, now, lease_digest(command.lease_token))
         case cmd.CancelRun():
-            cancel(d, state, command, now)
+            cancel(d, d.live(), command, now)
         case cmd.RerunTask():
             rerun(d, command, now)
         case cmd.ReplayTask():
-            _replay(d, state, command, envelope.idem_key, now)
+            _replay(d, d.live(), command, envelope.idem_key, now)
         case cmd.UpstreamRunEnded():
-            upstream_run_ended(d, state, command, now)
-        case cmd.RegisterJob() | cmd.GrantSlots() | cmd.AskSlots() | cmd.ReturnSlots():
-            raise AssertionError("handled above")
-        case cmd.SetTenantLimits():
-            raise AssertionError("handled above")
+            upstream_run_ended(d, d.live(), command, now)
+        case cmd.AskSlots() | cmd.ReturnSlots() | cmd.SetTenantLimits():
+            raise AssertionError("refused by _refusal")
         case cmd.PollTasks():  # the adapter answers it per partition, job by job
             raise InvariantViolation("a PollTasks is decided as a PollJob for each job")
         case _:
             assert_never(command)
+
+
+def _refusal(state: JobState | None, envelope: cmd.Addressed) -> tuple[RejectReason, str] | None:
+    """Return why ``envelope``'s command may not reach the job at all, or None.
+
+    In order: another tenant's command (``wrong_tenant``; a deleted job's id stays its
+    tenant's: no take-over by re-register); a tenant ledger command or any but RegisterJob
+    and GrantSlots for a job with no record (``unknown_job``); a command that would start
+    something new on a deleted job (``job_deleted``: runs started before the delete go on to
+    their end, a DAG's later tasks included, and can still be cancelled).
+    """
+    command = envelope.command
+    wrong = tenant_mismatch(state.spec.tenant if state is not None else None, envelope)
+    if wrong is not None:
+        return RejectReason.WRONG_TENANT, wrong
+    if isinstance(command, (cmd.RegisterJob, cmd.GrantSlots)):
+        return None  # decided with or without a record
+    if isinstance(command, LEDGER_COMMANDS):
+        detail = f"a {type(command).__name__} is addressed to the tenant ledger, not a job"
+        return RejectReason.UNKNOWN_JOB, detail
+    if state is None:
+        return RejectReason.UNKNOWN_JOB, f"job {envelope.job_id!r} is not registered"
+    if state.status is JobStatus.DELETED and not isinstance(command, AFTER_DELETE):
+        return RejectReason.JOB_DELETED, f"job {envelope.job_id!r} was deleted"
+    return None
+
+
+def _pause(d: Decision, command: cmd.PauseJob) -> None:
+    if d.live().status is JobStatus.PAUSED:
+        d.reject(command, RejectReason.ALREADY_IN_STATE, "job is already paused")
+    else:
+        d.emit(ev.JobPaused())
+
+
+def _resume(d: Decision, command: cmd.ResumeJob, now: datetime) -> None:
+    """Close an open circuit (an operator's resume; a paused job stays paused), or resume."""
+    state = d.live()
+    if state.suspended_until is not None:  # cronlog.breaker
+        d.emit(ev.JobUnsuspended(reason=UnsuspendReason.OPERATOR))
+        release_waiting(d, now)
+    elif state.status is JobStatus.ACTIVE:
+        d.reject(command, RejectReason.ALREADY_IN_STATE, "job is not paused")
+    else:
+        schedule, catchup = state.spec.schedule, command.catchup
+        nxt = resume_tick(schedule, state.next_fire_at, now, d.job_id, catchup=catchup)
+        d.emit(ev.JobResumed(next_fire_at=nxt, catchup=catchup))
+        if catchup:  # the owed ticks are decided now, not on the next Tick
+            _fire(d, now)
+
+
+def _delete(d: Decision) -> None:
+    """Delete the job; its queued runs, never started, are cancelled with it."""
+    state = d.live()
+    for queued in state.queue:
+        d.emit(
+            ev.RunCancelled(
+                run_id=queued.run_id,
+                reason=CancelReason.JOB_DELETED,
+                scheduled_for=queued.scheduled_for,
+                tenant=state.spec.tenant,
+            )
+        )
+    d.emit(ev.JobDeleted())
+
+
+def _trigger(d: Decision, idem_key: str, now: datetime) -> None:
+    """Start a manual run now, its run_id from the command's idem_key."""
+    state = d.live()
+    run_id = run_id_for_trigger(d.job_id, idem_key)
+    if state.run(run_id) is not None:
+        return  # a re-delivered trigger whose run is still active: nothing new
+    d.emit_all(
+        start_run(
+            state,
+            run_id=run_id,
+            scheduled_for=now,
+            trigger=RunTrigger.MANUAL,
+            now=now,
+            next_fire_at=state.next_fire_at,
+            runs_remaining=None,
+        )
+    )
 
 
 def _register(d: Decision, command: cmd.RegisterJob, now: datetime) -> None:
@@ -315,88 +338,6 @@ def _update(d: Decision, state: JobState, command: cmd.UpdateJob, now: datetime)
         )
     )
     drop_removed_tasks(d, now)
-
-
-def backfill_ticks(state: JobState, ticks: tuple[datetime, ...], now: datetime) -> list[datetime]:
-    """Return the ticks of a backfill that are the backfill's to run, ascending, once each.
-
-    A tick after ``now`` or at/after the schedule's cursor (``next_fire_at``) is still the
-    schedule's: it will be fired or skipped by a Tick with the tick's own run_id, so a
-    backfill run for it could share that id. Those are dropped.
-    """
-    cursor = state.next_fire_at
-    return sorted({t for t in ticks if t <= now and (cursor is None or t < cursor)})
-
-
-def _backfill(
-    d: Decision, state: JobState, command: cmd.BackfillJob, idem_key: str, now: datetime
-) -> None:
-    """Start a run (trigger ``backfill``) for each of the command's past ticks.
-
-    ``reprocess=none``: the run_id is the tick's own, so a tick whose run is active (or held
-    by ``buffer_one``) is left alone, and a re-delivered command creates nothing twice.
-    Otherwise the run_id derives from the command's idem_key: a new run beside the old ones.
-    Backfill runs are not jittered, never move the cursor, do not count toward ``max_runs``
-    and are exempt from the overlap policy and ``max_active_runs`` (the user asked for each
-    of them; the command's ``MAX_BACKFILL_TICKS`` and the record size limit bound them).
-
-    A backfill that would start more than ``MAX_BACKFILL_TASK_INSTANCES`` task instances can
-    never fit the job's record: it is refused (``record_too_large``) before any run is built.
-    """
-    if len(command.ticks) > cmd.MAX_BACKFILL_TICKS:
-        d.reject(
-            command,
-            RejectReason.INVALID_DEFINITION,
-            f"ticks: at most {cmd.MAX_BACKFILL_TICKS} ticks per backfill, got {len(command.ticks)}",
-        )
-        return
-    starts = _backfill_runs(d.job_id, state, command, idem_key, now)
-    tasks = len(state.spec.tasks)
-    if len(starts) * tasks > MAX_BACKFILL_TASK_INSTANCES:
-        d.reject(
-            command,
-            RejectReason.RECORD_TOO_LARGE,
-            f"ticks: {len(starts)} new runs x {tasks} tasks = {len(starts) * tasks} task "
-            f"instances; a backfill may start at most {MAX_BACKFILL_TASK_INSTANCES} (more never "
-            "fit the job's record): send fewer ticks per backfill",
-        )
-        return
-    for tick, run_id in starts:
-        current = d.live()
-        d.emit_all(
-            start_run(
-                current,
-                run_id=run_id,
-                scheduled_for=tick,
-                trigger=RunTrigger.BACKFILL,
-                now=now,
-                next_fire_at=current.next_fire_at,
-                runs_remaining=current.runs_remaining(),
-            )
-        )
-
-
-def _backfill_runs(
-    job_id: str, state: JobState, command: cmd.BackfillJob, idem_key: str, now: datetime
-) -> list[tuple[datetime, str]]:
-    """Return ``(tick, run_id)`` of each run a backfill starts, ascending by tick.
-
-    The ticks of ``backfill_ticks``, less those whose run_id is active, held by
-    ``buffer_one``, or an earlier tick's (two instants in the same millisecond).
-    """
-    taken = {r.run_id for r in state.runs}
-    if state.buffered is not None:
-        taken.add(state.buffered.run_id)
-    starts: list[tuple[datetime, str]] = []
-    for tick in backfill_ticks(state, command.ticks, now):
-        if command.reprocess is Reprocess.NONE:
-            run_id = run_id_for_tick(job_id, tick, state.incarnation)
-        else:
-            run_id = run_id_for_backfill(job_id, tick, idem_key)
-        if run_id not in taken:
-            taken.add(run_id)
-            starts.append((tick, run_id))
-    return starts
 
 
 def _tick(d: Decision, now: datetime) -> None:
