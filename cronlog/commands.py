@@ -319,7 +319,8 @@ class Addressed:
     ``decide`` reads this; the commands from the log are its subclass ``Envelope``.
 
     Attributes:
-        idem_key: unique per logical command; a second command with the same key is a no-op.
+        idem_key: unique per logical command; a second command with the same key is a no-op
+            (another command re-using it is refused: ``idempotency_conflict``).
         job_id: the job (also the Kafka record key).
         command: the command itself.
         tenant: the tenant the sender acts for (``cronlog.tenants``); the fold refuses a user

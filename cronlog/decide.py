@@ -80,11 +80,11 @@ def handle(
     told from a re-use of the key by another command (another digest: refused with
     ``idempotency_conflict``). The keys of worker commands (ClaimTask, RenewLease,
     CompleteTask, ReleaseTask: several per run; ``marker_key``: with the lease token's
-    digest, so a forged command cannot take the holder's key) go to a window of their own,
-    without digests,
-    so that they never push out the markers of the rare user commands (register, pause,
-    trigger, …); a worker command older than its window is still fenced by the task
-    instance's state and epoch.
+    digest, so a forged command cannot take the holder's key) and of the tenant ledger's
+    GrantSlots (``PLATFORM_MARKED``) go to a window of their own, without digests, so that
+    they never push out the markers of the rare user commands (register, pause, trigger, …);
+    a worker command older than its window is still fenced by the task instance's state and
+    epoch.
     Determinism: now = max(state.clock, record_time); the same log gives the same result.
     """
     user = not isinstance(envelope.command, (*PLATFORM_MARKED, *UNMARKED_COMMANDS))

@@ -35,7 +35,7 @@ class ClaimTask:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RenewLease:
-    """The lease holder extends its lease by the job's lease_ttl from the fold's now.
+    """The lease holder extends its lease to the fold's now + the task's lease_ttl.
 
     Attributes:
         run_id, task, attempt, epoch, worker_id: the lease being renewed.
@@ -64,8 +64,8 @@ class CompleteTask:
         started_at, finished_at: aware UTC instants measured by the worker.
         claim_next: how many task instances this worker takes with the completion (the slot
             it frees): first those the completion readies in the same run (a DAG's next tasks),
-            granted in the same decision (Temporal's eager dispatch), then the oldest ready
-            ones of the partition (docs/dispatch.md); the fold answers with PollAnswered
+            granted in the same decision (Temporal's eager dispatch), then the partition's
+            best-ranked ready ones (docs/dispatch.md); the fold answers with PollAnswered
             (``poll_id`` = this command's idem_key). 0 (default): none, and no answer.
         lease_token: the worker's lease secret (``cronlog.leases.lease_digest``): a grant
             stores its digest, and a renewal, completion or release must present the same

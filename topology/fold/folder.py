@@ -6,12 +6,12 @@ key and partition, then dedupe by idem_key and decide/evolve through
 partition's due jobs from the due index, at most ``tick_slice`` of them; if more are due, the
 batch appends a continuation Tick to the same partition, which the fold reads after what was
 appended meanwhile. A poll (PollTasks, or a CompleteTask's ``claim_next``) grants the
-partition's ready task instances from the ready index, oldest run first, and is answered with
-PollAnswered on the worker's replies (docs/dispatch.md). Commands keyed ``LEDGER_KEY`` go to
-the tenant ledger (``topology/fold/ledger.py``), and a ledger tenant's job's slot events
-append the ledger's commands. The runtime
-(``services/scheduler/runtime.py``) commits everything a batch decided in one Kafka
-transaction, then writes the job records to RocksDB.
+partition's ready task instances from the ready index, best ``ready_rank`` first (one
+``PollJob`` decision per job), and is answered with PollAnswered on the worker's replies
+(docs/dispatch.md). Commands keyed ``LEDGER_KEY`` go to the tenant ledger
+(``topology/fold/ledger.py``), and a ledger tenant's job's slot events append the ledger's
+commands. The runtime (``services/scheduler/runtime.py``) commits everything a batch decided
+in one Kafka transaction, then writes the job records to RocksDB.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ GRANT_LOOK_PAST = 16
 """Per poll, at most this many jobs beyond its slots are looked at (jobs that grant nothing
 are looked past; this bounds what a poll costs)."""
 ANY_TIME_MS = 2**62
-"""``pop_due``'s "now" for the ready index: every ready job qualifies, oldest first."""
+"""``pop_due``'s "now" for the ready index: every ready job qualifies, best rank first."""
 
 
 class BatchFolder:

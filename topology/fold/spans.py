@@ -108,11 +108,11 @@ def traced_decision(
 ) -> list[ev.Event]:
     """Run ``decide`` (one command for one job) once, in a ``fold.command`` span.
 
-    The span has ``command`` (its type), ``job_id``, the command's lease fields, ``run_id``
-    from the first event that names a run when the command does not, and ``events`` (how many);
-    each ``TaskClaimed`` decided gets a child ``claim`` span with the lease granted. A span
-    that fails to open, annotate or end is dropped (``safely``); the events returned are the
-    ones ``decide`` returned.
+    The span has ``command`` (``command_kind``: its type; a PollJob's is PollTasks),
+    ``job_id``, the command's lease fields, ``run_id`` from the first event that names a run
+    when the command does not, and ``events`` (how many); each ``TaskClaimed`` decided gets a
+    child ``claim`` span with the lease granted. A span that fails to open, annotate or end is
+    dropped (``safely``); the events returned are the ones ``decide`` returned.
     """
     attrs = lease_attributes(env.job_id, env.command)
     attrs["command"] = cmd.command_kind(env.command).value
