@@ -14,6 +14,8 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import NewType
 
+from cronlog.job_level import job_level
+from cronlog.model import MAIN_TASK, JobSpec
 from cronlog.time import duration_ms, to_ms
 
 JobId = NewType("JobId", str)
@@ -156,19 +158,10 @@ def _canonical(value: object, where: str) -> object:
     """Return ``value`` as JSON data for ``command_digest``; ``where`` names it in errors."""
     if value is None or type(value) in _PLAIN:
         return value
+    if type(value) is JobSpec:
+        return _canonical_spec(value, where)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        out = {}
-        for name, raw, default in _defaults(type(value)):
-            field = getattr(value, name)
-            if field is raw or (type(field) is type(raw) and field == raw):
-                continue  # at its default (the common case: no canonical form needed)
-            try:
-                v = _canonical(field, name)
-            except TypeError as exc:
-                raise TypeError(f"{where}.{exc}") from None
-            if default is _NO_DEFAULT or type(v) is not type(default) or v != default:
-                out[name] = v
-        return out
+        return _canonical_fields(value, where)
     if isinstance(value, datetime):
         return to_ms(value)
     if isinstance(value, timedelta):
@@ -180,6 +173,42 @@ def _canonical(value: object, where: str) -> object:
     if isinstance(value, str | int | float):  # subclasses (enums are handled above)
         return value
     raise TypeError(f"{where}: no canonical form for a {type(value).__name__}")
+
+
+def _canonical_fields(value: object, where: str) -> dict[str, object]:
+    """Return a dataclass instance's fields that differ from their defaults, canonical."""
+    out: dict[str, object] = {}
+    cls: type = type(value)
+    for name, raw, default in _defaults(cls):
+        field = getattr(value, name)
+        if field is raw or (type(field) is type(raw) and field == raw):
+            continue  # at its default (the common case: no canonical form needed)
+        try:
+            v = _canonical(field, name)
+        except TypeError as exc:
+            raise TypeError(f"{where}.{exc}") from None
+        if default is _NO_DEFAULT or type(v) is not type(default) or v != default:
+            out[name] = v
+    return out
+
+
+def _canonical_spec(spec: JobSpec, where: str) -> dict[str, object]:
+    """Return a definition in the canonical form of its old shape (``cronlog.job_level``).
+
+    So a command written before the one shape keeps its digest when it is re-delivered and
+    decoded (upcast) after: a job the old shape wrote at job level counts its ``command``
+    (always: it had no default), ``kind``, ... and no ``task_specs``; any other job counts
+    ``command: []``, its ``task_specs`` and its task names (``tasks``, when not ``main``).
+    """
+    out = _canonical_fields(spec, where)
+    old = job_level(spec)
+    if old is None:
+        out["command"] = []
+        if spec.tasks != (MAIN_TASK,):
+            out["tasks"] = list(spec.tasks)
+        return out
+    del out["task_specs"]
+    return {**out, **_canonical_fields(old, where), "command": list(old.command)}
 
 
 _PLAIN = frozenset({str, int, float, bool})

@@ -1,4 +1,4 @@
-"""The job definition: schedule, command, policies. Frozen dataclasses; validated by the core."""
+"""The job definition: schedule, tasks, policies. Frozen dataclasses; validated by the core."""
 
 from __future__ import annotations
 
@@ -321,7 +321,11 @@ class TaskSpec:
 
     Attributes:
         name: unique within the job, 1..64 characters.
-        command, kind, shell, callable, http: what runs, as on JobSpec (exactly one kind).
+        command: argv list run by the worker (no shell); ``kind=exec`` only, empty otherwise.
+        kind: what the worker runs (TaskKind). Default ``exec`` (``command``).
+        shell: command string run by ``/bin/sh -c``; ``kind=shell`` only.
+        callable: ``module:function`` run in the worker's process pool; ``kind=python`` only.
+        http: the request sent; ``kind=http`` only.
         depends_on: names of the upstream tasks.
         trigger_rule: when it runs given its upstream outcomes. Default ``all_success``.
         retry_policy, timeout, lease_ttl: per-task overrides of the job's; None inherits.
@@ -348,21 +352,57 @@ class TaskSpec:
         return TaskAction(self.kind, self.shell, self.callable, self.http, self.isolation)
 
 
+MAIN_TASK = "main"
+"""The name of a one-task job's task (the API's and YAML's job-level ``command`` form)."""
+
+
+def main_task(
+    command: tuple[str, ...] = (),
+    *,
+    kind: TaskKind = TaskKind.EXEC,
+    shell: str | None = None,
+    callable: str | None = None,
+    http: HttpTask | None = None,
+    isolation: Isolation = Isolation.PROCESS,
+) -> tuple[TaskSpec, ...]:
+    """Return the ``task_specs`` of a one-task job: one TaskSpec named ``main``.
+
+    Args:
+        command: its argv (``kind=exec``); empty for the other kinds.
+        kind: what it runs (TaskKind). Default ``exec``.
+        shell: the command string of a ``shell`` task.
+        callable: ``module:function`` of a ``python`` task.
+        http: the request of an ``http`` task.
+        isolation: where a ``python`` call runs. Default ``process``.
+
+    Returns:
+        A 1-tuple, for ``JobSpec(task_specs=...)``; the rest of the task's settings
+        inherit the job's.
+    """
+    return (TaskSpec(MAIN_TASK, command, kind, shell, callable, http, isolation=isolation),)
+
+
 @dataclass(frozen=True, slots=True)
 class JobSpec:
-    """A job's definition as registered.
+    """A job's definition as registered: a schedule, a DAG of one or more tasks, policies.
+
+    Every job has its tasks in ``task_specs``; a one-task job has one, named ``main``
+    (``main_task``). Definitions written before this one shape (job-level ``command``,
+    ``kind``, ... and no ``task_specs``) are turned into it where they are read
+    (``cronlog.job_level``).
 
     Attributes:
         name: human name; free text, 1..200 characters.
         schedule: when it fires.
-        command: argv list run by the worker (no shell); ``kind=exec`` only, empty otherwise.
-        timeout: the worker sends SIGTERM to the task's process group after this long.
-            Default 1 hour.
+        task_specs: the job's tasks, in definition order (``tasks`` lists their names); at
+            least one.
+        timeout: the worker sends SIGTERM to the task's process group after this long; a
+            task's own ``timeout`` overrides it. Default 1 hour.
         grace: then SIGKILL after this much longer. Default 10 s (Kubernetes'
             terminationGracePeriodSeconds is 30 s; tasks here are expected to stop faster).
-        retry_policy: retries of failed attempts.
-        lease_ttl: how long a claim holds without renewal. Default 60 s.
-        tasks: task names of the job's DAG; a plain job has one task, ``"main"``.
+        retry_policy: retries of failed attempts; a task's own overrides it.
+        lease_ttl: how long a claim holds without renewal; a task's own overrides it.
+            Default 60 s.
         max_active_runs: most runs active at once; a tick that would exceed it is queued
             (RunQueued) and started, in tick order, when a run ends (Airflow queues a DAG
             run at ``max_active_runs``). Default 16, as Airflow's ``max_active_runs_per_dag``.
@@ -371,12 +411,6 @@ class JobSpec:
         jitter: each scheduled run's release (TaskReady) is delayed by a deterministic offset
             in [0, jitter) hashed from (job_id, scheduled_for); ``scheduled_for`` stays the
             nominal tick. Default 0 (no delay).
-        kind: what the worker runs (TaskKind). Default ``exec`` (``command``).
-        shell: command string run by ``/bin/sh -c``; ``kind=shell`` only.
-        callable: ``module:function`` run in the worker's process pool; ``kind=python`` only.
-        http: the request sent; ``kind=http`` only.
-        task_specs: the DAG's tasks (then ``tasks`` lists their names in this order and the
-            job-level command/kind fields are unused); empty for a one-task job.
         max_active_tasks: most task instances of one run ready or running at once; others
             wait (pending) though their trigger rule is met. Default 16, as Airflow's.
         run_timeout: a run still going this long after it was scheduled is stopped: every
@@ -387,11 +421,10 @@ class JobSpec:
             ``lease_expired``; lapses never spend the retry budget. Default 3.
         max_queued_runs: most runs kept queued while ``max_active_runs`` are active; a tick
             past it is skipped (TickSkipped ``queue_full``). Default 100.
-        isolation: where a one-task job's ``python`` call runs. Default ``process``.
         tenant: the team that owns the job (``cronlog.tenants``); fixed at registration.
             Default ``"default"``, the tenant of single-team use.
         priority: the priority class of its tasks, -9..9, higher starts first under backlog
-            (``cronlog.priority``). Default 0.
+            (``cronlog.priority``); a task's own overrides it. Default 0.
         priority_aging: a waiting task counts as one class higher per this much waiting, so
             nothing starves (``cronlog.priority``). Default 5 minutes.
         breaker_failures: the job's circuit opens (``cronlog.breaker``) when this many
@@ -407,25 +440,18 @@ class JobSpec:
 
     name: str
     schedule: Schedule
-    command: tuple[str, ...]
+    task_specs: tuple[TaskSpec, ...]
     timeout: timedelta = timedelta(hours=1)
     grace: timedelta = timedelta(seconds=10)
     retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
     lease_ttl: timedelta = timedelta(seconds=60)
-    tasks: tuple[str, ...] = ("main",)
     max_active_runs: int = 16
     overlap: OverlapPolicy = OverlapPolicy.ALLOW
     jitter: timedelta = timedelta(0)
-    kind: TaskKind = TaskKind.EXEC
-    shell: str | None = None
-    callable: str | None = None
-    http: HttpTask | None = None
-    task_specs: tuple[TaskSpec, ...] = ()
     max_active_tasks: int = 16
     run_timeout: timedelta | None = None
     max_lease_expiries: int = 3
     max_queued_runs: int = 100
-    isolation: Isolation = Isolation.PROCESS
     tenant: str = "default"
     priority: int = 0
     priority_aging: timedelta = timedelta(minutes=5)
@@ -434,38 +460,20 @@ class JobSpec:
     breaker_cooldown: timedelta = timedelta(minutes=5)
     tags: tuple[str, ...] = ()
 
-    def action(self) -> TaskAction:
-        """Return what a worker runs for a one-task job (travels in TaskClaimed)."""
-        return TaskAction(self.kind, self.shell, self.callable, self.http, self.isolation)
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        """The task names, in definition order (``("main",)`` for a one-task job)."""
+        return tuple(t.name for t in self.task_specs)
 
     def task_spec(self, name: str) -> TaskSpec:
         """Return task ``name`` with every inherited setting filled in from the job.
 
-        A one-task job (no ``task_specs``) answers its job-level fields for any name (its
-        task is ``"main"``; a replay run may name it). An unknown name of a DAG job gets an
-        empty exec task with no command (decide never asks for one).
+        An unknown name (a run started before a redefinition dropped the task; decide never
+        asks for one of a live task instance) gets an empty exec task with no command.
         """
         found = next((t for t in self.task_specs if t.name == name), None)
         if found is None:
-            if self.task_specs:
-                return TaskSpec(
-                    name,
-                    retry_policy=self.retry_policy,
-                    timeout=self.timeout,
-                    lease_ttl=self.lease_ttl,
-                )
-            return TaskSpec(
-                name,
-                self.command,
-                self.kind,
-                self.shell,
-                self.callable,
-                self.http,
-                retry_policy=self.retry_policy,
-                timeout=self.timeout,
-                lease_ttl=self.lease_ttl,
-                isolation=self.isolation,
-            )
+            found = TaskSpec(name)
         return replace(
             found,
             retry_policy=found.retry_policy or self.retry_policy,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import Protocol
 from urllib.parse import urlsplit
 
 from cronlog.breaker import MAX_BREAKER_FAILURES
@@ -23,7 +22,7 @@ from cronlog.limits import (
 from cronlog.limits import MAX_COMMAND_BYTES as MAX_COMMAND_BYTES  # re-exported: its old home
 from cronlog.limits import MAX_TASK_NAME as MAX_TASK_NAME  # re-exported
 from cronlog.limits import MAX_TASKS as MAX_TASKS  # re-exported
-from cronlog.model import HttpTask, Isolation, JobSpec, RetryPolicy, TaskKind
+from cronlog.model import HttpTask, Isolation, JobSpec, RetryPolicy, TaskKind, TaskSpec
 from cronlog.priority import MAX_PRIORITY, MAX_PRIORITY_AGING, MIN_PRIORITY
 from cronlog.schedule import validate_schedule
 
@@ -108,7 +107,7 @@ def validate_spec(spec: JobSpec, *, job_id: str | None = None) -> None:
         job_id: the job it defines, when known: an ``after`` schedule must not name it.
 
     Raises:
-        InvalidDefinition: naming the first offending field (``name``, ``command``,
+        InvalidDefinition: naming the first offending field (``name``, ``tasks[0].command``,
             ``schedule.expression``, ``schedule.timezone``, ``timeout_s``, ...).
     """
     if not spec.name or len(spec.name) > MAX_NAME_CHARS:
@@ -118,20 +117,11 @@ def validate_spec(spec: JobSpec, *, job_id: str | None = None) -> None:
         raise InvalidDefinition(
             "schedule.expression", f"{len(expression)} characters; at most {MAX_EXPRESSION_CHARS}"
         )
-    if spec.task_specs:
-        validate_dag(spec)
-    else:
-        validate_task(spec)
+    validate_tasks(spec)
     validate_schedule(spec.schedule, job_id=job_id)
     validate_limits("", spec.timeout, spec.lease_ttl, spec.retry_policy)
     if spec.grace < timedelta(0):
         raise InvalidDefinition("grace_s", "must not be negative")
-    if not spec.tasks or len(set(spec.tasks)) != len(spec.tasks):
-        raise InvalidDefinition("tasks", "task names must be unique and non-empty")
-    if len(spec.tasks) > MAX_TASKS:
-        raise InvalidDefinition("tasks", f"{len(spec.tasks)} tasks; at most {MAX_TASKS}")
-    if any(len(t) > MAX_TASK_NAME for t in spec.tasks):
-        raise InvalidDefinition("tasks", f"task names are at most {MAX_TASK_NAME} characters")
     if not 1 <= spec.max_active_runs <= MAX_ACTIVE_RUNS_LIMIT:
         raise InvalidDefinition("max_active_runs", f"must be 1..{MAX_ACTIVE_RUNS_LIMIT}")
     if not 0 <= spec.max_queued_runs <= MAX_QUEUED_RUNS_LIMIT:
@@ -186,23 +176,18 @@ def validate_limits(
         )
 
 
-def validate_dag(spec: JobSpec) -> None:
-    """Check a DAG job's tasks: names, what each runs, dependencies, no cycle.
+def validate_tasks(spec: JobSpec) -> None:
+    """Check a job's tasks (one or more): names, what each runs, dependencies, no cycle.
 
     Raises:
-        InvalidDefinition: ``tasks`` (duplicate name, too many, a cycle, naming its path
-            ``a → b → a``), ``tasks[i].depends_on`` (unknown or itself), ``tasks[i].<field>``
-            for a task's own fields, ``max_active_tasks``.
+        InvalidDefinition: ``tasks`` (none, too many, a cycle, naming its path
+            ``a → b → a``), ``tasks[i].name`` (malformed or a duplicate),
+            ``tasks[i].depends_on`` (unknown or itself), ``tasks[i].<field>`` for a task's
+            own fields, ``max_active_tasks``.
     """
     names = [t.name for t in spec.task_specs]
-    for field in ("command", "shell", "callable", "http"):
-        if getattr(spec, field):
-            raise InvalidDefinition(
-                field,
-                "a job with tasks defines what runs per task; leave the job-level field unset",
-            )
-    if spec.kind is not TaskKind.EXEC:
-        raise InvalidDefinition("kind", "a job with tasks sets kind per task")
+    if not names:
+        raise InvalidDefinition("tasks", "a job has at least one task")
     if len(names) > MAX_TASKS:
         raise InvalidDefinition("tasks", f"{len(names)} tasks; at most {MAX_TASKS}")
     seen: set[str] = set()
@@ -237,31 +222,12 @@ def validate_dag(spec: JobSpec) -> None:
     cycle = find_cycle({t.name: t.depends_on for t in spec.task_specs})
     if cycle is not None:
         raise InvalidDefinition("tasks", f"dependency cycle: {' → '.join(cycle)}")
-    if tuple(names) != spec.tasks:
-        raise InvalidDefinition("tasks", "task names must match the task definitions")
     if not 1 <= spec.max_active_tasks <= MAX_TASKS:
         raise InvalidDefinition("max_active_tasks", f"must be 1..{MAX_TASKS}")
 
 
-class _Runnable(Protocol):
-    """What validate_task reads: JobSpec (one-task job) and TaskSpec both have it."""
-
-    @property
-    def kind(self) -> TaskKind: ...
-    @property
-    def command(self) -> tuple[str, ...]: ...
-    @property
-    def shell(self) -> str | None: ...
-    @property
-    def callable(self) -> str | None: ...
-    @property
-    def http(self) -> HttpTask | None: ...
-    @property
-    def isolation(self) -> Isolation: ...
-
-
-def validate_task(spec: _Runnable) -> None:
-    """Check a job's task kind and the fields that kind uses (and only those).
+def validate_task(spec: TaskSpec) -> None:
+    """Check a task's kind and the fields that kind uses (and only those).
 
     Raises:
         InvalidDefinition: naming the field: ``kind``, ``command``, ``shell``, ``callable``,

@@ -24,6 +24,8 @@ from cronlog import time as ctime
 from cronlog.commands import Envelope
 from cronlog.errors import CronlogError
 from cronlog.events import RunEvent
+from cronlog.job_level import JobLevelTask, upcast, written
+from cronlog.model import JobSpec
 from topology.wire import avro_limits
 from topology.wire.avro_limits import OverLimit, RecordBounds
 
@@ -50,7 +52,10 @@ _RENAMES = {(Envelope, "command"): "body", (RunEvent, "event"): "body"}
 """Envelope fields whose Avro name differs from the attribute (timedeltas get ``_ms`` apart)."""
 
 
-_NAMES: dict[object, str] = {Envelope: f"{NAMESPACE}.Command"}
+_NAMES: dict[object, str] = {
+    Envelope: f"{NAMESPACE}.Command",
+    JobLevelTask: f"{NAMESPACE}.JobSpec",  # the old shape's fields of the same record
+}
 """Dataclasses whose Avro record is not ``cronlog.<class name>``."""
 
 
@@ -133,6 +138,42 @@ class Plan:
             raise exc.within(self.names[i]) from None
         return self.cls(**dict(zip(self.attrs, values, strict=True)))
 
+    def parts(self) -> tuple[Plan, ...]:
+        """Return the plans whose dataclass fields make up the record (this one alone)."""
+        return (self,)
+
+
+class SpecPlan(Plan):
+    """``JobSpec`` <-> ``cronlog.JobSpec``, the one shape of a definition and the old one.
+
+    The record has the definition's own fields and the old shape's job-level task fields
+    (``JobLevelTask``), written at their defaults and read back through ``cronlog.job_level.upcast``
+    (a record of the old shape becomes the one shape). schemas/README.md, "One shape of the
+    job definition".
+    """
+
+    __slots__ = ("job_level", "own")
+
+    def __init__(self, own: Plan, job_level: Plan) -> None:
+        super().__init__(JobSpec, own.fields + job_level.fields, own.bounds)
+        self.own = own
+        self.job_level = job_level
+
+    def to_avro(self, obj: object) -> dict[str, Datum]:
+        """Return the datum of a JobSpec, the old fields at their defaults. Raises EncodeError."""
+        out = self.own.to_avro(obj)
+        out.update(self.job_level.to_avro(written(typing.cast(JobSpec, obj))))
+        return out
+
+    def from_avro(self, datum: dict[str, Datum]) -> object:
+        """Return the JobSpec of a datum of either shape (``Plan.from_avro``'s errors)."""
+        spec = typing.cast(JobSpec, self.own.from_avro(datum))  # first: names task_specs
+        return upcast(spec, typing.cast(JobLevelTask, self.job_level.from_avro(datum)))
+
+    def parts(self) -> tuple[Plan, ...]:
+        """Return the two plans the record is made of."""
+        return (self.own, self.job_level)
+
 
 def _one_tuple(keys: list[str], item: bool = False) -> Callable[[Any], tuple[Any, ...]]:
     """attrgetter/itemgetter for 0 or 1 keys, returning a tuple like the n-key versions do."""
@@ -147,7 +188,7 @@ def plan_for(cls: type, bounded: bool = False) -> Plan:
     """Return (built once per class) the plan that maps ``cls`` to its Avro record and back.
 
     Args:
-        cls: a mapped dataclass.
+        cls: a mapped dataclass (``JobSpec`` gets a ``SpecPlan``).
         bounded: also check, at decode, every field (nested records included) against its
             limit in ``cronlog.limits.COMMAND_LIMITS`` (the codec's plan of commands).
 
@@ -155,6 +196,12 @@ def plan_for(cls: type, bounded: bool = False) -> Plan:
         TypeError: a field's type has no Avro mapping (schemas/README.md, "Mapping rules").
         CronlogError: ``bounded`` and a string, integer or array field has no limit.
     """
+    if cls is JobSpec:
+        return SpecPlan(_introspected(JobSpec, bounded), _introspected(JobLevelTask, bounded))
+    return _introspected(cls, bounded)
+
+
+def _introspected(cls: type, bounded: bool) -> Plan:
     hints = typing.get_type_hints(cls)
     record = avro_name(cls).rpartition(".")[2]
     fields, sized, ints = [], [], []
@@ -306,9 +353,11 @@ def check_plan(plan: Plan, records: dict[str, list[str]], seen: set[type]) -> No
             f"schema drift: {name} has fields {records.get(name)}, "
             f"{plan.cls.__qualname__} maps to {mapped}"
         )
-    for attr, _, _, _ in plan.fields:
-        for tp in _leaf_dataclasses(typing.get_type_hints(plan.cls)[attr]):
-            check_plan(plan_for(tp), records, seen)
+    for part in plan.parts():
+        hints = typing.get_type_hints(part.cls)
+        for attr, _, _, _ in part.fields:
+            for tp in _leaf_dataclasses(hints[attr]):
+                check_plan(plan_for(tp), records, seen)
 
 
 def _leaf_dataclasses(tp: object) -> list[type]:

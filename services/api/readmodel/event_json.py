@@ -2,21 +2,26 @@
 
 Internal to the API's RocksDB (versioned with it, see ``projection.FORMAT``); the wire format
 of the run-events topic is ``topology.wire.codec``'s. Kept separate so the projection needs no
-codec.
+codec. A definition (JobRegistered, JobRedefined) stored before issue 23 is of the old shape,
+told by its job-level ``command`` key (which the one shape never writes), and is upcast on
+load as the codec upcasts it (``cronlog.job_level``).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any, get_args
 
 from pydantic import TypeAdapter
 
 from cronlog import events as ev
+from cronlog.job_level import JobLevelTask, upcast
 from cronlog.time import from_ms, to_ms
 
 _TYPES: dict[str, type[Any]] = {cls.__name__: cls for cls in get_args(ev.Event)}
 _ADAPTERS: dict[str, TypeAdapter[Any]] = {name: TypeAdapter(cls) for name, cls in _TYPES.items()}
+_JOB_LEVEL: TypeAdapter[JobLevelTask] = TypeAdapter(JobLevelTask)
 
 
 def dump_run_event(record: ev.RunEvent) -> bytes:
@@ -44,6 +49,9 @@ def load_run_event(data: bytes) -> ev.RunEvent:
     """
     doc = json.loads(data)
     event = _ADAPTERS[doc["type"]].validate_python(doc["event"])
+    if isinstance(event, ev.JobRegistered | ev.JobRedefined) and "command" in doc["event"]["spec"]:
+        old = _JOB_LEVEL.validate_python(doc["event"]["spec"])  # stored in the old shape
+        event = replace(event, spec=upcast(event.spec, old))
     return ev.RunEvent(
         event_id=doc["event_id"],
         job_id=doc["job_id"],

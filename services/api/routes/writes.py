@@ -42,7 +42,7 @@ from services.api.access.scope import visible_job
 from services.api.readmodel.projection import is_conflict
 from services.api.readmodel.reader import ReadModel
 from services.api.routes.sender import CommandNotSent, CommandSender
-from services.api.shapes.mapping import merge_patch, spec_to_json, to_spec
+from services.api.shapes.mapping import definition_field, merge_patch, spec_to_json, to_spec
 from services.api.shapes.record_budget import RecordTooLarge, check_record_budget
 from services.api.shapes.requests import (
     Accepted,
@@ -92,12 +92,12 @@ def validated_spec(body: JobDefinition, job_id: str | None = None) -> JobSpec:
             ``schedule.timezone``, ...), in FastAPI's usual shape; also when the job's record
             could outgrow the fold's limit (``record_budget``: ``max_active_runs`` or the body).
     """
-    spec = to_spec(body)
     try:
+        spec = to_spec(body)
         validate_spec(spec, job_id=job_id)
         check_record_budget(job_id or "j" * 128, spec)  # an unchosen id: its longest form
     except InvalidDefinition as exc:
-        raise _invalid(exc.field, exc.reason) from exc
+        raise _invalid(definition_field(body, exc.field), exc.reason) from exc
     except RecordTooLarge as exc:
         raise _invalid(exc.field, exc.reason) from exc
     return spec

@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from cronlog.errors import InvalidDefinition
+from cronlog.job_level import JobLevelTask, job_level
 from cronlog.model import (
     AfterOn,
     BackoffKind,
@@ -23,6 +25,7 @@ from cronlog.model import (
     TaskKind,
     TaskSpec,
     TriggerRule,
+    main_task,
 )
 from cronlog.model import (
     Isolation as ModelIsolation,
@@ -37,6 +40,9 @@ from services.api.shapes.requests import (
     TaskIn,
 )
 
+_ONE_TASK_FIELDS = ("command", "shell", "callable", "http")
+"""The job-level fields of the one-task form, beside ``kind`` and ``isolation``."""
+
 
 def to_spec(body: JobDefinition) -> JobSpec:
     """Return the core JobSpec of an API definition (not yet validated by the core).
@@ -45,10 +51,34 @@ def to_spec(body: JobDefinition) -> JobSpec:
         body: a definition that passed pydantic's checks.
 
     Returns:
-        A JobSpec with one task, ``main``; instants in UTC, durations as timedelta.
+        A JobSpec whose ``task_specs`` are ``body.tasks``, or, without tasks, one task
+        ``main`` running the job-level ``command`` / ``kind`` / ``shell`` / ``callable`` /
+        ``http`` (``isolation``); instants in UTC, durations as timedelta.
+
+    Raises:
+        InvalidDefinition: ``body`` has tasks and sets a job-level field of the one-task
+            form (``command``, ``kind``, ...): what runs is defined per task.
     """
+    if body.tasks:
+        for name in _ONE_TASK_FIELDS:
+            if getattr(body, name):
+                raise InvalidDefinition(
+                    name,
+                    "a job with tasks defines what runs per task; leave the job-level field unset",
+                )
+        if body.kind != "exec":
+            raise InvalidDefinition("kind", "a job with tasks sets kind per task")
+        tasks = tuple(_task_spec(t) for t in body.tasks)
+    else:
+        tasks = main_task(
+            tuple(body.command),
+            kind=TaskKind(body.kind),
+            shell=body.shell,
+            callable=body.callable,
+            http=_http(body.http),
+            isolation=ModelIsolation(body.isolation),
+        )
     s = body.schedule
-    tasks = tuple(_task_spec(t) for t in body.tasks)
     return JobSpec(
         name=body.name,
         schedule=Schedule(
@@ -71,7 +101,7 @@ def to_spec(body: JobDefinition) -> JobSpec:
             after_job_id=s.job_id if s.type == "after" else None,
             after_on=AfterOn(s.on) if s.type == "after" else AfterOn.SUCCESS,
         ),
-        command=tuple(body.command),
+        task_specs=tasks,
         timeout=timedelta(seconds=body.timeout_s),
         retry_policy=_retry_policy(body.retry_policy),
         grace=timedelta(seconds=body.grace_s),
@@ -79,19 +109,12 @@ def to_spec(body: JobDefinition) -> JobSpec:
         max_active_runs=body.max_active_runs,
         overlap=OverlapPolicy(body.overlap),
         jitter=timedelta(seconds=body.jitter_s),
-        kind=TaskKind(body.kind),
-        shell=body.shell,
-        callable=body.callable,
-        http=_http(body.http),
-        tasks=tuple(t.name for t in tasks) or ("main",),
-        task_specs=tasks,
         max_active_tasks=body.max_active_tasks,
         run_timeout=(
             timedelta(seconds=body.run_timeout_s) if body.run_timeout_s is not None else None
         ),
         max_queued_runs=body.max_queued_runs,
         max_lease_expiries=body.max_lease_expiries,
-        isolation=ModelIsolation(body.isolation),
         priority=body.priority,
         priority_aging=timedelta(seconds=body.priority_aging_s),
         breaker_failures=body.breaker_failures,
@@ -99,6 +122,16 @@ def to_spec(body: JobDefinition) -> JobSpec:
         breaker_cooldown=timedelta(seconds=body.breaker_cooldown_s),
         tags=tuple(body.tags),
     )
+
+
+def definition_field(body: JobDefinition, field: str) -> str:
+    """Return the field of ``body`` that a core validation error names.
+
+    The core names a task's fields ``tasks[i].<field>``; in the one-task form (no ``tasks``)
+    its only task's fields are the job-level ones, named without the prefix (``command``).
+    """
+    prefix = "tasks[0]."
+    return field.removeprefix(prefix) if not body.tasks else field
 
 
 def _retry_policy(r: RetryPolicyIn) -> RetryPolicy:
@@ -223,11 +256,17 @@ def _iso(instant: datetime | None) -> str | None:
 def spec_to_json(spec: JobSpec) -> dict[str, Any]:
     """Return the API's JSON shape of a core JobSpec (the inverse of ``to_spec``).
 
+    A job of one task ``main`` with no settings of its own (``cronlog.job_level.job_level``)
+    is shown in the one-task form (job-level ``command``, ``kind``, ..., no ``tasks``); any
+    other lists its ``tasks``, the job-level fields at their defaults.
+
     Returns:
         A dict that ``JobDefinition.model_validate`` accepts; seconds as numbers, instants as
         ISO-8601 UTC strings with ``Z``.
     """
     s = spec.schedule
+    one = job_level(spec)  # shown in the one-task form, as it was defined (or registered)
+    task = one or JobLevelTask()
     return {
         "name": spec.name,
         "schedule": {
@@ -253,7 +292,7 @@ def spec_to_json(spec: JobSpec) -> dict[str, Any]:
                 else {}
             ),
         },
-        "command": list(spec.command),
+        "command": list(task.command),
         "timeout_s": _secs(spec.timeout),
         "lease_ttl_s": _secs(spec.lease_ttl),
         "retry_policy": _retry_json(spec.retry_policy),
@@ -261,16 +300,16 @@ def spec_to_json(spec: JobSpec) -> dict[str, Any]:
         "max_active_runs": spec.max_active_runs,
         "overlap": spec.overlap.value,
         "jitter_s": _secs(spec.jitter),
-        "kind": spec.kind.value,
-        "shell": spec.shell,
-        "callable": spec.callable,
-        "http": _http_json(spec.http),
-        "tasks": [_task_json(t) for t in spec.task_specs],
+        "kind": task.kind.value,
+        "shell": task.shell,
+        "callable": task.callable,
+        "http": _http_json(task.http),
+        "tasks": [] if one is not None else [_task_json(t) for t in spec.task_specs],
         "max_active_tasks": spec.max_active_tasks,
         "run_timeout_s": _secs(spec.run_timeout) if spec.run_timeout is not None else None,
         "max_queued_runs": spec.max_queued_runs,
         "max_lease_expiries": spec.max_lease_expiries,
-        "isolation": spec.isolation.value,
+        "isolation": task.isolation.value,
         "priority": spec.priority,
         "priority_aging_s": _secs(spec.priority_aging),
         "breaker_failures": spec.breaker_failures,
