@@ -30,7 +30,7 @@ from confluent_kafka.admin import AdminClient  # noqa: E402
 
 from cronlog import events as ev  # noqa: E402
 from cronlog.after_index import AfterIndex  # noqa: E402
-from cronlog.model import AfterOn, JobSpec, Schedule, ScheduleKind  # noqa: E402
+from cronlog.model import AfterOn, JobSpec, Schedule, ScheduleKind, main_task  # noqa: E402
 from services.scheduler.after_relay import AfterRelay, relay_group  # noqa: E402
 from topology.kafka.bootstrap import ensure_topics  # noqa: E402
 from topology.kafka.config import KafkaSettings  # noqa: E402
@@ -60,7 +60,7 @@ def synthetic(count: int, first: int = 0) -> list[ev.RunEvent]:
                 else Schedule(ScheduleKind.MANUAL)
             )
             event: ev.Event = ev.JobRegistered(
-                spec=JobSpec(job, sched, ("true",)), next_fire_at=None
+                spec=JobSpec(job, sched, main_task(("true",))), next_fire_at=None
             )
         else:
             n = i // JOBS

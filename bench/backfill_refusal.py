@@ -42,8 +42,6 @@ def measure(ticks: int, tasks: int) -> str:
     spec = JobSpec(
         "bench",
         Schedule(ScheduleKind.CRON, expression="0 * * * *"),
-        (),
-        tasks=names,
         task_specs=tuple(TaskSpec(n, ("true",)) for n in names),
         max_active_runs=1,
         max_active_tasks=tasks,

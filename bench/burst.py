@@ -49,7 +49,7 @@ from bench.common import (
 )
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.model import Isolation, JobSpec, Schedule, ScheduleKind, TaskKind
+from cronlog.model import Isolation, JobSpec, Schedule, ScheduleKind, TaskKind, main_task
 from topology.kafka.config import KafkaSettings
 
 EVENTS_PER_RUN = 5
@@ -66,10 +66,7 @@ def once_noop(run_at: datetime, isolation: Isolation = Isolation.PROCESS) -> Job
     return JobSpec(
         name="burst",
         schedule=Schedule(ScheduleKind.ONCE, run_at=run_at),
-        command=(),
-        kind=TaskKind.PYTHON,
-        callable=NOOP,
-        isolation=isolation,
+        task_specs=main_task(kind=TaskKind.PYTHON, callable=NOOP, isolation=isolation),
     )
 
 

@@ -79,8 +79,6 @@ def chain_spec(n: int, isolation: Isolation = Isolation.PROCESS) -> JobSpec:
     return JobSpec(
         name="dag chain bench",
         schedule=Schedule(ScheduleKind.MANUAL),
-        command=(),
-        tasks=tuple(s.name for s in specs),
         task_specs=specs,
     )
 

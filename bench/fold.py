@@ -29,7 +29,7 @@ from confluent_kafka import Producer  # noqa: E402
 
 from cronlog import commands as cmd  # noqa: E402
 from cronlog import events as ev  # noqa: E402
-from cronlog.model import JobSpec, Schedule, ScheduleKind  # noqa: E402
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task  # noqa: E402
 from tests.integration.harness import Cluster, EventLog  # noqa: E402
 from topology.fold.due_index import DueIndex  # noqa: E402
 from topology.fold.folder import BatchFolder, Record  # noqa: E402
@@ -39,7 +39,9 @@ from topology.kafka.partitioning import partition_for  # noqa: E402
 from topology.kafka.topics import Topics  # noqa: E402
 from topology.wire.codec import Codec, encode_command  # noqa: E402
 
-SPEC = JobSpec(name="bench", schedule=Schedule(ScheduleKind.CRON, "0 0 1 1 *"), command=("true",))
+SPEC = JobSpec(
+    name="bench", schedule=Schedule(ScheduleKind.CRON, "0 0 1 1 *"), task_specs=main_task(("true",))
+)
 
 
 def bench_in_process(n: int, jobs: int) -> float:
@@ -133,7 +135,9 @@ def bench_kafka(bootstrap: str, n: int, jobs: int, lag_jobs: int) -> None:
         )
 
         lag_spec = JobSpec(
-            name="lag", schedule=Schedule(ScheduleKind.CRON, "* * * * * *"), command=("true",)
+            name="lag",
+            schedule=Schedule(ScheduleKind.CRON, "* * * * * *"),
+            task_specs=main_task(("true",)),
         )
         for i in range(lag_jobs):
             producer.produce(

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.ledger import FLEET, LEDGER_KEY
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from topology.fold.due_index import DueIndex
 from topology.fold.folder import BatchFolder, BatchResult, Record
 from topology.fold.state_cache import StateCache
@@ -45,7 +45,9 @@ from topology.kafka.topics import Topics
 from topology.wire.codec import Codec, decode_event, encode_command
 
 N = 12
-MANUAL = JobSpec(name="bench", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
+MANUAL = JobSpec(
+    name="bench", schedule=Schedule(ScheduleKind.MANUAL), task_specs=main_task(("true",))
+)
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 

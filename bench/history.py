@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from cronlog import events as ev  # noqa: E402
 from cronlog.ids import event_id  # noqa: E402
-from cronlog.model import JobSpec, Schedule, ScheduleKind  # noqa: E402
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task  # noqa: E402
 from cronlog.time import to_ms  # noqa: E402
 from cronlog.vocabulary import RunTrigger  # noqa: E402
 from services.api.readmodel import listings, paging  # noqa: E402
@@ -37,7 +37,7 @@ from services.api.settings import ApiSettings  # noqa: E402
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 JOB = "bench-history"
-SPEC = JobSpec("bench", Schedule(ScheduleKind.MANUAL), ("true",))
+SPEC = JobSpec("bench", Schedule(ScheduleKind.MANUAL), main_task(("true",)))
 
 
 def _record(key: str, index: int, event: ev.Event, at: datetime) -> ev.RunEvent:
@@ -83,7 +83,7 @@ def _run_events(i: int) -> list[ev.RunEvent]:
                 lease_expires_at=end,
                 lease_ttl=timedelta(seconds=60),
                 scheduled_for=tick,
-                command=SPEC.command,
+                command=SPEC.task_specs[0].command,
                 timeout=SPEC.timeout,
             ),
             tick,

@@ -26,7 +26,7 @@ from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
 from cronlog import commands as cmd  # noqa: E402
-from cronlog.model import JobSpec, Schedule, ScheduleKind  # noqa: E402
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task  # noqa: E402
 from services.cli.replay import ReplayOptions, run_replay  # noqa: E402
 from topology.fold.folder import Record  # noqa: E402
 from topology.kafka.bootstrap import ensure_topics  # noqa: E402
@@ -36,7 +36,9 @@ from topology.kafka.topics import Topics, topic_specs  # noqa: E402
 from topology.snapshots.replay import Replayer  # noqa: E402
 from topology.wire.codec import encode_command  # noqa: E402
 
-SPEC = JobSpec(name="bench", schedule=Schedule(ScheduleKind.CRON, "0 0 1 1 *"), command=("true",))
+SPEC = JobSpec(
+    name="bench", schedule=Schedule(ScheduleKind.CRON, "0 0 1 1 *"), task_specs=main_task(("true",))
+)
 
 
 def main() -> None:

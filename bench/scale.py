@@ -36,13 +36,15 @@ from confluent_kafka import Consumer, TopicPartition
 from bench.common import Gauge, new_cluster, produce_all, rss_mib
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from tests.integration.harness import Cluster, Proc
 from topology.kafka.config import KafkaSettings
 from topology.kafka.partitioning import partition_for
 from topology.wire.codec import decode_event
 
-SPEC = JobSpec(name="scale", schedule=Schedule(ScheduleKind.CRON, "0 0 1 1 *"), command=("true",))
+SPEC = JobSpec(
+    name="scale", schedule=Schedule(ScheduleKind.CRON, "0 0 1 1 *"), task_specs=main_task(("true",))
+)
 PROBE = "probe"
 REBUILT = re.compile(r"due index rebuilt: (\d+) jobs over partitions \[[^\]]*\] in ([\d.]+)s")
 
@@ -102,7 +104,9 @@ def main() -> None:
             PROBE,
             cmd.RegisterJob(
                 spec=JobSpec(
-                    name="probe", schedule=Schedule(ScheduleKind.MANUAL), command=("true",)
+                    name="probe",
+                    schedule=Schedule(ScheduleKind.MANUAL),
+                    task_specs=main_task(("true",)),
                 )
             ),
         )

@@ -44,7 +44,7 @@ from bench.common import (
 )
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.model import Isolation, JobSpec, Schedule, ScheduleKind, TaskKind
+from cronlog.model import Isolation, JobSpec, Schedule, ScheduleKind, TaskKind, main_task
 from topology.kafka.config import KafkaSettings
 
 
@@ -57,10 +57,7 @@ def every_second(
         schedule=Schedule(
             ScheduleKind.EVERY, interval=timedelta(seconds=1), start_at=start, end_at=end
         ),
-        command=(),
-        kind=TaskKind.PYTHON,
-        callable=NOOP,
-        isolation=isolation,
+        task_specs=main_task(kind=TaskKind.PYTHON, callable=NOOP, isolation=isolation),
     )
 
 
@@ -68,10 +65,7 @@ def once_noop(run_at: datetime, isolation: Isolation = Isolation.PROCESS) -> Job
     return JobSpec(
         name="warm",
         schedule=Schedule(ScheduleKind.ONCE, run_at=run_at),
-        command=(),
-        kind=TaskKind.PYTHON,
-        callable=NOOP,
-        isolation=isolation,
+        task_specs=main_task(kind=TaskKind.PYTHON, callable=NOOP, isolation=isolation),
     )
 
 

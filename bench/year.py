@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from cronlog import commands as cmd  # noqa: E402
 from cronlog import events as ev  # noqa: E402
 from cronlog.ids import claim_idem_key, complete_idem_key, tick_idem_key  # noqa: E402
-from cronlog.model import JobSpec, Schedule, ScheduleKind  # noqa: E402
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task  # noqa: E402
 from cronlog.time import from_ms  # noqa: E402
 from topology.fold.folder import Record  # noqa: E402
 from topology.kafka.config import KafkaSettings  # noqa: E402
@@ -102,7 +102,7 @@ class World:
             spec = JobSpec(
                 name=f"job {i}",
                 schedule=Schedule(ScheduleKind.CRON, f"{i % 60} * * * *"),
-                command=("true",),
+                task_specs=main_task(("true",)),
             )
             batch.append(self._command(f"job-{i:05d}", cmd.RegisterJob(spec=spec), f"reg:{i}"))
         self._fold(batch)

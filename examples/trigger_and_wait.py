@@ -24,7 +24,7 @@ import json
 import sys
 
 from cronlog.events import TaskFailed, TaskSucceeded
-from cronlog.model import JobSpec, RetryPolicy, Schedule, ScheduleKind
+from cronlog.model import JobSpec, RetryPolicy, Schedule, ScheduleKind, main_task
 from cronlog_client import (
     CommandProducer,
     CommandRefused,
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             spec = JobSpec(
                 name=args.job_id,
                 schedule=Schedule(kind=ScheduleKind.MANUAL),
-                command=tuple(args.argv),
+                task_specs=main_task(tuple(args.argv)),
                 retry_policy=RetryPolicy(max_attempts=1),
                 tenant=args.tenant,
             )

@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 
 from cronlog import events as ev
 from cronlog.ids import event_id, run_id_for_tick
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.vocabulary import RunTrigger
 from topology.kafka.config import KafkaSettings
 from topology.kafka.topics import Topics
@@ -38,7 +38,9 @@ def _rec(job: str, idem: str, index: int, at: datetime, event: ev.Event) -> ev.R
 
 def registered(job: str, tenant: str, at: datetime) -> ev.RunEvent:
     """Return the JobRegistered of a cron job of ``tenant`` at ``at``."""
-    spec = JobSpec(f"job {job}", Schedule(ScheduleKind.CRON, "* * * * *"), ("true",), tenant=tenant)
+    spec = JobSpec(
+        f"job {job}", Schedule(ScheduleKind.CRON, "* * * * *"), main_task(("true",)), tenant=tenant
+    )
     return _rec(job, f"reg-{job}", 0, at, ev.JobRegistered(spec=spec, next_fire_at=None))
 
 

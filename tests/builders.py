@@ -21,7 +21,7 @@ from cronlog.decide import handle
 from cronlog.evolve import evolve
 from cronlog.ids import run_id_for_tick
 from cronlog.job import JobState
-from cronlog.model import JobSpec, RetryPolicy, Schedule, ScheduleKind
+from cronlog.model import JobSpec, RetryPolicy, Schedule, ScheduleKind, TaskSpec, main_task
 from cronlog.vocabulary import CommandKind, FailureKind, RejectReason, RunTrigger
 
 JOB = "job-1"
@@ -36,9 +36,9 @@ def cron(expression: str, **kw: object) -> Schedule:
     return Schedule(ScheduleKind.CRON, expression=expression, **kw)  # type: ignore[arg-type]
 
 
-SPEC = JobSpec("report", cron("*/5 * * * *"), ("echo", "hi"))
+SPEC = JobSpec("report", cron("*/5 * * * *"), main_task(("echo", "hi")))
 RETRYING = replace(SPEC, retry_policy=RetryPolicy(max_attempts=3, backoff=timedelta(seconds=10)))
-DAG = replace(SPEC, tasks=("extract", "load"))
+DAG = replace(SPEC, task_specs=tuple(TaskSpec(t, ("echo", "hi")) for t in ("extract", "load")))
 TICK = at(minutes=5)
 RUN = run_id_for_tick(JOB, TICK)
 STARTED, FINISHED = at(minutes=5, seconds=2), at(minutes=5, seconds=40)
@@ -109,9 +109,9 @@ def claimed(
         lease_expires_at=now + spec.lease_ttl,
         lease_ttl=spec.lease_ttl,
         scheduled_for=tick,
-        command=spec.command,
+        command=spec.task_spec(task).command,
         timeout=spec.timeout,
-        action=spec.action(),
+        action=spec.task_spec(task).action(),
         grace=spec.grace,
         deadline_at=now + spec.timeout + spec.grace + spec.lease_ttl,
     )

@@ -25,7 +25,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.model import JobSpec, RetryPolicy, Schedule, ScheduleKind, TaskKind
+from cronlog.model import JobSpec, RetryPolicy, Schedule, ScheduleKind, TaskKind, main_task
 from tests.chaos.audit import Audit, Injected, JobPlan, Rec, audit_run
 from tests.chaos.broker_kill import BrokerKill, kill_node, measure_pause, pick_victim
 from tests.integration.harness import ROOT, Cluster, Proc, last_fatal_line, planned_exit
@@ -476,10 +476,8 @@ def job_plans(n: int) -> list[tuple[JobPlan, JobSpec]]:
             schedule = Schedule(ScheduleKind.CRON, f"*/{period} * * * * *")
         else:
             schedule = Schedule(ScheduleKind.EVERY, interval=timedelta(seconds=period))
-        kind = (
-            dict(command=("true",))
-            if i % 10 == 9
-            else dict(command=(), kind=TaskKind.PYTHON, callable=NOOP)
+        tasks = (
+            main_task(("true",)) if i % 10 == 9 else main_task(kind=TaskKind.PYTHON, callable=NOOP)
         )
         spec = JobSpec(
             name=f"chaos {i}",
@@ -489,8 +487,8 @@ def job_plans(n: int) -> list[tuple[JobPlan, JobSpec]]:
             lease_ttl=timedelta(seconds=6),
             retry_policy=RetryPolicy(max_attempts=3, backoff=timedelta(seconds=1), jitter=0.0),
             max_active_runs=MAX_ACTIVE_RUNS,
-            **kind,
-        )  # type: ignore[arg-type]
+            task_specs=tasks,
+        )
         out.append((JobPlan(f"c{i:04d}", period), spec))
     return out
 
@@ -552,9 +550,7 @@ def run_chaos(
         manual = JobSpec(
             name="manual",
             schedule=Schedule(ScheduleKind.MANUAL),
-            command=(),
-            kind=TaskKind.PYTHON,
-            callable=NOOP,
+            task_specs=main_task(kind=TaskKind.PYTHON, callable=NOOP),
         )
         producer.produce(
             settings.topic_prefix + "cronlog.commands",

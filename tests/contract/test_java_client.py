@@ -30,7 +30,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.model import ScheduleKind
+from cronlog.model import ScheduleKind, main_task
 from tests.integration.harness import Cluster, EventLog
 from topology.kafka.bootstrap import ensure_topics
 from topology.kafka.config import KafkaSettings
@@ -168,9 +168,9 @@ def test_java_client_registers_triggers_pauses_and_reads_the_run(
     assert {e.job_id for e in sent} == {job_id}
     register = sent[0].command
     assert isinstance(register, cmd.RegisterJob)
-    assert register.spec.command == ("echo", "hi")
+    # the Java client writes the definition's old shape (the task at job level): it is upcast
+    assert register.spec.task_specs == main_task(("echo", "hi"))
     assert register.spec.schedule.kind is ScheduleKind.MANUAL
-    assert register.spec.tasks == ("main",)
 
     # And the run the Java client saw succeed is the one cronlog's codec reads.
     log = EventLog(settings)

@@ -13,7 +13,7 @@ import httpx
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from prometheus_client.parser import text_string_to_metric_families
 
-from cronlog.model import CatchupPolicy, JobSpec, RetryPolicy, Schedule, ScheduleKind
+from cronlog.model import CatchupPolicy, JobSpec, RetryPolicy, Schedule, ScheduleKind, main_task
 from tests.integration.harness import Cluster
 from topology.kafka.config import KafkaSettings
 from topology.kafka.topics import topic_specs
@@ -100,7 +100,7 @@ def cron_job(
     return JobSpec(
         name=f"cron {expr}",
         schedule=Schedule(ScheduleKind.CRON, expr, tz, catchup=catchup),
-        command=command,
+        task_specs=main_task(command),
         retry_policy=RetryPolicy(max_attempts=max_attempts, backoff=timedelta(seconds=1)),
         max_active_runs=max_active_runs,
     )
@@ -109,7 +109,9 @@ def cron_job(
 def once_job(run_at: datetime, command: tuple[str, ...] = ("true",)) -> JobSpec:
     """A one-off job spec."""
     return JobSpec(
-        name="once", schedule=Schedule(ScheduleKind.ONCE, run_at=run_at), command=command
+        name="once",
+        schedule=Schedule(ScheduleKind.ONCE, run_at=run_at),
+        task_specs=main_task(command),
     )
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.vocabulary import CommandKind, RejectReason
 from tests.integration.harness import Cluster, EventLog
 from tests.integration.helpers import start_api
@@ -73,7 +73,7 @@ def test_another_tenants_after_job_is_never_triggered_while_a_same_tenant_one_is
     spec = JobSpec(
         B_KAFKA,
         Schedule(ScheduleKind.AFTER, after_job_id=UP),
-        ("true",),
+        main_task(("true",)),
         tenant="team-b",
     )
     forged = cmd.Envelope(

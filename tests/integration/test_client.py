@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cronlog import events as ev
-from cronlog.model import JobSpec, RetryPolicy, Schedule, ScheduleKind
+from cronlog.model import JobSpec, RetryPolicy, Schedule, ScheduleKind, main_task
 from cronlog.vocabulary import RejectReason
 from cronlog_client import CommandProducer, CommandRefused, EventStream
 from tests.integration.harness import Cluster
@@ -57,7 +57,7 @@ def test_a_resent_trigger_starts_one_run_and_an_unknown_job_is_refused(cluster: 
     spec = JobSpec(
         name="twice",
         schedule=Schedule(kind=ScheduleKind.MANUAL),
-        command=("true",),
+        task_specs=main_task(("true",)),
         retry_policy=RetryPolicy(max_attempts=1),
     )
     stream = EventStream(cluster.settings)

@@ -15,7 +15,7 @@ import pytest
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from services.cli.replay import ReplayOptions, run_replay
 from services.scheduler.faults import POINTS
 from tests.integration.harness import Cluster, EventLog, TopicReader
@@ -26,7 +26,9 @@ pytestmark = pytest.mark.broker
 
 
 def manual(name: str) -> JobSpec:
-    return JobSpec(name=name, schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
+    return JobSpec(
+        name=name, schedule=Schedule(ScheduleKind.MANUAL), task_specs=main_task(("true",))
+    )
 
 
 @pytest.mark.parametrize("point", POINTS)

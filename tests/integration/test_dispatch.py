@@ -16,7 +16,7 @@ from confluent_kafka import Producer
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskKind, main_task
 from tests.integration.harness import Cluster, EventLog
 from tests.integration.helpers import start_api
 from topology.kafka.bootstrap import ensure_topics
@@ -57,9 +57,7 @@ def _shell(name: str, script: str, **extra: object) -> JobSpec:
     return JobSpec(
         name=name,
         schedule=Schedule(ScheduleKind.MANUAL),
-        kind=TaskKind.SHELL,
-        command=(),
-        shell=script,
+        task_specs=main_task(kind=TaskKind.SHELL, shell=script),
         **extra,  # type: ignore[arg-type]
     )
 

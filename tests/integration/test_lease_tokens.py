@@ -14,7 +14,7 @@ import pytest
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.leases import lease_digest
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.vocabulary import RejectReason
 from tests.integration.harness import Cluster, EventLog
 from topology.kafka.partitioning import partition_for
@@ -29,7 +29,9 @@ def test_a_forged_completion_with_the_public_epoch_and_worker_is_refused(
 ) -> None:
     cluster.scheduler()
     cluster.worker()
-    spec = JobSpec("slow", Schedule(ScheduleKind.MANUAL), ("sh", "-c", "sleep 6; echo real"))
+    spec = JobSpec(
+        "slow", Schedule(ScheduleKind.MANUAL), main_task(("sh", "-c", "sleep 6; echo real"))
+    )
     cluster.send(JOB, cmd.RegisterJob(spec=spec))
     cluster.send(JOB, cmd.TriggerJob())
     assert events.wait_until(lambda log: bool(log.of_type(ev.TaskClaimed, JOB)), 60)
@@ -73,7 +75,9 @@ def test_a_grant_made_for_another_secret_under_the_workers_id_is_not_run(
     # ran twice. The worker now runs only grants made for its own secret.
     marker = tmp_path / "runs.txt"
     spec = replace(
-        JobSpec("once", Schedule(ScheduleKind.MANUAL), ("sh", "-c", f"echo run >> {marker}")),
+        JobSpec(
+            "once", Schedule(ScheduleKind.MANUAL), main_task(("sh", "-c", f"echo run >> {marker}"))
+        ),
         lease_ttl=timedelta(seconds=3),
     )
     scheduler = cluster.scheduler()

@@ -25,7 +25,7 @@ import pytest
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.model import JobSpec, RetryPolicy, Schedule, ScheduleKind
+from cronlog.model import JobSpec, RetryPolicy, Schedule, ScheduleKind, main_task
 from cronlog.vocabulary import FailureKind, RejectReason
 from tests.integration.harness import Cluster, EventLog, Proc
 from tests.integration.helpers import start_api, wait_for
@@ -311,7 +311,7 @@ def test_a_completion_for_an_expired_lease_is_refused_and_one_success_stands(
     spec = JobSpec(
         name="fenced",
         schedule=Schedule(ScheduleKind.MANUAL),
-        command=("true",),
+        task_specs=main_task(("true",)),
         # long enough that the live lease (never renewed here) outlasts the few
         # steps to its completion on a loaded box; 2 s flaked once in CI-like runs
         lease_ttl=timedelta(seconds=6),

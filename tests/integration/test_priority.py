@@ -14,14 +14,14 @@ from confluent_kafka import Producer
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from tests.integration.harness import Cluster, EventLog
 from topology.wire.codec import encode_command
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(420)]
 N = 2000
 """The low-priority backlog, as issue 14 sizes it."""
-BASE = JobSpec("p", Schedule(ScheduleKind.MANUAL), ("sh", "-c", "sleep 0.3"))
+BASE = JobSpec("p", Schedule(ScheduleKind.MANUAL), main_task(("sh", "-c", "sleep 0.3")))
 
 
 def _send_all(cluster: Cluster, commands: list[tuple[str, cmd.Command]]) -> None:

@@ -14,7 +14,7 @@ from confluent_kafka import Producer
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from services.cli.replay import ReplayOptions, run_replay
 from tests.chaos.harness import owned_partitions, read_all
 from tests.integration.harness import Cluster
@@ -29,7 +29,9 @@ BURST = 20_000
 
 def _burst(cluster: Cluster) -> None:
     producer = Producer(cluster.settings.producer_config(**{"linger.ms": 20}))
-    spec = JobSpec(name="burst", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
+    spec = JobSpec(
+        name="burst", schedule=Schedule(ScheduleKind.MANUAL), task_specs=main_task(("true",))
+    )
     for i in range(BURST):
         job = f"r{i:05d}"
         env = cmd.Envelope(

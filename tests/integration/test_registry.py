@@ -16,12 +16,14 @@ import pytest
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from tests.integration.harness import Cluster, DeadLetterLog, EventLog
 from topology.wire.codec import encode_command
 
 pytestmark = pytest.mark.broker
-SPEC = JobSpec(name="r", schedule=Schedule(kind=ScheduleKind.MANUAL), command=("true",))
+SPEC = JobSpec(
+    name="r", schedule=Schedule(kind=ScheduleKind.MANUAL), task_specs=main_task(("true",))
+)
 
 
 def test_scheduler_with_a_registry_registers_and_reads_both_framings(

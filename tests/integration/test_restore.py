@@ -19,13 +19,15 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.decide import handle
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskKind, main_task
+from cronlog.vocabulary import JobStatus
 from tests.integration.harness import Cluster, EventLog
 from tests.integration.helpers import wait_for
+from tests.old_shape import v2_record
 from topology.fold.partition_store import PartitionStore
 from topology.fold.restore import CONSUMER_CONFIG, index_keys, last_write_committed, restore
 from topology.kafka.partitioning import partition_for
-from topology.wire.state_codec import dump_state
+from topology.wire.state_codec import dump_state, load_state
 
 pytestmark = pytest.mark.broker
 
@@ -44,9 +46,13 @@ def _stored(spec: JobSpec, *then: cmd.Command) -> bytes:
     return dump_state(state)
 
 
-MANUAL = JobSpec(name="m", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
-HOURLY = JobSpec(name="h", schedule=Schedule(ScheduleKind.CRON, "0 * * * *"), command=("true",))
-DAILY = JobSpec(name="d", schedule=Schedule(ScheduleKind.CRON, "0 3 * * *"), command=("true",))
+MANUAL = JobSpec(name="m", schedule=Schedule(ScheduleKind.MANUAL), task_specs=main_task(("true",)))
+HOURLY = JobSpec(
+    name="h", schedule=Schedule(ScheduleKind.CRON, "0 * * * *"), task_specs=main_task(("true",))
+)
+DAILY = JobSpec(
+    name="d", schedule=Schedule(ScheduleKind.CRON, "0 3 * * *"), task_specs=main_task(("true",))
+)
 VALUES = (_stored(MANUAL), _stored(HOURLY), _stored(HOURLY, cmd.PauseJob()), _stored(DAILY))
 """Distinct stored records (some with a deadline, some without)."""
 ABORTED = _stored(MANUAL, cmd.PauseJob())
@@ -183,6 +189,47 @@ def test_a_store_is_trusted_only_up_to_a_committed_changelog_record(
             assert not last_write_committed(consumer, changelog.topic, P, offset), offset
     finally:
         consumer.close()
+
+
+def test_a_changelog_written_before_the_one_shape_restores_and_the_fold_goes_on(
+    cluster: Cluster, events: EventLog, tmp_path: Path
+) -> None:
+    # A job record the code before issue 23 stored (format v2, the task at job level).
+    old = v2_record("one_task")
+    job = "legacy"
+    p = partition_for(job, cluster.settings.partitions)
+    producer = Producer(cluster.settings.producer_config())
+    producer.produce(cluster.topics.job_table_changelog, old, job.encode(), p)
+    assert producer.flush(30) == 0
+    store = PartitionStore(tmp_path / f"jobs-{p}")
+    consumer = _restorer(cluster)
+    try:
+        assert restore(consumer, cluster.topics.job_table_changelog, p, store).records == 1
+        assert list(store.jobs()) == [(job, old)]
+        assert list(store.deadlines()) == [(job, index_keys(old)[0])]
+    finally:
+        consumer.close()
+        store.close()
+    spec = load_state(old).spec
+    assert spec.task_specs == main_task(kind=TaskKind.SHELL, shell="echo hi")  # noqa: S604
+
+    # a scheduler restores it and folds on: the old registration re-sent is a re-delivery (the
+    # digest the old code kept), a pause applies and the record is written in format v3
+    cluster.scheduler(CRONLOG_AFTER_RELAY="false")
+    cluster.send(job, cmd.RegisterJob(spec=spec), idem_key="k0")
+    cluster.send(job, cmd.PauseJob(), idem_key="pause-legacy")
+    assert events.wait_until(lambda e: e.of_type(ev.JobPaused, job), 60)
+    assert [e.idem_key for e in events.events(job) if e.idem_key == "k0"] == []
+    reread = _restorer(cluster)
+    fresh = PartitionStore(tmp_path / "fresh")
+    try:
+        restore(reread, cluster.topics.job_table_changelog, p, fresh)
+        [value] = [v for k, v in fresh.jobs() if k == job]
+    finally:
+        reread.close()
+        fresh.close()
+    assert value.startswith(b"v3:")
+    assert load_state(value).spec == spec and load_state(value).status is JobStatus.PAUSED
 
 
 # -- a scheduler killed during a long restore ----------------------------------------------

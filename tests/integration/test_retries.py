@@ -10,7 +10,7 @@ import pytest
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.model import BackoffKind, JobSpec, RetryPolicy, Schedule, ScheduleKind
+from cronlog.model import BackoffKind, JobSpec, RetryPolicy, Schedule, ScheduleKind, main_task
 from cronlog.vocabulary import FailureKind
 from tests.integration.harness import Cluster, EventLog
 
@@ -24,7 +24,10 @@ CLAIM_MARGIN = timedelta(seconds=1)
 
 def manual(command: tuple[str, ...], policy: RetryPolicy) -> JobSpec:
     return JobSpec(
-        name="retries", schedule=Schedule(ScheduleKind.MANUAL), command=command, retry_policy=policy
+        name="retries",
+        schedule=Schedule(ScheduleKind.MANUAL),
+        task_specs=main_task(command),
+        retry_policy=policy,
     )
 
 

@@ -32,7 +32,7 @@ from confluent_kafka.admin import (
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from tests.chaos.harness import PrivateBroker, _port_free
 from tests.integration.harness import Cluster, EventLog
 from tests.integration.helpers import start_api, wait_for
@@ -126,7 +126,9 @@ def test_cronlog_runs_a_job_as_a_scram_user_with_prefixed_acls_and_refuses_other
         cluster.scheduler()
         cluster.worker()
         api = start_api(cluster)
-        spec = JobSpec(name="secure", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
+        spec = JobSpec(
+            name="secure", schedule=Schedule(ScheduleKind.MANUAL), task_specs=main_task(("true",))
+        )
         cluster.send("secure", cmd.RegisterJob(spec=spec), idem_key="reg-secure")
         cluster.send("secure", cmd.TriggerJob(), idem_key="trigger-secure")
         assert events.wait_until(lambda log: log.of_type(ev.RunSucceeded, "secure"), 120), (

@@ -13,7 +13,15 @@ import pytest
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.model import CatchupPolicy, Exclusion, JobSpec, OverlapPolicy, Schedule, ScheduleKind
+from cronlog.model import (
+    CatchupPolicy,
+    Exclusion,
+    JobSpec,
+    OverlapPolicy,
+    Schedule,
+    ScheduleKind,
+    main_task,
+)
 from cronlog.vocabulary import RunTrigger, SkipReason
 from tests.integration.harness import Cluster, EventLog
 
@@ -25,7 +33,7 @@ def every_job(seconds: int, command: tuple[str, ...] = ("true",), **schedule: ob
     return JobSpec(
         name=f"every {seconds}s",
         schedule=Schedule(ScheduleKind.EVERY, interval=timedelta(seconds=seconds), **schedule),  # type: ignore[arg-type]
-        command=command,
+        task_specs=main_task(command),
         max_active_runs=256,
     )
 
@@ -77,7 +85,7 @@ def test_overlap_policy_with_a_long_running_task(
     spec = JobSpec(
         name=job,
         schedule=Schedule(ScheduleKind.EVERY, interval=timedelta(seconds=2)),
-        command=("sleep", "5"),
+        task_specs=main_task(("sleep", "5")),
         overlap=policy,
         lease_ttl=timedelta(seconds=6),
     )

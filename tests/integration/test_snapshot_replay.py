@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from services.cli.main import app as cli
 from services.cli.replay import ReplayError, ReplayOptions, run_replay
 from services.snapshotter.take import take_snapshot
@@ -70,12 +70,12 @@ def test_replay_verify_succeeds_from_a_snapshot_after_the_commands_before_it_are
     cluster.worker()
     jobs = {f"j{i}": EVERY_S if i % 2 else EVERY2_S for i in range(6)}
     for job_id, schedule in jobs.items():
-        spec = JobSpec(name=job_id, schedule=schedule, command=("true",))
+        spec = JobSpec(name=job_id, schedule=schedule, task_specs=main_task(("true",)))
         cluster.send(job_id, cmd.RegisterJob(spec=spec))
     downstream = JobSpec(
         name="after-j1",
         schedule=Schedule(ScheduleKind.AFTER, after_job_id="j1"),
-        command=("true",),
+        task_specs=main_task(("true",)),
     )
     cluster.send("after-j1", cmd.RegisterJob(spec=downstream))
     assert events.wait_until(lambda e: all(_succeeded(e, j) >= 2 for j in jobs), 90)

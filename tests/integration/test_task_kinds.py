@@ -8,13 +8,14 @@ from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import pytest
 
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.ids import task_idem_key
-from cronlog.model import HttpHeader, HttpTask, JobSpec, TaskKind
+from cronlog.model import HttpHeader, HttpTask, JobSpec, TaskKind, main_task
 from cronlog.vocabulary import FailureKind
 from tests.integration.harness import Cluster, EventLog
 from tests.integration.helpers import once_job
@@ -23,9 +24,10 @@ pytestmark = pytest.mark.broker
 TASKS = "tests.unit.tasks_for_tests"
 
 
-def _job(**changes: object) -> JobSpec:
+def _job(**task: Any) -> JobSpec:
+    """A one-off job of one task, of the kind ``task`` says (``main_task``'s fields)."""
     run_at = datetime.now(UTC) + timedelta(seconds=2)
-    return replace(once_job(run_at), command=(), **changes)  # type: ignore[arg-type]
+    return replace(once_job(run_at), task_specs=main_task(**task))
 
 
 def _finished(events: EventLog, *job_ids: str) -> bool:

@@ -22,7 +22,7 @@ from confluent_kafka import Producer
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.ledger import FLEET, LEDGER_KEY
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from tests.integration.harness import Cluster, EventLog, Proc
 from tests.integration.helpers import cron_job
 from topology.kafka.partitioning import partition_for
@@ -33,7 +33,7 @@ ENDS = (ev.TaskSucceeded, ev.TaskFailed, ev.TaskReleased, ev.TaskCancelled, ev.L
 
 
 def _spec(tenant: str, command: tuple[str, ...]) -> JobSpec:
-    return JobSpec("t", Schedule(ScheduleKind.MANUAL), command, tenant=tenant)
+    return JobSpec("t", Schedule(ScheduleKind.MANUAL), main_task(command), tenant=tenant)
 
 
 def _send_all(cluster: Cluster, commands: list[tuple[str, cmd.Command, str]]) -> None:

@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from tests.integration.harness import Cluster, EventLog
 from topology.kafka.partitioning import partition_for
 
@@ -60,7 +60,9 @@ def _leave_open_transaction(cluster: Cluster, partition: int) -> Producer:
 
 
 def manual(name: str) -> JobSpec:
-    return JobSpec(name=name, schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
+    return JobSpec(
+        name=name, schedule=Schedule(ScheduleKind.MANUAL), task_specs=main_task(("true",))
+    )
 
 
 def test_an_unstable_partition_waits_for_the_transaction_and_the_scheduler_lives(

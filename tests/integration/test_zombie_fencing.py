@@ -20,7 +20,7 @@ from confluent_kafka import Producer
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from services.cli.replay import ReplayOptions, run_replay
 from tests.chaos.audit import JobPlan, audit_run
 from tests.chaos.harness import owned_partitions, read_all
@@ -58,7 +58,9 @@ def _owned_after(proc: Proc, start: int) -> list[int] | None:
 def _burst(cluster: Cluster) -> None:
     """Register BURST manual jobs with one producer, as fast as it goes."""
     producer = Producer(cluster.settings.producer_config(**{"linger.ms": 20}))
-    spec = JobSpec(name="burst", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
+    spec = JobSpec(
+        name="burst", schedule=Schedule(ScheduleKind.MANUAL), task_specs=main_task(("true",))
+    )
     for i in range(BURST):
         job = f"m{i:05d}"
         value = encode_command(

@@ -19,7 +19,15 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.decide import handle
 from cronlog.job import JobState
-from cronlog.model import CatchupPolicy, JobSpec, OverlapPolicy, RetryPolicy, Schedule, ScheduleKind
+from cronlog.model import (
+    CatchupPolicy,
+    JobSpec,
+    OverlapPolicy,
+    RetryPolicy,
+    Schedule,
+    ScheduleKind,
+    TaskSpec,
+)
 from cronlog.schedule import next_tick
 from cronlog.vocabulary import FailureKind, Reprocess, TaskState
 
@@ -79,12 +87,11 @@ def _spec(draw: st.DrawFn, schedule: Schedule) -> JobSpec:
     return JobSpec(
         "prop",
         schedule,
-        ("true",),
+        tuple(TaskSpec(t, ("true",)) for t in draw(st.sampled_from([("main",), ("a", "b")]))),
         retry_policy=draw(retry_policies),
         lease_ttl=draw(
             st.sampled_from([timedelta(seconds=10), timedelta(seconds=60), timedelta(seconds=600)])
         ),
-        tasks=draw(st.sampled_from([("main",), ("a", "b")])),
         overlap=draw(st.sampled_from(OverlapPolicy)),
         jitter=draw(st.sampled_from([timedelta(0), timedelta(seconds=20)])),
     )

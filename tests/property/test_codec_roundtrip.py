@@ -370,8 +370,6 @@ def _world() -> dict[str, bytes]:
     spec = JobSpec(
         "dag",
         Schedule(ScheduleKind.MANUAL),
-        (),
-        tasks=("a", "b"),
         task_specs=(TaskSpec("a", ("true",)), TaskSpec("b", ("true",), depends_on=("a",))),
     )
     run = run_id_for_trigger(JOB, "t")

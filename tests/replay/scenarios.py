@@ -27,6 +27,7 @@ from cronlog.model import (
     ScheduleKind,
     TaskSpec,
     TriggerRule,
+    main_task,
 )
 from cronlog.vocabulary import Reprocess, UpstreamOutcome
 from tests.replay.sim import OK, Outcome, Sim
@@ -42,7 +43,7 @@ def cron(expr: str, tz: str = "UTC", **kw: object) -> Schedule:
 
 def job(name: str, schedule: Schedule, **kw: object) -> JobSpec:
     """A one-task exec job running ``true`` (keyword overrides as on ``JobSpec``)."""
-    return JobSpec(name=name, schedule=schedule, **{"command": ("true",), **kw})  # type: ignore[arg-type]
+    return JobSpec(name=name, schedule=schedule, **{"task_specs": main_task(("true",)), **kw})  # type: ignore[arg-type]
 
 
 def register(sim: Sim, job_id: str, spec: JobSpec) -> None:
@@ -185,8 +186,6 @@ def dag(sim: Sim) -> None:
     spec = JobSpec(
         name="etl",
         schedule=Schedule(kind=ScheduleKind.MANUAL),
-        command=(),
-        tasks=tuple(t.name for t in ETL),
         task_specs=ETL,
         retry_policy=NO_RETRY,
         max_active_tasks=2,
@@ -229,8 +228,6 @@ def rerun(sim: Sim) -> None:
         JobSpec(
             name="rr",
             schedule=Schedule(kind=ScheduleKind.MANUAL),
-            command=(),
-            tasks=("a", "b", "c"),
             task_specs=tasks,
         ),
     )
@@ -364,8 +361,6 @@ def cancel(sim: Sim) -> None:
         JobSpec(
             name="pair",
             schedule=Schedule(kind=ScheduleKind.MANUAL),
-            command=(),
-            tasks=("p", "q", "r"),
             task_specs=tasks,
         ),
     )
@@ -565,8 +560,6 @@ def tenant_ledger(sim: Sim) -> None:
     dag_spec = JobSpec(
         name="b",
         schedule=cron("*/2 * * * *"),
-        command=(),
-        tasks=("first", "second"),
         task_specs=tasks,
         tenant="team-b",
     )

@@ -10,7 +10,7 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.decide import handle
 from cronlog.job import JobState
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.vocabulary import SkipReason, TaskState
 
 JOB = "job-b"
@@ -26,7 +26,7 @@ def every(seconds: float, **kw: object) -> Schedule:
 
 
 def spec(schedule: Schedule, **kw: object) -> JobSpec:
-    return JobSpec("b", schedule, ("true",), **kw)  # type: ignore[arg-type]
+    return JobSpec("b", schedule, main_task(("true",)), **kw)  # type: ignore[arg-type]
 
 
 class Fold:

@@ -16,7 +16,7 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.ids import run_id_for_tick
 from cronlog.job import JobState
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from topology.fold.due_index import DueIndex
 from topology.fold.folder import BatchFolder, BatchResult, Outgoing, Record
 from topology.kafka.config import KafkaSettings
@@ -96,7 +96,9 @@ def fold_batch(world: World, *records: Record) -> BatchResult:
 
 
 EVERY_2S = JobSpec(
-    name="e2", schedule=Schedule(ScheduleKind.CRON, "*/2 * * * * *"), command=("true",)
+    name="e2",
+    schedule=Schedule(ScheduleKind.CRON, "*/2 * * * * *"),
+    task_specs=main_task(("true",)),
 )
 
 

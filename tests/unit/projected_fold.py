@@ -12,7 +12,7 @@ from cronlog import events as ev
 from cronlog.decide import event_key, handle
 from cronlog.ids import event_id
 from cronlog.job import JobState
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from services.api.readmodel.projection import apply
 from services.api.readmodel.reader import ReadModel
 from services.api.readmodel.store import Batch
@@ -20,7 +20,7 @@ from services.api.readmodel.store import Batch
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 JOB = "busy"
 SPEC = replace(
-    JobSpec("busy", Schedule(ScheduleKind.CRON, "* * * * *"), ("sleep", "600")),
+    JobSpec("busy", Schedule(ScheduleKind.CRON, "* * * * *"), main_task(("sleep", "600"))),
     max_active_runs=1,
     max_queued_runs=2,
 )

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from cronlog import events as ev
 from cronlog.ids import event_id, run_id_for_tick
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.vocabulary import FailureKind, RunTrigger
 from services.api.readmodel.projection import apply
 from services.api.readmodel.reader import ReadModel
@@ -45,7 +45,7 @@ def register(
     feed(
         rm,
         f"reg-{job_id}",
-        ev.JobRegistered(spec=JobSpec("j", schedule, ("true",)), next_fire_at=cursor),
+        ev.JobRegistered(spec=JobSpec("j", schedule, main_task(("true",))), next_fire_at=cursor),
         job_id=job_id,
     )
 
@@ -167,5 +167,5 @@ def dead_letter(rm: ReadModel, hours: int, job_id: str = JOB) -> str:
 
 
 def register_for(rm: ReadModel, tenant: str, job_id: str) -> None:
-    spec = JobSpec("j", HOURLY, ("true",), tenant=tenant)
+    spec = JobSpec("j", HOURLY, main_task(("true",)), tenant=tenant)
     feed(rm, f"reg-{job_id}", ev.JobRegistered(spec=spec, next_fire_at=None), job_id=job_id)

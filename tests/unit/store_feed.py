@@ -14,14 +14,16 @@ from fastapi.testclient import TestClient
 
 from cronlog import events as ev
 from cronlog.ids import event_id
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.vocabulary import FailureKind, RunTrigger
 from services.api.readmodel.projection import apply
 from services.api.readmodel.reader import ReadModel
 from services.api.readmodel.store import Batch, Store
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
-SPEC = JobSpec("ten", Schedule(ScheduleKind.CRON, "*/10 * * * * *"), ("sh", "-c", "echo tick"))
+SPEC = JobSpec(
+    "ten", Schedule(ScheduleKind.CRON, "*/10 * * * * *"), main_task(("sh", "-c", "echo tick"))
+)
 JOB = "every-10s"
 
 
@@ -117,7 +119,7 @@ def fire(store: Store, tick: datetime, worker: str = "w1", exit_code: int = 0) -
                 lease_expires_at=claimed + timedelta(seconds=60),
                 lease_ttl=timedelta(seconds=60),
                 scheduled_for=tick,
-                command=SPEC.command,
+                command=SPEC.task_specs[0].command,
                 timeout=SPEC.timeout,
             ),
             at=claimed,

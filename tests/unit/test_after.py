@@ -17,7 +17,7 @@ from cronlog.errors import InvalidDefinition
 from cronlog.evolve import evolve
 from cronlog.ids import run_id_for_after
 from cronlog.job import JobState
-from cronlog.model import AfterOn, Exclusion, JobSpec, Schedule, ScheduleKind
+from cronlog.model import AfterOn, Exclusion, JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.validation import validate_spec
 from cronlog.vocabulary import RejectReason, RunTrigger, SkipReason, UpstreamOutcome
 
@@ -29,7 +29,7 @@ NOW = T0 + timedelta(seconds=30)
 
 def after(upstream: str = UP, on: AfterOn = AfterOn.SUCCESS, **kw: object) -> JobSpec:
     sched = Schedule(ScheduleKind.AFTER, after_job_id=upstream, after_on=on, **kw)  # type: ignore[arg-type]
-    return JobSpec("load after extract", sched, ("true",))
+    return JobSpec("load after extract", sched, main_task(("true",)))
 
 
 def given(*events: ev.Event) -> JobState:
@@ -149,7 +149,7 @@ def test_another_upstream_is_ignored() -> None:
 
 
 def test_a_job_that_is_no_longer_after_ignores_its_old_upstream() -> None:
-    manual = JobSpec("now manual", Schedule(ScheduleKind.MANUAL), ("true",))
+    manual = JobSpec("now manual", Schedule(ScheduleKind.MANUAL), main_task(("true",)))
     _, events = when(
         given(
             ev.JobRegistered(spec=after(), next_fire_at=None),
@@ -246,7 +246,7 @@ def test_registering_an_after_job_has_no_first_tick() -> None:
 )
 def test_invalid_after_schedules_name_the_field(schedule: Schedule, field: str) -> None:
     with pytest.raises(InvalidDefinition) as exc:
-        validate_spec(JobSpec("x", schedule, ("true",)), job_id=JOB)
+        validate_spec(JobSpec("x", schedule, main_task(("true",))), job_id=JOB)
     assert exc.value.field == field
 
 

@@ -7,14 +7,14 @@ from datetime import UTC, datetime
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.after_index import AfterIndex
-from cronlog.model import AfterOn, JobSpec, Schedule, ScheduleKind
+from cronlog.model import AfterOn, JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.vocabulary import CancelReason, RunTrigger, UpstreamOutcome
 
 T = datetime(2024, 6, 10, 12, 0, tzinfo=UTC)
 AFTER_X = JobSpec(
-    "d", Schedule(ScheduleKind.AFTER, after_job_id="x", after_on=AfterOn.DONE), ("true",)
+    "d", Schedule(ScheduleKind.AFTER, after_job_id="x", after_on=AfterOn.DONE), main_task(("true",))
 )
-MANUAL = JobSpec("m", Schedule(ScheduleKind.MANUAL), ("true",))
+MANUAL = JobSpec("m", Schedule(ScheduleKind.MANUAL), main_task(("true",)))
 
 
 def rec(job_id: str, event: ev.Event) -> ev.RunEvent:

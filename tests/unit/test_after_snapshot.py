@@ -8,7 +8,7 @@ import pytest
 
 from cronlog import events as ev
 from cronlog.after_index import AfterIndex
-from cronlog.model import AfterOn, JobSpec, Schedule, ScheduleKind
+from cronlog.model import AfterOn, JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.vocabulary import CancelReason, RunTrigger
 from services.scheduler.after_snapshot import (
     AfterSnapshot,
@@ -19,7 +19,7 @@ from services.scheduler.after_snapshot import (
 
 T = datetime(2024, 6, 10, 12, 0, 0, 123000, tzinfo=UTC)
 AFTER_X = JobSpec(
-    "d", Schedule(ScheduleKind.AFTER, after_job_id="x", after_on=AfterOn.DONE), ("true",)
+    "d", Schedule(ScheduleKind.AFTER, after_job_id="x", after_on=AfterOn.DONE), main_task(("true",))
 )
 SNAP = AfterSnapshot({0: 10, 1: 0, 2: 7}, {"d1": "x", "d2": "x", "e": "d1"}, {"r1": T})
 

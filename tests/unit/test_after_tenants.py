@@ -21,7 +21,7 @@ from cronlog.after_index import AfterIndex
 from cronlog.decide import handle
 from cronlog.evolve import evolve
 from cronlog.job import JobState
-from cronlog.model import AfterOn, JobSpec, Schedule, ScheduleKind
+from cronlog.model import AfterOn, JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.tenants import DEFAULT_TENANT
 from cronlog.vocabulary import (
     CommandKind,
@@ -41,7 +41,7 @@ def after_spec(
     tenant: str = DEFAULT_TENANT, upstream: str = UP, on: AfterOn = AfterOn.SUCCESS
 ) -> JobSpec:
     sched = Schedule(ScheduleKind.AFTER, after_job_id=upstream, after_on=on)
-    return JobSpec("load after extract", sched, ("true",), tenant=tenant)
+    return JobSpec("load after extract", sched, main_task(("true",)), tenant=tenant)
 
 
 def downstream(spec: JobSpec, *, paused: bool = False) -> JobState:
@@ -164,7 +164,7 @@ def _send(
 
 def upstream_run_end(tenant: str) -> list[ev.Event]:
     """Register, trigger, claim and complete one run of ``UP`` owned by ``tenant``."""
-    spec = JobSpec("extract", Schedule(ScheduleKind.MANUAL), ("true",), tenant=tenant)
+    spec = JobSpec("extract", Schedule(ScheduleKind.MANUAL), main_task(("true",)), tenant=tenant)
     state, _ = _send(None, cmd.RegisterJob(spec=spec), "k1", tenant)
     state, events = _send(state, cmd.TriggerJob(), "k2", tenant)
     run = events[0].run_id  # type: ignore[attr-defined]
@@ -197,7 +197,7 @@ def test_the_fold_stamps_a_runs_end_with_its_jobs_tenant(tenant: str) -> None:
 
 
 def test_cancelled_runs_carry_their_jobs_tenant() -> None:
-    spec = JobSpec("extract", Schedule(ScheduleKind.MANUAL), ("true",), tenant="team-a")
+    spec = JobSpec("extract", Schedule(ScheduleKind.MANUAL), main_task(("true",)), tenant="team-a")
     state, _ = _send(None, cmd.RegisterJob(spec=spec), "k1", "team-a")
     state, events = _send(state, cmd.TriggerJob(), "k2", "team-a")
     run = events[0].run_id  # type: ignore[attr-defined]

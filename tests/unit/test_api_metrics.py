@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from cronlog import events as ev
 from cronlog.errors import InvalidDefinition
 from cronlog.ids import event_id
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.time import to_ms
 from cronlog.validation import validate_tags
 from cronlog.vocabulary import (
@@ -43,7 +43,7 @@ from services.api.readmodel.projection import apply
 from services.api.readmodel.store import Batch, Store
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
-SPEC = JobSpec("m", Schedule(ScheduleKind.CRON, "*/10 * * * * *"), ("true",))
+SPEC = JobSpec("m", Schedule(ScheduleKind.CRON, "*/10 * * * * *"), main_task(("true",)))
 Labels = tuple[tuple[str, str], ...]
 COMMANDS = itertools.count()
 """Numbers the commands fed: every command has an idem_key (so event_ids) of its own."""
@@ -155,7 +155,7 @@ def claimed(run_id: str, task: str = "main", at: datetime = T0) -> ev.Event:
         lease_expires_at=at + timedelta(seconds=60),
         lease_ttl=timedelta(seconds=60),
         scheduled_for=T0,
-        command=SPEC.command,
+        command=SPEC.task_specs[0].command,
         timeout=SPEC.timeout,
     )
 

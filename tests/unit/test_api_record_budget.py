@@ -82,12 +82,12 @@ def test_the_budget_takes_the_wire_limits_in_the_costliest_character() -> None:
 
 
 def test_definition_just_under_the_limit_passes_and_just_over_is_422(client: TestClient) -> None:
-    headroom = MAX_RECORD_BYTES - worst(dag(0, count=165))
+    headroom = MAX_RECORD_BYTES - worst(dag(0, count=168))
     assert 0 < headroom < 20_000  # the shape is near the limit already
-    assert worst(dag(headroom, count=165)) == MAX_RECORD_BYTES
-    at_limit = client.post("/api/v1/jobs", json=dag(headroom, count=165))
+    assert worst(dag(headroom, count=168)) == MAX_RECORD_BYTES
+    at_limit = client.post("/api/v1/jobs", json=dag(headroom, count=168))
     assert at_limit.status_code == 503, at_limit.text  # valid: it only needs Kafka
-    over = client.post("/api/v1/jobs", json=dag(headroom + 1, count=165))
+    over = client.post("/api/v1/jobs", json=dag(headroom + 1, count=168))
     assert over.status_code == 422, over.text
     [error] = over.json()["detail"]
     assert error["loc"] == ["body", "max_active_runs"]

@@ -83,6 +83,26 @@ def test_empty_command_is_422(client: TestClient) -> None:
     assert locs(r) == [["body", "command"]]
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("command", ["echo"]), ("kind", "shell"), ("shell", "echo"), ("callable", "m:f")],
+)
+def test_a_dag_with_a_job_level_task_field_is_422_naming_it(
+    client: TestClient, field: str, value: object
+) -> None:
+    tasks = [{"name": "a", "command": ["true"]}]
+    r = client.post("/api/v1/jobs", json={**body(command=None, tasks=tasks), field: value})
+    assert r.status_code == 422
+    assert locs(r) == [["body", field]]
+
+
+def test_a_dag_tasks_own_field_is_named_in_the_task(client: TestClient) -> None:
+    tasks = [{"name": "a", "command": ["true"]}, {"name": "b", "command": []}]
+    r = client.post("/api/v1/jobs", json=body(command=None, tasks=tasks))
+    assert r.status_code == 422
+    assert locs(r) == [["body", "tasks[1]", "command"]]
+
+
 def test_unknown_field_is_422(client: TestClient) -> None:
     r = client.post("/api/v1/jobs", json=body(cron="* * * * *"))
     assert r.status_code == 422

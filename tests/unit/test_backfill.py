@@ -12,14 +12,14 @@ from cronlog.evolve import evolve
 from cronlog.ids import run_id_for_backfill, run_id_for_tick
 from cronlog.job import JobState, Run, TaskInstance
 from cronlog.limits import MAX_BACKFILL_TASK_INSTANCES, MAX_TASKS
-from cronlog.model import JobSpec, OverlapPolicy, Schedule, ScheduleKind, TaskSpec
+from cronlog.model import JobSpec, OverlapPolicy, Schedule, ScheduleKind, TaskSpec, main_task
 from cronlog.vocabulary import CommandKind, RejectReason, Reprocess, RunTrigger, TaskState
 from topology.fold.folder import MAX_RECORD_BYTES
 from topology.wire.state_codec import dump_state
 
 JOB = "job-b"
 T0 = datetime(2024, 6, 10, 12, 0, tzinfo=UTC)
-SPEC = JobSpec("bf", Schedule(ScheduleKind.CRON, expression="*/5 * * * *"), ("true",))
+SPEC = JobSpec("bf", Schedule(ScheduleKind.CRON, expression="*/5 * * * *"), main_task(("true",)))
 NOW = T0 + timedelta(hours=1)
 CURSOR = NOW + timedelta(minutes=5)
 PAST = tuple(T0 + timedelta(minutes=5 * k) for k in range(1, 4))  # 12:05, 12:10, 12:15
@@ -174,8 +174,6 @@ def wide(tasks: int) -> JobSpec:
     names = tuple(f"t{i}" for i in range(tasks))
     return replace(
         SPEC,
-        command=(),
-        tasks=names,
         task_specs=tuple(TaskSpec(n, ("true",)) for n in names),
         max_active_runs=1,
         max_active_tasks=tasks,

@@ -14,7 +14,7 @@ from cronlog import events as ev
 from cronlog.decide import handle
 from cronlog.ids import run_id_for_backfill, run_id_for_tick
 from cronlog.limits import MAX_BACKFILL_TASK_INSTANCES
-from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskSpec
+from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskSpec, main_task
 from cronlog.time import iso
 from cronlog.vocabulary import RunTrigger
 from services.api.readmodel.reader import ReadModel
@@ -150,7 +150,7 @@ def test_dry_run_names_the_run_ids_a_re_registered_job_will_get(
     # The fold's run ids of a job registered again after a delete carry its incarnation
     # (cronlog.ids.run_id_for_tick); the dry run must list those, not the first
     # registration's.
-    spec = JobSpec("j", HOURLY, ("true",))
+    spec = JobSpec("j", HOURLY, main_task(("true",)))
     state, _ = handle(
         None, cmd.Envelope(idem_key="r1", job_id=JOB, command=cmd.RegisterJob(spec=spec)), T0
     )
@@ -178,8 +178,6 @@ def test_a_job_of_many_tasks_may_backfill_only_as_many_runs_as_its_record_holds(
     spec = JobSpec(
         "j",
         Schedule(ScheduleKind.CRON, "* * * * *"),
-        (),
-        tasks=names,
         task_specs=tuple(TaskSpec(n, ("true",)) for n in names),
         max_active_runs=1,
         max_active_tasks=200,

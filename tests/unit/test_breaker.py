@@ -14,13 +14,13 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.decide import handle
 from cronlog.job import JobState
-from cronlog.model import JobSpec, OverlapPolicy, Schedule, ScheduleKind
+from cronlog.model import JobSpec, OverlapPolicy, Schedule, ScheduleKind, main_task
 from cronlog.vocabulary import FailureKind, QueueReason, SuspendReason, UnsuspendReason
 
 JOB = "flaky"
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 SPEC = replace(
-    JobSpec("flaky", Schedule(ScheduleKind.CRON, expression="* * * * *"), ("false",)),
+    JobSpec("flaky", Schedule(ScheduleKind.CRON, expression="* * * * *"), main_task(("false",))),
     breaker_failures=3,
     breaker_window=timedelta(minutes=10),
     breaker_cooldown=timedelta(minutes=5),

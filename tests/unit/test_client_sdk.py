@@ -12,13 +12,15 @@ import pytest
 
 from cronlog import commands as cmd
 from cronlog.errors import InvalidDefinition
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from cronlog_client import CommandProducer
 from cronlog_client.refs import derived_key
 from topology.kafka.config import KafkaSettings
 
 T = datetime(2026, 12, 2, tzinfo=UTC)
-SPEC = JobSpec(name="r", schedule=Schedule(kind=ScheduleKind.MANUAL), command=("true",))
+SPEC = JobSpec(
+    name="r", schedule=Schedule(kind=ScheduleKind.MANUAL), task_specs=main_task(("true",))
+)
 
 
 @pytest.fixture
@@ -45,7 +47,7 @@ def test_a_spec_of_another_tenant_or_an_invalid_one_is_refused_before_sending(
     bad = JobSpec(
         name="r",
         schedule=Schedule(kind=ScheduleKind.CRON, expression="61 * * * *"),
-        command=("true",),
+        task_specs=main_task(("true",)),
         tenant="billing",
     )
     with pytest.raises(InvalidDefinition) as refused:

@@ -21,7 +21,7 @@ from fastavro.validation import validate
 from cronlog.commands import ClaimTask, Command, Envelope, PauseJob, RegisterJob
 from cronlog.errors import CronlogError
 from cronlog.events import Event, RunEvent, RunSucceeded, TaskReady
-from cronlog.model import JobSpec, RetryPolicy, Schedule, ScheduleKind
+from cronlog.model import JobSpec, RetryPolicy, Schedule, ScheduleKind, main_task
 from topology.wire.codec import (
     SCHEMA_DIR,
     Codec,
@@ -44,7 +44,9 @@ from topology.wire.heartbeats import HeldLease, WorkerHeartbeat
 
 HISTORY = SCHEMA_DIR / "history"
 NOW = datetime(2025, 3, 30, 1, 30, 0, 250_000, tzinfo=UTC)
-SPEC = JobSpec("nightly", Schedule(ScheduleKind.CRON, "0 2 * * *", "Europe/Paris"), ("true",))
+SPEC = JobSpec(
+    "nightly", Schedule(ScheduleKind.CRON, "0 2 * * *", "Europe/Paris"), main_task(("true",))
+)
 ENV = Envelope(idem_key="idem-1", job_id="job-1", command=RegisterJob(spec=SPEC))
 EVENT = RunEvent(
     event_id="e1",
@@ -362,7 +364,7 @@ def test_records_of_an_older_version_decode_with_current_defaults(tmp_path: Path
             spec=JobSpec(
                 "n",
                 Schedule(ScheduleKind.CRON, "* * * * *"),
-                ("true",),
+                main_task(("true",)),
                 lease_ttl=timedelta(seconds=5),
                 retry_policy=RetryPolicy(),
             )

@@ -15,7 +15,7 @@ import pytest
 
 from cronlog import commands as cmd
 from cronlog.ids import command_digest
-from cronlog.model import JobSpec, RetryPolicy, Schedule, ScheduleKind
+from cronlog.model import JobSpec, RetryPolicy, Schedule, ScheduleKind, TaskSpec
 from tests.builders import JOB, SPEC, T0
 from topology.wire.codec import decode_command, encode_command
 
@@ -122,9 +122,8 @@ def test_the_fingerprint_survives_the_wire() -> None:
     spec = JobSpec(
         "wire",
         Schedule(ScheduleKind.CRON, expression="*/5 * * * *", timezone="Europe/Berlin"),
-        ("echo", "hi"),
+        (TaskSpec("a", ("echo", "hi")), TaskSpec("b", ("echo", "hi"))),
         retry_policy=RetryPolicy(max_attempts=3, backoff=timedelta(seconds=5)),
-        tasks=("a", "b"),
     )
     for command in (
         cmd.RegisterJob(spec=spec),

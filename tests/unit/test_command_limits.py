@@ -8,6 +8,7 @@ by type and checked here on a few fields each.
 
 from __future__ import annotations
 
+import dataclasses
 import typing
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -21,6 +22,7 @@ from cronlog import commands as cmd
 from cronlog import limits
 from cronlog.errors import CronlogError, InvalidDefinition
 from cronlog.events import RunEvent
+from cronlog.job_level import JobLevelTask
 from cronlog.limits import COMMAND_LIMITS, Limit
 from cronlog.model import (
     Exclusion,
@@ -32,17 +34,24 @@ from cronlog.model import (
     ScheduleKind,
     TaskKind,
     TaskSpec,
+    main_task,
 )
 from cronlog.validation import validate_spec
 from cronlog.vocabulary import FailureKind, UpstreamOutcome
 from services.api.shapes.requests import BackfillIn
+from tests.old_shape import old_shape
 from topology.wire.avro_limits import bound_field
 from topology.wire.avro_mapping import plan_for, record_names
-from topology.wire.codec import SCHEMA_DIR, DecodeError, decode_command, encode_command
+from topology.wire.codec import (
+    SCHEMA_DIR,
+    DecodeError,
+    decode_command,
+    encode_command,
+)
 
 T = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 RUN = "r" + "0" * 24
-SPEC = JobSpec("limits", Schedule(ScheduleKind.CRON, "*/5 * * * *"), ("true",))
+SPEC = JobSpec("limits", Schedule(ScheduleKind.CRON, "*/5 * * * *"), main_task(("true",)))
 SNAPSHOT = cmd.TaskSnapshot(task="main", state="failed", attempt=1, epoch=1)
 LEASE: dict[str, Any] = {"run_id": RUN, "task": "main", "attempt": 1, "epoch": 1, "worker_id": "w1"}
 BODIES: dict[str, Any] = {
@@ -123,18 +132,20 @@ def holder(record: str, **change: Any) -> tuple[cmd.Envelope, str]:
             return _register(replace(SPEC, retry_policy=policy)), f"{SPEC_PATH}.retry_policy"
         case "TaskSpec":
             task = replace(ITEMS[TaskSpec], **change)
-            spec = replace(SPEC, command=(), tasks=("a",), task_specs=(task,))
+            spec = replace(SPEC, task_specs=(task,))
             return _register(spec), f"{SPEC_PATH}.task_specs[0]"
         case "HttpTask":
             return (
-                _register(replace(SPEC, http=replace(http, **change))),
-                f"{SPEC_PATH}.http",
+                _register(replace(SPEC, task_specs=main_task(http=replace(http, **change)))),
+                f"{SPEC_PATH}.task_specs[0].http",
             )
         case "HttpHeader":
             header = replace(ITEMS[HttpHeader], **change)
             return (
-                _register(replace(SPEC, http=replace(http, headers=(header,)))),
-                f"{SPEC_PATH}.http.headers[0]",
+                _register(
+                    replace(SPEC, task_specs=main_task(http=replace(http, headers=(header,))))
+                ),
+                f"{SPEC_PATH}.task_specs[0].http.headers[0]",
             )
         case "TaskSnapshot":
             rerun = replace(BODIES["RerunTask"], tasks=(replace(SNAPSHOT, **change),))
@@ -145,10 +156,22 @@ def holder(record: str, **change: Any) -> tuple[cmd.Envelope, str]:
     return cmd.Envelope(idem_key="k", job_id="j", command=body), f"Command.body.{record}"
 
 
+JOB_LEVEL = {f.name for f in dataclasses.fields(JobLevelTask)}
+"""The fields of the old shape's job-level task, which ``cronlog.JobSpec`` still holds."""
+
+
+def encoded(record: str, **change: Any) -> tuple[bytes, cmd.Envelope, str]:
+    """``holder``'s command, encoded; a field of the old shape's job-level task in it."""
+    if record == "JobSpec" and set(change) <= JOB_LEVEL:
+        return (*old_shape(_register(SPEC), **change), SPEC_PATH)
+    env, path = holder(record, **change)
+    return encode_command(env), env, path
+
+
 def _type_of(record: str, field: str) -> object:
     cls = {
         "Command": cmd.Envelope,
-        "JobSpec": JobSpec,
+        "JobSpec": JobLevelTask if field in JOB_LEVEL else JobSpec,
         "Schedule": Schedule,
         "Exclusion": Exclusion,
         "RetryPolicy": RetryPolicy,
@@ -221,11 +244,11 @@ CASES = cases()
 def test_a_field_at_its_limit_decodes_and_past_it_is_refused_naming_it(
     record: str, field: str, at: object, past: object, refusal: str
 ) -> None:
-    env, path = holder(record, **{field: at})
-    assert decode_command(encode_command(env)) == env
-    env, path = holder(record, **{field: past})
+    data, env, path = encoded(record, **{field: at})
+    assert decode_command(data) == env
+    data, env, path = encoded(record, **{field: past})
     with pytest.raises(DecodeError) as info:
-        decode_command(encode_command(env))
+        decode_command(data)
     assert info.value.reason == f"{path}.{field}{refusal}"
 
 
@@ -238,7 +261,7 @@ def test_the_poison_pill_of_issue_11_is_refused_naming_idem_key() -> None:
 
 def test_a_record_past_the_size_limit_is_refused_even_with_every_field_in_bounds() -> None:
     tasks = tuple(TaskSpec(f"t{i}", ("x" * 60_000,)) for i in range(14))  # 14 x 60 KB
-    spec = replace(SPEC, command=(), tasks=tuple(t.name for t in tasks), task_specs=tasks)
+    spec = replace(SPEC, task_specs=tasks)
     data = encode_command(_register(spec))
     assert len(data) > limits.MAX_COMMAND_RECORD_BYTES
     with pytest.raises(DecodeError) as info:
@@ -246,7 +269,7 @@ def test_a_record_past_the_size_limit_is_refused_even_with_every_field_in_bounds
     assert info.value.reason == (
         f"Command: {len(data)} bytes, at most {limits.MAX_COMMAND_RECORD_BYTES}"
     )
-    smaller = replace(spec, tasks=spec.tasks[:12], task_specs=tasks[:12])
+    smaller = replace(spec, task_specs=tasks[:12])
     assert decode_command(encode_command(_register(smaller))).command == cmd.RegisterJob(
         spec=smaller
     )
@@ -343,7 +366,7 @@ def test_the_limits_accept_every_definition_the_core_accepts_at_its_own_bounds()
     argv = ("x" * (limits.MAX_COMMAND_BYTES - limits.MAX_ARGV_ITEMS + 1),) + ("",) * (
         limits.MAX_ARGV_ITEMS - 1
     )
-    spec = replace(SPEC, name="n" * limits.MAX_NAME_CHARS, command=argv)
+    spec = replace(SPEC, name="n" * limits.MAX_NAME_CHARS, task_specs=main_task(argv))
     validate_spec(spec)
     assert decode_command(encode_command(_register(spec))).command == cmd.RegisterJob(spec=spec)
 
@@ -360,28 +383,32 @@ def test_event_plans_are_not_bounded() -> None:
     ("spec", "field"),
     [
         (replace(SPEC, schedule=Schedule(ScheduleKind.CRON, "* " * 600)), "schedule.expression"),
-        (replace(SPEC, command=("",) * (limits.MAX_ARGV_ITEMS + 1)), "command"),
         (
-            replace(SPEC, command=(), kind=TaskKind.PYTHON, callable="m." * 600 + ":f"),
-            "callable",
+            replace(SPEC, task_specs=main_task(("",) * (limits.MAX_ARGV_ITEMS + 1))),
+            "tasks[0].command",
+        ),
+        (
+            replace(SPEC, task_specs=main_task(kind=TaskKind.PYTHON, callable="m." * 600 + ":f")),
+            "tasks[0].callable",
         ),
         (
             replace(
                 SPEC,
-                command=(),
-                kind=TaskKind.HTTP,
-                http=HttpTask("http://h/", headers=(HttpHeader("a", ""),) * 257),
+                task_specs=main_task(
+                    kind=TaskKind.HTTP,
+                    http=HttpTask("http://h/", headers=(HttpHeader("a", ""),) * 257),
+                ),
             ),
-            "http.headers",
+            "tasks[0].http.headers",
         ),
         (
             replace(
                 SPEC,
-                command=(),
-                kind=TaskKind.HTTP,
-                http=HttpTask("http://h/", success_codes=(200,) * 501),
+                task_specs=main_task(
+                    kind=TaskKind.HTTP, http=HttpTask("http://h/", success_codes=(200,) * 501)
+                ),
             ),
-            "http.success_codes",
+            "tasks[0].http.success_codes",
         ),
         (
             replace(

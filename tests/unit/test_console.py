@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from cronlog import events as ev
 from cronlog.errors import CronlogError
 from cronlog.ids import run_id_for_tick
-from cronlog.model import JobSpec
+from cronlog.model import JobSpec, main_task
 from cronlog.vocabulary import RunTrigger
 from services.api.access.auth import Authenticator
 from services.api.app import create_app
@@ -274,7 +274,7 @@ def test_timeline_spans_runs_from_start_to_end_or_now() -> None:
 
 
 def test_user_data_is_escaped(app: FastAPI, rm: ReadModel) -> None:
-    spec = JobSpec("<script>alert(1)</script>", HOURLY, ("true",), tenant="team-a")
+    spec = JobSpec("<script>alert(1)</script>", HOURLY, main_task(("true",)), tenant="team-a")
     feed(rm, "reg-xss", ev.JobRegistered(spec=spec, next_fire_at=None), job_id="xss")
     page = browser(app).get("/jobs/xss").text
     assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page

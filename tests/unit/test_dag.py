@@ -13,7 +13,7 @@ from cronlog import events as ev
 from cronlog.dag import RuleOutcome, Upstream, downstream_of, find_cycle, rule_outcome
 from cronlog.errors import InvalidDefinition
 from cronlog.job import JobState
-from cronlog.model import JobSpec, RetryPolicy, TaskSpec, TriggerRule
+from cronlog.model import JobSpec, RetryPolicy, TaskSpec, TriggerRule, main_task
 from cronlog.validation import validate_spec
 from cronlog.vocabulary import CancelReason, FailureKind, RejectReason, RunTrigger, TaskState
 from tests.builders import (
@@ -103,7 +103,7 @@ def test_a_decision_to_run_or_not_never_flips_as_upstream_tasks_end() -> None:
 
 
 def dag(*tasks: TaskSpec, **kw: object) -> JobSpec:
-    return replace(SPEC, command=(), task_specs=tasks, tasks=tuple(t.name for t in tasks), **kw)  # type: ignore[arg-type]
+    return replace(SPEC, task_specs=tasks, **kw)  # type: ignore[arg-type]
 
 
 def t(name: str, *deps: str, rule: TriggerRule = TriggerRule.ALL_SUCCESS) -> TaskSpec:
@@ -293,7 +293,7 @@ def test_a_redefinition_dropping_a_pending_task_skips_it_and_never_runs_it() -> 
 
 
 def test_a_dag_turned_into_a_one_task_job_stops_the_old_tasks() -> None:
-    one_task = replace(SPEC, command=("echo", "main"))
+    one_task = replace(SPEC, task_specs=main_task(("echo", "main")))
     state, events = when(_a_running_b_pending(), cmd.UpdateJob(spec=one_task), TICK, key="upd")
     assert events[1:] == [
         ev.TaskCancelled(run_id=RUN, task="a", attempt=1, worker_id="w1"),
@@ -339,12 +339,6 @@ def test_task_names_are_path_and_environment_safe(name: str, ok: bool) -> None:
     with pytest.raises(InvalidDefinition) as info:
         validate_spec(spec)
     assert info.value.field == "tasks[0].name"
-
-
-def test_a_dag_job_may_not_also_set_a_job_level_command() -> None:
-    with pytest.raises(InvalidDefinition) as info:
-        validate_spec(replace(dag(t("a")), command=("echo",)))
-    assert info.value.field == "command"
 
 
 def test_a_run_past_its_run_timeout_cancels_what_has_not_ended_and_fails() -> None:

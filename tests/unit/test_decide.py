@@ -18,7 +18,7 @@ from cronlog.decide import handle
 from cronlog.firing import MAX_TICKS_PER_FOLD, ON_TIME_GRACE
 from cronlog.ids import command_digest, idem_marker, run_id_for_tick, run_id_for_trigger
 from cronlog.job import MAX_APPLIED_MARKERS, JobState
-from cronlog.model import CatchupPolicy, JobSpec, RetryPolicy, Schedule, ScheduleKind
+from cronlog.model import CatchupPolicy, JobSpec, RetryPolicy, Schedule, ScheduleKind, main_task
 from cronlog.retry import next_attempt_at
 from cronlog.vocabulary import (
     FailureKind,
@@ -106,7 +106,7 @@ def test_register_of_a_live_job_is_rejected_job_exists() -> None:
         (replace(SPEC, schedule=cron("* * * * *", timezone="Mars/Olympus")), "schedule.timezone"),
         (replace(SPEC, schedule=Schedule(ScheduleKind.ONCE)), "schedule.run_at"),
         (replace(SPEC, name=""), "name"),
-        (replace(SPEC, command=()), "command"),
+        (replace(SPEC, task_specs=main_task(())), "tasks[0].command"),
         (replace(SPEC, timeout=timedelta(0)), "timeout_s"),
         (replace(SPEC, lease_ttl=timedelta(milliseconds=500)), "lease_ttl_s"),
         (replace(SPEC, retry_policy=RetryPolicy(max_attempts=0)), "retry_policy.max_attempts"),
@@ -114,7 +114,8 @@ def test_register_of_a_live_job_is_rejected_job_exists() -> None:
             replace(SPEC, retry_policy=RetryPolicy(backoff_coefficient=0.5)),
             "retry_policy.backoff_coefficient",
         ),
-        (replace(SPEC, tasks=("a", "a")), "tasks"),
+        (replace(SPEC, task_specs=main_task(("x",)) * 2), "tasks[1].name"),
+        (replace(SPEC, task_specs=()), "tasks"),
         # a RegisterJob produced straight onto Kafka past the API's checks (invariant 7)
         (replace(SPEC, tags=("Critical",)), "tags[0]"),
         (replace(SPEC, tags=("ok", "ok")), "tags[1]"),
@@ -167,7 +168,7 @@ def test_command_for_an_unregistered_job_is_rejected_unknown_job(command: cmd.Co
 
 
 def test_update_with_the_same_schedule_keeps_the_cursor() -> None:
-    new = replace(SPEC, command=("echo", "bye"))
+    new = replace(SPEC, task_specs=main_task(("echo", "bye")))
     state, events = when(given(registered()), cmd.UpdateJob(spec=new), at(minutes=3))
     assert events == [ev.JobRedefined(spec=new, next_fire_at=TICK)]
     assert state is not None and state.spec == new

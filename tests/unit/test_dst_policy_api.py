@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 
 from cronlog import events as ev
 from cronlog.ids import event_id
-from cronlog.model import DstGapPolicy, DstOverlapPolicy, JobSpec, Schedule, ScheduleKind
+from cronlog.model import DstGapPolicy, DstOverlapPolicy, JobSpec, Schedule, ScheduleKind, main_task
 from services.api.readmodel.keys import job_key
 from services.api.readmodel.projection import apply
 from services.api.readmodel.reader import ReadModel
@@ -49,7 +49,7 @@ def register(rm: ReadModel, job_id: str, gap: GAP, overlap: OVERLAP) -> None:
     schedule = Schedule(
         ScheduleKind.CRON, "30 2 * * *", "Europe/Berlin", dst_gap=gap, dst_overlap=overlap
     )
-    spec = JobSpec(job_id, schedule, ("true",))
+    spec = JobSpec(job_id, schedule, main_task(("true",)))
     batch = Batch(rm.store)
     registered = ev.JobRegistered(spec=spec, next_fire_at=T0)
     apply(

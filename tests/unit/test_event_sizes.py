@@ -30,6 +30,7 @@ from cronlog.model import (
     ScheduleKind,
     TaskKind,
     TaskSpec,
+    main_task,
 )
 from cronlog.vocabulary import FailureKind, RejectReason, Reprocess, UpstreamOutcome
 from topology.fold.due_index import DueIndex
@@ -90,8 +91,6 @@ def big_spec(big_tasks: int = BIG_TASKS) -> JobSpec:
             "America/Argentina/ComodRivadavia",
             catchup_window=limits.MAX_DURATION,
         ),
-        command=(),
-        tasks=tuple(t.name for t in tasks),
         task_specs=tasks,
         max_active_runs=5,  # x 200 tasks: the core's 1000 task instances
         max_active_tasks=TASKS,
@@ -170,7 +169,9 @@ def _update(world: World, run: str) -> cmd.Command:
 
 
 def _backfill_one_task(world: World, run: str) -> cmd.Command:
-    plain = JobSpec(WIDE * limits.MAX_NAME_CHARS, Schedule(ScheduleKind.CRON, "0 * * * *"), ("x",))
+    plain = JobSpec(
+        WIDE * limits.MAX_NAME_CHARS, Schedule(ScheduleKind.CRON, "0 * * * *"), main_task(("x",))
+    )
     world.send(cmd.DeleteJob())
     world.send(cmd.RegisterJob(spec=plain))
     ticks = tuple(T0 - timedelta(days=365 * 5, hours=k) for k in range(limits.MAX_BACKFILL_TICKS))
@@ -330,9 +331,7 @@ def test_an_http_definition_at_its_limits_fits() -> None:
     spec = JobSpec(
         WIDE * limits.MAX_NAME_CHARS,
         Schedule(ScheduleKind.MANUAL),
-        (),
-        kind=TaskKind.HTTP,
-        http=request,
+        main_task(kind=TaskKind.HTTP, http=request),
     )
     world = World()
     [registered] = world.events(world.send(cmd.RegisterJob(spec=spec)))

@@ -9,7 +9,7 @@ import pytest
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskSpec
 from tests.unit.fold_world import EVERY_2S, T0, TOPICS, N, fold_in_batches, record_at, sample_log
 from topology.fold.folder import Record
 from topology.kafka.partitioning import partition_for
@@ -87,13 +87,14 @@ def test_a_command_that_would_outgrow_the_record_is_refused() -> None:
     from topology.fold import folder as fold_module
 
     limit = fold_module.MAX_RECORD_BYTES
-    fold_module.MAX_RECORD_BYTES = 2000  # a tiny limit stands for a huge record
+    # a tiny limit stands for a huge record: the definition (~5.7 KB) fits, a run of its 20
+    # task instances (~4 KB more) does not
+    fold_module.MAX_RECORD_BYTES = 6000
     try:
         many = JobSpec(
             name="many",
             schedule=Schedule(ScheduleKind.MANUAL),
-            command=("true",),
-            tasks=tuple(f"t{i}" for i in range(20)),
+            task_specs=tuple(TaskSpec(f"t{i}", ("true",)) for i in range(20)),
         )
         recs = [record_at(0, T0, "big", cmd.RegisterJob(spec=many))]
         recs += [record_at(i, T0, "big", cmd.TriggerJob()) for i in range(1, 4)]
@@ -103,7 +104,7 @@ def test_a_command_that_would_outgrow_the_record_is_refused() -> None:
     events = [decode_event(m.value).event for m in sends if m.topic == TOPICS.run_events]
     rejected = [e for e in events if isinstance(e, ev.CommandRejected)]
     assert rejected and all(e.reason is RejectReason.RECORD_TOO_LARGE for e in rejected)
-    assert len(store["big"]) <= 2000
+    assert len(store["big"]) <= 6000
 
 
 def test_a_command_past_a_field_limit_is_dead_lettered_and_the_batch_goes_on() -> None:

@@ -16,7 +16,7 @@ from cronlog import events as ev
 from cronlog.decide import event_key, handle
 from cronlog.ids import command_digest, conflict_key, event_id, idem_marker, run_id_for_trigger
 from cronlog.job import MAX_APPLIED_MARKERS, JobState
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.vocabulary import CommandKind, RejectReason
 from tests.builders import JOB, T0, at, given, registered, when
 from topology.fold.due_index import DueIndex
@@ -171,7 +171,7 @@ def test_digests_stay_aligned_when_a_full_old_window_rolls_over() -> None:
 
 N = 4
 TOPICS = Topics.of(KafkaSettings(partitions=N))
-MANUAL = JobSpec(name="m", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
+MANUAL = JobSpec(name="m", schedule=Schedule(ScheduleKind.MANUAL), task_specs=main_task(("true",)))
 
 
 def _record(offset: int, key: str, command: cmd.Command) -> Record:

@@ -17,7 +17,7 @@ from cronlog import events as ev
 from cronlog.ids import command_digest, idem_marker
 from cronlog.job import MAX_APPLIED_MARKERS, MAX_RENEWAL_MARKERS, JobState
 from cronlog.limits import MAX_IDEM_KEY_CHARS
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.vocabulary import JobStatus, RejectReason
 from topology.fold.due_index import DueIndex
 from topology.fold.folder import MAX_RECORD_BYTES, BatchFolder, Record
@@ -31,7 +31,7 @@ JOB = "wedge"
 N = 4
 TOPICS = Topics.of(KafkaSettings(partitions=N))
 T0_MS = int(datetime(2026, 1, 1, tzinfo=UTC).timestamp() * 1000)
-MANUAL = JobSpec(name="m", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
+MANUAL = JobSpec(name="m", schedule=Schedule(ScheduleKind.MANUAL), task_specs=main_task(("true",)))
 
 
 def worst_key(n: int) -> str:
@@ -115,7 +115,7 @@ def test_the_record_does_not_grow_with_the_length_of_the_keys() -> None:
 def test_a_v1_record_of_raw_keys_loads_as_markers_of_those_keys() -> None:
     """A record the previous version wrote, wedged past the limit by long keys, heals on load."""
     job = filled(short=True)
-    stored = json.loads(job.store[JOB][len(b"v2:") :])
+    stored = json.loads(job.store[JOB][len(b"v3:") :])
     stored["applied"] = [worst_key(n) for n in range(MAX_APPLIED_MARKERS)]
     stored["renewals"] = [worst_key(1000 + n) for n in range(MAX_RENEWAL_MARKERS)]
     v1 = b"v1:" + json.dumps(stored, ensure_ascii=False).encode()
@@ -129,4 +129,4 @@ def test_a_v1_record_of_raw_keys_loads_as_markers_of_those_keys() -> None:
     job.store[JOB] = v1
     assert job.send(worst_key(MAX_APPLIED_MARKERS - 1), cmd.ResumeJob()) == []  # a re-delivery
     assert job.send(worst_key(3000), cmd.PauseJob()) == [ev.JobPaused()]
-    assert job.store[JOB].startswith(b"v2:")
+    assert job.store[JOB].startswith(b"v3:")

@@ -13,7 +13,7 @@ from cronlog import events as ev
 from cronlog.decide import event_key, handle
 from cronlog.job import JobState
 from cronlog.leases import lease_digest
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.vocabulary import RejectReason
 
 JOB = "j"
@@ -27,7 +27,9 @@ def _triggered() -> tuple[JobState, str]:
         cmd.Envelope(
             idem_key="r",
             job_id=JOB,
-            command=cmd.RegisterJob(spec=JobSpec("j", Schedule(ScheduleKind.MANUAL), ("true",))),
+            command=cmd.RegisterJob(
+                spec=JobSpec("j", Schedule(ScheduleKind.MANUAL), main_task(("true",)))
+            ),
         ),
         T0,
     )

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.ids import run_id_for_trigger
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.vocabulary import CommandKind, RejectReason
 from tests.unit.fold_world import (
     TOPICS,
@@ -31,7 +31,7 @@ from topology.fold.folder import BatchResult
 from topology.kafka.partitioning import partition_for
 from topology.wire.codec import decode_event
 
-MANUAL = JobSpec(name="m", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
+MANUAL = JobSpec(name="m", schedule=Schedule(ScheduleKind.MANUAL), task_specs=main_task(("true",)))
 JOBS = [j for j in (f"job{i}" for i in range(200)) if partition_for(j, N) == P][:5]
 """Five jobs of partition P, in the order they are triggered below."""
 
@@ -234,7 +234,9 @@ def test_a_job_that_cannot_be_granted_holds_back_no_other_job(
     # The oldest ready job's record is full (a claim would push it past the record limit):
     # the poll is refused for it and looks past it to the next jobs of the partition.
     world = World()
-    big = JobSpec(name="big", schedule=Schedule(ScheduleKind.MANUAL), command=("x" * 3000,))
+    big = JobSpec(
+        name="big", schedule=Schedule(ScheduleKind.MANUAL), task_specs=main_task(("x" * 3000,))
+    )
     world.send((JOBS[0], cmd.RegisterJob(spec=big)))
     world.send((JOBS[0], cmd.TriggerJob()))  # the oldest ready run of the partition
     runs = _triggered(world, JOBS[1:3])

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from cronlog import events as ev
 from cronlog.ids import event_id
-from cronlog.model import DstGapPolicy, DstOverlapPolicy, JobSpec, Schedule, ScheduleKind
+from cronlog.model import DstGapPolicy, DstOverlapPolicy, JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.schedule import next_tick
 from cronlog.vocabulary import SkipReason
 from services.api.readmodel import skips
@@ -39,7 +39,7 @@ def feed(rm: ReadModel, job_id: str, idem_key: str, *events: ev.Event, at: datet
 
 
 def register(rm: ReadModel, job_id: str, schedule: Schedule) -> JobSpec:
-    spec = JobSpec(f"job {job_id}", schedule, ("true",))
+    spec = JobSpec(f"job {job_id}", schedule, main_task(("true",)))
     feed(
         rm,
         job_id,
@@ -105,7 +105,7 @@ def test_redefinition_changes_the_preview(rm: ReadModel, client: TestClient) -> 
         "2024-03-01T13:00:00.000Z",
         "2024-03-01T14:00:00.000Z",
     ]
-    new = JobSpec(spec.name, cron("*/15 * * * *"), spec.command)
+    new = JobSpec(spec.name, cron("*/15 * * * *"), spec.task_specs)
     feed(rm, "edited", "patch", ev.JobRedefined(spec=new, next_fire_at=T0 + timedelta(minutes=15)))
     assert utcs(client.get("/api/v1/jobs/edited/ticks", params=after).json()) == [
         "2024-03-01T12:15:00.000Z",

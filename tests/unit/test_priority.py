@@ -11,12 +11,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cronlog import commands as cmd
-from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskSpec
+from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskSpec, main_task
 from cronlog.priority import rank, task_priority
 from tests.unit.fold_world import N, P, World, fold_batch, granted_runs, record_of
 from topology.kafka.partitioning import partition_for
 
-MANUAL = JobSpec(name="m", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
+MANUAL = JobSpec(name="m", schedule=Schedule(ScheduleKind.MANUAL), task_specs=main_task(("true",)))
 IDS = (j for j in (f"job{i}" for i in range(100_000)) if partition_for(j, N) == P)
 T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
 
@@ -62,8 +62,6 @@ def test_a_low_task_that_waited_past_its_aging_goes_before_a_newer_high_one() ->
 def test_a_tasks_own_class_orders_the_tasks_of_one_job() -> None:
     dag = replace(
         MANUAL,
-        command=(),
-        tasks=("a", "b"),
         task_specs=(TaskSpec("a", ("true",)), TaskSpec("b", ("true",), priority=5)),
     )
     assert task_priority(dag, "a") == 0 and task_priority(dag, "b") == 5
@@ -96,7 +94,9 @@ def test_an_old_backfill_waits_from_its_creation_not_from_its_old_tick() -> None
     from cronlog.decide import handle
 
     week = timedelta(days=7)
-    cron = JobSpec("b", Schedule(ScheduleKind.CRON, expression="0 0 1 1 *"), ("true",), priority=-9)
+    cron = JobSpec(
+        "b", Schedule(ScheduleKind.CRON, expression="0 0 1 1 *"), main_task(("true",)), priority=-9
+    )
     cron = replace(cron, priority_aging=week)
     now = T0
 

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from cronlog import events as ev
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.vocabulary import (
     CancelReason,
     CommandKind,
@@ -154,7 +154,7 @@ def test_running_run_shows_its_lease_and_renewals_move_it(store: Store) -> None:
                 lease_expires_at=tick + timedelta(seconds=61),
                 lease_ttl=timedelta(seconds=60),
                 scheduled_for=tick,
-                command=SPEC.command,
+                command=SPEC.task_specs[0].command,
                 timeout=SPEC.timeout,
             ),
             at=tick + timedelta(seconds=1),
@@ -206,7 +206,7 @@ def test_redelivered_events_are_skipped(store: Store) -> None:
             lease_expires_at=tick,
             lease_ttl=timedelta(seconds=60),
             scheduled_for=tick,
-            command=SPEC.command,
+            command=SPEC.task_specs[0].command,
             timeout=SPEC.timeout,
         ),
     )
@@ -246,7 +246,9 @@ def test_deleted_job_keeps_its_history(store: Store) -> None:
 
 def test_redefinition_replaces_the_definition(store: Store) -> None:
     register(store)
-    new = JobSpec("ten", Schedule(ScheduleKind.CRON, "0 * * * *", "Europe/Paris"), ("true",))
+    new = JobSpec(
+        "ten", Schedule(ScheduleKind.CRON, "0 * * * *", "Europe/Paris"), main_task(("true",))
+    )
     feed(store, *command("u", ev.JobRedefined(spec=new, next_fire_at=T0 + timedelta(hours=1))))
     job = views.get_job(store, JOB)
     assert job is not None
@@ -283,7 +285,7 @@ def test_a_retry_is_a_new_attempt(store: Store) -> None:
                 lease_expires_at=tick + lease,
                 lease_ttl=lease,
                 scheduled_for=tick,
-                command=SPEC.command,
+                command=SPEC.task_specs[0].command,
                 timeout=SPEC.timeout,
             ),
         ),
@@ -325,7 +327,7 @@ def test_a_retry_is_a_new_attempt(store: Store) -> None:
                 lease_expires_at=tick,
                 lease_ttl=lease,
                 scheduled_for=tick,
-                command=SPEC.command,
+                command=SPEC.task_specs[0].command,
                 timeout=SPEC.timeout,
             ),
         ),

@@ -22,7 +22,7 @@ from fastavro.schema import load_schema
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from topology.fold.due_index import DueIndex
 from topology.fold.folder import BatchFolder, Record
 from topology.kafka.config import KafkaSettings
@@ -43,7 +43,9 @@ from topology.wire.registry import (
     subject_for,
 )
 
-SPEC = JobSpec(name="r", schedule=Schedule(kind=ScheduleKind.MANUAL), command=("true",))
+SPEC = JobSpec(
+    name="r", schedule=Schedule(kind=ScheduleKind.MANUAL), task_specs=main_task(("true",))
+)
 
 
 def _settings(**extra: Any) -> KafkaSettings:

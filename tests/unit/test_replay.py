@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.vocabulary import CancelReason
 from services.cli.main import app as cli
 from services.cli.replay import ReplayError, prepare_state_dir
@@ -204,7 +204,7 @@ def test_a_replay_folds_with_the_live_tick_slice() -> None:
         spec = JobSpec(
             name=f"j{i}",
             schedule=Schedule(kind=ScheduleKind.CRON, expression="* * * * *"),
-            command=("true",),
+            task_specs=main_task(("true",)),
         )
         env = cmd.Envelope(idem_key=f"reg{i}", job_id=f"j{i}", command=cmd.RegisterJob(spec=spec))
         log.append(

@@ -27,6 +27,7 @@ from cronlog.model import (
     JobSpec,
     Schedule,
     ScheduleKind,
+    main_task,
 )
 from cronlog.schedule import (
     cron_ticks,
@@ -554,7 +555,9 @@ class Scenario:
 
 
 def _spec(case: dict[str, Any], catchup: CatchupPolicy = CatchupPolicy.LATEST) -> JobSpec:
-    return JobSpec("scenario", cron(case["expr"], case["tz"], catchup=catchup), ("true",))
+    return JobSpec(
+        "scenario", cron(case["expr"], case["tz"], catchup=catchup), main_task(("true",))
+    )
 
 
 def _event_time(case: dict[str, Any], kind: str, key: str = "at_utc") -> datetime:

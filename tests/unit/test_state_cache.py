@@ -7,11 +7,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from cronlog.job import JobState
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.vocabulary import JobStatus
 from topology.fold.state_cache import StateCache
 
-SPEC = JobSpec(name="m", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
+SPEC = JobSpec(name="m", schedule=Schedule(ScheduleKind.MANUAL), task_specs=main_task(("true",)))
 AT = datetime(2026, 3, 1, tzinfo=UTC)
 
 

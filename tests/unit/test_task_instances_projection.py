@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from cronlog import events as ev
-from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskSpec, TriggerRule
+from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskSpec, TriggerRule, main_task
 from cronlog.vocabulary import CancelReason, FailureKind, RunTrigger
 from services.api.readmodel import views
 from services.api.readmodel.store import Store
@@ -24,8 +24,6 @@ TASKS = ("extract", "transform", "load")
 SPEC = JobSpec(
     "etl",
     Schedule(ScheduleKind.MANUAL),
-    (),
-    tasks=TASKS,
     task_specs=(
         TaskSpec("extract", ("true",)),
         TaskSpec("transform", ("true",), depends_on=("extract",)),
@@ -301,7 +299,7 @@ def test_one_task_cancelled_alone(store: Store) -> None:
 
 
 def test_a_one_task_run_has_one_instance_named_main(store: Store) -> None:
-    spec = JobSpec("one", Schedule(ScheduleKind.MANUAL), ("true",))
+    spec = JobSpec("one", Schedule(ScheduleKind.MANUAL), main_task(("true",)))
     feed(
         store,
         *command("reg", ev.JobRegistered(spec=spec, next_fire_at=None), job_id="one"),

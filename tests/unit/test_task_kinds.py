@@ -22,15 +22,17 @@ from cronlog.model import (
     Schedule,
     ScheduleKind,
     TaskKind,
+    TaskSpec,
 )
-from cronlog.validation import validate_spec
+from cronlog.validation import validate_spec, validate_task
 from cronlog.vocabulary import FailureKind
 from services.api.shapes.mapping import spec_to_json, to_spec
 from services.api.shapes.requests import JobDefinition
 from services.worker.kinds import HttpExecution, PythonPool, execution_for
 from services.worker.reach import AddressPolicy, Reach
 
-BASE = JobSpec(name="kinds", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
+BASE = TaskSpec("main", ("true",))
+"""The task the tests vary (what a worker runs); ``job`` wraps one in a definition."""
 CONTEXT = {
     "CRONLOG_JOB_ID": "j",
     "CRONLOG_RUN_ID": "r1",
@@ -43,6 +45,11 @@ CONTEXT = {
 HTTP = HttpTask(url="http://127.0.0.1:1/x")
 LOCAL = Reach(http=AddressPolicy.parse("127.0.0.1/32"))
 """The task policy of these tests: their http server listens on loopback."""
+
+
+def job(task: TaskSpec) -> JobSpec:
+    """A manual job of the one task ``task``."""
+    return JobSpec("kinds", Schedule(ScheduleKind.MANUAL), (task,))
 
 
 @pytest.mark.parametrize(
@@ -79,7 +86,7 @@ LOCAL = Reach(http=AddressPolicy.parse("127.0.0.1/32"))
 )
 def test_invalid_task_definition_names_the_field(changes: dict[str, object], field: str) -> None:
     with pytest.raises(InvalidDefinition) as err:
-        validate_spec(replace(BASE, **changes))  # type: ignore[arg-type]
+        validate_task(replace(BASE, **changes))  # type: ignore[arg-type]
     assert err.value.field == field
 
 
@@ -105,14 +112,14 @@ def test_invalid_task_definition_names_the_field(changes: dict[str, object], fie
     ],
 )
 def test_valid_task_definitions_pass_and_survive_the_api_shape(changes: dict[str, object]) -> None:
-    spec = replace(BASE, **changes)  # type: ignore[arg-type]
+    spec = job(replace(BASE, **changes))  # type: ignore[arg-type]
     validate_spec(spec)
     assert to_spec(JobDefinition.model_validate(spec_to_json(spec))) == spec
 
 
 def test_api_definition_without_command_is_an_exec_job_that_fails_validation() -> None:
     spec = to_spec(JobDefinition.model_validate({"name": "n", "schedule": {"type": "manual"}}))
-    assert spec.kind is TaskKind.EXEC
+    assert spec.task_specs == (TaskSpec("main"),)
     with pytest.raises(InvalidDefinition, match="command"):
         validate_spec(spec)
 
@@ -128,7 +135,7 @@ def pool() -> Iterator[PythonPool]:
 
 
 def _run(
-    spec: JobSpec, pool: PythonPool, timeout_s: float = 20.0, context: dict[str, str] | None = None
+    spec: TaskSpec, pool: PythonPool, timeout_s: float = 20.0, context: dict[str, str] | None = None
 ):  # type: ignore[no-untyped-def]
     ctx = context or CONTEXT
     return execution_for(
@@ -162,7 +169,7 @@ def test_shell_kind_runs_the_string_with_sh(pool: PythonPool) -> None:
     assert (out.exit_code, out.failure_kind, out.output_tail) == (0, None, "R1-2\n")
 
 
-def _python(ref: str) -> JobSpec:
+def _python(ref: str) -> TaskSpec:
     return replace(
         BASE, kind=TaskKind.PYTHON, command=(), callable=f"tests.unit.tasks_for_tests:{ref}"
     )
@@ -289,7 +296,7 @@ def server() -> Iterator[str]:
     httpd.server_close()
 
 
-def _http(task: HttpTask) -> JobSpec:
+def _http(task: HttpTask) -> TaskSpec:
     return replace(BASE, kind=TaskKind.HTTP, command=(), http=task)
 
 
@@ -339,7 +346,7 @@ def test_http_kind_revoke_cancels_the_request(server: str) -> None:
 # --- isolation: thread (issue 13: a cheap python task without a process round trip) -------
 
 
-def _threaded(ref: str) -> JobSpec:
+def _threaded(ref: str) -> TaskSpec:
     return replace(_python(ref), isolation=Isolation.THREAD)
 
 
@@ -365,5 +372,5 @@ def test_a_thread_isolated_call_past_its_timeout_is_reported_not_killed(pool: Py
 
 def test_isolation_is_only_for_python_tasks() -> None:
     with pytest.raises(InvalidDefinition) as info:
-        validate_spec(replace(BASE, isolation=Isolation.THREAD))
+        validate_task(replace(BASE, isolation=Isolation.THREAD))
     assert info.value.field == "isolation"

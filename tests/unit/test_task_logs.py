@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from cronlog import events as ev
 from cronlog.ids import event_id
-from cronlog.model import HttpTask, JobSpec, Schedule, ScheduleKind, TaskKind
+from cronlog.model import HttpTask, JobSpec, Schedule, ScheduleKind, TaskKind, TaskSpec
 from cronlog.vocabulary import RunTrigger
 from services.api.app import create_app
 from services.api.readmodel.projection import apply
@@ -145,7 +145,7 @@ def test_a_log_chunk_is_not_a_run_event() -> None:
 
 # -- each kind's output ----------------------------------------------------------------------
 
-BASE = JobSpec(name="kinds", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
+BASE = TaskSpec("main", ("true",))
 CONTEXT = {"CRONLOG_RUN_ID": "r1", "CRONLOG_ATTEMPT": "1", "CRONLOG_EPOCH": "1"}
 LOCAL = Reach(http=AddressPolicy.parse("127.0.0.1/32"))
 """The task policy of these tests: their http server listens on loopback."""
@@ -158,7 +158,7 @@ def pool() -> Iterator[PythonPool]:
     p.shutdown()
 
 
-def _log_of(spec: JobSpec, pool: PythonPool, cap: int = 1024 * KIB) -> tuple[bytes, LogChunk]:
+def _log_of(spec: TaskSpec, pool: PythonPool, cap: int = 1024 * KIB) -> tuple[bytes, LogChunk]:
     sink, sent = _sink(cap)
     execution_for(
         spec.action(),
@@ -262,7 +262,7 @@ def _events(rm: ReadModel, *events: ev.Event) -> None:
 
 
 def _claimed(rm: ReadModel, epoch: int = 1, attempt: int = 1) -> None:
-    spec = BASE
+    spec = JobSpec("kinds", Schedule(ScheduleKind.MANUAL), (BASE,))
     _events(
         rm,
         ev.JobRegistered(spec=spec, next_fire_at=None),
@@ -283,7 +283,7 @@ def _claimed(rm: ReadModel, epoch: int = 1, attempt: int = 1) -> None:
             lease_expires_at=T0 + timedelta(seconds=60),
             lease_ttl=timedelta(seconds=60),
             scheduled_for=T0,
-            command=spec.command,
+            command=BASE.command,
             timeout=spec.timeout,
         ),
     )

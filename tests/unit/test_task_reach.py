@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from cronlog.model import HttpTask, Isolation, JobSpec, Schedule, ScheduleKind, TaskKind
+from cronlog.model import HttpTask, Isolation, TaskKind, TaskSpec
 from cronlog.vocabulary import FailureKind
 from services.worker.execute import Outcome
 from services.worker.kinds import PythonPool, execution_for
@@ -49,7 +49,7 @@ WORKER_ENV = {
     "MY_SETTING": "m",
     "HTTP_PROXY": "http://proxy:3128",
 }
-BASE = JobSpec(name="reach", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
+BASE = TaskSpec("main", ("true",))
 TASKS = "tests.unit.tasks_for_tests"
 
 
@@ -339,7 +339,7 @@ def pool() -> Iterator[PythonPool]:
     p.shutdown()
 
 
-def _run(spec: JobSpec, pool: PythonPool, reach: Reach) -> Outcome:
+def _run(spec: TaskSpec, pool: PythonPool, reach: Reach) -> Outcome:
     return execution_for(
         spec.action(), spec.command, CONTEXT, reach=reach, timeout_s=20, grace_s=1, pool=pool
     ).run()

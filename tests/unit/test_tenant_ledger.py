@@ -24,7 +24,7 @@ from cronlog import events as ev
 from cronlog import ledger
 from cronlog.errors import CronlogError
 from cronlog.ledger import FLEET, LEDGER_KEY, Grant, LedgerState, decide_ledger
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.time import to_ms
 from tests.unit.fold_world import completed
 from topology.fold import folder as fold
@@ -181,7 +181,10 @@ TOPICS = Topics.of(KafkaSettings(partitions=N))
 
 def _spec(tenant: str) -> JobSpec:
     return JobSpec(
-        name="m", schedule=Schedule(ScheduleKind.MANUAL), command=("true",), tenant=tenant
+        name="m",
+        schedule=Schedule(ScheduleKind.MANUAL),
+        task_specs=main_task(("true",)),
+        tenant=tenant,
     )
 
 

@@ -13,13 +13,15 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.decide import handle
 from cronlog.job import JobState
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.tenants import DEFAULT_TENANT, PLATFORM_COMMANDS, is_tenant_name, tenant_mismatch
 from cronlog.vocabulary import JobStatus, RejectReason
 
 JOB = "nightly"
 T0 = datetime(2024, 6, 10, 12, 0, tzinfo=UTC)
-SPEC_A = JobSpec("report", Schedule(ScheduleKind.CRON, expression="*/5 * * * *"), ("true",))
+SPEC_A = JobSpec(
+    "report", Schedule(ScheduleKind.CRON, expression="*/5 * * * *"), main_task(("true",))
+)
 SPEC_A = replace(SPEC_A, tenant="team-a")
 
 

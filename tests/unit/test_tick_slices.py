@@ -18,7 +18,7 @@ import pytest
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.ids import continuation_idem_key
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskSpec, main_task
 from cronlog.vocabulary import CommandKind, RejectReason
 from topology.fold import folder as fold_module
 from topology.fold.due_index import DueIndex
@@ -50,8 +50,7 @@ def once(run_at: datetime, tasks: tuple[str, ...] = ("main",)) -> JobSpec:
     return JobSpec(
         name="once",
         schedule=Schedule(ScheduleKind.ONCE, run_at=run_at),
-        command=("true",),
-        tasks=tasks,
+        task_specs=tuple(TaskSpec(t, ("true",)) for t in tasks),
     )
 
 
@@ -194,7 +193,9 @@ def test_a_slice_that_is_not_full_or_leaves_nothing_due_emits_no_continuation(du
 def _busy_log(jobs: list[str]) -> list[Input]:
     """Ten jobs on 2-second cron, seconds of ticks (some duplicated), each firing 10 jobs."""
     spec = JobSpec(
-        name="e2", schedule=Schedule(ScheduleKind.CRON, "*/2 * * * * *"), command=("true",)
+        name="e2",
+        schedule=Schedule(ScheduleKind.CRON, "*/2 * * * * *"),
+        task_specs=main_task(("true",)),
     )
     inputs = [Input(T0, j, cmd.RegisterJob(spec=spec), f"register:{j}") for j in jobs]
     for s in range(1, 9):
@@ -252,8 +253,7 @@ def test_a_tick_refused_as_too_large_is_retried_a_minute_later_and_never_loops(
     spec = JobSpec(
         name="wide",
         schedule=Schedule(ScheduleKind.CRON, "* * * * * *"),
-        command=("true",),
-        tasks=WIDE,
+        task_specs=tuple(TaskSpec(t, ("true",)) for t in WIDE),
     )
     registered = Sim(tick_slice=1).run(
         [Input(T0, j, cmd.RegisterJob(spec=spec), f"register:{j}") for j in jobs]

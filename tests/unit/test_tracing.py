@@ -19,7 +19,7 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.errors import CronlogError
 from cronlog.ids import run_id_for_trigger
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from services import tracing
 from services.worker import spans as worker_spans
 from services.worker.execute import ProcessExecution
@@ -34,7 +34,7 @@ from topology.wire.codec import Codec, encode_command
 N = 4
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 TOPICS = Topics.of(KafkaSettings(partitions=N))
-MANUAL = JobSpec(name="m", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
+MANUAL = JobSpec(name="m", schedule=Schedule(ScheduleKind.MANUAL), task_specs=main_task(("true",)))
 OTEL_VARS = (
     "OTEL_SDK_DISABLED",
     "OTEL_TRACES_EXPORTER",
@@ -357,7 +357,9 @@ class Raising(SimpleSpanProcessor):
 def _scenario(world: World) -> list[BatchResult]:
     """Register three cron jobs and a manual one, trigger it, let a worker poll and renew,
     and tick: one decision of each kind the fold makes spans for."""
-    cron = JobSpec(name="c", schedule=Schedule(ScheduleKind.CRON, "* * * * *"), command=("true",))
+    cron = JobSpec(
+        name="c", schedule=Schedule(ScheduleKind.CRON, "* * * * *"), task_specs=main_task(("true",))
+    )
     jobs = ["a", "b", "c"]
     outs = [world.fold(*(world.record(j, cmd.RegisterJob(spec=cron)) for j in jobs))]
     outs.append(world.fold(world.record("nightly", cmd.RegisterJob(spec=MANUAL))))
