@@ -20,7 +20,7 @@ from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, Message
 from rocksdict import Options, Rdict
 
 from cronlog.time import iso, to_ms
-from services.cli.replay_io import EventSink, LiveSide, verify_partition
+from services.cli.replay_io import EventSink, LiveSide, recheck_snapshots, verify_partition
 from services.cli.replay_prep import (
     MANIFEST,
     TABLE_DIR,
@@ -250,6 +250,11 @@ def _run(
             result = _replay_partition(
                 consumer, replayer, topics, at, opts, sink, report, progress, total
             )
+            checked, detail = recheck_snapshots(
+                consumer, topics, bounds.start.later, p, at.differing
+            )
+            result.snapshots_checked += checked
+            result.snapshot_detail = result.snapshot_detail or detail
             if bounds.live is not None:
                 result.acknowledged = at.ack_at
                 result.state_detail, result.events_verdict = verify_partition(
@@ -285,6 +290,9 @@ class _Partition:
     snapshot: dict[bytes, bytes] = field(default_factory=dict)
     kept: list[bytes] = field(default_factory=list)
     acked_events: int = 0
+    differing: list[tuple[int, str, str, dict[bytes, bytes]]] = field(default_factory=list)
+    """(offset, snapshot id, how the digests differ, the replay's records there) of the
+    snapshots whose digest is not the replay's."""
 
 
 def _replay_partition(
@@ -323,11 +331,8 @@ def _replay_partition(
                 continue
             if sha == digest:
                 result.snapshots_checked += 1
-            elif result.snapshot_detail is None:
-                result.snapshot_detail = (
-                    f"snapshot {sid} differs from the replay at offset {o} "
-                    f"(state sha256 {sha[:12]} != {digest[:12]})"
-                )
+            else:  # compared record by record once the partition is read (recheck_snapshots)
+                at.differing.append((o, sid, f"state sha256 {sha[:12]} != {digest[:12]}", state))
 
     for msgs in read_partition(consumer, topics.commands, at.p, at.start, at.end, opts.batch_size):
         _note_timestamps(msgs, topics, report)

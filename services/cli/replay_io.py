@@ -21,12 +21,14 @@ from topology.kafka.log_reader import (
     watermarks,
 )
 from topology.kafka.topics import Topics
+from topology.snapshots.log import load_snapshot
 from topology.snapshots.replay import (
     EventVerdict,
     compare_events,
     first_state_difference,
     latest_values,
 )
+from topology.snapshots.snapshot import Manifest, SnapshotError
 from topology.wire.codec import Codec
 
 READ_BATCH = 2000
@@ -144,6 +146,49 @@ def verify_partition(
         note = f"; {topics.run_events}/{p} starts at offset {low} (retention): compared from there"
     verdict = compare_events(live_events, ours, acknowledged)
     return state_detail, dataclasses.replace(verdict, detail=verdict.detail + note)
+
+
+def recheck_snapshots(
+    consumer: Consumer,
+    topics: Topics,
+    later: dict[str, Manifest],
+    p: int,
+    differing: Sequence[tuple[int, str, str, dict[bytes, bytes]]],
+) -> tuple[int, str | None]:
+    """Compare record by record the snapshots of partition ``p`` whose digest is not the replay's.
+
+    A digest covers the stored bytes: a snapshot written before an upgrade of the job record
+    format (``topology.wire.state_codec``) holds other bytes for the same state, which
+    ``first_state_difference`` reads as equal.
+
+    Args:
+        consumer: a ``log_reader.reader`` consumer (its assignment is replaced).
+        topics: topic names.
+        later: the snapshots' manifests, by id (``replay_start.Start.later``).
+        p: the commands partition.
+        differing: (offset, snapshot id, how the digests differ, the replay's job records of
+            ``p`` at that offset), one per snapshot to compare.
+
+    Returns:
+        (how many hold the replay's state, None or the first difference found).
+    """
+    same, detail = 0, None
+    for offset, sid, digests, state in differing:
+        try:
+            parts = load_snapshot(consumer, topics, later[sid])
+            entries = next(s.entries for s in parts if s.partition == p)
+            found = first_state_difference(
+                {e.key: e.value for e in entries if e.value is not None}, state
+            )
+        except (KeyError, StopIteration, SnapshotError) as exc:
+            found = f"its records cannot be read ({exc})"
+        if found is None:
+            same += 1
+        elif detail is None:
+            detail = (
+                f"snapshot {sid} differs from the replay at offset {offset} ({digests}: {found})"
+            )
+    return same, detail
 
 
 def _fail(replayed: Sequence[bytes], acknowledged: int, detail: str) -> EventVerdict:

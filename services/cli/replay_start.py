@@ -35,12 +35,16 @@ class Start:
         parts: its partitions, by partition (empty from offset 0).
         checks: commands partition → [(offset, snapshot id, state sha256)] of the later
             snapshots the replay will fold past (verify only).
+        later: those snapshots' manifests, by id (a snapshot whose digest differs is then
+            read and compared record by record: one written before an upgrade of the job
+            record format holds other bytes for the same state).
         notes: what the report should say about the choice.
     """
 
     manifest: Manifest | None
     parts: dict[int, PartitionSnapshot]
     checks: dict[int, list[tuple[int, str, str]]] = field(default_factory=dict)
+    later: dict[str, Manifest] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     def offset(self, p: int) -> int:
@@ -115,4 +119,5 @@ def choose_start(
                     start.checks.setdefault(mark.partition, []).append(
                         (mark.offset, m.snapshot_id, mark.state_sha256)
                     )
+                    start.later[m.snapshot_id] = m
     return start

@@ -23,10 +23,15 @@ from typer.testing import CliRunner
 
 from services.cli.main import app as cli
 from services.cli.replay import ReplayOptions, run_replay
+from services.cli.replay_io import recheck_snapshots
 from tests.integration.harness import Cluster, TopicReader
 from tests.integration.helpers import wait_for
-from topology.kafka.log_reader import ends_reached
+from tests.old_shape import as_v2, v2_record
+from topology.kafka.bootstrap import ensure_topics
+from topology.kafka.log_reader import ends_reached, reader
 from topology.kafka.partitioning import partition_for
+from topology.snapshots.log import write_snapshot
+from topology.snapshots.snapshot import Entry, PartitionSnapshot
 from topology.wire.codec import decode_event
 from topology.wire.state_codec import dump_state, load_state
 
@@ -240,9 +245,20 @@ def test_replay_verifies_against_the_live_cluster(
     for p in live:
         assert again[p] == _distinct(live[p])
 
-    # and --verify can fail: a tampered table record is named
+    # a live record in the job record format of before the one shape (v2) is the same state
     state = load_state(_table_value(tmp_path / "r2", b"every2"))
     producer = Producer(cluster.settings.producer_config())
+    producer.produce(
+        cluster.topics.job_table_changelog,
+        key=b"every2",
+        value=as_v2(state),
+        partition=partition_for(b"every2", cluster.settings.partitions),
+    )
+    producer.flush(10)
+    older = run_replay(cluster.settings, ReplayOptions(state_dir=tmp_path / "r6", verify=True))
+    assert older.ok, [p.state_detail for p in older.partitions]
+
+    # and --verify can fail: a tampered table record is named
     producer.produce(
         cluster.topics.job_table_changelog,
         key=b"every2",
@@ -255,4 +271,35 @@ def test_replay_verifies_against_the_live_cluster(
     [bad] = [p for p in broken.partitions if not p.ok]
     assert (
         bad.state_detail == f"job 'every2': runs_fired: 999 != {state.runs_fired} (live != replay)"
+    )
+
+
+def test_a_snapshot_of_records_in_an_older_format_is_compared_record_by_record(
+    cluster: Cluster,
+) -> None:
+    # A snapshot written before the one shape holds v2 records: its digest covers those
+    # bytes, not the v3 ones a replay writes for the same state (replay --verify's check).
+    ensure_topics(cluster.settings)
+    old = v2_record("one_task")
+    p = partition_for(b"legacy", cluster.settings.partitions)
+    parts = [
+        PartitionSnapshot(q, 0, None, (Entry(b"legacy", old, None, None),) if q == p else (), None)
+        for q in range(cluster.settings.partitions)
+    ]
+    manifest = write_snapshot(cluster.settings, cluster.topics, parts, None, 0)
+    later = {manifest.snapshot_id: manifest}
+    same = load_state(old)
+    consumer = reader(cluster.settings)
+    try:
+        check = [(0, manifest.snapshot_id, "sha256 a != b", {b"legacy": dump_state(same)})]
+        assert recheck_snapshots(consumer, cluster.topics, later, p, check) == (1, None)
+        other = {b"legacy": dump_state(replace(same, runs_fired=7))}
+        _, detail = recheck_snapshots(
+            consumer, cluster.topics, later, p, [(0, manifest.snapshot_id, "sha256 a != b", other)]
+        )
+    finally:
+        consumer.close()
+    assert detail == (
+        f"snapshot {manifest.snapshot_id} differs from the replay at offset 0 (sha256 a != b: "
+        f"job 'legacy': runs_fired: {same.runs_fired} != 7 (live != replay))"
     )
