@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -51,13 +53,49 @@ def old_shape(env: cmd.Envelope, **job_level: Any) -> tuple[bytes, cmd.Envelope]
     assert isinstance(command, cmd.RegisterJob | cmd.UpdateJob)
     old = JobLevelTask(**job_level)
     bare: JobSpec = replace(command.spec, task_specs=())
-    schema = load_schema(str(SCHEMA_DIR / "cronlog.Command.avsc"))
     datum = plan_for(cmd.Envelope).to_avro(replace(env, command=replace(command, spec=bare)))
     datum["body"][1]["spec"].update(plan_for(JobLevelTask).to_avro(old))
+    value = _write(SCHEMA_DIR / "cronlog.Command.avsc", datum)
+    return value, replace(env, command=replace(command, spec=upcast(bare, old)))
+
+
+def old_shape_writer(schema: Path) -> Callable[[cmd.Envelope], bytes]:
+    """Return an encoder of commands as the code before the change wrote them.
+
+    Args:
+        schema: the ``cronlog.Command.avsc`` to write with (a version's, or the current).
+
+    Returns:
+        A function of an Envelope to its record value (single-object encoding): a
+        definition of the job-level form (``cronlog.job_level.job_level``) with its task at
+        job level and no ``task_specs``, any other as the one shape writes it (which is how
+        the old shape wrote a DAG).
+    """
+
+    def encode(env: cmd.Envelope) -> bytes:
+        datum = plan_for(cmd.Envelope).to_avro(env)
+        command = env.command
+        if isinstance(command, cmd.RegisterJob | cmd.UpdateJob):
+            old = job_level(command.spec)
+            if old is not None:
+                spec = datum["body"][1]["spec"]
+                spec.update(plan_for(JobLevelTask).to_avro(old), task_specs=[])
+        return _write(schema, datum)
+
+    return encode
+
+
+def _write(schema_path: Path, datum: dict[str, Any]) -> bytes:
+    schema = _schema(schema_path)
     out = io.BytesIO()
     out.write(SINGLE_OBJECT_MAGIC + schema_fingerprint(schema))
-    schemaless_writer(out, schema, datum)
-    return out.getvalue(), replace(env, command=replace(command, spec=upcast(bare, old)))
+    schemaless_writer(out, schema, datum)  # fields the version lacks are left out
+    return out.getvalue()
+
+
+@cache
+def _schema(path: Path) -> Any:
+    return load_schema(str(path))
 
 
 def as_v2(state: JobState) -> bytes:

@@ -1,7 +1,8 @@
 """Record the golden command logs: ``python -m tests.replay.record [NAME ...]``.
 
 Drives each scenario of ``scenarios.py`` through ``sim.Sim`` and writes ``logs/<name>.jsonl``
-with the records written in the scenario's schema version. Run it only to add a log (or to
+with the records written in the scenario's schema version (and, for an ``old_shape`` scenario,
+its definitions as the code before issue 23 wrote them). Run it only to add a log (or to
 re-record one on purpose); the logs are the fixed input the golden test folds, and
 ``golden.py --regen`` writes their expectations.
 """
@@ -17,6 +18,7 @@ from fastavro import schemaless_writer
 from fastavro.schema import load_schema
 
 from cronlog.commands import Envelope
+from tests.old_shape import old_shape_writer
 from tests.replay.golden import LOGS, write_log
 from tests.replay.scenarios import SCENARIOS, Scenario
 from tests.replay.sim import Sim
@@ -48,9 +50,16 @@ def writer_for(version: str) -> Callable[[Envelope], bytes] | None:
 
 def record(scenario: Scenario) -> int:
     """Drive ``scenario`` and write its log; return the number of records."""
-    sim = Sim(partitions=scenario.partitions, now_ms=0, encode=writer_for(scenario.version))
+    encode = writer_for(scenario.version)
+    if scenario.old_shape:
+        folder = SCHEMA_DIR / "history" / scenario.version
+        encode = old_shape_writer(
+            (folder if folder.exists() else SCHEMA_DIR) / "cronlog.Command.avsc"
+        )
+    sim = Sim(partitions=scenario.partitions, now_ms=0, encode=encode)
     scenario.drive(sim)
     doc = (scenario.drive.__doc__ or "").split("\n\n")[0]
+    shape = {"definitions": "old shape (before issue 23)"} if scenario.old_shape else {}
     write_log(
         LOGS / f"{scenario.name}.jsonl",
         {
@@ -58,6 +67,8 @@ def record(scenario: Scenario) -> int:
             "schema_version": scenario.version,
             "partitions": scenario.partitions,
             "description": " ".join(doc.split()),
+            **shape,
+            **({"same_as": scenario.same_as} if scenario.same_as else {}),
         },
         sim.records,
     )

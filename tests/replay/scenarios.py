@@ -8,7 +8,7 @@ its logs (v1 has no backfill, cancel or replay; v2 no DAGs, reruns or after jobs
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from cronlog import commands as cmd
@@ -20,17 +20,23 @@ from cronlog.model import (
     CatchupPolicy,
     DstGapPolicy,
     DstOverlapPolicy,
+    HttpHeader,
+    HttpTask,
+    Isolation,
     JobSpec,
     OverlapPolicy,
     RetryPolicy,
     Schedule,
     ScheduleKind,
+    TaskKind,
     TaskSpec,
     TriggerRule,
     main_task,
 )
 from cronlog.vocabulary import Reprocess, UpstreamOutcome
+from tests.old_shape import old_shape_writer
 from tests.replay.sim import OK, Outcome, Sim
+from topology.wire.codec import SCHEMA_DIR
 
 S = timedelta(seconds=1)
 NO_RETRY = RetryPolicy(max_attempts=1)
@@ -533,12 +539,58 @@ def v1_basics(sim: Sim) -> None:
 @dataclass(frozen=True, slots=True)
 class Scenario:
     """One golden log: its name, the schema version its records are written with, its
-    partition count and the driver."""
+    partition count and the driver.
+
+    ``old_shape``: its definitions are written as the code before issue 23 wrote them (a
+    one-task job's task at job level: ``tests/old_shape.py``); ``same_as``: another log whose
+    expectations this one must fold to (the same scenario written in the other shape).
+    """
 
     name: str
     version: str
     partitions: int
     drive: Callable[[Sim], None]
+    old_shape: bool = False
+    same_as: str | None = None
+
+
+def definitions(sim: Sim) -> None:
+    """Jobs of every task kind and a DAG run; one is redefined to another command, to a DAG
+    and back; a registration is re-sent in the definition's old and new shapes (no-ops)."""
+    sim.at(at("2026-03-08T00:00:00"))
+    manual = Schedule(kind=ScheduleKind.MANUAL)
+    hook = HttpTask("https://example.org/hook", "POST", (HttpHeader("X-A", "1"),), "{}", (202,))
+    shell = main_task(kind=TaskKind.SHELL, shell="echo hi")  # noqa: S604
+    python = main_task(kind=TaskKind.PYTHON, callable="m:f", isolation=Isolation.THREAD)
+    dag_tasks = (TaskSpec("a", ("true",)), TaskSpec("b", ("true",), depends_on=("a",)))
+    specs = {
+        "exec": job("exec", manual, timeout=30 * S),
+        "shell": JobSpec("shell", manual, shell),
+        "python": JobSpec("python", manual, python),
+        "http": JobSpec("http", manual, main_task(kind=TaskKind.HTTP, http=hook)),
+        "dag": JobSpec("dag", manual, dag_tasks, max_active_tasks=1),
+    }
+    for job_id, spec in specs.items():
+        sim.send(job_id, cmd.RegisterJob(spec=spec), f"register:{job_id}")
+        sim.send(job_id, cmd.TriggerJob(), f"trigger:{job_id}:1")
+    shell_job = cmd.RegisterJob(spec=specs["shell"])
+    again = cmd.Envelope(idem_key="register:shell", job_id="shell", command=shell_job)
+    p = partition_for_("shell", sim.partitions)
+    sim.append(p, b"shell", old_shape_writer(SCHEMA_DIR / "cronlog.Command.avsc")(again))
+    sim.append(p, b"shell", sim.codec.encode_command(again))
+    sim.run_until(at("2026-03-08T00:00:30"))
+    redefined = (
+        replace(specs["exec"], task_specs=main_task(("echo", "bye"))),
+        replace(specs["exec"], task_specs=dag_tasks),
+        specs["exec"],
+    )
+    for i, spec in enumerate(redefined):
+        sim.send("exec", cmd.UpdateJob(spec=spec), f"update:exec:{i}")
+        sim.send("exec", cmd.TriggerJob(), f"trigger:exec:{i + 2}")
+        sim.run_until(at("2026-03-08T00:00:30") + (i + 1) * 20 * S)
+    sim.send("dag", cmd.UpdateJob(spec=replace(specs["dag"], task_specs=shell)), "update:dag")
+    sim.send("dag", cmd.TriggerJob(), "trigger:dag:2")
+    sim.run_until(at("2026-03-08T00:02:00"))
 
 
 def tenant_ledger(sim: Sim) -> None:
@@ -583,4 +635,6 @@ SCENARIOS = (
     Scenario("v2_basics", "v2", 4, v2_basics),
     Scenario("v1_basics", "v1", 4, v1_basics),
     Scenario("tenant_ledger", "v4", 4, tenant_ledger),
+    Scenario("definitions", "v4", 4, definitions),
+    Scenario("definitions_old_shape", "v4", 4, definitions, old_shape=True, same_as="definitions"),
 )

@@ -4,6 +4,10 @@ must decide exactly the checked-in events (ids, fields and wire bytes) and job r
 A failure here means cronlog now decides something else for a log it already decided: a
 breaking change. If it is intended, rewrite the expectations with
 ``python -m tests.replay.golden --regen`` and justify the diff of ``tests/replay/logs/``.
+
+Every log but ``definitions`` holds definitions in the old shape of issue 23 (a one-task job's
+task at job level); ``definitions_old_shape`` is ``definitions`` written that way, and folds to
+its expectations.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from fastavro.schema import load_schema
@@ -18,8 +23,24 @@ from fastavro.schema import load_schema
 from cronlog import dag, progress, runs
 from cronlog.dag import RuleOutcome, Upstream
 from cronlog.model import TriggerRule
-from tests.replay.golden import LOGS, Folded, expected, first_difference, fold, log_names, read_log
-from topology.wire.codec import SCHEMA_DIR, SINGLE_OBJECT_MAGIC, schema_fingerprint
+from tests.old_shape import old_shape_writer
+from tests.replay.golden import (
+    LOGS,
+    Folded,
+    expectations_of,
+    expected,
+    first_difference,
+    fold,
+    log_names,
+    read_log,
+)
+from topology.wire.codec import (
+    SCHEMA_DIR,
+    SINGLE_OBJECT_MAGIC,
+    DecodeError,
+    decode_command,
+    schema_fingerprint,
+)
 
 NAMES = log_names()
 
@@ -61,6 +82,52 @@ def test_every_shipped_schema_version_has_a_log_written_in_its_bytes() -> None:
         assert all(r.value.startswith(header) for r in framed), name
         seen[version] = seen.get(version, 0) + 1
     assert set(versions) <= set(seen), f"versions without a golden log: {set(versions) - set(seen)}"
+
+
+def _schema_of(version: str) -> Path:
+    folder = SCHEMA_DIR / "history" / version
+    return (folder if folder.exists() else SCHEMA_DIR) / "cronlog.Command.avsc"
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n != "definitions"])
+def test_a_log_of_the_old_shape_is_what_the_code_before_issue_23_wrote(name: str) -> None:
+    # Every log but ``definitions`` was written before the one shape (or, for
+    # ``definitions_old_shape``, as it was): each command, decoded (its definition upcast)
+    # and written again the old way, gives back the recorded bytes. So the old-shape writer
+    # is faithful, and these logs are the upcast's proof: they fold to their expectations.
+    log = read_log(LOGS / f"{name}.jsonl")
+    write = old_shape_writer(_schema_of(log.header["schema_version"]))
+    commands, other = 0, []
+    for record in log.records:
+        try:
+            env = decode_command(record.value)
+        except DecodeError:  # the records the fold must dead-letter
+            continue
+        commands += 1
+        if write(env) != record.value:
+            other.append((env.job_id, env.idem_key))
+    assert commands
+    # the definitions scenario re-sends a registration in both shapes, on purpose
+    assert other == ([("shell", "register:shell")] if name == "definitions_old_shape" else [])
+
+
+def test_the_old_and_the_one_shape_of_a_log_hold_the_same_commands() -> None:
+    # definitions_old_shape folds to the expectations of definitions (``same_as``): the same
+    # commands, the definitions of one-task jobs written in the other shape.
+    new, old = (read_log(LOGS / f"{n}.jsonl") for n in ("definitions", "definitions_old_shape"))
+    assert expectations_of(old.name) == "definitions"
+    assert len(new.records) == len(old.records)
+    rewritten = 0
+    for a, b in zip(new.records, old.records, strict=True):
+        assert (a.partition, a.offset, a.timestamp_ms, a.key) == (
+            b.partition,
+            b.offset,
+            b.timestamp_ms,
+            b.key,
+        )
+        assert decode_command(a.value) == decode_command(b.value)
+        rewritten += a.value != b.value
+    assert rewritten == 7  # 4 registrations and 3 redefinitions of one-task jobs
 
 
 def test_a_changed_outcome_fails_the_comparison() -> None:
