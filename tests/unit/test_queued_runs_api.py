@@ -18,6 +18,7 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.ids import event_id
 from cronlog.time import iso
+from cronlog.vocabulary import RunTrigger
 from services.api.readmodel.projection import apply
 from services.api.readmodel.reader import ReadModel
 from services.api.readmodel.store import Batch
@@ -94,7 +95,7 @@ def test_a_queued_after_run_keeps_its_upstream(rm: ReadModel) -> None:
     queued = ev.RunQueued(
         run_id="r-after",
         scheduled_for=T0,
-        trigger=ev.RunTrigger.AFTER,
+        trigger=RunTrigger.AFTER,
         next_fire_at=None,
         upstream_job_id="up",
         upstream_run_id="r-up",
