@@ -35,7 +35,7 @@ from services.api.routes import logs, operate, tenants, workers, writes
 from services.api.routes import metrics as metrics_route
 from services.api.routes.sender import CommandSender
 from services.api.settings import ApiSettings
-from services.api.shapes.requests import Instant
+from services.api.shapes.definition import Instant
 from services.api.shapes.responses import (
     JobList,
     JobOut,

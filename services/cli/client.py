@@ -336,11 +336,7 @@ def full_definition(body: dict[str, Any]) -> dict[str, Any]:
     7396), so ``apply`` is declarative: the job ends up exactly as the file says.
     """
     # the API's request models (pydantic), imported by the one command that needs them
-    from services.api.shapes.requests import (
-        JobDefinition,
-        RetryPolicyIn,
-        ScheduleIn,
-    )
+    from services.api.shapes.definition import JobDefinition, RetryPolicyIn, ScheduleIn
 
     out: dict[str, Any] = {k: body.get(k) for k in JobDefinition.model_fields}
     nested = (("schedule", ScheduleIn.model_fields), ("retry_policy", RetryPolicyIn.model_fields))

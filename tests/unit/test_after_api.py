@@ -10,8 +10,8 @@ from fastapi.testclient import TestClient
 from cronlog.model import AfterOn, ScheduleKind
 from services.api.app import create_app
 from services.api.settings import ApiSettings
+from services.api.shapes.definition import JobIn
 from services.api.shapes.mapping import spec_to_json, to_spec
-from services.api.shapes.requests import JobIn
 from tests.unit.authed import authed
 
 

@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from services.api.readmodel.reader import ReadModel
-from services.api.shapes.requests import MAX_DURATION_S
+from services.api.shapes.definition import MAX_DURATION_S
 from tests.unit.rm_feed import JOB, register
 
 YEAR_1 = "0001-01-01T00:00:00+00:00"

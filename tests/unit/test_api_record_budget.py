@@ -24,6 +24,7 @@ from cronlog.job import MAX_APPLIED_MARKERS, MAX_RENEWAL_MARKERS, JobState
 from cronlog.limits import MAX_IDEM_KEY_CHARS, MAX_RUN_ID_CHARS, MAX_WORKER_ID_CHARS
 from cronlog.vocabulary import UpstreamOutcome
 from services.api.readmodel.reader import ReadModel
+from services.api.shapes.definition import JobIn
 from services.api.shapes.mapping import to_spec
 from services.api.shapes.record_budget import (
     ID_CHAR,
@@ -31,7 +32,6 @@ from services.api.shapes.record_budget import (
     worst_case_record_bytes,
     worst_case_state,
 )
-from services.api.shapes.requests import JobIn
 from tests.unit.rm_feed import JOB, register
 from topology.fold.folder import MAX_RECORD_BYTES
 from topology.wire.state_codec import WORST_CHAR, dump_state

@@ -14,8 +14,8 @@ from fastapi.testclient import TestClient
 
 from services.api.app import create_app
 from services.api.settings import ApiSettings
+from services.api.shapes.definition import JobIn
 from services.api.shapes.mapping import merge_patch, spec_to_json, to_spec
-from services.api.shapes.requests import JobIn
 from tests.unit.authed import authed
 
 

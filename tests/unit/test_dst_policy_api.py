@@ -22,8 +22,8 @@ from services.api.readmodel.projection import apply
 from services.api.readmodel.reader import ReadModel
 from services.api.readmodel.store import Batch
 from services.api.routes.writes import _patched_spec
+from services.api.shapes.definition import JobIn
 from services.api.shapes.mapping import spec_to_json, to_spec
-from services.api.shapes.requests import JobIn
 from services.cli.client import full_definition, load_job_file
 
 T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)

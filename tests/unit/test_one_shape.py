@@ -31,8 +31,8 @@ from cronlog.model import (
     main_task,
 )
 from services.api.readmodel.event_json import dump_run_event, load_run_event
+from services.api.shapes.definition import JobDefinition
 from services.api.shapes.mapping import spec_to_json, to_spec
-from services.api.shapes.requests import JobDefinition
 from tests.old_shape import RECORDS, old_shape, v2_record
 from topology.wire.avro_mapping import plan_for
 from topology.wire.codec import (

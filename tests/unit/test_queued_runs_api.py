@@ -22,8 +22,8 @@ from cronlog.vocabulary import RunTrigger
 from services.api.readmodel.projection import apply
 from services.api.readmodel.reader import ReadModel
 from services.api.readmodel.store import Batch
+from services.api.shapes.definition import JobIn
 from services.api.shapes.mapping import to_spec
-from services.api.shapes.requests import JobIn
 from services.cli.client import full_definition, load_job_file
 from tests.unit.projected_fold import JOB, SPEC, T0, Fold
 

@@ -26,8 +26,8 @@ from cronlog.model import (
 )
 from cronlog.validation import validate_spec, validate_task
 from cronlog.vocabulary import FailureKind
+from services.api.shapes.definition import JobDefinition
 from services.api.shapes.mapping import spec_to_json, to_spec
-from services.api.shapes.requests import JobDefinition
 from services.worker.kinds import HttpExecution, PythonPool, execution_for
 from services.worker.reach import AddressPolicy, Reach
 

@@ -23,8 +23,8 @@ from cronlog.vocabulary import Reprocess
 from services.api.readmodel.keys import run_key, tick_runs_prefix
 from services.api.readmodel.store import Store
 from services.api.readmodel.views import stored_definition
+from services.api.shapes.definition import JobDefinition
 from services.api.shapes.mapping import to_spec
-from services.api.shapes.requests import JobDefinition
 
 MAX_SCANNED_TICKS = 100_000
 """At most this many ticks of (start, end] are looked at per request (already-run ones too)."""

@@ -25,7 +25,7 @@ from services.api.readmodel.paging import LIMIT_DOC, MAX_PAGE, Cursor
 from services.api.readmodel.projection import TERMINAL_RUN_STATES
 from services.api.readmodel.reader import ReadModel
 from services.api.routes.writes import IdemKey, _accepted, _check, _command, _invalid
-from services.api.shapes.requests import Instant
+from services.api.shapes.definition import Instant
 from services.api.shapes.responses import RunOut, documented
 
 router = APIRouter(prefix="/api/v1", dependencies=[Depends(principal), Depends(idempotency.guard)])

@@ -36,7 +36,7 @@ from services.api.readmodel.paging import LIMIT_DOC, MAX_PAGE, Cursor
 from services.api.readmodel.reader import ReadModel
 from services.api.routes.operate import DeadLetterList
 from services.api.routes.sender import CommandNotSent
-from services.api.shapes.requests import Instant
+from services.api.shapes.definition import Instant
 from services.api.shapes.responses import documented
 
 log = logging.getLogger("cronlog.api.tenants")

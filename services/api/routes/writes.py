@@ -42,16 +42,10 @@ from services.api.access.scope import visible_job
 from services.api.readmodel.projection import is_conflict
 from services.api.readmodel.reader import ReadModel
 from services.api.routes.sender import CommandNotSent, CommandSender
+from services.api.shapes.definition import JobDefinition, JobIn
 from services.api.shapes.mapping import definition_field, merge_patch, spec_to_json, to_spec
 from services.api.shapes.record_budget import RecordTooLarge, check_record_budget
-from services.api.shapes.requests import (
-    Accepted,
-    JobCreated,
-    JobDefinition,
-    JobIn,
-    JobPatch,
-    RunTriggered,
-)
+from services.api.shapes.requests import Accepted, JobCreated, JobPatch, RunTriggered
 from services.api.shapes.responses import JobOut, documented
 
 log = logging.getLogger("cronlog.api")

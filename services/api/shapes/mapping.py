@@ -1,5 +1,5 @@
 """The API's JSON definition ↔ the core's JobSpec, both ways (``to_spec``, ``spec_to_json``),
-and RFC 7396 merge-patch for PATCH. The shapes themselves are in ``schemas.py``."""
+and RFC 7396 merge-patch for PATCH. The shapes themselves are in ``definition.py``."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from cronlog.model import (
 )
 from cronlog.time import iso
 from cronlog.vocabulary import FailureKind
-from services.api.shapes.requests import (
+from services.api.shapes.definition import (
     ExclusionIn,
     HttpTaskIn,
     JobDefinition,

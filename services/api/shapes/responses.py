@@ -41,7 +41,7 @@ class LastRun(BaseModel):
 
 
 class ScheduleOut(BaseModel):
-    """A job's schedule as stored (see ``schemas.ScheduleIn``; ``run_at`` ISO UTC ``Z``)."""
+    """A job's schedule as stored (see ``definition.ScheduleIn``; ``run_at`` ISO UTC ``Z``)."""
 
     type: Literal["cron", "once", "manual", "every", "after"]
     expression: str | None
@@ -67,7 +67,7 @@ class ScheduleOut(BaseModel):
 
 
 class RetryPolicyOut(BaseModel):
-    """A job's retry policy (see ``schemas.RetryPolicyIn``)."""
+    """A job's retry policy (see ``definition.RetryPolicyIn``)."""
 
     max_attempts: int
     backoff: str
@@ -120,7 +120,7 @@ class JobOut(BaseModel):
             change, deletion.
         skipped_count: how many of its ticks were skipped (``GET .../skipped`` lists them).
         max_active_runs / max_queued_runs / overlap / jitter_s / max_lease_expiries: see
-            ``schemas.JobDefinition``.
+            ``definition.JobDefinition``.
         runs_remaining: runs the schedule may still fire (``max_runs``); null when unbounded.
     """
 
@@ -146,7 +146,7 @@ class JobOut(BaseModel):
     jitter_s: Number = 0
     runs_remaining: int | None = None
     tasks: list[dict[str, Any]] = []
-    """The DAG's tasks as defined (see ``schemas.TaskIn``); empty for a one-task job."""
+    """The DAG's tasks as defined (see ``definition.TaskIn``); empty for a one-task job."""
     max_active_tasks: int = 16
     run_timeout_s: Number | None = None
     max_queued_runs: int = 100
@@ -158,7 +158,7 @@ class JobOut(BaseModel):
     breaker_window_s: Number = 600
     breaker_cooldown_s: Number = 300
     tags: list[str] = []
-    """Its tags (``schemas.JobDefinition``); ``critical`` pages on a missed tick."""
+    """Its tags (``definition.JobDefinition``); ``critical`` pages on a missed tick."""
     suspended: Suspended | None = None
     """The open circuit (``cronlog.breaker``), or null while it is closed."""
     slots: TenantSlots | None = None
