@@ -19,8 +19,8 @@ from services.api.access.auth import Principal, Role
 from services.api.access.scope import visible_job, visible_run
 from services.api.console import graph
 from services.api.console.session import PageCaller
-from services.api.readmodel.projection import TERMINAL_RUN_STATES
 from services.api.readmodel.reader import ReadModel
+from services.api.readmodel.run_changes import TERMINAL_RUN_STATES
 from services.api.routes import logs, operate, workers
 
 router = APIRouter(include_in_schema=False)

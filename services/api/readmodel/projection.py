@@ -16,20 +16,23 @@ event, with an event_id of its own; it is kept beside it (``_event_key``), never
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from cronlog import events as ev
-from cronlog.time import iso, to_ms
+from cronlog.time import iso
 from cronlog.vocabulary import RejectReason, RunTrigger
 from services.api.readmodel import dead_letters, live_runs, metrics, run_doc, skips, task_instances
 from services.api.readmodel import retention as history
 from services.api.readmodel.event_json import dump_run_event
 from services.api.readmodel.keys import job_key, run_key, tick_runs_prefix
+from services.api.readmodel.run_changes import (
+    TERMINAL_RUN_STATES,
+    LiveChange,
+    RunChange,
+    change_run,
+)
 from services.api.readmodel.store import Batch
 from services.api.shapes.mapping import spec_to_json
 
-TERMINAL_RUN_STATES = frozenset({"succeeded", "failed", "cancelled"})
-"""Run states after which nothing changes."""
 WAITING_RUN_STATES = frozenset({"buffered", "queued"})
 """Run states of a run that has not started: its RunScheduled moves it to ``scheduled``."""
 
@@ -70,10 +73,6 @@ def _iso(instant: datetime | None) -> str | None:
     return iso(instant) if instant is not None else None
 
 
-def _lag_s(scheduled_for: str, at: datetime) -> float:
-    return round((to_ms(at) - to_ms(datetime.fromisoformat(scheduled_for))) / 1000, 3)
-
-
 def apply(batch: Batch, record: ev.RunEvent) -> bool:
     """Apply one run-event to the documents in ``batch``.
 
@@ -106,7 +105,7 @@ def apply(batch: Batch, record: ev.RunEvent) -> bool:
     elif isinstance(event, ev.RunReopened):
         _run_reopened(batch, record, event)
     elif isinstance(event, RunChange):
-        _run_event(batch, record, event)
+        change_run(batch, record, event)
     elif not isinstance(event, ev.CommandRejected):
         _job_event(batch, record, event)
         live_runs.track_job(batch, record.job_id, event)
@@ -259,151 +258,6 @@ def _run_cancelled(batch: Batch, record: ev.RunEvent, event: ev.RunCancelled) ->
         batch.put_json(job_key(record.job_id), job)
 
 
-def _attempt(run: dict[str, Any], task: str, attempt: int) -> dict[str, Any]:
-    entry: dict[str, Any]
-    for entry in run["attempts"]:
-        if entry["task"] == task and entry["attempt"] == attempt:
-            return entry
-    entry = {
-        "task": task,
-        "attempt": attempt,
-        "state": "ready",
-        "worker_id": None,
-        "epoch": None,
-        "claimed_at": None,
-        "started_at": None,
-        "finished_at": None,
-        "exit_code": None,
-        "failure_kind": None,
-    }
-    run["attempts"].append(entry)
-    return entry
-
-
-RunChange = (
-    ev.TaskReady
-    | ev.TaskClaimed
-    | ev.LeaseRenewed
-    | ev.TaskSucceeded
-    | ev.TaskFailed
-    | ev.RetryScheduled
-    | ev.RunSucceeded
-    | ev.RunFailed
-    | ev.TaskCancelled
-    | ev.TaskReleased
-    | ev.TaskSkipped
-    | ev.TaskUpstreamFailed
-    | ev.RunTimedOut
-    | ev.TaskReset
-    | ev.LeaseExpired
-)
-"""The events that change a run document after its RunScheduled."""
-LiveChange = (
-    ev.RunScheduled | ev.RunBuffered | ev.RunQueued | ev.RunCancelled | ev.RunReopened | RunChange
-)
-"""The events that change a run's entry in the live-run index (``live_runs``)."""
-
-
-def _run_event(batch: Batch, record: ev.RunEvent, event: RunChange) -> None:
-    key, at = run_key(event.run_id), iso(record.at)
-    run = batch.get_json(key)
-    if run is None or run["state"] in TERMINAL_RUN_STATES:
-        return  # never scheduled here, or finished: terminal states absorb
-    match event:
-        case ev.TaskReady(task=task, attempt=attempt):
-            run.update(state="ready", attempt=attempt, ready_at=at, retry_at=None, claimed_by=None)
-            _attempt(run, task, attempt)
-        case ev.TaskClaimed(task=task, attempt=attempt, epoch=epoch, worker_id=worker):
-            run.update(
-                state="running",
-                attempt=attempt,
-                epoch=epoch,
-                claimed_by=worker,
-                claimed_at=at,
-                lease_expires_at=iso(event.lease_expires_at),
-            )
-            if attempt == 1 and run["trigger_lag_s"] is None:
-                # a run's lag is its first task's (a DAG's later tasks wait for upstream)
-                run["trigger_lag_s"] = _lag_s(run["scheduled_for"], record.at)
-                run["lag_task"] = task
-            _attempt(run, task, attempt).update(
-                state="running", worker_id=worker, epoch=epoch, claimed_at=at
-            )
-        case ev.LeaseRenewed(lease_expires_at=until):
-            run["lease_expires_at"] = iso(until)
-        case ev.LeaseExpired(task=task, attempt=attempt):
-            # the holder crashed or hung: the attempt ended without an outcome and is given
-            # back (the next attempt's TaskReady follows) — or failed, if it lapsed too often
-            _attempt(run, task, attempt).update(
-                state="lease_expired", failure_kind="lease_expired", finished_at=at
-            )
-            run["lease_expires_at"] = None
-        case ev.TaskSucceeded() | ev.TaskFailed():
-            _task_finished(run, record, event)
-        case ev.TaskCancelled(task=task, attempt=attempt):
-            _attempt(run, task, attempt).update(state="cancelled", finished_at=at)
-            run.update(
-                lease_expires_at=None, cancelled_tasks=[*run.get("cancelled_tasks", []), task]
-            )
-        case ev.TaskReleased(task=task, attempt=attempt):
-            # Not a new attempt: the same one runs again under a higher epoch. The release
-            # is kept on the attempt's entry so the history shows the hand-over.
-            entry = _attempt(run, task, attempt)
-            entry["releases"] = [
-                *entry.get("releases", []),
-                {
-                    "worker_id": event.worker_id,
-                    "epoch": event.epoch,
-                    "at": at,
-                    "reason": event.reason,
-                },
-            ]
-            entry.update(state="ready", worker_id=None)
-            run.update(state="ready", claimed_by=None, lease_expires_at=None)
-        case ev.RetryScheduled(attempt=attempt, retry_at=retry_at):
-            run.update(state="retrying", retry_at=iso(retry_at), lease_expires_at=None)
-        case ev.RunTimedOut(timeout_at=timeout_at):
-            run["timed_out_at"] = iso(timeout_at)  # TaskCancelled + RunFailed follow
-        case ev.RunSucceeded() | ev.RunFailed():
-            state = "succeeded" if isinstance(event, ev.RunSucceeded) else "failed"
-            run.update(state=state, lease_expires_at=None)
-            run["finished_at"] = run["finished_at"] or at
-            _count_terminal(batch, record.job_id, state)
-        case ev.TaskSkipped() | ev.TaskUpstreamFailed():
-            pass  # a task that never executes: only its task instance changes
-    if isinstance(event, task_instances.TaskChange):
-        task_instances.apply(run, event, at)
-    batch.put_json(key, run)
-
-
-def _task_finished(
-    run: dict[str, Any], record: ev.RunEvent, event: ev.TaskSucceeded | ev.TaskFailed
-) -> None:
-    failure = event.failure_kind.value if isinstance(event, ev.TaskFailed) else None
-    state = "succeeded" if failure is None else "failed"
-    started, finished = _iso(event.started_at), iso(event.finished_at)
-    first = run.get("lag_task") in (None, event.task)  # the run's first task to be claimed
-    run.update(
-        exit_code=event.exit_code,
-        failure_kind=failure,
-        output_tail=event.output_tail,
-        started_at=(started or run["started_at"]) if first else run["started_at"],
-        finished_at=finished,
-        lease_expires_at=None,
-    )
-    if event.attempt == 1 and event.started_at is not None and first:
-        run["trigger_lag_s"] = _lag_s(run["scheduled_for"], event.started_at)
-    _attempt(run, event.task, event.attempt).update(
-        state=state,
-        worker_id=event.worker_id,
-        epoch=event.epoch,
-        started_at=started,
-        finished_at=finished,
-        exit_code=event.exit_code,
-        failure_kind=failure,
-    )
-
-
 def _run_reopened(batch: Batch, record: ev.RunEvent, event: ev.RunReopened) -> None:
     """A rerun reopened an ended run: it is running again and its old outcome no longer
     counts (the job's counters move back; the next RunSucceeded/RunFailed counts anew)."""
@@ -428,10 +282,3 @@ def _run_reopened(batch: Batch, record: ev.RunEvent, event: ev.RunReopened) -> N
         reopened_at=[*run.get("reopened_at", []), iso(record.at)],
     )
     batch.put_json(key, run)
-
-
-def _count_terminal(batch: Batch, job_id: str, state: str) -> None:
-    job = batch.get_json(job_key(job_id))
-    if job is not None:
-        job[state] += 1
-        batch.put_json(job_key(job_id), job)

@@ -22,8 +22,8 @@ from services.api.access.auth import Caller, Role, principal, require
 from services.api.access.scope import job_tenant, sees_job, visible_job, visible_run
 from services.api.readmodel import dead_letters, paging
 from services.api.readmodel.paging import LIMIT_DOC, MAX_PAGE, Cursor
-from services.api.readmodel.projection import TERMINAL_RUN_STATES
 from services.api.readmodel.reader import ReadModel
+from services.api.readmodel.run_changes import TERMINAL_RUN_STATES
 from services.api.routes.writes import IdemKey, _accepted, _check, _command, _invalid
 from services.api.shapes.definition import Instant
 from services.api.shapes.responses import RunOut, documented
