@@ -26,18 +26,18 @@ from opentelemetry.trace import Tracer
 from cronlog import commands as cmd
 from cronlog import dispatch
 from cronlog import events as ev
-from cronlog.decide import REPLY_COMMANDS, event_key, handle
+from cronlog.decide import handle
 from cronlog.errors import CronlogError
-from cronlog.ids import continuation_idem_key, event_id, grant_idem_key
+from cronlog.ids import continuation_idem_key, grant_idem_key
 from cronlog.job import JobState
 from cronlog.ledger import LEDGER_KEY
 from cronlog.slots import free_slots, gated
 from cronlog.time import from_ms, to_ms
-from cronlog.vocabulary import RejectReason
 from topology.fold.batch import BatchResult, Outgoing, Record, Write
-from topology.fold.dead_letters import dead_letter, key_head
+from topology.fold.dead_letters import key_head
 from topology.fold.due_index import DueIndex
 from topology.fold.ledger import LedgerFold, ledger_commands
+from topology.fold.messages import dead_letter_message, event_messages, poll_answer, too_large
 from topology.fold.record_limits import (
     CLAIM_RESERVE_BYTES,
     MANUAL_STARTS,
@@ -136,12 +136,17 @@ class BatchFolder:
             except RegistryUnavailable:
                 raise  # the record is fine, the registry is not: the caller folds it again
             except CronlogError as exc:
-                self._dead_letter(rec, type(exc).__name__, str(exc), out)
+                out.sends.append(
+                    dead_letter_message(self.topics, self.codec, rec, type(exc).__name__, str(exc))
+                )
             except Exception as exc:  # a bug must not stop the fold or lose the record
                 log.exception(
                     "fold failed on %s/%s@%s", self.topics.commands, rec.partition, rec.offset
                 )
-                self._dead_letter(rec, type(exc).__name__, f"internal error: {exc!r}", out)
+                reason = f"internal error: {exc!r}"
+                out.sends.append(
+                    dead_letter_message(self.topics, self.codec, rec, type(exc).__name__, reason)
+                )
         self.ledger.finish(out)
         return out
 
@@ -167,7 +172,17 @@ class BatchFolder:
             granted = self._grant_ready(
                 rec, env, poll.worker_id, poll.slots, overlay, out, poll.lease_token
             )
-            self._answer(rec, env, poll.worker_id, poll.poll_id, granted, out)
+            out.sends.append(
+                poll_answer(
+                    self.topics,
+                    self.codec,
+                    rec,
+                    env,
+                    worker_id=poll.worker_id,
+                    poll_id=poll.poll_id,
+                    granted=granted,
+                )
+            )
             return
         if not env.job_id or not env.idem_key:
             raise CronlogError(
@@ -192,7 +207,17 @@ class BatchFolder:
             worker, took = command.worker_id, len(dispatch.granted(events))
             more = command.claim_next - took
             took += self._grant_ready(rec, env, worker, more, overlay, out, command.lease_token)
-            self._answer(rec, env, worker, env.idem_key, took, out)
+            out.sends.append(
+                poll_answer(
+                    self.topics,
+                    self.codec,
+                    rec,
+                    env,
+                    worker_id=worker,
+                    poll_id=env.idem_key,
+                    granted=took,
+                )
+            )
 
     def _grant_ready(
         self,
@@ -232,31 +257,6 @@ class BatchFolder:
             state = self._state(rec.partition, job_id, overlay)
             self.ready.set(rec.partition, job_id, _ready_ms(state))
         return total
-
-    def _answer(
-        self,
-        rec: Record,
-        env: cmd.Envelope,
-        worker_id: str,
-        poll_id: str,
-        granted: int,
-        out: BatchResult,
-    ) -> None:
-        """Send PollAnswered to the worker's replies (after the grants it counts)."""
-        answer = ev.PollAnswered(
-            worker_id=worker_id, poll_id=poll_id, partition=rec.partition, granted=granted
-        )
-        key = grant_idem_key(env.idem_key, rec.partition, rec.offset)
-        run_event = ev.RunEvent(
-            event_id=event_id(key, "", 0),
-            job_id="",
-            at=from_ms(rec.timestamp_ms),
-            idem_key=key,
-            index=0,
-            event=answer,
-        )
-        value = self.codec.encode_event(run_event)
-        out.sends.append(Outgoing(self.topics.replies, worker_id.encode(), value))
 
     def _tick(
         self,
@@ -324,7 +324,7 @@ class BatchFolder:
         if refused:
             new, events = (
                 state,
-                [self._too_large(env, f"the job record would grow past {limit} bytes")],
+                [too_large(env, f"the job record would grow past {limit} bytes")],
             )
         at = new.clock if new is not None else record_time
         grants = dispatch.granted(events)  # eager dispatch: their TaskReady needs no ready copy
@@ -332,7 +332,13 @@ class BatchFolder:
         # no ready notification while it has no free slot
         slotted = isinstance(env.command, cmd.GrantSlots) or (new is not None and gated(new))
         notify = not slotted or new is None or free_slots(new) != 0
-        sends = [s for i, e in enumerate(events) for s in self._emit(env, at, i, e, grants, notify)]
+        sends = [
+            s
+            for i, e in enumerate(events)
+            for s in event_messages(
+                self.topics, self.codec, env, at, i, e, granted=grants, notify=notify
+            )
+        ]
         if any(len(s.value) > MAX_OUTPUT_BYTES for s in sends):
             if not isinstance(env.command, cmd.Tick):
                 raise CronlogError(
@@ -340,8 +346,12 @@ class BatchFolder:
                     f"{MAX_OUTPUT_BYTES} bytes; nothing applied"
                 )
             refused, new = True, state
-            events = [self._too_large(env, f"an event would exceed {MAX_OUTPUT_BYTES} bytes")]
-            sends = [s for i, e in enumerate(events) for s in self._emit(env, at, i, e)]
+            events = [too_large(env, f"an event would exceed {MAX_OUTPUT_BYTES} bytes")]
+            sends = [
+                s
+                for i, e in enumerate(events)
+                for s in event_messages(self.topics, self.codec, env, at, i, e)
+            ]
         out.sends += sends
         if slotted:
             out.sends += ledger_commands(self.codec, self.topics, env, at, events, new)
@@ -360,73 +370,6 @@ class BatchFolder:
         self.due.set(rec.partition, env.job_id, deadline_ms)
         self.ready.set(rec.partition, env.job_id, ready_ms)
         return events
-
-    def _too_large(self, env: cmd.Addressed, detail: str) -> ev.CommandRejected:
-        command = env.command
-        return ev.CommandRejected(
-            command=cmd.command_kind(command),
-            reason=RejectReason.RECORD_TOO_LARGE,
-            detail=detail,
-            run_id=getattr(command, "run_id", None),
-            task=getattr(command, "task", None),
-            worker_id=getattr(command, "worker_id", None),
-        )
-
-    def _emit(
-        self,
-        env: cmd.Addressed,
-        at: datetime,
-        index: int,
-        event: ev.Event,
-        granted: frozenset[tuple[str, str]] | set[tuple[str, str]] = frozenset(),
-        notify: bool = True,
-    ) -> list[Outgoing]:
-        """Return the messages of one event: the run-event and its copies.
-
-        ``notify`` False: no ready copy of a TaskReady (a ledger tenant's job with no free
-        tenant slot: no worker could be granted it; its TenantSlotsReceived notifies).
-
-        The ready copy of a TaskReady is left out when the same decision granted that task at
-        once (eager dispatch); a TenantSlotsReceived gets one too (the job's ready tasks,
-        held back for a tenant slot, may start now); worker commands' events get a reply copy.
-        """
-        run_event = ev.RunEvent(
-            event_id=event_id(event_key(env, event), env.job_id, index),
-            job_id=env.job_id,
-            at=at,
-            idem_key=env.idem_key,
-            index=index,
-            event=event,
-        )
-        value = self.codec.encode_event(run_event)
-        key = env.job_id.encode()
-        sends = [Outgoing(self.topics.run_events, key, value)]
-        if isinstance(event, ev.TaskReady) and (event.run_id, event.task) not in granted:
-            if notify:
-                sends.append(Outgoing(self.topics.ready, key, value))
-        elif isinstance(event, ev.TenantSlotsReceived) and event.count:  # tasks may start
-            sends.append(Outgoing(self.topics.ready, key, value))
-        worker = getattr(env.command, "worker_id", None)
-        if isinstance(env.command, REPLY_COMMANDS) and worker:
-            sends.append(Outgoing(self.topics.replies, worker.encode(), value))
-        return sends
-
-    def _dead_letter(self, rec: Record, error_type: str, reason: str, out: BatchResult) -> None:
-        log.warning(
-            "dead-lettering %s/%s@%s: %s", self.topics.commands, rec.partition, rec.offset, reason
-        )
-        dl = dead_letter(
-            self.topics.commands,
-            rec.partition,
-            rec.offset,
-            rec.timestamp_ms,
-            rec.key,
-            rec.value,
-            error_type,
-            reason,
-        )
-        value = self.codec.encode_dead_letter(dl)
-        out.sends.append(Outgoing(self.topics.dead_letters, dl.key, value))
 
 
 def _ready_ms(state: JobState | None) -> int | None:
