@@ -9,18 +9,13 @@ Unit conventions, evolution rules and limits: ``schemas/README.md``.
 from __future__ import annotations
 
 import io
-import json
 import typing
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
-from functools import cache, partial
+from functools import cache
 from pathlib import Path
-from typing import Any, Protocol
 
 from fastavro import schemaless_reader, schemaless_writer
 from fastavro.read import SchemaResolutionError
-from fastavro.repository.base import AbstractSchemaRepository, SchemaRepositoryError
 from fastavro.schema import fingerprint, load_schema, to_parsing_canonical_form
 
 from cronlog.commands import Envelope
@@ -31,7 +26,11 @@ from topology.wire.avro_limits import OverLimit
 from topology.wire.avro_mapping import Datum, Plan, avro_name, check_plan, plan_for, record_names
 from topology.wire.avro_mapping import DecodeError as DecodeError  # re-exported: part of the API
 from topology.wire.avro_mapping import EncodeError as EncodeError  # re-exported: part of the API
+from topology.wire.dead_letter import DeadLetter as DeadLetter  # re-exported: part of the API
+from topology.wire.dead_letter import KafkaHeader as KafkaHeader  # re-exported
 from topology.wire.heartbeats import WorkerHeartbeat
+from topology.wire.registry_schemas import RegistryUnavailable as RegistryUnavailable  # re-exp.
+from topology.wire.registry_schemas import SchemaRegistryLike, registered_schema
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
 """Where the current ``.avsc`` files live; older versions are under ``history/<version>/``."""
@@ -42,56 +41,6 @@ CONFLUENT_MAGIC = 0
 """Confluent wire format: byte ``00``, 4-byte big-endian schema id, then the body."""
 _SO_HEADER = 10
 _CF_HEADER = 5
-
-
-class RegistryUnavailable(CronlogError):
-    """The schema registry could not answer (network, auth); the record itself may be fine."""
-
-
-class SchemaRegistryLike(Protocol):
-    """The part of ``confluent_kafka.schema_registry.SchemaRegistryClient`` the decoder uses."""
-
-    def get_schema(self, schema_id: int) -> Any:
-        """Return the ``Schema`` (``schema_str``, ``references``) registered under an id."""
-
-    def get_version(self, subject_name: str, version: int) -> Any:
-        """Return the ``RegisteredSchema`` (its ``.schema``) of one subject version."""
-
-
-@dataclass(frozen=True, slots=True)
-class KafkaHeader:
-    """One header of a Kafka record, kept verbatim."""
-
-    key: str
-    """Header name."""
-    value: bytes | None
-    """Header value; None for a header without a value."""
-
-
-@dataclass(frozen=True, slots=True)
-class DeadLetter:
-    """A record that could not be decoded or validated, as kept on ``cronlog.dead-letters``."""
-
-    source_topic: str
-    """Topic the record was read from."""
-    partition: int
-    """Partition it was read from."""
-    offset: int
-    """Its offset in that partition."""
-    key: bytes | None
-    """Its key bytes, verbatim; None when it had none."""
-    value: bytes
-    """Its value bytes, verbatim (``b""`` for a null value)."""
-    error_type: str
-    """Class name of the error that rejected it, e.g. ``"DecodeError"``."""
-    reason: str
-    """Human reason naming what is wrong."""
-    at: datetime
-    """When it was dead-lettered, aware UTC."""
-    source_record_at: datetime | None = None
-    """Kafka timestamp of the original record, aware UTC; None when unknown."""
-    headers: tuple[KafkaHeader, ...] = ()
-    """The original record's headers, in order."""
 
 
 # -- framing -------------------------------------------------------------------------------------
@@ -293,64 +242,9 @@ class Codec:
                 "registry is configured"
             )
         if schema_id not in self._registry_schemas:
-            repo = _RegistryRepository(self._registry, schema_id)
-            try:
-                schema = load_schema(_ROOT, repo=repo)
-                self._registry_schemas[schema_id] = schema, schema_fingerprint(schema)
-            except (DecodeError, RegistryUnavailable):
-                raise
-            except Exception as exc:
-                raise DecodeError(
-                    f"registry schema id {schema_id} is not valid Avro: {exc}"
-                ) from exc
+            schema = registered_schema(self._registry, schema_id)
+            self._registry_schemas[schema_id] = schema, schema_fingerprint(schema)
         return self._registry_schemas[schema_id]
-
-
-_ROOT = "<root>"
-
-
-class _RegistryRepository(AbstractSchemaRepository):
-    """fastavro schema repository over one registry schema and its references.
-
-    ``load_schema`` pulls each referenced named type in on demand and inlines it at its first
-    use, giving one self-contained writer schema (as ``schemas/*.avsc`` load) -- fastavro's
-    resolution mishandles union branches that are bare name references.
-    """
-
-    def __init__(self, registry: SchemaRegistryLike, schema_id: int) -> None:
-        self._registry = registry
-        self._schema_id = schema_id
-        self._refs: dict[str, tuple[str, int]] = {}
-
-    def load(self, name: str) -> Any:
-        if name == _ROOT:
-            schema = _ask(
-                partial(self._registry.get_schema, self._schema_id), f"id {self._schema_id}"
-            )
-        elif name in self._refs:
-            subject, version = self._refs[name]
-            schema = _ask(
-                partial(_schema_version, self._registry, subject, version),
-                f"reference {subject} v{version}",
-            )
-        else:
-            raise SchemaRepositoryError(f"{name} is neither defined nor referenced")
-        for ref in schema.references or ():
-            self._refs.setdefault(ref.name, (ref.subject, ref.version))
-        return json.loads(schema.schema_str or "")
-
-
-def _schema_version(registry: SchemaRegistryLike, subject: str, version: int) -> Any:
-    return registry.get_version(subject, version).schema
-
-
-def _ask(call: Callable[[], Any], what: str) -> Any:
-    try:
-        return call()
-    except Exception as exc:
-        if getattr(exc, "http_status_code", None) == 404:
-            raise DecodeError(f"schema {what} is unknown to the registry") from exc
-        raise RegistryUnavailable(f"schema registry failed for {what}: {exc}") from exc
 
 
 def _reason(kind: _Kind, exc: Exception) -> str:
