@@ -7,8 +7,9 @@ channel per topic it returns, named after its ``Topics`` field); the message pay
 Avro schemas of ``schemas/`` (``cronlog.Command`` and the other framed types with every named
 type inlined, as ``fastavro.schema.load_schema`` expands them) embedded as AsyncAPI
 multi-format schemas (``schemaFormat: application/vnd.apache.avro;version=1.9.0``). What the code
-does not say (a topic's key, audience and who writes and reads it) is ``_ROLES`` below; a topic
-``topic_specs`` gains without a row there is an error, so the document never silently omits one.
+does not say (a topic's key, audience and who writes and reads it) is ``ROLES`` of
+``topology/wire/asyncapi_roles.py``; a topic ``topic_specs`` gains without a row there is an
+error, so the document never silently omits one.
 ``tests/unit/test_asyncapi.py`` fails when ``docs/asyncapi.yaml`` differs from this output and
 validates it with the AsyncAPI parser (``@asyncapi/parser``, the Avro schema parser included).
 
@@ -22,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ import yaml
 
 from topology.kafka.config import KafkaSettings
 from topology.kafka.topics import Topics, TopicSpec, topic_specs
+from topology.wire.asyncapi_roles import ROLES, Message
 from topology.wire.codec import SCHEMA_DIR
 
 AVRO_FORMAT = "application/vnd.apache.avro;version=1.9.0"
@@ -47,150 +48,6 @@ _FRAMING = (
     "the writer schema's Parsing Canonical Form, the Avro binary body (schemas/README.md, "
     '"Wire format"). Readers recognise the fingerprints of schemas/ and schemas/history/*/.'
 )
-
-
-@dataclass(frozen=True, slots=True)
-class _Message:
-    """One kind of record value, and its key."""
-
-    name: str
-    title: str
-    key: str
-    """The record key, described."""
-    avro: str | None = None
-    """The framed Avro type of the value (``cronlog.Command``); None: not an Avro contract."""
-    content_type: str = "application/octet-stream"
-    description: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class _Role:
-    """What ``topic_specs`` does not say about a topic."""
-
-    public: bool
-    """Other services may use it (commands: write; the rest: read); else cronlog's own."""
-    description: str
-    message: _Message
-    operation: tuple[str, str] | None = None
-    """(operationId, summary) of a client's operation on it: send for commands, else
-    receive. None for internal topics."""
-
-
-_COMMAND = _Message(
-    "Command",
-    "A command",
-    "job_id, UTF-8 (Tick and PollTasks: no key, an explicit partition)",
-    "cronlog.Command",
-    description=(
-        "A command addressed to one job: idem_key (unique per logical command; a second "
-        "command with the same key is a no-op), job_id, tenant, body. Produced with the "
-        "Java client's partitioner (murmur2 of the key; topology/kafka/partitioning.py): the fold "
-        "dead-letters a command found on another partition than its key's."
-    ),
-)
-_RUN_EVENT = _Message(
-    "RunEvent",
-    "A run-event",
-    "job_id, UTF-8",
-    "cronlog.RunEvent",
-    description=(
-        "A state change of a job or run, written by the fold in a Kafka transaction: read "
-        "with isolation.level=read_committed. event_id is deterministic; dedupe by it."
-    ),
-)
-_REPLY = dataclasses.replace(
-    _RUN_EVENT,
-    name="Reply",
-    title="A copy of a run-event for the worker that caused it",
-    key="worker_id, UTF-8",
-    description="A copy of a RunEvent answering a worker's command (claim, renewal, poll).",
-)
-_ROLES: dict[str, _Role] = {
-    "commands": _Role(
-        True,
-        "The log of record: every input of the scheduler (API, CLI, workers, tickers, other "
-        "services). Replaying it rebuilds all state and history.",
-        _COMMAND,
-        ("sendCommand", "Append a command for a job (register, trigger, pause, ...)."),
-    ),
-    "run_events": _Role(
-        True,
-        "The public changelog: every state change, same partitioning as the commands.",
-        _RUN_EVENT,
-        ("receiveRunEvents", "Follow jobs and runs (read_committed)."),
-    ),
-    "ready": _Role(
-        False,
-        "Notifications for workers: copies of TaskReady run-events not granted at once "
-        "(docs/dispatch.md).",
-        _RUN_EVENT,
-    ),
-    "replies": _Role(
-        False,
-        "Answers to a worker's claims, renewals, completions and polls, on its partition.",
-        _REPLY,
-    ),
-    "dead_letters": _Role(
-        True,
-        "Records the fold could not decode or apply, with the reason; nothing is lost.",
-        _Message(
-            "DeadLetter",
-            "A dead letter",
-            "the original record's key (its first 1 KiB)",
-            "cronlog.DeadLetter",
-        ),
-        ("receiveDeadLetters", "Watch the records cronlog refused."),
-    ),
-    "logs": _Role(
-        True,
-        "Task output, chunked per attempt (docs/architecture.md, 'Task logs'); lz4.",
-        _Message("LogChunk", "A chunk of task output", "run_id, UTF-8", "cronlog.LogChunk"),
-        ("receiveTaskLogs", "Read the output of task attempts."),
-    ),
-    "job_table_changelog": _Role(
-        False,
-        "The scheduler's job table: the latest record per job, written in the fold's "
-        "transaction; read by its restore and `cronlog replay --verify`.",
-        _Message(
-            "JobStateRecord",
-            "A job's table record",
-            "job_id, UTF-8",
-            description="A version tag ('v2:') then JSON (topology/wire/state_codec.py); internal.",
-        ),
-    ),
-    "after_relay": _Role(
-        False,
-        "Snapshots of the after relay's index with the run-events offsets they cover.",
-        _Message(
-            "AfterIndexSnapshot",
-            "An after-relay snapshot",
-            "after-index/v1 (one key)",
-            content_type="application/json",
-            description="JSON (services/scheduler/after_snapshot.py); internal.",
-        ),
-    ),
-    "snapshots": _Role(
-        False,
-        "State snapshots with the command offsets they cover (`cronlog snapshot`): partition "
-        "0 holds manifests, partition 1 the chunks of job records; `cronlog replay` starts "
-        "from the newest (docs/architecture.md, 'Retention and snapshots').",
-        _Message(
-            "Snapshot",
-            "A snapshot manifest or chunk",
-            "chunks: <snapshot id>/<n>; manifests: <snapshot id> (UTF-8)",
-            description="Schemaless Avro (topology/snapshots/wire.py); internal.",
-        ),
-    ),
-    "workers": _Role(
-        True,
-        "Worker heartbeats (informational: leases are the fold's); a null value under a "
-        "worker_id is its tombstone.",
-        _Message(
-            "WorkerHeartbeat", "A worker heartbeat", "worker_id, UTF-8", "cronlog.WorkerHeartbeat"
-        ),
-        ("receiveWorkerHeartbeats", "See which workers are alive."),
-    ),
-}
 
 
 def _camel(field: str) -> str:
@@ -236,7 +93,7 @@ def _topic_fields(specs: list[TopicSpec], topics: Topics) -> list[str]:
     """Return the ``Topics`` field of each spec, in spec order.
 
     Raises:
-        ValueError: a spec's name is no ``Topics`` field, or a topic has no row in ``_ROLES``.
+        ValueError: a spec's name is no ``Topics`` field, or a topic has no row in ``ROLES``.
     """
     by_name = {getattr(topics, f.name): f.name for f in dataclasses.fields(Topics)}
     fields = []
@@ -244,7 +101,7 @@ def _topic_fields(specs: list[TopicSpec], topics: Topics) -> list[str]:
         field = by_name.get(spec.name)
         if field is None:
             raise ValueError(f"topic {spec.name!r} is no field of topology.kafka.topics.Topics")
-        if field not in _ROLES:
+        if field not in ROLES:
             raise ValueError(f"topic {spec.name!r} ({field}) has no row in topology.wire.asyncapi")
         fields.append(field)
     return fields
@@ -268,7 +125,7 @@ def _binding(spec: TopicSpec) -> dict[str, Any]:
 def _channel(
     field: str, spec: TopicSpec, variable: bool, default_partitions: int
 ) -> dict[str, Any]:
-    role = _ROLES[field]
+    role = ROLES[field]
     count = (
         f"CRONLOG_PARTITIONS (default {default_partitions}), as every keyed topic"
         if variable
@@ -286,7 +143,7 @@ def _channel(
     }
 
 
-def _message(msg: _Message) -> dict[str, Any]:
+def _message(msg: Message) -> dict[str, Any]:
     out: dict[str, Any] = {"name": msg.name, "title": msg.title, "contentType": msg.content_type}
     if msg.avro:
         out["description"] = " ".join(x for x in (msg.description, _FRAMING) if x)
@@ -329,7 +186,7 @@ def document(schema_dir: Path = SCHEMA_DIR) -> dict[str, Any]:
     messages: dict[str, Any] = {}
     schemas: dict[str, Any] = {}
     for field in fields:
-        role = _ROLES[field]
+        role = ROLES[field]
         msg = role.message
         messages.setdefault(msg.name, _message(msg))
         if msg.avro and msg.avro.removeprefix("cronlog.") not in schemas:
