@@ -125,6 +125,28 @@ def invalid_cursor(exc: BadCursor, cursor: str) -> RequestValidationError:
     )
 
 
+def position_of(
+    cursor: str | None, kind: str, scope: str, shape: re.Pattern[bytes]
+) -> bytes | None:
+    """Return the position a request's ``cursor`` stands for (``decode``); None: first page.
+
+    Raises:
+        RequestValidationError: 422 naming ``cursor`` (``invalid_cursor``) if it is refused.
+    """
+    if cursor is None:
+        return None
+    try:
+        return decode(cursor, kind, scope, shape)
+    except BadCursor as exc:
+        raise invalid_cursor(exc, cursor) from exc
+
+
+def next_cursor(page: Page, kind: str, scope: str) -> str | None:
+    """Return the cursor of the page after ``page`` (``encode``); None on the last page."""
+    pos = page.next_position
+    return encode(kind, scope, pos) if pos is not None else None
+
+
 @dataclass(frozen=True, slots=True)
 class Page:
     """One page of a listing."""

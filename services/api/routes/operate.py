@@ -24,6 +24,7 @@ from services.api.readmodel import dead_letters, paging
 from services.api.readmodel.paging import LIMIT_DOC, MAX_PAGE, Cursor
 from services.api.readmodel.reader import ReadModel
 from services.api.readmodel.run_changes import TERMINAL_RUN_STATES
+from services.api.routes.reads import read_model
 from services.api.routes.writes import IdemKey, _accepted, _check, _command, _invalid
 from services.api.shapes.definition import Instant
 from services.api.shapes.responses import RunOut, documented
@@ -32,13 +33,6 @@ router = APIRouter(prefix="/api/v1", dependencies=[Depends(principal), Depends(i
 _ANSWERS = documented(400, 404, 409, 413, 503, accepted=True)
 MAX_REPLAYS = 100
 """At most this many dead letters are replayed per request."""
-
-
-def _read_model(request: Request) -> ReadModel:
-    rm: ReadModel | None = request.app.state.read_model
-    if rm is None:
-        raise HTTPException(503, "the read model is not running")
-    return rm
 
 
 class CancelIn(BaseModel):
@@ -139,7 +133,7 @@ async def cancel_run(
     already ended, or a task of a queued run (it has no task instances yet). The holding
     worker stops the task at its next lease renewal.
     """
-    rm = _read_model(request)
+    rm = read_model(request)
     task = body.task if body is not None else None
     run = visible_run(rm, caller, run_id)
     if task is not None and run["state"] == "queued":
@@ -184,7 +178,7 @@ async def rerun_task(
     the hot history: its new events would reach a read model that no longer holds it). The
     old attempts stay in the run's history.
     """
-    rm = _read_model(request)
+    rm = read_model(request)
     run = visible_run(rm, caller, run_id)
     if run.get("archived"):
         raise HTTPException(
@@ -233,7 +227,7 @@ def list_dead_letters(
     until``), newest first (ties by job_id, run_id, task), a page at a time: ``next_cursor``
     (null on the last page) goes in ``cursor``. 404: ``job_id`` names no job of the caller's
     tenant."""
-    rm = _read_model(request)
+    rm = read_model(request)
     if job_id is not None:
         visible_job(rm, caller, job_id)
     rows, next_cursor = _listing(rm, caller, job_id, since, until, limit, cursor)
@@ -264,25 +258,18 @@ def _listing(
         return seen[job]
 
     scope = dead_letters.cursor_scope(job_id)
-    after = None
-    if cursor is not None:
-        try:
-            after = paging.decode(
-                cursor, "dead-letters", scope, dead_letters.position_shape(job_id)
-            )
-        except paging.BadCursor as exc:
-            raise paging.invalid_cursor(exc, cursor) from exc
+    shape = dead_letters.position_shape(job_id)
+    after = paging.position_of(cursor, "dead-letters", scope, shape)
     page = dead_letters.page(
         rm.store, job_id, since=since, until=until, limit=limit, after=after, visible=visible
     )
-    pos = page.next_position
-    return page.rows, paging.encode("dead-letters", scope, pos) if pos is not None else None
+    return page.rows, paging.next_cursor(page, "dead-letters", scope)
 
 
 def _selected(
     request: Request, caller: Caller, body: ReplayIn
 ) -> tuple[list[dict[str, Any]], str | None]:
-    rm = _read_model(request)
+    rm = read_model(request)
     if body.job_id is not None:
         visible_job(rm, caller, body.job_id)
     if body.run_id is not None or body.task is not None:
@@ -321,7 +308,7 @@ async def replay_dead_letters(
     newest first per request; ``next_cursor`` (null when done) continues with the same body."""
     base = idempotency_key or str(uuid.uuid4())
     replays = []
-    rm = _read_model(request)
+    rm = read_model(request)
     selected, next_cursor = _selected(request, caller, body)
     for tenant, count in Counter(_tenant(rm, doc["job_id"]) for doc in selected).items():
         request.app.state.admission.admit_manual_runs(tenant, count)

@@ -273,12 +273,7 @@ def tenant_dead_letters(
     rm: ReadModel | None = request.app.state.read_model
     if rm is None:
         raise HTTPException(503, "the read model is not running")
-    after = None
-    if cursor is not None:
-        try:
-            after = paging.decode(cursor, "dead-letters", "all", dead_letters.position_shape(None))
-        except paging.BadCursor as exc:
-            raise paging.invalid_cursor(exc, cursor) from exc
+    after = paging.position_of(cursor, "dead-letters", "all", dead_letters.position_shape(None))
     owners: dict[str, bool] = {}
 
     def visible(doc: dict[str, Any]) -> bool:
@@ -290,8 +285,7 @@ def tenant_dead_letters(
     page = dead_letters.page(
         rm.store, None, since=since, until=until, limit=limit, after=after, visible=visible
     )
-    pos = page.next_position
     return {
         "dead_letters": page.rows,
-        "next_cursor": paging.encode("dead-letters", "all", pos) if pos is not None else None,
+        "next_cursor": paging.next_cursor(page, "dead-letters", "all"),
     }
