@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 
 from cronlog.errors import CronlogError
 from services import tracing
 from services.logging_setup import configure_logging, log_settings
 from services.worker import metrics
+from services.worker.sandbox import isolation_line
 from services.worker.settings import WorkerSettings
 from services.worker.worker import Worker
 from topology.kafka.bootstrap import ensure_topics_retrying
@@ -25,6 +27,10 @@ def main() -> None:
     metrics.serve(settings.metrics_port, settings.metrics_host)  # a port taken: exit 70
     ensure_topics_retrying(settings)  # idempotent; any service may start first
     worker = Worker(settings)
+    level, message, fields = isolation_line(
+        settings.task_isolation, worker.reach.user, worker.reach.dirs, os.geteuid()
+    )
+    log.log(level, message, extra=fields)
 
     def on_signal(signum: int, _frame: object) -> None:
         log.info(

@@ -20,10 +20,11 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Protocol
 
 from cronlog.vocabulary import FailureKind
-from services.worker.reach import TaskUser
+from services.worker.sandbox import TaskDirs, TaskUser
 
 TAIL_BYTES = 4096
 """How much of the end of the combined stdout/stderr travels with the completion."""
@@ -153,7 +154,9 @@ class ProcessExecution:
     """One running command (kinds exec and shell): argv in its own process group.
 
     ``user``: run it as that user, with its group and no supplementary groups
-    (``CRONLOG_TASK_USER``); None: as the worker's user.
+    (``services/worker/sandbox.py``); None: as the worker's user. ``dirs``: run it in a
+    private directory of its own, made for this attempt (its ``HOME`` and ``TMPDIR`` too) and
+    removed when it ends; None: in the worker's working directory.
     """
 
     def __init__(
@@ -164,8 +167,11 @@ class ProcessExecution:
         grace_s: float = 10.0,
         output: Output = DISCARD,
         user: TaskUser | None = None,
+        *,
+        dirs: TaskDirs | None = None,
     ) -> None:
         self.user = user
+        self.dirs = dirs
         self.output = output
         self.argv = argv
         self.env = env
@@ -187,13 +193,30 @@ class ProcessExecution:
             os.killpg(proc.pid, sig)
 
     def run(self) -> Outcome:
-        """Run to completion (or timeout) and return the outcome. Blocks."""
+        """Run to completion (or timeout) in its own directory and return the outcome. Blocks."""
+        if self.dirs is None:
+            return self._run_in(None)
+        started = datetime.now(UTC)
+        try:
+            workdir = self.dirs.create(self.user)
+        except OSError as exc:
+            why = f"cannot make the attempt's directory: {exc}"
+            self.output.write(why.encode())
+            return Outcome(None, FailureKind.SPAWN_ERROR, why, started, datetime.now(UTC))
+        self.env = {**self.env, "HOME": str(workdir), "TMPDIR": str(workdir)}
+        try:
+            return self._run_in(workdir)
+        finally:
+            self.dirs.remove(workdir)
+
+    def _run_in(self, cwd: Path | None) -> Outcome:
         started = datetime.now(UTC)
         tail: deque[bytes] = deque()
         try:
             # argv comes from the job definition: running it is the point (no shell).
             self._proc = subprocess.Popen(  # noqa: S603
                 self.argv,
+                cwd=cwd,
                 env=self.env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,

@@ -351,7 +351,7 @@ def execution_for(
     env = reach.task_env(context)
     if action.kind is TaskKind.SHELL and action.shell is not None:
         argv = ["/bin/sh", "-c", action.shell]
-        return ProcessExecution(argv, env, timeout_s, grace_s, output, reach.user)
+        return ProcessExecution(argv, env, timeout_s, grace_s, output, reach.user, dirs=reach.dirs)
     if action.kind is TaskKind.PYTHON and action.callable is not None:
         refused = python_refusal(action.callable, reach.python_modules)
         if refused is not None:
@@ -370,4 +370,6 @@ def execution_for(
             for k, v in context.items()
         }
         return HttpExecution(action.http, headers, timeout_s, output, reach.http)
-    return ProcessExecution(list(command), env, timeout_s, grace_s, output, reach.user)
+    return ProcessExecution(
+        list(command), env, timeout_s, grace_s, output, reach.user, dirs=reach.dirs
+    )

@@ -7,7 +7,8 @@ ways a task could reach further than its tenant may (issue 14, item 6; docs/secu
 
 - exec/shell tasks get a clean environment (``task_env``): a few harmless variables of the
   worker's, the deployment's ``CRONLOG_TASK_ENV_PASS`` names, and the task's own context;
-- exec/shell tasks run as ``CRONLOG_TASK_USER`` when set (``TaskUser``);
+- exec/shell tasks run as an unprivileged user in a private directory of their own
+  (``services/worker/sandbox.py``: ``TaskUser``, ``TaskDirs``);
 - python tasks run only from modules under ``CRONLOG_PYTHON_MODULES`` (``python_refusal``);
 - http tasks reach only globally routable addresses, or what ``CRONLOG_HTTP_ALLOW`` lists
   (``AddressPolicy``, ``checked_address``).
@@ -18,11 +19,12 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import os
-import pwd
 import re
 import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+
+from services.worker.sandbox import TaskDirs, TaskUser
 
 HARMLESS_ENV = frozenset({"PATH", "LANG", "LANGUAGE", "TZ", "HOME", "TMPDIR"})
 """Variables of the worker's environment every exec/shell task gets (and ``LC_*``)."""
@@ -97,40 +99,6 @@ def task_env(
     if user is not None:
         env.update(HOME=user.home, USER=user.name, LOGNAME=user.name)
     return {**env, **context}
-
-
-# -- user ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class TaskUser:
-    """The unprivileged user exec/shell tasks run as (``CRONLOG_TASK_USER``)."""
-
-    name: str
-    uid: int
-    gid: int
-    home: str
-
-
-def resolve_task_user(name: str, euid: int) -> TaskUser:
-    """Look ``name`` (a user name or a numeric uid) up for a worker running as ``euid``.
-
-    Raises:
-        ValueError: no such user, or the worker is not root (``euid`` != 0) and so cannot
-            start processes as another user.
-    """
-    try:
-        entry = pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
-    except KeyError:
-        raise ValueError(f"CRONLOG_TASK_USER: no user {name!r} on this machine") from None
-    if euid != 0:
-        raise ValueError(
-            f"CRONLOG_TASK_USER={name}: the worker runs as uid {euid}, not root, and cannot "
-            "start tasks as another user; run the worker as root or unset CRONLOG_TASK_USER"
-        )
-    if entry.pw_uid == 0:
-        raise ValueError(f"CRONLOG_TASK_USER: {name!r} is root; name an unprivileged user")
-    return TaskUser(entry.pw_name, entry.pw_uid, entry.pw_gid, entry.pw_dir)
 
 
 # -- python modules ----------------------------------------------------------------------------
@@ -291,13 +259,17 @@ class Reach:
 
     Attributes:
         env_pass: ``CRONLOG_TASK_ENV_PASS`` names.
-        user: ``CRONLOG_TASK_USER``, resolved; None: tasks run as the worker's user.
+        user: the user exec/shell tasks run as (``CRONLOG_TASK_USER``, or the default one of
+            an isolated root worker); None: the worker's user.
+        dirs: the attempts' private working directories; None: tasks run in the worker's
+            working directory (isolation off).
         python_modules: ``CRONLOG_PYTHON_MODULES`` prefixes.
         http: ``CRONLOG_HTTP_ALLOW``.
     """
 
     env_pass: tuple[str, ...] = ()
     user: TaskUser | None = None
+    dirs: TaskDirs | None = None
     python_modules: tuple[str, ...] = (DEFAULT_PYTHON_MODULES,)
     http: AddressPolicy = field(default_factory=AddressPolicy)
 

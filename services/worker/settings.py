@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import socket
+from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator
 
@@ -14,8 +16,8 @@ from services.worker.reach import (
     Reach,
     check_env_pass,
     check_python_modules,
-    resolve_task_user,
 )
+from services.worker.sandbox import TaskDirs, TaskUser, default_task_user, resolve_task_user
 from topology.kafka.config import KafkaSettings
 from topology.wire.log_chunks import DEFAULT_CAP_BYTES
 
@@ -57,7 +59,18 @@ class WorkerSettings(KafkaSettings):
             that looks like a secret or a cronlog setting (``reach.SECRET_NAME``) is refused.
         task_user: the user (name or uid) exec/shell tasks run as, with its own group and no
             supplementary groups; needs a worker running as root (else it refuses to start).
-            Env ``CRONLOG_TASK_USER``. Default: the worker's own user.
+            Env ``CRONLOG_TASK_USER``. Default: with isolation on and a root worker, the first
+            of ``cronlog-task`` and ``nobody`` that exists (``sandbox.DEFAULT_TASK_USERS``);
+            else the worker's own user.
+        task_isolation: ``on`` (default): a root worker's exec/shell tasks run as an
+            unprivileged user (``task_user``) and every attempt in a private directory of its
+            own (0700, its ``HOME`` and ``TMPDIR``, removed when it ends); ``off``: as the
+            worker's user (unless ``task_user`` is set) in the worker's working directory,
+            and the start line says so (``action=isolation_off``, warning). Env
+            ``CRONLOG_TASK_ISOLATION``.
+        task_dir: where the attempts' private directories go (env ``CRONLOG_TASK_DIR``).
+            Default: a fresh ``cronlog-tasks-*`` directory in the system's temporary
+            directory, removed at the worker's exit.
         python_modules: comma-separated module prefixes python tasks may come from
             (``myteam.`` allows ``myteam`` and ``myteam.*``); a task outside them fails
             (``spawn_error``) naming its module. Env ``CRONLOG_PYTHON_MODULES``. Default
@@ -93,6 +106,8 @@ class WorkerSettings(KafkaSettings):
     heartbeat_s: float = Field(default=2.0, ge=0.1, le=300)
     task_env_pass: str = ""
     task_user: str = ""
+    task_isolation: Literal["on", "off"] = "on"
+    task_dir: str = ""
     python_modules: str = DEFAULT_PYTHON_MODULES
     http_allow: str = ""
     metrics_port: int = Field(default=9465, ge=-1, le=65535)
@@ -125,9 +140,16 @@ class WorkerSettings(KafkaSettings):
 
     def reach(self) -> Reach:
         """Return the task policy these settings describe (``services/worker/reach.py``)."""
+        isolated = self.task_isolation == "on"
+        user: TaskUser | None
+        if self.task_user:
+            user = resolve_task_user(self.task_user, os.geteuid())
+        else:
+            user = default_task_user(os.geteuid()) if isolated else None
         return Reach(
             env_pass=check_env_pass(self.task_env_pass),
-            user=resolve_task_user(self.task_user, os.geteuid()) if self.task_user else None,
+            user=user,
+            dirs=TaskDirs(Path(self.task_dir) if self.task_dir else None) if isolated else None,
             python_modules=check_python_modules(self.python_modules),
             http=AddressPolicy.parse(self.http_allow),
         )

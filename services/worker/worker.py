@@ -63,7 +63,8 @@ class Worker:
         """Why a thread of this worker could not go on (the process then exits non-zero)."""
         self.replies_liveness = Liveness("replies", log)
         self.ready_liveness = Liveness("ready", log)
-        reach = settings.reach()
+        self.reach = reach = settings.reach()
+        """What tasks may reach; its attempt directories are removed at the end of ``run``."""
         self.lease_token = secrets.token_urlsafe(32)
         self._lease_digest = lease_digest(self.lease_token)
         """This process's lease secret (``cronlog.leases.lease_digest``): never logged or
@@ -262,6 +263,8 @@ class Worker:
             self._drain()
             heartbeat.stop()  # a tombstone: this worker is gone
             self.python_pool.shutdown()
+            if self.reach.dirs is not None:
+                self.reach.dirs.close()
             self.logs.close()
             self.producer.flush(10)
 

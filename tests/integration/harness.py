@@ -131,6 +131,10 @@ class Cluster:
                 "CRONLOG_PARTITIONS": str(self.settings.partitions),
                 "PYTHONUNBUFFERED": "1",
                 "CRONLOG_METRICS_PORT": "0",  # ephemeral: Proc.metrics_url() finds it
+                # the tests' tasks write marker files into the test's tmp dir (root's, 0700):
+                # tasks run as the worker's user here. The default (isolated) path has its
+                # own tests: tests/integration/test_isolation_default.py.
+                "CRONLOG_TASK_ISOLATION": "off",
             }
         )
         env.update(client_env(self.settings))

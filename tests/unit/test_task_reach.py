@@ -28,9 +28,9 @@ from services.worker.reach import (
     check_python_modules,
     module_allowed,
     python_refusal,
-    resolve_task_user,
     task_env,
 )
+from services.worker.sandbox import resolve_task_user
 from services.worker.settings import WorkerSettings
 
 CONTEXT = {"CRONLOG_RUN_ID": "r1", "CRONLOG_ATTEMPT": "1", "CRONLOG_EPOCH": "1"}
