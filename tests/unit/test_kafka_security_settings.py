@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
@@ -60,3 +62,24 @@ def test_an_unknown_protocol_and_half_a_client_certificate_are_refused() -> None
         KafkaSettings(kafka_security_protocol="KERBEROS")
     with pytest.raises(ValidationError, match="go together"):
         KafkaSettings(kafka_security_protocol="SSL", kafka_ssl_certificate_location="/c.pem")
+
+
+def test_the_password_may_come_from_a_file_and_never_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = tmp_path / "cronlog.password"
+    secret.write_text("pw-from-file\nsecond line ignored\n")
+    monkeypatch.setenv("CRONLOG_KAFKA_SECURITY_PROTOCOL", "SASL_PLAINTEXT")
+    monkeypatch.setenv("CRONLOG_KAFKA_SASL_USERNAME", "svc")
+    monkeypatch.setenv("CRONLOG_KAFKA_SASL_PASSWORD_FILE", str(secret))
+    s = KafkaSettings()
+    assert s.client_config()["sasl.password"] == "pw-from-file"
+    assert "pw-from-file" not in str(s.redacted())
+    explicit = KafkaSettings(kafka_sasl_password="given")  # noqa: S106 (a test credential)
+    assert explicit.client_config()["sasl.password"] == "given"  # the file is the fallback
+
+
+def test_an_unreadable_password_file_is_refused_naming_the_setting(tmp_path: Path) -> None:
+    unreadable = r"CRONLOG_KAFKA_SASL_PASSWORD_FILE\): cannot read .*missing: No such file"
+    with pytest.raises(ValidationError, match=unreadable):
+        KafkaSettings(kafka_sasl_password_file=str(tmp_path / "missing"))

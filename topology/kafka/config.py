@@ -33,6 +33,11 @@ class KafkaSettings(BaseSettings):
         kafka_sasl_mechanism: ``SCRAM-SHA-512`` (default), ``SCRAM-SHA-256`` or ``PLAIN``.
         kafka_sasl_username, kafka_sasl_password: the SASL credentials (required with a
             ``SASL_*`` protocol; the password is never logged or shown in a repr).
+        kafka_sasl_password_file: a file whose first line is the password (env
+            ``CRONLOG_KAFKA_SASL_PASSWORD_FILE``), read at start when
+            ``kafka_sasl_password`` is empty: the password then never sits in the process's
+            environment (``/proc/<pid>/environ``), only in a file its user may read
+            (``./ops/up`` and docker-compose pass it so; docs/security.md).
         kafka_ssl_ca_location: CA bundle (PEM path) that signed the brokers' certificates;
             empty: the system's. kafka_ssl_certificate_location and kafka_ssl_key_location:
             the client's own certificate and key for mutual TLS (both or neither).
@@ -81,6 +86,7 @@ class KafkaSettings(BaseSettings):
     kafka_sasl_mechanism: Literal["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"] = "SCRAM-SHA-512"
     kafka_sasl_username: str = ""
     kafka_sasl_password: SecretStr = SecretStr("")
+    kafka_sasl_password_file: str = ""
     kafka_ssl_ca_location: str = ""
     kafka_ssl_certificate_location: str = ""
     kafka_ssl_key_location: str = ""
@@ -94,6 +100,8 @@ class KafkaSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _security_complete(self) -> Self:
+        if self.kafka_sasl_password_file and not self.kafka_sasl_password.get_secret_value():
+            self.kafka_sasl_password = SecretStr(_first_line(self.kafka_sasl_password_file))
         if self.kafka_security_protocol.startswith("SASL_"):
             for name in ("kafka_sasl_username", "kafka_sasl_password"):
                 value = getattr(self, name)
@@ -201,6 +209,22 @@ class KafkaSettings(BaseSettings):
                 **extra,
             }
         )
+
+
+def _first_line(path: str) -> str:
+    """Return the first line of the password file ``path``, without its line end.
+
+    Raises:
+        ValueError: it cannot be read, naming the setting (the message holds no secret).
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.readline().rstrip("\r\n")
+    except OSError as exc:
+        raise ValueError(
+            f"kafka_sasl_password_file (env CRONLOG_KAFKA_SASL_PASSWORD_FILE): cannot read "
+            f"{path}: {exc.strerror}"
+        ) from None
 
 
 def _redact_url(value: str) -> str:
