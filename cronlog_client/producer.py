@@ -30,12 +30,13 @@ from cronlog.ids import (
     run_id_for_trigger,
 )
 from cronlog.model import JobSpec
+from cronlog.tenants import PLATFORM_COMMANDS
 from cronlog.validation import validate_spec
 from cronlog.vocabulary import FailureKind
 from cronlog_client.refs import CommandNotSent, RunRef, Sent, derived_key, new_idem_key
 from topology.kafka.config import KafkaSettings
 from topology.kafka.partitioning import partition_for
-from topology.kafka.topics import Topics
+from topology.kafka.topics import Topics, ingress_topic
 from topology.wire.codec import Codec, DecodeError, default_codec
 
 
@@ -49,12 +50,18 @@ class CommandProducer:
         tenant: the tenant the commands act for (``Envelope.tenant``); the fold refuses a
             command whose tenant does not own the job. Default ``"default"``. Kafka ACLs on
             the commands topic, not this field, decide who may produce (docs/client.md).
+        ingress: produce to the tenant's ingress topic (``<prefix>cronlog.ingress.<tenant>``)
+            instead of ``cronlog.commands``: on a secured cluster only cronlog's own services
+            may write the commands topic, and a tenant's Kafka user may write its ingress
+            topic only; the ingress relay forwards each command whose envelope is the
+            tenant's (docs/security.md, "Who may send as which tenant"). Default False.
         codec: encodes the commands. Default: the shared single-object codec.
         producer_config: extra confluent-kafka producer settings (they override cronlog's,
             except that ``partitioner`` must stay ``murmur2_random``).
 
     Raises:
-        ValueError: ``producer_config`` sets another partitioner.
+        ValueError: ``producer_config`` sets another partitioner, or ``ingress`` with a
+            ``tenant`` that is not a tenant name.
 
     Thread safety: ``send`` may be called from several threads (confluent-kafka's producer is
     thread-safe; each call waits for its own acknowledgement).
@@ -65,12 +72,16 @@ class CommandProducer:
         settings: KafkaSettings | None = None,
         *,
         tenant: str = "default",
+        ingress: bool = False,
         codec: Codec | None = None,
         producer_config: Mapping[str, object] | None = None,
     ) -> None:
         self.settings = settings or KafkaSettings()
         self.topics = Topics.of(self.settings)
         self.tenant = tenant
+        self.ingress = ingress
+        self.topic = ingress_topic(self.settings, tenant) if ingress else self.topics.commands
+        """Where the commands go: the commands topic, or the tenant's ingress topic."""
         self._codec = codec or default_codec()
         conf = self.settings.producer_config(**dict(producer_config or {}))
         if conf["partitioner"] != "murmur2_random":
@@ -106,8 +117,9 @@ class CommandProducer:
             Where the command landed.
 
         Raises:
-            ValueError: an empty job_id, a Tick or a PollTasks, or a command the fold would
-                refuse at decode (a field past its limit, named).
+            ValueError: an empty job_id, a Tick or a PollTasks, a platform command (worker
+                commands, ``UpstreamRunEnded``, ...) with ``ingress``, or a command the fold
+                would refuse at decode (a field past its limit, named).
             EncodeError: a field cannot be written (a naive datetime, ...).
             CommandNotSent: no acknowledgement (re-send with ``idem_key=sent.idem_key``).
 
@@ -118,6 +130,11 @@ class CommandProducer:
         if isinstance(command, cmd.Tick | cmd.PollTasks):
             raise ValueError(
                 f"{type(command).__name__} is not sent with send(); see docs/client.md"
+            )
+        if self.ingress and isinstance(command, PLATFORM_COMMANDS):
+            raise ValueError(
+                f"{type(command).__name__} is a platform command: a tenant's ingress topic "
+                "takes user commands only (the relay would dead-letter it)"
             )
         key = idem_key or derived_key(command) or new_idem_key()
         env = cmd.Envelope(idem_key=key, job_id=job_id, command=command, tenant=self.tenant)
@@ -153,7 +170,7 @@ class CommandProducer:
 
         try:
             self._producer.produce(
-                self.topics.commands,
+                self.topic,
                 key=key,
                 value=value,
                 # -1: librdkafka's RD_KAFKA_PARTITION_UA, the partitioner (murmur2) chooses
@@ -161,7 +178,7 @@ class CommandProducer:
                 on_delivery=on_delivery,
             )
         except (BufferError, KafkaException) as exc:
-            raise CommandNotSent(f"cannot produce to {self.topics.commands}: {exc}") from exc
+            raise CommandNotSent(f"cannot produce to {self.topic}: {exc}") from exc
         self._producer.flush(timeout_s)  # serves the callbacks; returns once ours has run
         if not done.wait(0):
             raise CommandNotSent(f"no acknowledgement from the broker within {timeout_s} s")
@@ -382,6 +399,8 @@ class CommandProducer:
         command = cmd.PollTasks(
             worker_id=worker_id, slots=slots, poll_id=poll_id, lease_token=lease_token
         )
+        if self.ingress:
+            raise ValueError("PollTasks is a platform command: not sent to an ingress topic")
         key = poll_idem_key(worker_id, poll_id)
         env = cmd.Envelope(idem_key=key, job_id="", command=command, tenant=self.tenant)
         p, offset = self._produce(None, self._checked(env), partition, 10.0)

@@ -29,6 +29,7 @@ from services.cli.common import (
     show,
     usage_error,
 )
+from services.cli.secure_cmd import kafka_access, secure
 from services.cli.tenants_cmd import tenants
 from services.logging_setup import configure_logging
 
@@ -52,6 +53,8 @@ workers = typer.Typer(
 app.add_typer(workers, name="workers")
 app.add_typer(tokens_cmd.tokens, name="tokens")
 app.add_typer(tenants, name="tenants")
+tenants.command("kafka-access")(kafka_access)
+app.add_typer(secure, name="secure")
 app.add_typer(history_cmd.history, name="history")
 
 

@@ -87,3 +87,20 @@ def test_a_lease_s_completion_and_release_get_the_worker_s_keys() -> None:
     assert derived_key(done) == "complete:r1:main:3"
     assert derived_key(release) == "release:r1:main:3"
     assert derived_key(cmd.TriggerJob()) is None
+
+
+def test_an_ingress_producer_writes_its_tenants_ingress_topic_and_no_platform_command() -> None:
+    settings = KafkaSettings(bootstrap="127.0.0.1:1", topic_prefix="p.")
+    p = CommandProducer(settings, tenant="billing", ingress=True)
+    try:
+        assert p.topic == "p.cronlog.ingress.billing"
+        assert CommandProducer(settings, tenant="billing").topic == "p.cronlog.commands"
+        claim = cmd.ClaimTask(run_id="r", task="t", attempt=1, worker_id="w")
+        with pytest.raises(ValueError, match="ClaimTask is a platform command"):
+            p.send("job", claim)
+        with pytest.raises(ValueError, match="PollTasks is a platform command"):
+            p.poll(0, worker_id="w", slots=1, poll_id="x")
+    finally:
+        p.close(0)
+    with pytest.raises(ValueError, match="not a tenant name"):
+        CommandProducer(settings, tenant="Bad Name", ingress=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cronlog.tenants import is_tenant_name
 from topology.kafka.config import KafkaSettings
 
 DAY_MS = 24 * 3600 * 1000
@@ -88,6 +89,53 @@ class Topics:
             workers=f"{p}cronlog.workers",
             snapshots=f"{p}cronlog.snapshots",
         )
+
+
+INGRESS = "cronlog.ingress."
+"""The name of a tenant's ingress topic after the prefix, before the tenant
+(``<prefix>cronlog.ingress.<tenant>``; docs/security.md, "Who may send as which tenant")."""
+INGRESS_RETENTION_MS = 7 * DAY_MS
+"""How long an ingress topic keeps a command, milliseconds: the relay forwards it at once."""
+
+
+def ingress_topic(settings: KafkaSettings, tenant: str) -> str:
+    """Return the ingress topic of ``tenant``.
+
+    Raises:
+        ValueError: ``tenant`` is not a tenant name (``cronlog.tenants.TENANT_PATTERN``).
+    """
+    if not is_tenant_name(tenant):
+        raise ValueError(f"{tenant!r} is not a tenant name (a-z 0-9 _ -)")
+    return f"{settings.topic_prefix}{INGRESS}{tenant}"
+
+
+def ingress_pattern(settings: KafkaSettings) -> str:
+    """Return the subscription regex of every ingress topic (librdkafka: a leading ``^``).
+
+    A topic name holds only ``a-z A-Z 0-9 . _ -``, of which only ``.`` means something to a
+    regex outside brackets: it alone is escaped (librdkafka's own regex engine is small).
+    """
+    return "^" + (settings.topic_prefix + INGRESS).replace(".", "\\.") + ".+$"
+
+
+def ingress_tenant(settings: KafkaSettings, topic: str) -> str | None:
+    """Return the tenant whose ingress ``topic`` is, or None when it is not a valid one."""
+    head = settings.topic_prefix + INGRESS
+    tenant = topic[len(head) :] if topic.startswith(head) else ""
+    return tenant if is_tenant_name(tenant) else None
+
+
+def ingress_spec(settings: KafkaSettings, tenant: str) -> TopicSpec:
+    """Return the spec of ``tenant``'s ingress topic.
+
+    The commands' partition count (keyed by ``job_id``, so that one job's commands stay in
+    order), kept ``INGRESS_RETENTION_MS``.
+    """
+    return TopicSpec(
+        ingress_topic(settings, tenant),
+        settings.partitions,
+        {"retention.ms": str(INGRESS_RETENTION_MS), "cleanup.policy": "delete"},
+    )
 
 
 def topic_specs(settings: KafkaSettings) -> list[TopicSpec]:

@@ -1,0 +1,1 @@
+"""The ingress relay: tenants' ingress topics in, checked commands out to cronlog.commands."""
