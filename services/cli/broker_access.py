@@ -109,11 +109,38 @@ def service_env(password_file: Path, user: str = SERVICE_USER) -> dict[str, str]
     }
 
 
+LOCAL_SERVICE_PASSWORD = (
+    Path(__file__).resolve().parents[2] / "state" / "kafka" / "cronlog.password"
+)
+"""Where ``cronlog up`` keeps the services' password (the checkout's ``state/kafka/``)."""
+
+
+def use_local_credentials() -> bool:
+    """Let this CLI process reach ``cronlog up``'s secure broker as the services do.
+
+    When neither ``KAFKA_BOOTSTRAP`` nor ``CRONLOG_KAFKA_SECURITY_PROTOCOL`` is set and
+    ``LOCAL_SERVICE_PASSWORD`` exists, sets the services' variables (``service_env``) in this
+    process's environment, like the CLI reads ``state/api-token`` by itself (``cronlog
+    replay``, ``cronlog snapshot``). Returns whether it did.
+    """
+    if os.environ.get("KAFKA_BOOTSTRAP") or os.environ.get("CRONLOG_KAFKA_SECURITY_PROTOCOL"):
+        return False
+    if not LOCAL_SERVICE_PASSWORD.exists():
+        return False
+    os.environ.update(service_env(LOCAL_SERVICE_PASSWORD))
+    return True
+
+
 def _acl(
     kind: ResourceType, name: str, pattern: ResourcePatternType, user: str, op: AclOperation
 ) -> AclBinding:
     """An ALLOW of ``op`` on ``kind`` ``name`` for ``User:<user>`` from any host."""
     return AclBinding(kind, name, pattern, f"User:{user}", "*", op, AclPermissionType.ALLOW)
+
+
+def _admin(conf: KafkaSettings) -> AdminClient:
+    # librdkafka's own lines at warning and worse: ``up``'s terminal is for people
+    return AdminClient({**conf.admin_config(), "log_level": 4})
 
 
 def _upsert_user(admin: AdminClient, user: str, password: str) -> None:
@@ -132,7 +159,8 @@ def grant_service(admin_conf: KafkaSettings, password: str, user: str = SERVICE_
     """Make (or re-key) the services' SCRAM user and give it the deployment's prefixed ACLs.
 
     ``ALL`` on the topics, consumer groups and transactional ids starting with the topic
-    prefix (docs/security.md, "The ACLs cronlog needs"): nothing outside the deployment.
+    prefix, or with ``cronlog`` when there is none (docs/security.md, "The ACLs cronlog
+    needs"): nothing outside the deployment.
 
     Args:
         admin_conf: settings authenticated as the administrator (``admin_settings``).
@@ -144,10 +172,12 @@ def grant_service(admin_conf: KafkaSettings, password: str, user: str = SERVICE_
 
     Idempotency: re-running it changes nothing but the password's salt.
     """
-    prefix = admin_conf.topic_prefix
+    # Kafka refuses an empty PREFIXED name; without a topic prefix every name cronlog uses
+    # starts with "cronlog" (cronlog.commands, cronlog-scheduler, cronlog-workers, ...)
+    prefix = admin_conf.topic_prefix or "cronlog"
     kinds = (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.TRANSACTIONAL_ID)
     acls = [_acl(k, prefix, ResourcePatternType.PREFIXED, user, AclOperation.ALL) for k in kinds]
-    admin = AdminClient(admin_conf.admin_config())
+    admin = _admin(admin_conf)
     try:
         _upsert_user(admin, user, password)
         _create_acls(admin, acls)
@@ -184,7 +214,7 @@ def grant_tenant(admin_conf: KafkaSettings, tenant: str, user: str, password: st
         ),
     ]
     create_ingress_topic(admin_conf, tenant)
-    admin = AdminClient(admin_conf.admin_config())
+    admin = _admin(admin_conf)
     try:
         _upsert_user(admin, user, password)
         _create_acls(admin, acls)
@@ -204,7 +234,7 @@ def create_ingress_topic(admin_conf: KafkaSettings, tenant: str) -> str:
         ValueError: ``tenant`` is not a tenant name.
     """
     spec = ingress_spec(admin_conf, tenant)
-    admin = AdminClient(admin_conf.admin_config())
+    admin = _admin(admin_conf)
     topic = NewTopic(spec.name, spec.partitions, config=spec.config)
     for future in admin.create_topics([topic]).values():
         try:

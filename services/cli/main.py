@@ -371,7 +371,12 @@ def up(
         ),
     ] = None,
 ) -> None:
-    """Start broker (unless KAFKA_BOOTSTRAP), scheduler, worker and API; show runs live."""
+    """Start broker (unless KAFKA_BOOTSTRAP), scheduler, worker, API and relays; show runs live.
+
+    Isolated by default: the local broker authenticates every client (CRONLOG_KAFKA_SECURE=0:
+    off), a root worker's tasks run as an unprivileged user in private directories
+    (CRONLOG_TASK_ISOLATION=off: off), state/ is 0700; the start lines say what is on.
+    """
     from services.cli.up import run_up  # heavy imports (Kafka admin) only when needed
 
     raise typer.Exit(run_up(examples=examples, duration_s=duration, api_url=api))

@@ -155,6 +155,7 @@ def replay(
 
     What --verify may legitimately find different: docs/architecture.md, "Replay".
     """
+    from services.cli.broker_access import use_local_credentials
     from services.cli.replay import ReplayOptions, run_replay
     from topology.kafka.config import KafkaSettings
 
@@ -185,6 +186,7 @@ def replay(
     try:
         with Progress(*columns, console=err, transient=True) as bar:
             task = bar.add_task("replay", total=None)
+            use_local_credentials()
             report = run_replay(
                 KafkaSettings(),
                 opts,

@@ -37,11 +37,13 @@ def snapshot(
 
     KAFKA_BOOTSTRAP and CRONLOG_TOPIC_PREFIX select the cluster.
     """
+    from services.cli.broker_access import use_local_credentials
     from services.snapshotter.__main__ import main as run_service
     from services.snapshotter.take import SnapshotterError, take_snapshot
     from topology.kafka.config import KafkaSettings
     from topology.kafka.log_reader import LogReadError
 
+    use_local_credentials()
     if every is not None:
         import os
 

@@ -1,4 +1,5 @@
-"""``cronlog up``: broker (unless KAFKA_BOOTSTRAP), topics, scheduler, worker, API, snapshotter.
+"""``cronlog up``: broker (unless KAFKA_BOOTSTRAP), topics, scheduler, worker, API, snapshotter,
+ingress relay; isolated by default (``services/cli/up_access.py``).
 
 Everything it starts it stops on exit (Ctrl-C, SIGTERM or ``--duration``): the services with
 SIGTERM, then SIGKILL after a grace period; the broker only if this command started it. A service
@@ -26,15 +27,14 @@ from rich.text import Text
 
 from cronlog.errors import CronlogError
 from services.api.settings import ApiSettings
-from services.cli import render, watch
+from services.cli import broker_access, render, up_access, watch
 from services.cli.client import ApiClient, ApiError, load_job_file
 from services.cli.tokens_cmd import local_admin_token
 from services.logging_setup import configure_logging
 from topology.kafka.bootstrap import ensure_topics
-from topology.kafka.config import KafkaSettings
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVICES = ("scheduler", "worker", "api", "snapshotter")
+SERVICES = ("scheduler", "worker", "api", "snapshotter", "ingress")
 READY_TIMEOUT_S = 120.0
 STOP_GRACE_S = 20.0
 """Seconds the services get between SIGTERM and SIGKILL (the worker drains its slots)."""
@@ -146,36 +146,22 @@ def _ops_kafka(action: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _start_broker() -> tuple[str, bool]:
-    """Return ``(bootstrap, started_here)``: reuse a running local broker, else start one."""
-    status = _ops_kafka("status", capture_output=True)
-    if status.returncode == 0 and status.stdout.strip():
-        return status.stdout.strip().splitlines()[-1], False
-    console.print(
-        "starting the local Kafka broker (ops/kafka start; the first start downloads the jars) …"
-    )
-    started = _ops_kafka("start", stdout=subprocess.PIPE)
-    lines = started.stdout.strip().splitlines()
-    if started.returncode != 0 or not lines:
-        raise CronlogError(f"ops/kafka start failed (exit {started.returncode})")
-    return lines[-1], True
-
-
-METRICS_PORTS = {"scheduler": 9464, "worker": 9465}
-"""The scheduler's and worker's default ``CRONLOG_METRICS_PORT``."""
+METRICS_PORTS = {"scheduler": 9464, "worker": 9465, "ingress": 9466}
+"""The scheduler's, worker's and ingress relay's default ``CRONLOG_METRICS_PORT``."""
 
 
 def _metrics_ports(env: dict[str, str]) -> dict[str, int]:
     """Each service's metrics port (a taken port would end the service: exit 70).
 
-    ``CRONLOG_METRICS_PORT`` N > 0: the scheduler N, the worker N + 1; 0 (a free port each) or
+    ``CRONLOG_METRICS_PORT`` N > 0: the scheduler N, the worker N + 1, the ingress relay N + 2;
+    0 (a free port each) or
     -1 (off): left to the services ({} returned). Unset: the defaults when free, else a free
     port each (another ``up`` on this machine has the defaults).
     """
     given = env.get("CRONLOG_METRICS_PORT", "").strip()
     if given:
         base = int(given) if given.lstrip("-").isdigit() else 0
-        return {"scheduler": base, "worker": base + 1} if base > 0 else {}
+        return {n: base + i for i, n in enumerate(METRICS_PORTS)} if base > 0 else {}
     ports: dict[str, int] = {}
     for name, port in METRICS_PORTS.items():
         with socket.socket() as s:
@@ -187,13 +173,19 @@ def _metrics_ports(env: dict[str, str]) -> dict[str, int]:
     return ports
 
 
+def home() -> Path:
+    """Return the directory of ``state/`` and ``.cache/logs``: ``CRONLOG_UP_HOME``, else the
+    checkout. The services run there (their default state dirs are ``state/…``)."""
+    return Path(os.environ.get("CRONLOG_UP_HOME") or ROOT).resolve()
+
+
 def _spawn(name: str, env: dict[str, str], logs: Path, *, append: bool = False) -> Service:
     log_path = logs / f"{name}.log"
     log_file = log_path.open("ab" if append else "wb")
     # argv is fixed (this interpreter, a module of ours); own session: Ctrl-C reaches only us.
     proc = subprocess.Popen(  # noqa: S603
         [sys.executable, "-m", f"services.{name}"],
-        cwd=ROOT,
+        cwd=logs.parent.parent,
         env=env,
         stdout=log_file,
         stderr=subprocess.STDOUT,
@@ -243,6 +235,15 @@ def _show_live(client: ApiClient, supervisor: Supervisor, duration_s: float | No
     )
 
 
+def _say_isolation(access: up_access.BrokerAccess) -> None:
+    """Print what isolation is on (and, in yellow, what is off)."""
+    broker_ok = access.secure
+    tasks_ok, tasks = up_access.task_summary()
+    for ok, line in ((broker_ok, access.summary), (tasks_ok, tasks)):
+        style = "green" if ok else "yellow"
+        console.print(f"[{style}]isolation[/{style}] {line}", highlight=False)
+
+
 def _stop(services: list[Service], grace_s: float) -> None:
     for s in reversed(services):  # api, worker, then scheduler
         if s.proc.poll() is None:
@@ -281,8 +282,9 @@ def run_up(examples: bool, duration_s: float | None, api_url: str | None) -> int
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     services: list[Service] = []
     broker_started, status = False, 0
-    logs = ROOT / ".cache" / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
+    top = home()
+    up_access.lock_down(top)  # state/ and .cache/logs: the services' user's alone
+    logs = top / ".cache" / "logs"
     # this process's own log lines (the topic bootstrap's: one broker, no redundancy) go to a
     # file like the services' lines: the terminal shows only the text written for people.
     # Warnings and worse unless CRONLOG_LOG_LEVEL says otherwise (httpx logs every request
@@ -290,22 +292,28 @@ def run_up(examples: bool, duration_s: float | None, api_url: str | None) -> int
     up_log = (logs / "up.log").open("a", encoding="utf-8")
     configure_logging("up", stream=up_log, default_level="warning", uncaught=False)
     try:
-        bootstrap = os.environ.get("KAFKA_BOOTSTRAP")
-        if not bootstrap:
-            bootstrap, broker_started = _start_broker()
-        os.environ["KAFKA_BOOTSTRAP"] = bootstrap
-        created = ensure_topics(KafkaSettings())
-        console.print(f"Kafka at {bootstrap}; topics created: {', '.join(created) or 'none'}")
-        (ROOT / "state").mkdir(exist_ok=True)  # the services' default state dirs live here
-        token = local_admin_token(ROOT / "state")
+        access = up_access.broker_access(top, _ops_kafka, console.print)
+        broker_started = access.started_here
+        os.environ["KAFKA_BOOTSTRAP"] = access.bootstrap
+        created = ensure_topics(access.admin)
+        if access.secure:
+            broker_access.grant_service(access.admin, access.service_password)
+        console.print(
+            f"Kafka at {access.bootstrap}; topics created: {', '.join(created) or 'none'}"
+        )
+        _say_isolation(access)
+        token = local_admin_token(top / "state")
         console.print(
             f"API token (tenant default, admin): {token}\n"
             "  the CLI reads it from state/api-token; other tools send it as "
             "'Authorization: Bearer …' (docs/tenants.md)",
             highlight=False,
         )
-        env = dict(os.environ)
-        env.setdefault("CRONLOG_API_TOKENS_FILE", str(ROOT / "state" / "api-tokens.json"))
+        env = {**os.environ, **access.service_env}
+        # the services run in `top`; their python tasks' modules (tests.unit.tasks_for_tests
+        # by default) are the checkout's
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+        env.setdefault("CRONLOG_API_TOKENS_FILE", str(top / "state" / "api-tokens.json"))
         # A stable static-membership id: a restarted `up` takes over the previous scheduler's
         # group membership at once instead of waiting out its session timeout.
         env.setdefault("CRONLOG_INSTANCE_ID", "local-scheduler")

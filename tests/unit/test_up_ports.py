@@ -14,16 +14,17 @@ def test_free_defaults_are_used_and_a_taken_one_is_replaced_by_a_free_port() -> 
         with contextlib.suppress(OSError):  # taken by something else already: the same case
             held.bind(("127.0.0.1", METRICS_PORTS["scheduler"]))
         ports = _metrics_ports({})
-    assert set(ports) == {"scheduler", "worker"}
+    assert set(ports) == {"scheduler", "worker", "ingress"}
     assert ports["scheduler"] != METRICS_PORTS["scheduler"]
-    assert ports["scheduler"] > 0 and ports["worker"] > 0
-    assert ports["scheduler"] != ports["worker"]
+    assert all(p > 0 for p in ports.values())
+    assert len(set(ports.values())) == 3
 
 
-def test_an_explicit_port_is_the_schedulers_and_the_next_one_the_workers() -> None:
+def test_an_explicit_port_is_the_schedulers_and_the_next_ones_the_worker_and_relay() -> None:
     assert _metrics_ports({"CRONLOG_METRICS_PORT": "19464"}) == {
         "scheduler": 19464,
         "worker": 19465,
+        "ingress": 19466,
     }
     assert _metrics_ports({"CRONLOG_METRICS_PORT": "0"}) == {}  # a free one each
     assert _metrics_ports({"CRONLOG_METRICS_PORT": "-1"}) == {}  # off
