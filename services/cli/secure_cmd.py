@@ -6,6 +6,7 @@ docs/security.md, "The default set-up".
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -51,6 +52,11 @@ def init(
     settings files (rendered again from the password).
     """
     owner = _owner(broker_owner)
+    for directory, own in ((broker_dir, owner), (service_dir, None)):
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        directory.chmod(0o700)  # a volume's root comes 0755
+        if own is not None:
+            os.chown(directory, *own)
     admin = access.ensure_password(broker_dir / "admin.password", owner)
     access.write_private(
         broker_dir / "server.properties",
