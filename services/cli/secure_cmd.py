@@ -13,9 +13,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from services.cli import broker_access as access
-from topology.kafka.bootstrap import ensure_topics_retrying
-from topology.kafka.config import KafkaSettings
+# broker_access (confluent-kafka) and the settings (pydantic) are imported by the commands
+# that use them: ``cronlog --help`` stays light (tests/unit/test_cli_client.py).
 
 console = Console(stderr=True)
 secure = typer.Typer(
@@ -51,6 +50,8 @@ def init(
     ``SERVICE_DIR``: ``cronlog.password``. Nothing is replaced once made, but the two
     settings files (rendered again from the password).
     """
+    from services.cli import broker_access as access
+
     owner = _owner(broker_owner)
     for directory, own in ((broker_dir, owner), (service_dir, None)):
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -74,11 +75,15 @@ def init(
 def grant(
     admin_password_file: Annotated[Path, typer.Option(exists=True, dir_okay=False)],
     service_password_file: Annotated[Path, typer.Option(exists=True, dir_okay=False)],
-    user: Annotated[str, typer.Option(help="the services' user")] = access.SERVICE_USER,
+    user: Annotated[str, typer.Option(help="the services' user")] = "cronlog",
 ) -> None:
     """As the broker's admin: create cronlog's topics, then the services' SCRAM user with the
     deployment's prefixed ACLs (cluster and prefix from ``KAFKA_BOOTSTRAP`` and
     ``CRONLOG_TOPIC_PREFIX``)."""
+    from services.cli import broker_access as access
+    from topology.kafka.bootstrap import ensure_topics_retrying
+    from topology.kafka.config import KafkaSettings
+
     admin = access.admin_settings(KafkaSettings(), _first_line(admin_password_file))
     ensure_topics_retrying(admin)
     access.grant_service(admin, _first_line(service_password_file), user)
@@ -103,6 +108,9 @@ def kafka_access(
     relay, which refuses any that is not the tenant's: ``CommandProducer(tenant=TENANT,
     ingress=True)`` (docs/client.md). Again for the same user: a new password.
     """
+    from services.cli import broker_access as access
+    from topology.kafka.config import KafkaSettings
+
     name = user or f"tenant-{tenant}"
     password = access.new_password()
     try:

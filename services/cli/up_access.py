@@ -147,8 +147,11 @@ def start_broker(
 def task_summary() -> tuple[bool, str]:
     """Return (isolated, the start line about the worker's tasks), from the settings the
     worker will read (``CRONLOG_TASK_*``): ``services/worker/sandbox.py``'s own line."""
-    settings = WorkerSettings()
-    reach = settings.reach()
+    try:
+        settings = WorkerSettings()
+        reach = settings.reach()
+    except ValueError as exc:  # the worker will refuse to start, naming the setting
+        return False, f"the worker's task settings are refused: {exc}"
     _level, message, fields = isolation_line(
         settings.task_isolation, reach.user, reach.dirs, os.geteuid()
     )

@@ -12,6 +12,8 @@ A's job must come out of all of it untouched.
 from __future__ import annotations
 
 import json
+import os
+import random
 import sys
 import sysconfig
 from dataclasses import dataclass
@@ -28,11 +30,34 @@ from cronlog.vocabulary import RejectReason
 from cronlog_client import CommandProducer
 from services.api.access.auth import Role, add_token
 from services.cli.broker_access import grant_tenant, new_password
+from tests.chaos.harness import _port_free
 from tests.integration.harness import DeadLetterLog, EventLog
 from tests.integration.helpers import wait_for
 from topology.kafka.config import KafkaSettings
 from topology.kafka.topics import Topics, ingress_topic
 from topology.wire.codec import DeadLetter, encode_command
+
+
+def free_port_pair() -> int:
+    """A port P with P and P + 1 free, below Linux's ephemeral range (32768-60999)."""
+    rng = random.Random()  # noqa: S311 (a port number, not a secret)
+    return next(
+        p
+        for p in (rng.randrange(21000, 29000, 2) for _ in range(200))
+        if _port_free(p) and _port_free(p + 1)
+    )
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without any cronlog or broker setting (the suite's own),
+    then ``extra``: what a fresh shell running ``./ops/up`` has."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("CRONLOG_") and k != "KAFKA_BOOTSTRAP"
+    }
+    return {**env, **extra}
+
 
 PROBE = Path(__file__).with_name("isolation_probe.py")
 JOB_A = "a-nightly"

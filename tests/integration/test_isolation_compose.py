@@ -33,8 +33,12 @@ from services.cli.broker_access import admin_settings
 from services.worker.sandbox import default_task_user
 from tests.integration.harness import ROOT
 from tests.integration.helpers import wait_for
-from tests.integration.isolation_checks import Deployment, check_isolation
-from tests.integration.test_isolation_default import clean_env, free_port_pair
+from tests.integration.isolation_checks import (
+    Deployment,
+    check_isolation,
+    clean_env,
+    free_port_pair,
+)
 from topology.kafka.config import KafkaSettings
 
 pytestmark = [

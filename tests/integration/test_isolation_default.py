@@ -12,7 +12,6 @@ moved (``CRONLOG_KAFKA_PORT``, ``CRONLOG_KAFKA_HOME``, ``CRONLOG_API_PORT``,
 from __future__ import annotations
 
 import os
-import random
 import shutil
 import signal
 import subprocess
@@ -27,10 +26,14 @@ import pytest
 
 from services.cli.broker_access import admin_settings, service_env
 from services.worker.sandbox import default_task_user
-from tests.chaos.harness import _port_free
 from tests.integration.harness import ROOT
 from tests.integration.helpers import wait_for
-from tests.integration.isolation_checks import Deployment, check_isolation
+from tests.integration.isolation_checks import (
+    Deployment,
+    check_isolation,
+    clean_env,
+    free_port_pair,
+)
 from topology.kafka.config import KafkaSettings
 
 pytestmark = [
@@ -39,27 +42,6 @@ pytestmark = [
     pytest.mark.timeout(900),
     pytest.mark.skipif(os.geteuid() != 0, reason="tasks run as another user under a root worker"),
 ]
-
-
-def free_port_pair() -> int:
-    """A port P with P and P + 1 free, below Linux's ephemeral range (32768-60999)."""
-    rng = random.Random()  # noqa: S311 (a port number, not a secret)
-    return next(
-        p
-        for p in (rng.randrange(21000, 29000, 2) for _ in range(200))
-        if _port_free(p) and _port_free(p + 1)
-    )
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """This process's environment without any cronlog or broker setting (the suite's own),
-    then ``extra``: what a fresh shell running ``./ops/up`` has."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("CRONLOG_") and k != "KAFKA_BOOTSTRAP"
-    }
-    return {**env, **extra}
 
 
 @dataclass
