@@ -13,7 +13,7 @@ from confluent_kafka import Producer
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.vocabulary import RejectReason
 from cronlog_client import CommandProducer
 from services.cli.broker_access import create_ingress_topic
@@ -22,7 +22,7 @@ from tests.integration.helpers import wait_for
 from topology.wire.codec import DeadLetter, encode_command
 
 pytestmark = pytest.mark.broker
-SPEC = JobSpec(name="j", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
+SPEC = JobSpec(name="j", schedule=Schedule(ScheduleKind.MANUAL), task_specs=main_task(("true",)))
 
 
 def _envelope(job_id: str, command: cmd.Command, tenant: str, key: str) -> bytes:

@@ -8,13 +8,15 @@ from dataclasses import replace
 import pytest
 
 from cronlog import commands as cmd
-from cronlog.model import JobSpec, Schedule, ScheduleKind
+from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.tenants import PLATFORM_COMMANDS
 from services.ingress.check import refusal
 from topology.kafka.config import KafkaSettings
 from topology.kafka.topics import ingress_pattern, ingress_tenant, ingress_topic
 
-SPEC = JobSpec(name="b", schedule=Schedule(ScheduleKind.MANUAL), command=("true",), tenant="team-b")
+SPEC = JobSpec(
+    name="b", schedule=Schedule(ScheduleKind.MANUAL), task_specs=main_task(("true",)), tenant="team-b"
+)
 
 
 def _env(command: cmd.Command, tenant: str = "team-b") -> cmd.Envelope:

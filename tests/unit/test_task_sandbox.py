@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskKind
+from cronlog.model import TaskKind, TaskSpec
 from services.worker.execute import Outcome
 from services.worker.kinds import PythonPool, execution_for
 from services.worker.reach import Reach
@@ -27,7 +27,7 @@ from services.worker.sandbox import (
 from services.worker.settings import WorkerSettings
 
 CONTEXT = {"CRONLOG_RUN_ID": "r1", "CRONLOG_ATTEMPT": "1", "CRONLOG_EPOCH": "1"}
-BASE = JobSpec(name="sandbox", schedule=Schedule(ScheduleKind.MANUAL), command=("true",))
+BASE = TaskSpec("main", ("true",))
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="another user's tasks need a root worker")
 
 
