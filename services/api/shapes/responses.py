@@ -263,7 +263,13 @@ class RunOut(BaseModel):
         cancel_reason: why it was cancelled: ``overlap``, ``user`` or ``job_deleted``.
         trigger: ``schedule``, ``catchup``, ``manual``, ``backfill`` or ``replay``.
         attempt / epoch / claimed_by / lease_expires_at: the current attempt and its lease.
-        exit_code / failure_kind / output_tail: outcome of the latest finished attempt.
+        decided_by / exit_code / failure_kind / output_tail: the task the summary names and
+            its outcome: while active, the latest finished attempt's; once failed, the task
+            whose failure failed the run (the first ``failed`` in task order; with none, the
+            first ``cancelled``), not a cleanup that ran after it
+            (``services/api/readmodel/run_outcome.py``).
+        ready_at / claimed_at / started_at: those of the run's first task (finished_at: the
+            run's end).
         trigger_lag_s: seconds from scheduled_for to the first attempt's start (its claim
             until the worker reports the start).
         attempts: every attempt, oldest first.
@@ -285,6 +291,7 @@ class RunOut(BaseModel):
     exit_code: int | None
     failure_kind: str | None
     output_tail: str
+    decided_by: str | None = None
     created_at: str
     ready_at: str | None
     claimed_at: str | None
