@@ -113,7 +113,9 @@ class JobOut(BaseModel):
 
     Attributes:
         tenant: the team that owns the job.
-        status: ``active``, ``paused`` or ``deleted`` (a deleted job's history stays).
+        status: ``active``, ``paused``, ``deleted`` (a deleted job's history stays) or
+            ``done``: active, but its schedule fires no more (a ``once`` job that fired, a
+            job whose ``max_runs`` are spent) and its last run ended.
         next_run_at: the next tick that will fire, null when none will (paused, deleted,
             manual, or a once job that fired).
         created_at / updated_at / deleted_at: instants of the last registration, last
@@ -133,7 +135,7 @@ class JobOut(BaseModel):
     grace_s: Number
     lease_ttl_s: Number
     retry_policy: RetryPolicyOut
-    status: Literal["active", "paused", "deleted"]
+    status: Literal["active", "paused", "deleted", "done"]
     next_run_at: str | None
     created_at: str
     updated_at: str | None
