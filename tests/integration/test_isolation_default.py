@@ -140,6 +140,9 @@ def test_under_ops_up_defaults_a_task_of_tenant_b_cannot_touch_tenant_a(
         )
         assert scraped.status_code == 200 and "cronlog_run_events_total" in scraped.text
         assert oct(state.stat().st_mode & 0o777) == "0o700"
+        # issue 24, item 6: what up printed for people holds no log line (logfmt, librdkafka)
+        logs = [ln for ln in up.lines if ln.startswith(("ts=", "%")) or "level=" in ln]
+        assert logs == [], logs
     finally:
         rc = up.stop()
     assert rc == 0, "\n".join(up.lines[-40:])
