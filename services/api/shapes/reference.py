@@ -35,6 +35,14 @@ MODELS: tuple[type[BaseModel], ...] = (
     definition.ExclusionIn,
 )
 """The models of a job file, in the order the reference lists their fields."""
+SECTIONS = {
+    "ScheduleIn": ("schedule", "schedule"),
+    "RetryPolicyIn": ("retry_policy", "retry_policy"),
+    "TaskIn": ("tasks[]", "tasks"),
+    "HttpTaskIn": ("http", "http"),
+    "ExclusionIn": ("schedule.exclusions[]", "scheduleexclusions"),
+}
+"""Each nested model's heading in the reference (where it sits in a job file) and its anchor."""
 RUN_IN_S = {
     "anyOf": [{"type": "number", "minimum": 0}, {"type": "null"}],
     "default": None,
@@ -100,8 +108,8 @@ def schema() -> dict[str, Any]:
 def _type(node: dict[str, Any]) -> str:
     """A property's type as a reader says it: ``string``, ``list of TaskIn``, ``one of: …``."""
     if "$ref" in node:
-        name = str(node["$ref"]).rsplit("/", 1)[1]
-        return f"[{name}](#{name.lower()})"
+        heading, anchor = SECTIONS[str(node["$ref"]).rsplit("/", 1)[1]]
+        return f"[`{heading}`](#{anchor})"
     if "enum" in node:
         return "one of " + ", ".join(f"`{v}`" for v in node["enum"])
     if "const" in node:
@@ -132,7 +140,7 @@ def _fields(name: str, node: dict[str, Any]) -> list[str]:
     required = set(node.get("required", []))
     lines = [f"### `{name}`", "", node["description"], "", "| field | type | default | meaning |"]
     lines.append("|---|---|---|---|")
-    first = [f for f in ("job_id", "tenant") if f in node["properties"]]
+    first = ["job_id", "tenant"] if name == "job" else []
     for field in [*first, *(f for f in node["properties"] if f not in first)]:
         prop = node["properties"][field]
         text = str(prop.get("description", "")).replace("|", "\\|")
@@ -167,8 +175,8 @@ def markdown(schema_: dict[str, Any]) -> str:
         lines += [f"### {ex.title}", "", ex.text, "", "```yaml", ex.yaml.rstrip("\n"), "```", ""]
     lines += ["## Every field", ""]
     lines += _fields("job", schema_)
-    for name in ("ScheduleIn", "RetryPolicyIn", "TaskIn", "HttpTaskIn", "ExclusionIn"):
-        lines += _fields(name, schema_["$defs"][name])
+    for name, (heading, _anchor) in SECTIONS.items():
+        lines += _fields(heading, schema_["$defs"][name])
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
