@@ -186,6 +186,17 @@ def run_table(run: dict[str, Any]) -> Table:
     return table
 
 
+def _ran(ti: dict[str, Any]) -> bool:
+    """True if a task instance ever ran: only then has it an attempt to show (the console's
+    ``graph.ran``; kept here too so the CLI imports nothing of the API's)."""
+    return bool(
+        ti.get("claimed_at")
+        or ti.get("started_at")
+        or ti.get("state") in ("running", "retrying")
+        or int(ti.get("attempt") or 1) > 1
+    )
+
+
 def _duration(ti: dict[str, Any]) -> str:
     if not ti.get("started_at") or not ti.get("finished_at"):
         return "-"
@@ -228,7 +239,7 @@ def tasks_table(run: dict[str, Any], job_tasks: list[dict[str, Any]]) -> Table:
             "  " * depth.get(name, 0) + name,
             ", ".join(deps.get(name, [])) or "-",
             styled(ti["state"]),
-            str(ti["attempt"]),
+            str(ti["attempt"]) if _ran(ti) else "-",
             _or_dash(ti.get("worker_id")),
             _duration(ti),
         )

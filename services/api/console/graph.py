@@ -173,7 +173,7 @@ def ran(ti: Mapping[str, Any]) -> bool:
     return bool(
         ti.get("claimed_at")
         or ti.get("started_at")
-        or ti.get("state") == "retrying"
+        or ti.get("state") in ("running", "retrying")
         or int(ti.get("attempt") or 1) > 1
     )
 
