@@ -90,12 +90,18 @@ class FoldRuntime:
     Args:
         settings: the scheduler's settings.
         faults: crash points for the tests of invariant 6 (off unless configured).
+        stop: SIGTERM's event (default a new one): ends the loop and any retry wait.
 
     Thread safety: ``run`` is the only thread that touches the consumer, the transactional
     producer, the stores and the due index; ``owned`` is read by the ticker under ``lock``.
     """
 
-    def __init__(self, settings: SchedulerSettings, faults: CrashPoints | None = None) -> None:
+    def __init__(
+        self,
+        settings: SchedulerSettings,
+        faults: CrashPoints | None = None,
+        stop: threading.Event | None = None,
+    ) -> None:
         self.settings = settings
         self.topics = Topics.of(settings)
         self.n = settings.partitions
@@ -113,7 +119,7 @@ class FoldRuntime:
         """partition -> how many times it was revoked (or lost): a batch whose partition was
         revoked since it was read is not sought back (``_retry``)."""
         self.lock = threading.Lock()
-        self.stop = threading.Event()
+        self.stop = stop or threading.Event()
         self.stats = FoldStats(settings.fold_stats_s)
         self.lag = metrics.ConsumerLag(self.topics.commands)
         self.cache = StateCache(settings.state_cache)
@@ -362,20 +368,22 @@ class FoldRuntime:
         store = PartitionStore(path, self.settings.rocksdb_write_buffer_mb)
         self.faults.reached("during_restore")
         changelog = self.topics.job_table_changelog
-        if not last_write_committed(self.restorer, changelog, p, store.changelog_offset()):
+        if not last_write_committed(
+            self.restorer, changelog, p, store.changelog_offset(), stop=self.stop
+        ):
             log.warning(
                 "the store's last changelog record is not committed (an aborted "
                 "transaction); rebuilt from the changelog",
                 extra={"action": "store_ahead", "partition": p, "offset": store.changelog_offset()},
             )
             store = self._wiped(store, path)
-        done = restore(self.restorer, changelog, p, store)
+        done = restore(self.restorer, changelog, p, store, self.stop)
         if store.changelog_offset() >= done.end:  # the store is ahead: not this changelog's
             log.warning(
                 "rebuilt from the changelog", extra={"action": "store_ahead", "partition": p}
             )
             store = self._wiped(store, path)
-            done = restore(self.restorer, changelog, p, store)
+            done = restore(self.restorer, changelog, p, store, self.stop)
         store.index_ready(ready_ms)  # once, for a store written before the ready index
         self.stores[p] = store
         jobs = self.due.add_partition(p, store.deadlines())
