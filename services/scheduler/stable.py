@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from services.scheduler.transaction import Fenced
+from services.scheduler.membership import ConsumerFenced
 from topology.kafka.retrying import is_fatal, is_transient
 
 log = logging.getLogger("cronlog.scheduler")
@@ -79,7 +79,7 @@ class StableGate:
         """Return whether ``partition``'s committed offset is stable (ask at most every RETRY_S).
 
         Raises:
-            Fenced: the consumer failed fatally (the process must end).
+            ConsumerFenced: the consumer failed fatally (a new one rejoins).
             KafkaException: an error that is neither transient nor fatal (e.g. authorization).
         """
         now = self.clock()
@@ -92,7 +92,7 @@ class StableGate:
         except KafkaException as exc:
             err = exc.args[0]
             if is_fatal(err):
-                raise Fenced(f"consumer: {err}") from exc
+                raise ConsumerFenced(f"consumer: {err}") from exc
         if err is not None:
             if not is_transient(err):
                 raise KafkaException(err)
