@@ -23,6 +23,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from services.scheduler import metrics
 from services.scheduler.faults import CrashPoints
 from services.scheduler.fold_stats import FoldStats
+from services.scheduler.held import HeldReport
 from services.scheduler.membership import ConsumerFenced, Rejoins, fold_consumer_config
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.stable import StableGate
@@ -101,7 +102,13 @@ class FoldRuntime:
             settings.consumer_config(f"{self.topics.scheduler_app}-restore", **RESTORE_CONSUMER)
         )
         self.watchdog = Watchdog("fold")
-        self.stable = StableGate(self.consumer, self.topics.commands)
+        held = HeldReport(settings, self.topics.scheduler_app, self.topics.commands)
+        self.stable = StableGate(
+            self.consumer,
+            self.topics.commands,
+            on_long_wait=held.report,
+            long_wait_s=settings.unstable_report_s,
+        )
         self.tick_gate = TickGate()
         """Shared with the ticker: a partition's next tick waits until its last is folded."""
         self.txn = BatchTransactions(settings, self.consumer, self.faults, self.stop, self.watchdog)

@@ -47,6 +47,7 @@ class _Wait:
     since: float
     next_try: float
     logged: float
+    reported: bool = False
 
 
 class StableGate:
@@ -56,16 +57,28 @@ class StableGate:
         consumer: the fold's group consumer (``read_committed``).
         topic: the commands topic.
         clock: monotonic seconds (a parameter for the tests).
+        on_long_wait: called once per wait, with (partition, seconds waited), when a wait
+            passes ``long_wait_s`` (``services/scheduler/held.py`` names who holds it); must
+            not block.
+        long_wait_s: when ``on_long_wait`` is called, seconds; 0: never.
 
     Thread safety: the fold thread only.
     """
 
     def __init__(
-        self, consumer: Consumer, topic: str, clock: Callable[[], float] = time.monotonic
+        self,
+        consumer: Consumer,
+        topic: str,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        on_long_wait: Callable[[int, float], None] | None = None,
+        long_wait_s: float = 0.0,
     ) -> None:
         self.consumer = consumer
         self.topic = topic
         self.clock = clock
+        self.on_long_wait = on_long_wait
+        self.long_wait_s = long_wait_s
         self.waits: dict[int, _Wait] = {}
         self.offsets: dict[int, int] = {}
         """partition -> its stable committed offset (negative: none), once ``stable``."""
@@ -139,4 +152,12 @@ class StableGate:
                     "error": error,
                 },
             )
+        if (
+            self.on_long_wait is not None
+            and self.long_wait_s > 0
+            and not wait.reported
+            and now - wait.since >= self.long_wait_s
+        ):
+            wait.reported = True
+            self.on_long_wait(partition, now - wait.since)
         wait.next_try = now + RETRY_S
