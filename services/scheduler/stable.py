@@ -137,8 +137,8 @@ class StableGate:
                 "its committed offset is not stable yet (a previous owner's transaction is "
                 "still open, or the group coordinator is not answering); the partition waits, "
                 "and so do the partitions assigned with it (librdkafka fetches their offsets "
-                "together); a wait far past the transactions' timeout is a hanging "
-                "transaction: README, Known limitations",
+                "together); a wait far past the transactions' timeout is a stuck "
+                "transaction: cronlog doctor transactions (docs/operations.md)",
                 extra={"action": "offsets_unstable", "partition": partition, "error": error},
             )
         elif now - wait.logged >= LOG_EVERY_S:
