@@ -87,7 +87,7 @@ def transactions(
         found_hanging = (
             [
                 h
-                for h in tool.hanging(sorted(meta.brokers))
+                for h in tool.hanging(sorted(meta.brokers), max(1, int(older_than // 60)))
                 if h.topic in ours or (f"{h.topic}-{h.partition}" == offsets_tp)
             ]
             if transactional_id is None

@@ -59,13 +59,14 @@ class HeldReport:
         self.commands = commands
         self._busy = threading.Lock()
 
-    def offsets_tp(self) -> str:
-        """The ``__consumer_offsets`` partition of the group, as ``topic-partition``
-        (its partition count from the metadata; the broker's default 50 if not there)."""
-        meta = AdminClient(self.settings.admin_config()).list_topics(OFFSETS_TOPIC, timeout=10)
+    def offsets_tp(self) -> tuple[str, list[int]]:
+        """The ``__consumer_offsets`` partition of the group, as ``topic-partition`` (its
+        partition count from the metadata; the broker's default 50 if not there), and the
+        brokers' ids."""
+        meta = AdminClient(self.settings.admin_config()).list_topics(timeout=10)
         topic = meta.topics.get(OFFSETS_TOPIC)
         count = len(topic.partitions) if topic is not None and topic.partitions else 50
-        return f"{OFFSETS_TOPIC}-{offsets_partition(self.group, count)}"
+        return f"{OFFSETS_TOPIC}-{offsets_partition(self.group, count)}", sorted(meta.brokers)
 
     def report(self, partition: int, waited_s: float) -> None:
         """Start the look-up for ``partition`` (waited ``waited_s`` s) unless one runs."""
@@ -88,12 +89,14 @@ class HeldReport:
             "partition": partition,
             "waited": f"{waited_s:.0f}s",
         }
+        commands_tp = f"{self.commands}-{partition}"
         try:
-            offsets_tp = self.offsets_tp()
-            found = [
-                t
-                for t in self.tool.open_transactions()
-                if holds(t, offsets_tp, f"{self.commands}-{partition}")
+            offsets_tp, brokers = self.offsets_tp()
+            found = [t for t in self.tool.open_transactions() if holds(t, offsets_tp, commands_tp)]
+            hanging = [
+                h
+                for h in self.tool.hanging(brokers)
+                if f"{h.topic}-{h.partition}" in (offsets_tp, commands_tp)
             ]
         except (ToolError, KafkaException) as exc:
             log.warning(
@@ -101,10 +104,25 @@ class HeldReport:
                 extra={**base, "error": exc, "command": doctor_command()},
             )
             return []
-        if not found:
+        for h in hanging:
             log.warning(
-                "no open transaction holds the offset now (it may just have ended); if the wait "
-                "goes on, look for a hanging one",
+                "a hanging transaction (its coordinator knows nothing of it) holds this "
+                "partition's committed offset; it never ends by itself: end it with the command",
+                extra={
+                    **base,
+                    "producer_id": h.producer_id,
+                    "producer_epoch": h.producer_epoch,
+                    "hangs_on": f"{h.topic}-{h.partition}",
+                    "start_offset": h.start_offset,
+                    "open_for": f"{h.duration_min}min",
+                    "command": "cronlog doctor transactions --abort",
+                    "kafka_command": shlex.join(self.tool.command(*h.abort_args())),
+                },
+            )
+        if not found and not hanging:
+            log.warning(
+                "no transaction found holding the offset now (it may just have ended, or "
+                "hang for less than a minute); looked again while the wait lasts",
                 extra={**base, "command": doctor_command()},
             )
         for txn in found:

@@ -47,7 +47,8 @@ class _Wait:
     since: float
     next_try: float
     logged: float
-    reported: bool = False
+    reported: float | None = None
+    """When ``on_long_wait`` was last called for this wait."""
 
 
 class StableGate:
@@ -57,9 +58,9 @@ class StableGate:
         consumer: the fold's group consumer (``read_committed``).
         topic: the commands topic.
         clock: monotonic seconds (a parameter for the tests).
-        on_long_wait: called once per wait, with (partition, seconds waited), when a wait
-            passes ``long_wait_s`` (``services/scheduler/held.py`` names who holds it); must
-            not block.
+        on_long_wait: called with (partition, seconds waited) when a wait passes
+            ``long_wait_s``, then every LOG_EVERY_S while it lasts
+            (``services/scheduler/held.py`` names who holds it); must not block.
         long_wait_s: when ``on_long_wait`` is called, seconds; 0: never.
 
     Thread safety: the fold thread only.
@@ -155,9 +156,9 @@ class StableGate:
         if (
             self.on_long_wait is not None
             and self.long_wait_s > 0
-            and not wait.reported
             and now - wait.since >= self.long_wait_s
+            and (wait.reported is None or now - wait.reported >= LOG_EVERY_S)
         ):
-            wait.reported = True
+            wait.reported = now
             self.on_long_wait(partition, now - wait.since)
         wait.next_try = now + RETRY_S

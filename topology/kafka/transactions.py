@@ -260,14 +260,21 @@ class TransactionsTool:
             ]
         return found
 
-    def hanging(self, broker_ids: list[int]) -> list[HangingTransaction]:
+    def hanging(self, broker_ids: list[int], older_than_min: int = 1) -> list[HangingTransaction]:
         """The hanging transactions on the partitions these brokers hold (``find-hanging``).
+
+        Args:
+            broker_ids: the brokers to ask.
+            older_than_min: only transactions open at least this many minutes (the tool's
+                ``--max-transaction-timeout``; it then checks each with its coordinator, so
+                one still ongoing is not reported whatever its age). Default 1.
 
         Raises:
             ToolError: as ``run``.
         """
         found: list[HangingTransaction] = []
         for broker in broker_ids:
-            rows = parse_table(self.run("find-hanging", "--broker-id", str(broker)))
+            args = ["--broker-id", str(broker), "--max-transaction-timeout", str(older_than_min)]
+            rows = parse_table(self.run("find-hanging", *args))
             found += map(hanging_transaction, rows)
         return found
