@@ -11,7 +11,8 @@ import pytest
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.decide import event_key, handle
+from cronlog.decide import handle
+from cronlog.dedupe import event_key
 from cronlog.job import JobState
 from cronlog.leases import lease_digest
 from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
