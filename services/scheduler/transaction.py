@@ -164,11 +164,11 @@ class BatchTransactions:
                 if out.sends or out.writes:
                     self.faults.reached("before_commit")
                 offsets = [TopicPartition(self.topics.commands, p, o) for p, o in ends.items()]
-                with guard("send_offsets_to_transaction", CALL_TIMEOUT_S, self._poke):
+                with guard("send_offsets_to_transaction", CALL_TIMEOUT_S):
                     self.producer.send_offsets_to_transaction(
                         offsets, self.consumer.consumer_group_metadata(), CALL_TIMEOUT_S
                     )
-                with guard("commit_transaction", CALL_TIMEOUT_S, self._poke):
+                with guard("commit_transaction", CALL_TIMEOUT_S):
                     self.producer.commit_transaction(CALL_TIMEOUT_S)
                 return changelog
             except KafkaException as exc:
@@ -189,12 +189,6 @@ class BatchTransactions:
                 ):
                     return None
         return None
-
-    def _poke(self) -> None:
-        """A metadata request of the producer, from the watchdog's thread (its calls are
-        thread-safe): what a transactional call blocked past its timeout may be waiting for
-        (topology/kafka/watchdog.py)."""
-        self.producer.list_topics(self.topics.commands, timeout=2)
 
     def abort(self) -> bool:
         """Abort the open transaction; False when the producer had to be renewed.

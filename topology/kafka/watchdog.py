@@ -12,48 +12,15 @@ transaction, so nothing of the stuck batch becomes visible.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from topology.kafka.retrying import fatal
 
-log = logging.getLogger("cronlog.watchdog")
-
 GRACE_S = 15.0
 """How long past its own timeout a guarded call may block before the process ends."""
-POKE_EVERY_S = 2.0
-"""During the grace, how often a guarded call's ``poke`` is called, seconds."""
-
-
-@dataclass
-class _Call:
-    what: str
-    started: float
-    overdue: float
-    """When the call's own timeout passed (monotonic seconds)."""
-    deadline: float
-    """When the process ends if the call has not returned."""
-    poke: Callable[[], object] | None = None
-    poked: float = 0.0
-    pokes: int = 0
-
-    def nudge(self, now: float) -> None:
-        if self.poke is None or now - self.poked < POKE_EVERY_S:
-            return
-        self.poked, self.pokes = now, self.pokes + 1
-        if self.pokes == 1:
-            log.warning(
-                "past its own timeout: poking the client with a metadata request",
-                extra={"action": "call_overdue", "call": self.what},
-            )
-        try:
-            self.poke()
-        except Exception as exc:  # the poke is best effort; the grace still ends the process
-            log.info("poke failed", extra={"action": "call_poke_failed", "error": exc})
 
 
 class Watchdog:
@@ -83,28 +50,21 @@ class Watchdog:
         self.every_s = every_s
         self.on_expiry = on_expiry
         self._lock = threading.Lock()
-        self._calls: list[_Call] = []
-        """The calls in progress."""
+        self._calls: list[tuple[str, float, float]] = []
+        """(what, started, deadline) of the calls in progress, monotonic seconds."""
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
 
     @contextmanager
-    def guard(
-        self, what: str, timeout_s: float, poke: Callable[[], object] | None = None
-    ) -> Iterator[None]:
+    def guard(self, what: str, timeout_s: float) -> Iterator[None]:
         """Watch the block's duration: longer than ``timeout_s + grace_s`` ends the process.
 
         Args:
             what: the call, for the log line (e.g. ``send_offsets_to_transaction``).
             timeout_s: the call's own timeout, seconds.
-            poke: called from the watchdog's thread every POKE_EVERY_S once the call is past
-                its own timeout, until it returns or the grace ends (its errors ignored): a
-                metadata request of the blocked client, which can wake librdkafka's
-                coordinator-request state machine that waits for a broker state change
-                that never comes (librdkafka #5511).
         """
         now = time.monotonic()
-        entry = _Call(what, now, now + timeout_s, now + timeout_s + self.grace_s, poke)
+        entry = (what, now, now + timeout_s + self.grace_s)
         with self._lock:
             self._calls.append(entry)
         try:
@@ -131,12 +91,9 @@ class Watchdog:
         while not self._stop.wait(self.every_s):
             now = time.monotonic()
             with self._lock:
-                late = [c for c in self._calls if now > c.deadline]
-                overdue = [c for c in self._calls if c.overdue <= now <= c.deadline and c.poke]
-            for call in overdue:
-                call.nudge(now)
+                late = [c for c in self._calls if now > c[2]]
             if late:
-                what, started = late[-1].what, late[-1].started
+                what, started, _ = late[-1]
                 self.on_expiry(
                     self.thread,
                     f"{what} blocked {now - started:.0f}s, past its own timeout and a "
