@@ -12,6 +12,13 @@ from cronlog.after import upstream_run_ended
 from cronlog.backfill import backfill
 from cronlog.breaker import check_breaker
 from cronlog.decision import Decision
+from cronlog.dedupe import (
+    WORKER_COMMANDS,
+    marker_key,
+    refuse_reuse,
+    sender_key,
+    worker_sender,
+)
 from cronlog.dispatch import grant_ready
 from cronlog.errors import InvalidDefinition, InvariantViolation
 from cronlog.firing import (
@@ -22,7 +29,6 @@ from cronlog.firing import (
 )
 from cronlog.ids import (
     command_digest,
-    conflict_key,
     run_id_for_replay,
     run_id_for_trigger,
 )
@@ -42,8 +48,6 @@ from cronlog.vocabulary import (
     UnsuspendReason,
 )
 
-WORKER_COMMANDS = (cmd.ClaimTask, cmd.RenewLease, cmd.CompleteTask, cmd.ReleaseTask)
-"""Commands whose dedupe markers live in the worker window (``JobState.renewals``)."""
 REPLY_COMMANDS = (*WORKER_COMMANDS, cmd.PollJob)
 """Commands whose events are copied to the sending worker's partition of ``cronlog.replies``."""
 PLATFORM_MARKED = (*WORKER_COMMANDS, cmd.GrantSlots)
@@ -88,13 +92,19 @@ def handle(
     Determinism: now = max(state.clock, record_time); the same log gives the same result.
     """
     user = not isinstance(envelope.command, (*PLATFORM_MARKED, *UNMARKED_COMMANDS))
+    sender = worker_sender(envelope.command)
     digest = command_digest(envelope.command) if user else ""
     marker = marker_key(envelope)
     if state is not None and state.has_applied(marker):
+        if sender is not None:  # a worker command: its sender is marked beside its key
+            if state.has_applied(sender_key(marker, sender)):
+                return state, []  # a re-delivery
+            conflicting = command_digest(envelope.command)  # rare: computed only here
+            return refuse_reuse(state, envelope, None, conflicting, record_time)
         first = state.applied_digest(envelope.idem_key) if user else None
         if first is None or first == digest:  # a re-delivery (or a marker without digest)
             return state, []
-        return _refuse_reuse(state, envelope, first, digest, record_time)
+        return refuse_reuse(state, envelope, first, digest, record_time)
     now = max(state.clock, record_time) if state is not None else record_time
     decision = Decision(state, envelope.job_id)
     decide(decision, envelope, now)
@@ -105,63 +115,11 @@ def handle(
         new = replace(new, clock=now)
         if isinstance(envelope.command, PLATFORM_MARKED):
             new = new.with_renewal(marker)
+            if sender is not None:
+                new = new.with_renewal(sender_key(marker, sender))
         elif user:
             new = new.with_applied(envelope.idem_key, digest)
     return new, decision.events
-
-
-def _refuse_reuse(
-    state: JobState, envelope: cmd.Addressed, first: str, digest: str, record_time: datetime
-) -> tuple[JobState, list[ev.Event]]:
-    """Refuse a command that re-uses an applied idem_key with other content, once.
-
-    The refusal is marked applied under ``conflict_key(idem_key, digest)`` (with ``digest``),
-    so a re-delivery of the same conflicting command is a no-op; its events take their
-    event_ids from that key (``event_key``).
-    """
-    key = conflict_key(envelope.idem_key, digest)
-    if state.has_applied(key):
-        return state, []
-    d = Decision(state, envelope.job_id)
-    d.reject(
-        envelope.command,
-        RejectReason.IDEMPOTENCY_CONFLICT,
-        f"idem_key {envelope.idem_key!r} was already used on job {envelope.job_id!r} by "
-        f"another command (digest {first}; this {type(envelope.command).__name__}: {digest}); "
-        "a key names one command, send a new key for a new one",
-    )
-    now = max(state.clock, record_time)
-    return replace(state.with_applied(key, digest), clock=now), d.events
-
-
-def marker_key(envelope: cmd.Addressed) -> str:
-    """Return the key a command is deduplicated (and its events named) by.
-
-    The idem_key; for a worker command carrying a lease token, the idem_key with the token's
-    digest (``idem_key#digest``). Worker keys are predictable from public values (run, task,
-    epoch): without the digest, a forged command sent first under the holder's key would be
-    refused and yet take the key, and the holder's own command would then be dropped as a
-    re-delivery (found by review: a completion lost, the task run again).
-    """
-    command = envelope.command
-    if isinstance(command, WORKER_COMMANDS) and command.lease_token:
-        return f"{envelope.idem_key}#{lease_digest(command.lease_token)}"
-    return envelope.idem_key
-
-
-def event_key(envelope: cmd.Addressed, event: ev.Event) -> str:
-    """Return the key the adapter derives ``event``'s event_id from (with job_id and index).
-
-    The command's ``marker_key``, except for the refusal of a re-used key
-    (``idempotency_conflict``):
-    ``conflict_key(idem_key, command_digest(command))``, since the first command's events own
-    the ids of the idem_key (DESIGN.md invariant 6: one event_id, one content).
-    """
-    if isinstance(event, ev.CommandRejected) and (
-        event.reason is RejectReason.IDEMPOTENCY_CONFLICT
-    ):
-        return conflict_key(envelope.idem_key, command_digest(envelope.command))
-    return marker_key(envelope)
 
 
 def decide(d: Decision, envelope: cmd.Addressed, now: datetime) -> None:

@@ -52,6 +52,10 @@ class SchedulerSettings(KafkaSettings):
             ``action=metrics_serving url=...``), -1 serves none.
         metrics_host: interface the metrics are served on; env ``CRONLOG_METRICS_HOST``.
             Default ``127.0.0.1`` (this machine only; ``0.0.0.0`` for a remote Prometheus).
+        unstable_report_s: a partition whose committed offset stays unstable this long,
+            seconds, has the transactions that may hold it looked up with Kafka's own tool and
+            logged with the command that ends each (``action=offsets_unstable_held``;
+            ``services/scheduler/held.py``). Default 60; 0 turns it off.
     """
 
     instance_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
@@ -70,6 +74,7 @@ class SchedulerSettings(KafkaSettings):
     fold_stats_s: float = Field(default=10.0, gt=0)
     metrics_port: int = Field(default=9464, ge=-1, le=65535)
     metrics_host: str = "127.0.0.1"
+    unstable_report_s: float = Field(default=60.0, ge=0)
 
     def state_path(self) -> str:
         """Return the state directory (explicit or derived from instance_id)."""

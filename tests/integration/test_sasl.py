@@ -49,7 +49,8 @@ STRANGER, STRANGER_PASSWORD = "stranger", "stranger-secret-1"
 def broker(tmp_path: Path) -> Iterator[tuple[PrivateBroker, int]]:
     b = PrivateBroker(tmp_path / "kafka")
     rng = random.Random()  # noqa: S311 (a port number, not a secret)
-    sasl_port = next(p for p in (rng.randrange(40000, 49000) for _ in range(200)) if _port_free(p))
+    # below the ephemeral range (32768-60999), as every port of the tests (ops/kafka)
+    sasl_port = next(p for p in (rng.randrange(29000, 30000) for _ in range(200)) if _port_free(p))
     b.env["CRONLOG_KAFKA_SASL_PORT"] = str(sasl_port)
     b.start()
     yield b, sasl_port
