@@ -60,14 +60,18 @@ class PrivateBroker:
     with ``nodes=3`` a replicated cluster of its own (``ops/kafka --nodes 3``: node i on
     client port ``port + 2(i-1)``; by default ports in 31000-32767)."""
 
-    def __init__(self, home: Path, port: int | None = None, nodes: int = 1) -> None:
+    def __init__(
+        self, home: Path, port: int | None = None, nodes: int = 1, properties: str = ""
+    ) -> None:
+        """``properties``: extra server properties, ``key=value`` lines
+        (``CRONLOG_KAFKA_PROPERTIES``)."""
         self.home = home
         self.nodes = nodes
         if port is None:
             rng = random.Random()
             # a cluster's 6 ports stay below Linux's ephemeral range (32768-60999): its own
             # nodes' outgoing connections, opened while the others start, must not take one
-            low, high = (30000, 39000) if nodes == 1 else (31000, 32700)
+            low, high = (30000, 32700) if nodes == 1 else (31000, 32700)
             port = next(
                 p
                 for p in (rng.randrange(low, high, 2) for _ in range(200))
@@ -79,6 +83,7 @@ class PrivateBroker:
             "CRONLOG_KAFKA_PORT": str(port),
             "CRONLOG_KAFKA_HOME": str(home),
             "CRONLOG_KAFKA_NODES": str(nodes),
+            "CRONLOG_KAFKA_PROPERTIES": properties,
         }
 
     @property
