@@ -42,3 +42,22 @@ def kafka_bootstrap() -> Iterator[str]:
         [str(ROOT / "ops" / "kafka"), "start"], check=True, text=True, stdout=subprocess.PIPE
     )
     yield out.stdout.strip().splitlines()[-1]
+
+
+OWN_BROKER_GROUP = "own-broker"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Group the tests for ``pytest -n N --dist loadgroup`` (pytest-xdist; ``ops/test``).
+
+    A module's tests stay on one worker (its module-scoped fixtures are built once, as
+    ``--dist loadfile`` does); the tests that start brokers of their own (``own_broker``) share
+    one group, so they run one after another on one worker, and first: they are the longest,
+    and a JVM start each is the suite's heaviest CPU burst. Without xdist the marks do nothing
+    but this order.
+    """
+    for item in items:
+        own = item.get_closest_marker("own_broker") is not None
+        group = OWN_BROKER_GROUP if own else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: item.get_closest_marker("own_broker") is None)
