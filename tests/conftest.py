@@ -9,8 +9,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Property tests assert values, never speed: no per-example deadline and no "too slow" health
+# check, which a loaded box (or xdist's workers beside the broker) trips on data that is fine.
+settings.register_profile("cronlog", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("cronlog")
 
 
 def _docker_available() -> bool:
