@@ -7,6 +7,7 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -51,19 +52,54 @@ def kafka_bootstrap() -> Iterator[str]:
 
 
 OWN_BROKER_GROUP = "own-broker"
+OWN_BROKER_MODULES = frozenset(
+    {
+        "tests/chaos/test_broker_kill.py",
+        "tests/chaos/test_chaos.py",
+        "tests/integration/test_broker_outage.py",
+        "tests/integration/test_disk_bounded.py",
+        "tests/integration/test_isolation_compose.py",
+        "tests/integration/test_isolation_default.py",
+        "tests/integration/test_sasl.py",
+    }
+)
+"""The modules whose tests start brokers of their own (each marked ``own_broker``)."""
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Group the tests for ``pytest -n N --dist loadgroup`` (pytest-xdist; ``ops/test``).
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With ``--dist loadgroup`` (``ops/test``): one work unit per test module, so its
+    module-scoped fixtures are built once on one worker, and one unit for all of
+    ``OWN_BROKER_MODULES``, so they run one after another on one worker.
 
-    A module's tests stay on one worker (its module-scoped fixtures are built once, as
-    ``--dist loadfile`` does); the tests that start brokers of their own (``own_broker``) share
-    one group, so they run one after another on one worker, and first: they are the longest,
-    and a JVM start each is the suite's heaviest CPU burst. Without xdist the marks do nothing
-    but this order.
+    pytest-xdist's own loadgroup reads ``xdist_group`` marks by rewriting ``item._nodeid``,
+    which pytest 9.2 no longer uses; its documented scheduler hook is used instead.
+    """
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleOrOwnBroker(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return OWN_BROKER_GROUP if module in OWN_BROKER_MODULES else module
+
+    return ModuleOrOwnBroker(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The ``own_broker`` tests first: they are the longest, and a JVM start each is the
+    suite's heaviest CPU burst (sorted, so also without xdist).
+
+    Raises:
+        pytest.UsageError: a module marked ``own_broker`` is not in ``OWN_BROKER_MODULES`` or
+            the other way round (the scheduler, which sees no marks, reads that list).
     """
     for item in items:
-        own = item.get_closest_marker("own_broker") is not None
-        group = OWN_BROKER_GROUP if own else item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+        module = item.nodeid.split("::", 1)[0]
+        marked = item.get_closest_marker("own_broker") is not None
+        if marked != (module in OWN_BROKER_MODULES):
+            raise pytest.UsageError(
+                f"{module}: its own_broker mark and tests/conftest.py's OWN_BROKER_MODULES "
+                "disagree; a module that starts brokers of its own has both"
+            )
     items.sort(key=lambda item: item.get_closest_marker("own_broker") is None)
