@@ -32,7 +32,7 @@ from schemathesis.specs.openapi.checks import (
 from tests.integration.harness import Cluster
 from tests.integration.helpers import start_api, wait_for
 
-pytestmark = pytest.mark.broker
+pytestmark = [pytest.mark.broker, pytest.mark.timeout(420)]  # ~110 s quiet, 150 s at load 10
 MAX_EXAMPLES = 30
 """Generated cases per operation (18 operations) and generation mode."""
 JOB = "st-job"
