@@ -60,7 +60,11 @@ class PrivateBroker:
     with ``nodes=3`` a replicated cluster of its own (``ops/kafka --nodes 3``: node i on
     client port ``port + 2(i-1)``; by default ports in 30000-32767, below the ephemeral range)."""
 
-    def __init__(self, home: Path, port: int | None = None, nodes: int = 1) -> None:
+    def __init__(
+        self, home: Path, port: int | None = None, nodes: int = 1, properties: str = ""
+    ) -> None:
+        """``properties``: extra server properties, ``key=value`` lines
+        (``CRONLOG_KAFKA_PROPERTIES``)."""
         self.home = home
         self.nodes = nodes
         if port is None:
@@ -82,6 +86,7 @@ class PrivateBroker:
             "CRONLOG_KAFKA_PORT": str(port),
             "CRONLOG_KAFKA_HOME": str(home),
             "CRONLOG_KAFKA_NODES": str(nodes),
+            "CRONLOG_KAFKA_PROPERTIES": properties,
         }
 
     @property

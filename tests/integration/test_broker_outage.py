@@ -36,7 +36,12 @@ from tests.integration.helpers import once_job, start_api, wait_for, whole_secon
 from topology.kafka.bootstrap import ensure_topics
 from topology.kafka.config import KafkaSettings
 
-pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [
+    pytest.mark.own_broker,
+    pytest.mark.broker,
+    pytest.mark.slow,
+    pytest.mark.timeout(600),
+]
 JOBS = 3
 LOAD_S = 10.0
 OUTAGE_S = 30.0

@@ -40,7 +40,12 @@ from topology.kafka.bootstrap import ensure_topics
 from topology.kafka.config import KafkaSettings
 from topology.kafka.topics import Topics
 
-pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(400)]
+pytestmark = [
+    pytest.mark.own_broker,
+    pytest.mark.broker,
+    pytest.mark.slow,
+    pytest.mark.timeout(400),
+]
 USER, PASSWORD = "cronlog", "cronlog-secret-1"
 STRANGER, STRANGER_PASSWORD = "stranger", "stranger-secret-1"
 
