@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from services.api.app import create_app
 from services.api.routes.workers import WorkerDirectory
 from services.api.settings import ApiSettings
-from services.cli import main
+from services.cli import common, main
 from services.worker.heartbeat import Heartbeat
 from services.worker.settings import WorkerSettings
 from tests.integration.helpers import free_port
@@ -168,8 +168,10 @@ def served(api: TestClient) -> Iterator[str]:
 
 
 def test_cronlog_workers_list_prints_a_table_and_json(
-    served: str, directory: WorkerDirectory, clock: Clock
+    served: str, directory: WorkerDirectory, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # the CLI's console reads COLUMNS once, at import (xdist's workers have COLUMNS=80)
+    monkeypatch.setattr(common.out, "width", 200)
     beat(directory, heartbeat("w-cli", T0, HeldLease("r0123456789", "load", 1, 2)))
     clock.now = T0 + timedelta(seconds=1)
     runner = CliRunner(env={"CRONLOG_API_TOKEN": token("*")})
