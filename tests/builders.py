@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from cronlog import commands as cmd
 from cronlog import events as ev
@@ -149,6 +150,42 @@ def complete(
         output_tail="tail",
         started_at=STARTED,
         finished_at=FINISHED,
+    )
+
+
+def completed(
+    run_id: str = RUN,
+    *,
+    task: str = "main",
+    attempt: int = 1,
+    epoch: int = 1,
+    worker: str = "w1",
+    at: datetime = FINISHED,
+    started_at: datetime | None = None,
+    **fields: Any,
+) -> cmd.CompleteTask:
+    """The lease holder's report of a successful attempt of any run: exit 0, no output.
+
+    Args:
+        run_id, task, attempt, epoch, worker: the attempt and the lease it was granted.
+        at: when it finished (aware UTC); ``started_at`` defaults to the same instant.
+        fields: other ``CompleteTask`` fields (``claim_next``, ``lease_token``, ``output_tail``).
+    """
+    report: dict[str, Any] = {
+        "succeeded": True,
+        "exit_code": 0,
+        "failure_kind": None,
+        "output_tail": "",
+        "started_at": at if started_at is None else started_at,
+        "finished_at": at,
+    }
+    return cmd.CompleteTask(
+        run_id=run_id,
+        task=task,
+        attempt=attempt,
+        epoch=epoch,
+        worker_id=worker,
+        **(report | fields),
     )
 
 

@@ -51,25 +51,6 @@ class World:
         return load_state(self.store[job_id])
 
 
-def completed(
-    run_id: str, task: str, attempt: int, epoch: int, worker: str, at: datetime
-) -> cmd.CompleteTask:
-    """The lease holder's report of a successful attempt (exit 0, no output), at ``at``."""
-    return cmd.CompleteTask(
-        run_id=run_id,
-        task=task,
-        attempt=attempt,
-        epoch=epoch,
-        worker_id=worker,
-        succeeded=True,
-        exit_code=0,
-        failure_kind=None,
-        output_tail="",
-        started_at=at,
-        finished_at=at,
-    )
-
-
 def granted_runs(out: BatchResult) -> list[tuple[str, str]]:
     return [
         (decode_event(s.value).job_id, e.run_id)

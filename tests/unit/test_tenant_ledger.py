@@ -26,7 +26,7 @@ from cronlog.errors import CronlogError
 from cronlog.ledger import FLEET, LEDGER_KEY, Grant, LedgerState, decide_ledger
 from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.time import to_ms
-from tests.unit.fold_world import completed
+from tests.builders import completed
 from topology.fold import folder as fold
 from topology.fold.due_index import DueIndex
 from topology.fold.folder import BatchFolder, BatchResult, Record
@@ -260,7 +260,9 @@ class Sim:
     def complete(self, claim: ev.RunEvent) -> None:
         c = claim.event
         assert isinstance(c, ev.TaskClaimed)
-        done = completed(c.run_id, c.task, c.attempt, c.epoch, c.worker_id, self.at)
+        done = completed(
+            c.run_id, task=c.task, attempt=c.attempt, epoch=c.epoch, worker=c.worker_id, at=self.at
+        )
         self.append(claim.job_id, done)
 
 
