@@ -1,4 +1,5 @@
-"""Fixtures shared by the API unit tests: a read model fed by hand and an app without Kafka."""
+"""Fixtures shared by the unit tests: a read model fed by hand and an app without Kafka (the
+API's), and the worker's Python pool (the task executor's)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from fastapi.testclient import TestClient
 from services.api.app import create_app
 from services.api.readmodel.reader import ReadModel
 from services.api.settings import ApiSettings
+from services.worker.kinds import PythonPool
 from tests.unit.authed import authed
 
 
@@ -39,3 +41,11 @@ def offline(rm: ReadModel) -> Iterator[TestClient]:
     app = create_app(settings, read_model=rm, producer=producer)
     yield authed(app)
     app.state.sender.close(0)
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[PythonPool]:
+    """The worker's Python pool (one process) for python tasks, shared by a module's tests."""
+    p = PythonPool(1)
+    yield p
+    p.shutdown()
