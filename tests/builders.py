@@ -48,11 +48,12 @@ STARTED, FINISHED = at(minutes=5, seconds=2), at(minutes=5, seconds=40)
 # --- given / when ----------------------------------------------------------------------------
 
 
-def given(*events: ev.Event, clock: datetime = T0) -> JobState:
-    """The state replay builds from ``events``, with the fold's clock at ``clock``."""
+def given(*events: ev.Event, clock: datetime = T0, job_id: str = JOB) -> JobState:
+    """The state replay builds from ``events`` of ``job_id``, with the fold's clock at
+    ``clock``."""
     state: JobState | None = None
     for event in events:
-        state = evolve(state, JOB, event)
+        state = evolve(state, job_id, event)
     assert state is not None
     return replace(state, clock=clock)
 
