@@ -1,21 +1,41 @@
-"""How an API reader thread reports its health to ``/readyz`` and ``/healthz``."""
+"""An API reader thread: how it starts and stops, and how it reports its health to ``/readyz``
+and ``/healthz``."""
 
 from __future__ import annotations
 
 import threading
 
-from topology.kafka.retrying import Liveness
+from topology.kafka.retrying import Liveness, start_thread
 
 
 class ReaderHealth:
-    """``working`` and ``stuck`` of a reader that keeps ``_thread``, ``_stop`` and ``liveness``.
+    """``start``, ``stop``, ``working`` and ``stuck`` of a reader whose daemon thread runs
+    ``_run`` and which keeps ``_thread``, ``_stop`` and ``liveness``.
 
     Shared by the read model (and its log model) and the worker directory.
     """
 
+    thread_name: str
+    """The name of the reader's thread (in logs, and in ``fatal``'s line if it dies)."""
     _thread: threading.Thread | None
     _stop: threading.Event
     liveness: Liveness
+
+    def start(self) -> None:
+        """Start reading in a daemon thread (returns at once); ``_run`` raising anything but
+        ``Stopped`` ends the process (``topology.kafka.retrying.start_thread``)."""
+        self.liveness.beat()
+        self._thread = start_thread(self.thread_name, self._run)
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop reading and wait up to ``timeout_s`` seconds for the thread."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        """The thread's loop, until ``_stop`` is set."""
+        raise NotImplementedError
 
     @property
     def working(self) -> bool:
