@@ -139,18 +139,20 @@ def complete(
     task: str = "main",
     attempt: int = 1,
 ) -> cmd.CompleteTask:
-    return cmd.CompleteTask(
-        run_id=RUN,
+    """``RUN``'s completion, output ``tail``, from ``STARTED`` to ``FINISHED``; ``ok=False``
+    with ``exit_code`` and ``kind`` reports a failure."""
+    return completed(
+        RUN,
         task=task,
         attempt=attempt,
         epoch=epoch,
-        worker_id=worker,
+        worker=worker,
+        at=FINISHED,
+        started_at=STARTED,
         succeeded=ok,
         exit_code=exit_code,
         failure_kind=kind,
         output_tail="tail",
-        started_at=STARTED,
-        finished_at=FINISHED,
     )
 
 
