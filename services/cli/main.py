@@ -98,7 +98,7 @@ def jobs_apply(
 def jobs_list(
     api: Api = DEFAULT_API,
     output: Fmt = Output.table,
-    status: Annotated[str | None, typer.Option(help="active, paused or deleted")] = None,
+    status: Annotated[str | None, typer.Option(help="active, paused, deleted or done")] = None,
     limit: Annotated[int, typer.Option(min=1, max=1000, help="Most jobs per page.")] = 100,
     cursor: paged.CursorOpt = None,
     all_pages: paged.AllOpt = False,

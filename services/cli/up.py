@@ -29,7 +29,7 @@ from cronlog.errors import CronlogError
 from services.api.settings import ApiSettings
 from services.cli import broker_access, render, up_access, watch
 from services.cli.client import ApiClient, ApiError, load_job_file
-from services.cli.tokens_cmd import local_admin_token
+from services.cli.tokens_cmd import METRICS_TOKEN_FILE, local_admin_token, local_metrics_token
 from services.logging_setup import configure_logging
 from topology.kafka.bootstrap import ensure_topics
 
@@ -303,10 +303,13 @@ def run_up(examples: bool, duration_s: float | None, api_url: str | None) -> int
         )
         _say_isolation(access)
         token = local_admin_token(top / "state")
+        metrics_token = local_metrics_token(top / "state")
         console.print(
             f"API token (tenant default, admin): {token}\n"
             "  the CLI reads it from state/api-token; other tools send it as "
-            "'Authorization: Bearer …' (docs/tenants.md)",
+            "'Authorization: Bearer …' (docs/tenants.md)\n"
+            f"metrics token (platform tenant '*', viewer; for Prometheus): {metrics_token}\n"
+            f"  kept in state/{METRICS_TOKEN_FILE}: /metrics takes no other tenant's token",
             highlight=False,
         )
         env = {**os.environ, **access.service_env}
@@ -334,8 +337,7 @@ def run_up(examples: bool, duration_s: float | None, api_url: str | None) -> int
         _wait_ready(client, supervisor, READY_TIMEOUT_S)
         console.print(
             f"web console: {client.base_url}/ (sign in with the token above); metrics: "
-            f"{client.base_url}/metrics (a platform token: cronlog tokens create prometheus "
-            "--tenant '*' --role viewer), "
+            f"{client.base_url}/metrics (with the metrics token), "
             + (
                 ", ".join(f"{n} http://127.0.0.1:{p}/metrics" for n, p in ports.items())
                 if ports
