@@ -1,5 +1,5 @@
-"""Fixtures shared by the unit tests: a read model fed by hand and an app without Kafka (the
-API's), and the worker's Python pool (the task executor's)."""
+"""Fixtures shared by the unit tests: a read model (or its bare store) fed by hand and an app
+without Kafka (the API's), and the worker's Python pool (the task executor's)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,18 @@ from fastapi.testclient import TestClient
 
 from services.api.app import create_app
 from services.api.readmodel.reader import ReadModel
+from services.api.readmodel.store import Store
 from services.api.settings import ApiSettings
 from services.worker.kinds import PythonPool
 from tests.unit.authed import authed
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    """A fresh, empty read-model store (rocksdict) that tests feed run-events by hand."""
+    s = Store(tmp_path / "store")  # beside, never inside, the rm fixture's directory
+    yield s
+    s.close()
 
 
 @pytest.fixture

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
-import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
@@ -26,13 +24,6 @@ from services.api.routes import metrics as metrics_route
 from tests.run_records import claimed
 from tests.unit.authed import authed
 from tests.unit.store_feed import JOB, SPEC, T0, command, feed, fire, register
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store(tmp_path / "rm")
-    yield s
-    s.close()
 
 
 def test_registered_job_shows_its_definition_status_and_next_run(store: Store) -> None:
