@@ -36,6 +36,7 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.ledger import FLEET, LEDGER_KEY
 from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
+from tests.builders import completed
 from topology.fold.due_index import DueIndex
 from topology.fold.folder import BatchFolder, BatchResult, Record
 from topology.fold.state_cache import StateCache
@@ -159,18 +160,13 @@ def run_once(jobs: int, workers: int, slots: int, tenant: str) -> tuple[float, i
         records = [
             b.record(
                 job,
-                cmd.CompleteTask(
-                    run_id=c.run_id,
+                completed(
+                    c.run_id,
                     task=c.task,
                     attempt=c.attempt,
                     epoch=c.epoch,
-                    worker_id=c.worker_id,
-                    succeeded=True,
-                    exit_code=0,
-                    failure_kind=None,
-                    output_tail="",
-                    started_at=now,
-                    finished_at=now,
+                    worker=c.worker_id,
+                    at=now,
                     claim_next=1,
                 ),
             )

@@ -23,7 +23,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from cronlog import events as ev  # noqa: E402
-from cronlog.ids import event_id  # noqa: E402
 from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task  # noqa: E402
 from cronlog.time import to_ms  # noqa: E402
 from cronlog.vocabulary import RunTrigger  # noqa: E402
@@ -34,6 +33,7 @@ from services.api.readmodel.pruner import HistoryPruner  # noqa: E402
 from services.api.readmodel.reader import ReadModel  # noqa: E402
 from services.api.readmodel.store import Batch  # noqa: E402
 from services.api.settings import ApiSettings  # noqa: E402
+from tests.run_records import claimed, record, scheduled, succeeded  # noqa: E402
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 JOB = "bench-history"
@@ -41,69 +41,28 @@ SPEC = JobSpec("bench", Schedule(ScheduleKind.MANUAL), main_task(("true",)))
 
 
 def _record(key: str, index: int, event: ev.Event, at: datetime) -> ev.RunEvent:
-    return ev.RunEvent(
-        event_id=event_id(key, JOB, index),
-        job_id=JOB,
-        at=at,
-        idem_key=key,
-        index=index,
-        event=event,
-    )
+    return record(key, index, event, at=at, job_id=JOB)
 
 
 def _run_events(i: int) -> list[ev.RunEvent]:
     tick = T0 + timedelta(minutes=i)
     rid = f"r{i:08d}"
     end = tick + timedelta(seconds=1)
+    grant = claimed(
+        rid,
+        tick,
+        expires_at=end,
+        worker="w",
+        command=SPEC.task_specs[0].command,
+        timeout=SPEC.timeout,
+    )
     return [
-        _record(
-            f"s{i}",
-            0,
-            ev.RunScheduled(
-                run_id=rid,
-                scheduled_for=tick,
-                trigger=RunTrigger.MANUAL,
-                tasks=("main",),
-                next_fire_at=None,
-            ),
-            tick,
-        ),
+        _record(f"s{i}", 0, scheduled(rid, tick, trigger=RunTrigger.MANUAL), tick),
         _record(
             f"s{i}", 1, ev.TaskReady(run_id=rid, task="main", attempt=1, scheduled_for=tick), tick
         ),
-        _record(
-            f"c{i}",
-            0,
-            ev.TaskClaimed(
-                run_id=rid,
-                task="main",
-                attempt=1,
-                epoch=1,
-                worker_id="w",
-                lease_expires_at=end,
-                lease_ttl=timedelta(seconds=60),
-                scheduled_for=tick,
-                command=SPEC.task_specs[0].command,
-                timeout=SPEC.timeout,
-            ),
-            tick,
-        ),
-        _record(
-            f"d{i}",
-            0,
-            ev.TaskSucceeded(
-                run_id=rid,
-                task="main",
-                attempt=1,
-                epoch=1,
-                worker_id="w",
-                exit_code=0,
-                output_tail="",
-                started_at=tick,
-                finished_at=end,
-            ),
-            end,
-        ),
+        _record(f"c{i}", 0, grant, tick),
+        _record(f"d{i}", 0, succeeded(rid, worker="w", started_at=tick, finished_at=end), end),
         _record(f"d{i}", 1, ev.RunSucceeded(run_id=rid), end),
     ]
 

@@ -38,6 +38,7 @@ from cronlog import events as ev  # noqa: E402
 from cronlog.ids import claim_idem_key, complete_idem_key, tick_idem_key  # noqa: E402
 from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task  # noqa: E402
 from cronlog.time import from_ms  # noqa: E402
+from tests.builders import completed  # noqa: E402
 from topology.fold.folder import Record  # noqa: E402
 from topology.kafka.config import KafkaSettings  # noqa: E402
 from topology.kafka.partitioning import partition_for  # noqa: E402
@@ -143,18 +144,14 @@ class World:
                 key = claim_idem_key(run_id, task, attempt, WORKER, str(self.seq))
                 self.pending.append((e.job_id, claim, key))
             case ev.TaskClaimed(run_id=run_id, task=task, attempt=attempt, epoch=epoch):
-                done = cmd.CompleteTask(
-                    run_id=run_id,
+                done = completed(
+                    run_id,
                     task=task,
                     attempt=attempt,
                     epoch=epoch,
-                    worker_id=WORKER,
-                    succeeded=True,
-                    exit_code=0,
-                    failure_kind=None,
-                    output_tail="",
+                    worker=WORKER,
+                    at=from_ms(self.now_ms + 1),
                     started_at=from_ms(self.now_ms),
-                    finished_at=from_ms(self.now_ms + 1),
                 )
                 self.pending.append((e.job_id, done, complete_idem_key(run_id, task, epoch)))
             case _:

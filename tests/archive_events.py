@@ -14,9 +14,9 @@ from datetime import datetime, timedelta
 from confluent_kafka import Producer
 
 from cronlog import events as ev
-from cronlog.ids import event_id, run_id_for_tick
+from cronlog.ids import run_id_for_tick
 from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
-from cronlog.vocabulary import RunTrigger
+from tests.run_records import claimed, record, scheduled, succeeded
 from topology.kafka.config import KafkaSettings
 from topology.kafka.topics import Topics
 from topology.wire.codec import encode_event
@@ -26,14 +26,7 @@ EVENTS_PER_RUN = 5
 
 
 def _rec(job: str, idem: str, index: int, at: datetime, event: ev.Event) -> ev.RunEvent:
-    return ev.RunEvent(
-        event_id=event_id(idem, job, index),
-        job_id=job,
-        at=at,
-        idem_key=idem,
-        index=index,
-        event=event,
-    )
+    return record(idem, index, event, at=at, job_id=job)
 
 
 def registered(job: str, tenant: str, at: datetime) -> ev.RunEvent:
@@ -49,31 +42,13 @@ def run_life(job: str, tick: datetime, *, finished: bool = True) -> list[ev.RunE
     its TaskClaimed (a run still running: state ``running``)."""
     run = run_id_for_tick(job, tick)
     ms = timedelta(milliseconds=1)
-    common = {"run_id": run, "task": "main", "attempt": 1}
     life: list[tuple[str, ev.Event]] = [
-        (
-            "tick",
-            ev.RunScheduled(
-                run_id=run,
-                scheduled_for=tick,
-                trigger=RunTrigger.SCHEDULE,
-                tasks=("main",),
-                next_fire_at=None,
-                ready=("main",),
-            ),
-        ),
-        ("tick", ev.TaskReady(**common, scheduled_for=tick)),
+        ("tick", scheduled(run, tick, ready=("main",))),
+        ("tick", ev.TaskReady(run_id=run, task="main", attempt=1, scheduled_for=tick)),
         (
             "claim",
-            ev.TaskClaimed(
-                **common,
-                epoch=1,
-                worker_id="w1",
-                lease_expires_at=tick + timedelta(seconds=30),
-                lease_ttl=timedelta(seconds=30),
-                scheduled_for=tick,
-                command=("true",),
-                timeout=timedelta(minutes=5),
+            claimed(
+                run, tick, expires_at=tick + timedelta(seconds=30), lease_ttl=timedelta(seconds=30)
             ),
         ),
     ]
@@ -81,14 +56,8 @@ def run_life(job: str, tick: datetime, *, finished: bool = True) -> list[ev.RunE
         life += [
             (
                 "done",
-                ev.TaskSucceeded(
-                    **common,
-                    epoch=1,
-                    worker_id="w1",
-                    exit_code=0,
-                    output_tail="ok\n",
-                    started_at=tick + 2 * ms,
-                    finished_at=tick + 3 * ms,
+                succeeded(
+                    run, output_tail="ok\n", started_at=tick + 2 * ms, finished_at=tick + 3 * ms
                 ),
             ),
             ("done", ev.RunSucceeded(run_id=run, scheduled_for=tick)),
@@ -141,8 +110,8 @@ def produce(
     producer.init_transactions(30)
     producer.begin_transaction()
     n = 0
-    for record in records:
-        producer.produce(topic, key=record.job_id.encode(), value=encode_event(record))
+    for run_event in records:
+        producer.produce(topic, key=run_event.job_id.encode(), value=encode_event(run_event))
         n += 1
         if n % per_transaction == 0:
             producer.commit_transaction(60)

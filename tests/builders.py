@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from cronlog import commands as cmd
 from cronlog import events as ev
@@ -47,11 +48,12 @@ STARTED, FINISHED = at(minutes=5, seconds=2), at(minutes=5, seconds=40)
 # --- given / when ----------------------------------------------------------------------------
 
 
-def given(*events: ev.Event, clock: datetime = T0) -> JobState:
-    """The state replay builds from ``events``, with the fold's clock at ``clock``."""
+def given(*events: ev.Event, clock: datetime = T0, job_id: str = JOB) -> JobState:
+    """The state replay builds from ``events`` of ``job_id``, with the fold's clock at
+    ``clock``."""
     state: JobState | None = None
     for event in events:
-        state = evolve(state, JOB, event)
+        state = evolve(state, job_id, event)
     assert state is not None
     return replace(state, clock=clock)
 
@@ -137,18 +139,56 @@ def complete(
     task: str = "main",
     attempt: int = 1,
 ) -> cmd.CompleteTask:
-    return cmd.CompleteTask(
-        run_id=RUN,
+    """``RUN``'s completion, output ``tail``, from ``STARTED`` to ``FINISHED``; ``ok=False``
+    with ``exit_code`` and ``kind`` reports a failure."""
+    return completed(
+        RUN,
         task=task,
         attempt=attempt,
         epoch=epoch,
-        worker_id=worker,
+        worker=worker,
+        at=FINISHED,
+        started_at=STARTED,
         succeeded=ok,
         exit_code=exit_code,
         failure_kind=kind,
         output_tail="tail",
-        started_at=STARTED,
-        finished_at=FINISHED,
+    )
+
+
+def completed(
+    run_id: str = RUN,
+    *,
+    task: str = "main",
+    attempt: int = 1,
+    epoch: int = 1,
+    worker: str = "w1",
+    at: datetime = FINISHED,
+    started_at: datetime | None = None,
+    **fields: Any,
+) -> cmd.CompleteTask:
+    """The lease holder's report of a successful attempt of any run: exit 0, no output.
+
+    Args:
+        run_id, task, attempt, epoch, worker: the attempt and the lease it was granted.
+        at: when it finished (aware UTC); ``started_at`` defaults to the same instant.
+        fields: other ``CompleteTask`` fields (``claim_next``, ``lease_token``, ``output_tail``).
+    """
+    report: dict[str, Any] = {
+        "succeeded": True,
+        "exit_code": 0,
+        "failure_kind": None,
+        "output_tail": "",
+        "started_at": at if started_at is None else started_at,
+        "finished_at": at,
+    }
+    return cmd.CompleteTask(
+        run_id=run_id,
+        task=task,
+        attempt=attempt,
+        epoch=epoch,
+        worker_id=worker,
+        **(report | fields),
     )
 
 

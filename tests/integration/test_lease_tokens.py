@@ -16,6 +16,7 @@ from cronlog import events as ev
 from cronlog.leases import lease_digest
 from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.vocabulary import RejectReason
+from tests.builders import completed
 from tests.integration.harness import Cluster, EventLog
 from topology.kafka.partitioning import partition_for
 from topology.wire.codec import encode_command
@@ -41,18 +42,14 @@ def test_a_forged_completion_with_the_public_epoch_and_worker_is_refused(
     assert len(claimed.lease_token_digest) == 32  # the worker sent a secret
 
     now = datetime.now(UTC)
-    forged = cmd.CompleteTask(
-        run_id=claimed.run_id,
+    forged = completed(
+        claimed.run_id,
         task=claimed.task,
         attempt=claimed.attempt,
         epoch=claimed.epoch,
-        worker_id=claimed.worker_id,
-        succeeded=True,
-        exit_code=0,
-        failure_kind=None,
+        worker=claimed.worker_id,
+        at=now,
         output_tail="FORGED",
-        started_at=now,
-        finished_at=now,
     )
     cluster.send(JOB, forged)
     assert events.wait_until(lambda log: bool(log.of_type(ev.CommandRejected, JOB)), 30)

@@ -27,6 +27,7 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.model import JobSpec, RetryPolicy, Schedule, ScheduleKind, main_task
 from cronlog.vocabulary import FailureKind, RejectReason
+from tests.builders import completed
 from tests.integration.harness import Cluster, EventLog, Proc
 from tests.integration.helpers import start_api, wait_for
 
@@ -338,19 +339,7 @@ def test_a_completion_for_an_expired_lease_is_refused_and_one_success_stands(
     now = datetime.now(UTC)
 
     def complete(attempt: int, epoch: int, worker_id: str) -> cmd.CompleteTask:
-        return cmd.CompleteTask(
-            run_id=run_id,
-            task=task,
-            attempt=attempt,
-            epoch=epoch,
-            worker_id=worker_id,
-            succeeded=True,
-            exit_code=0,
-            failure_kind=None,
-            output_tail="",
-            started_at=now,
-            finished_at=now,
-        )
+        return completed(run_id, task=task, attempt=attempt, epoch=epoch, worker=worker_id, at=now)
 
     cluster.send(job, complete(1, 1, "zombie"))  # the expired lease's epoch
     cluster.send(job, complete(2, 2, "zombie"))  # the current epoch, not its holder

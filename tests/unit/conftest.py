@@ -1,4 +1,5 @@
-"""Fixtures shared by the API unit tests: a read model fed by hand and an app without Kafka."""
+"""Fixtures shared by the unit tests: a read model (or its bare store) fed by hand and an app
+without Kafka (the API's), and the worker's Python pool (the task executor's)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,18 @@ from fastapi.testclient import TestClient
 
 from services.api.app import create_app
 from services.api.readmodel.reader import ReadModel
+from services.api.readmodel.store import Store
 from services.api.settings import ApiSettings
+from services.worker.kinds import PythonPool
 from tests.unit.authed import authed
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    """A fresh, empty read-model store (rocksdict) that tests feed run-events by hand."""
+    s = Store(tmp_path / "store")  # beside, never inside, the rm fixture's directory
+    yield s
+    s.close()
 
 
 @pytest.fixture
@@ -39,3 +50,11 @@ def offline(rm: ReadModel) -> Iterator[TestClient]:
     app = create_app(settings, read_model=rm, producer=producer)
     yield authed(app)
     app.state.sender.close(0)
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[PythonPool]:
+    """The worker's Python pool (one process) for python tasks, shared by a module's tests."""
+    p = PythonPool(1)
+    yield p
+    p.shutdown()

@@ -12,6 +12,7 @@ from cronlog.decide import handle
 from cronlog.job import JobState
 from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.vocabulary import SkipReason, TaskState
+from tests.builders import completed
 
 JOB = "job-b"
 T0 = datetime(2024, 6, 10, 12, 0, tzinfo=UTC)  # a Monday
@@ -65,18 +66,13 @@ class Fold:
                     )
                     epoch = self.live().run(run.run_id).task(ti.task).epoch  # type: ignore[union-attr]
                     self.send(
-                        cmd.CompleteTask(
-                            run_id=run.run_id,
+                        completed(
+                            run.run_id,
                             task=ti.task,
                             attempt=ti.attempt,
                             epoch=epoch,
-                            worker_id="w",
-                            succeeded=True,
-                            exit_code=0,
-                            failure_kind=None,
-                            output_tail="",
-                            started_at=now,
-                            finished_at=now,
+                            worker="w",
+                            at=now,
                         ),
                         now,
                     )

@@ -1,9 +1,10 @@
 """The fold adapter without Kafka, for its tests: ``BatchFolder`` over ``N`` partitions, all
 owned by this process, with a dict for a store.
 
-- The dispatch tests' ``World`` folds records one batch at a time, a second apart:
-  ``World.send`` folds commands as one batch; ``record_of`` and ``fold_batch`` build and fold
-  records by hand (a chosen idem_key); ``granted_runs`` reads the grants out of a batch.
+- ``folder_over`` makes the folder over a dict. The dispatch tests' ``World`` folds records
+  one batch at a time, a second apart: ``World.send`` folds commands as one batch;
+  ``record_of`` and ``fold_batch`` build and fold records by hand (a chosen idem_key);
+  ``granted_runs`` reads the grants out of a batch.
 - The adapter's and replay's tests fold ``sample_log`` (three jobs every 2 s, ticks on every
   partition, some duplicated) with ``fold_in_batches``; ``record_at`` builds one record.
 """
@@ -31,14 +32,20 @@ TOPICS = Topics.of(KafkaSettings(partitions=N))
 P = 1
 
 
+def folder_over(store: dict[str, bytes]) -> BatchFolder:
+    """A folder owning all ``N`` partitions whose job table is ``store`` (job_id → record):
+    the caller writes each batch's ``writes`` back into it."""
+    due = DueIndex()
+    due.reset(range(N))
+    return BatchFolder(TOPICS, N, lambda _, job_id: store.get(job_id), due, Codec())
+
+
 class World:
     """One folder owning every partition, with its store; feeds records one batch at a time."""
 
     def __init__(self) -> None:
         self.store: dict[str, bytes] = {}
-        due = DueIndex()
-        due.reset(range(N))
-        self.folder = BatchFolder(TOPICS, N, lambda _, j: self.store.get(j), due, Codec())
+        self.folder = folder_over(self.store)
         self.offset = 0
         self.at = T0
 
@@ -49,25 +56,6 @@ class World:
 
     def state(self, job_id: str) -> JobState:
         return load_state(self.store[job_id])
-
-
-def completed(
-    run_id: str, task: str, attempt: int, epoch: int, worker: str, at: datetime
-) -> cmd.CompleteTask:
-    """The lease holder's report of a successful attempt (exit 0, no output), at ``at``."""
-    return cmd.CompleteTask(
-        run_id=run_id,
-        task=task,
-        attempt=attempt,
-        epoch=epoch,
-        worker_id=worker,
-        succeeded=True,
-        exit_code=0,
-        failure_kind=None,
-        output_tail="",
-        started_at=at,
-        finished_at=at,
-    )
 
 
 def granted_runs(out: BatchResult) -> list[tuple[str, str]]:

@@ -9,12 +9,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from cronlog import events as ev
-from cronlog.ids import event_id, run_id_for_tick
+from cronlog.ids import run_id_for_tick
 from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.vocabulary import FailureKind, RunTrigger
 from services.api.readmodel.projection import apply
 from services.api.readmodel.reader import ReadModel
 from services.api.readmodel.store import Batch
+from tests.run_records import claimed, failed, records, scheduled, succeeded
 
 T0 = datetime(2024, 3, 1, 12, 0, 0, tzinfo=UTC)
 HOURLY = Schedule(ScheduleKind.CRON, "0 * * * *")
@@ -22,20 +23,13 @@ CURSOR = datetime(2030, 1, 1, tzinfo=UTC)  # the schedule's next tick: far ahead
 JOB = "bf-job"
 
 
-def feed(rm: ReadModel, idem_key: str, *events: ev.Event, job_id: str = JOB) -> None:
+def feed(
+    rm: ReadModel, idem_key: str, *events: ev.Event, job_id: str = JOB, at: datetime = T0
+) -> None:
+    """Apply the events of command ``idem_key`` of ``job_id``, decided at ``at``, in one batch."""
     batch = Batch(rm.store)
-    for i, event in enumerate(events):
-        apply(
-            batch,
-            ev.RunEvent(
-                event_id=event_id(idem_key, job_id, i),
-                job_id=job_id,
-                at=T0,
-                idem_key=idem_key,
-                index=i,
-                event=event,
-            ),
-        )
+    for r in records(idem_key, *events, at=at, job_id=job_id):
+        apply(batch, r)
     batch.commit()
 
 
@@ -58,56 +52,28 @@ def run(
     trigger: RunTrigger = RunTrigger.SCHEDULE,
 ) -> str:
     rid = run_id or run_id_for_tick(JOB, tick)
-    events: list[ev.Event] = [
-        ev.RunScheduled(
-            run_id=rid, scheduled_for=tick, trigger=trigger, tasks=("main",), next_fire_at=CURSOR
-        )
-    ]
+    events: list[ev.Event] = [scheduled(rid, tick, trigger=trigger, next_fire_at=CURSOR)]
     if outcome != "active":
         events += [
             ev.TaskReady(run_id=rid, task="main", attempt=1, scheduled_for=tick),
-            ev.TaskClaimed(
-                run_id=rid,
-                task="main",
-                attempt=1,
-                epoch=1,
-                worker_id="w",
-                lease_expires_at=tick,
+            claimed(
+                rid,
+                tick,
+                expires_at=tick,
+                worker="w",
                 lease_ttl=timedelta(60),
-                scheduled_for=tick,
                 command=("x",),
                 timeout=timedelta(60),
             ),
         ]
         if outcome == "succeeded":
             events += [
-                ev.TaskSucceeded(
-                    run_id=rid,
-                    task="main",
-                    attempt=1,
-                    epoch=1,
-                    worker_id="w",
-                    exit_code=0,
-                    output_tail="",
-                    started_at=tick,
-                    finished_at=tick,
-                ),
+                succeeded(rid, worker="w", started_at=tick, finished_at=tick),
                 ev.RunSucceeded(run_id=rid),
             ]
         else:
             events += [
-                ev.TaskFailed(
-                    run_id=rid,
-                    task="main",
-                    attempt=1,
-                    epoch=1,
-                    worker_id="w",
-                    failure_kind=FailureKind.NONZERO_EXIT,
-                    exit_code=1,
-                    output_tail="",
-                    started_at=tick,
-                    finished_at=tick,
-                ),
+                failed(rid, worker="w", started_at=tick, finished_at=tick),
                 ev.RunFailed(run_id=rid),
             ]
     feed(rm, f"run-{rid}", *events)
@@ -115,29 +81,16 @@ def run(
 
 
 def dead_letter(rm: ReadModel, hours: int, job_id: str = JOB) -> str:
+    """Feed a run of ``job_id`` at ``T0 + hours`` whose one attempt failed (exit 3) and was
+    dead-lettered, decided at its tick; return its run_id."""
     tick = T0 + timedelta(hours=hours)
     rid = run_id_for_tick(job_id, tick)
-    events: list[ev.Event] = [
-        ev.RunScheduled(
-            run_id=rid,
-            scheduled_for=tick,
-            trigger=RunTrigger.SCHEDULE,
-            tasks=("main",),
-            next_fire_at=None,
-        ),
+    feed(
+        rm,
+        f"dl-{rid}",
+        scheduled(rid, tick),
         ev.TaskReady(run_id=rid, task="main", attempt=1, scheduled_for=tick),
-        ev.TaskFailed(
-            run_id=rid,
-            task="main",
-            attempt=1,
-            epoch=1,
-            worker_id="w",
-            failure_kind=FailureKind.NONZERO_EXIT,
-            exit_code=3,
-            output_tail="boom",
-            started_at=tick,
-            finished_at=tick,
-        ),
+        failed(rid, worker="w", exit_code=3, output_tail="boom", started_at=tick, finished_at=tick),
         ev.TaskDeadLettered(
             run_id=rid,
             task="main",
@@ -147,22 +100,9 @@ def dead_letter(rm: ReadModel, hours: int, job_id: str = JOB) -> str:
             output_tail="boom",
         ),
         ev.RunFailed(run_id=rid),
-    ]
-    batch_at = T0 + timedelta(hours=hours)  # the fold's now: when it was dead-lettered
-    batch = Batch(rm.store)
-    for i, event in enumerate(events):
-        apply(
-            batch,
-            ev.RunEvent(
-                event_id=event_id(f"dl-{rid}", job_id, i),
-                job_id=job_id,
-                at=batch_at,
-                idem_key=f"dl-{rid}",
-                index=i,
-                event=event,
-            ),
-        )
-    batch.commit()
+        job_id=job_id,
+        at=tick,  # the fold's now: when it was dead-lettered
+    )
     return rid
 
 

@@ -13,12 +13,11 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from cronlog import events as ev
-from cronlog.ids import event_id
 from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
-from cronlog.vocabulary import FailureKind, RunTrigger
 from services.api.readmodel.projection import apply
 from services.api.readmodel.reader import ReadModel
 from services.api.readmodel.store import Batch, Store
+from tests.run_records import claimed, failed, records, scheduled, succeeded
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 SPEC = JobSpec(
@@ -27,22 +26,9 @@ SPEC = JobSpec(
 JOB = "every-10s"
 
 
-def rec(
-    idem_key: str, index: int, event: ev.Event, at: datetime = T0, job_id: str = JOB
-) -> ev.RunEvent:
-    return ev.RunEvent(
-        event_id=event_id(idem_key, job_id, index),
-        job_id=job_id,
-        at=at,
-        idem_key=idem_key,
-        index=index,
-        event=event,
-    )
-
-
-def feed(store: Store, *records: ev.RunEvent) -> list[bool]:
+def feed(store: Store, *rows: ev.RunEvent) -> list[bool]:
     batch = Batch(store)
-    applied = [apply(batch, r) for r in records]
+    applied = [apply(batch, r) for r in rows]
     batch.commit()
     return applied
 
@@ -50,7 +36,7 @@ def feed(store: Store, *records: ev.RunEvent) -> list[bool]:
 def command(
     idem_key: str, *events: ev.Event, at: datetime = T0, job_id: str = JOB
 ) -> list[ev.RunEvent]:
-    return [rec(idem_key, i, e, at, job_id) for i, e in enumerate(events)]
+    return records(idem_key, *events, at=at, job_id=job_id)
 
 
 def register(store: Store, next_fire_at: datetime = T0 + timedelta(seconds=10)) -> None:
@@ -61,17 +47,13 @@ def fire(store: Store, tick: datetime, worker: str = "w1", exit_code: int = 0) -
     """Feed the whole life of one scheduled run that starts 0.25 s late; return its run_id."""
     run_id = f"r-{tick:%H%M%S}"
     nxt = tick + timedelta(seconds=10)
-    claimed, started = tick + timedelta(seconds=0.2), tick + timedelta(seconds=0.25)
+    claimed_at, started = tick + timedelta(seconds=0.2), tick + timedelta(seconds=0.25)
     finished = tick + timedelta(seconds=1)
     if exit_code == 0:
         outcome: list[ev.Event] = [
-            ev.TaskSucceeded(
-                run_id=run_id,
-                task="main",
-                attempt=1,
-                epoch=1,
-                worker_id=worker,
-                exit_code=0,
+            succeeded(
+                run_id,
+                worker=worker,
                 output_tail="tick\n",
                 started_at=started,
                 finished_at=finished,
@@ -80,13 +62,9 @@ def fire(store: Store, tick: datetime, worker: str = "w1", exit_code: int = 0) -
         ]
     else:
         outcome = [
-            ev.TaskFailed(
-                run_id=run_id,
-                task="main",
-                attempt=1,
-                epoch=1,
-                worker_id=worker,
-                failure_kind=FailureKind.NONZERO_EXIT,
+            failed(
+                run_id,
+                worker=worker,
                 exit_code=exit_code,
                 output_tail="boom\n",
                 started_at=started,
@@ -98,31 +76,21 @@ def fire(store: Store, tick: datetime, worker: str = "w1", exit_code: int = 0) -
         store,
         *command(
             f"tick-{tick}",
-            ev.RunScheduled(
-                run_id=run_id,
-                scheduled_for=tick,
-                trigger=RunTrigger.SCHEDULE,
-                tasks=("main",),
-                next_fire_at=nxt,
-            ),
+            scheduled(run_id, tick, next_fire_at=nxt),
             ev.TaskReady(run_id=run_id, task="main", attempt=1, scheduled_for=tick),
             at=tick,
         ),
         *command(
             f"claim-{run_id}",
-            ev.TaskClaimed(
-                run_id=run_id,
-                task="main",
-                attempt=1,
-                epoch=1,
-                worker_id=worker,
-                lease_expires_at=claimed + timedelta(seconds=60),
-                lease_ttl=timedelta(seconds=60),
-                scheduled_for=tick,
+            claimed(
+                run_id,
+                tick,
+                expires_at=claimed_at + timedelta(seconds=60),
+                worker=worker,
                 command=SPEC.task_specs[0].command,
                 timeout=SPEC.timeout,
             ),
-            at=claimed,
+            at=claimed_at,
         ),
         *command(f"complete-{run_id}", *outcome, at=finished),
     )

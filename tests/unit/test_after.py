@@ -14,12 +14,12 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.decide import handle
 from cronlog.errors import InvalidDefinition
-from cronlog.evolve import evolve
 from cronlog.ids import run_id_for_after
 from cronlog.job import JobState
 from cronlog.model import AfterOn, Exclusion, JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.validation import validate_spec
 from cronlog.vocabulary import RejectReason, RunTrigger, SkipReason, UpstreamOutcome
+from tests import builders
 
 JOB, UP = "load", "extract"
 T0 = datetime(2024, 6, 10, 12, 0, tzinfo=UTC)
@@ -33,11 +33,7 @@ def after(upstream: str = UP, on: AfterOn = AfterOn.SUCCESS, **kw: object) -> Jo
 
 
 def given(*events: ev.Event) -> JobState:
-    state: JobState | None = None
-    for event in events:
-        state = evolve(state, JOB, event)
-    assert state is not None
-    return replace(state, clock=T0)
+    return builders.given(*events, clock=T0, job_id=JOB)
 
 
 def ended(

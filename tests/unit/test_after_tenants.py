@@ -30,6 +30,7 @@ from cronlog.vocabulary import (
     RunTrigger,
     UpstreamOutcome,
 )
+from tests.builders import completed
 
 UP, DOWN = "extract", "load"
 T0 = datetime(2024, 6, 10, 12, 0, tzinfo=UTC)
@@ -173,19 +174,7 @@ def upstream_run_end(tenant: str) -> list[ev.Event]:
     state, _ = _send(
         state, cmd.ClaimTask(run_id=run, task="main", attempt=1, worker_id="w"), "k4", tenant
     )
-    done = cmd.CompleteTask(
-        run_id=run,
-        task="main",
-        attempt=1,
-        epoch=1,
-        worker_id="w",
-        succeeded=True,
-        exit_code=0,
-        failure_kind=None,
-        output_tail="",
-        started_at=T0,
-        finished_at=T0,
-    )
+    done = completed(run, worker="w", at=T0)
     _, events = _send(state, done, "k5", tenant)
     return events
 

@@ -65,13 +65,6 @@ class Clock:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store(tmp_path / "rm")
-    yield s
-    s.close()
-
-
-@pytest.fixture
 def clock() -> Clock:
     return Clock(T0)
 

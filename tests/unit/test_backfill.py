@@ -8,12 +8,12 @@ from datetime import UTC, datetime, timedelta
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.decide import handle
-from cronlog.evolve import evolve
 from cronlog.ids import run_id_for_backfill, run_id_for_tick
 from cronlog.job import JobState, Run, TaskInstance
 from cronlog.limits import MAX_BACKFILL_TASK_INSTANCES, MAX_TASKS
 from cronlog.model import JobSpec, OverlapPolicy, Schedule, ScheduleKind, TaskSpec, main_task
 from cronlog.vocabulary import CommandKind, RejectReason, Reprocess, RunTrigger, TaskState
+from tests import builders
 from topology.fold.folder import MAX_RECORD_BYTES
 from topology.wire.state_codec import dump_state
 
@@ -26,14 +26,10 @@ PAST = tuple(T0 + timedelta(minutes=5 * k) for k in range(1, 4))  # 12:05, 12:10
 
 
 def given(*events: ev.Event, spec: JobSpec = SPEC, cursor: datetime | None = CURSOR) -> JobState:
-    state: JobState | None = None
-    for event in (
-        ev.JobRegistered(spec=spec, next_fire_at=cursor, runs_remaining=spec.schedule.max_runs),
-        *events,
-    ):
-        state = evolve(state, JOB, event)
-    assert state is not None
-    return replace(state, clock=NOW)
+    registered = ev.JobRegistered(
+        spec=spec, next_fire_at=cursor, runs_remaining=spec.schedule.max_runs
+    )
+    return builders.given(registered, *events, clock=NOW, job_id=JOB)
 
 
 def backfill(

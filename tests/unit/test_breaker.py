@@ -16,6 +16,7 @@ from cronlog.decide import handle
 from cronlog.job import JobState
 from cronlog.model import JobSpec, OverlapPolicy, Schedule, ScheduleKind, main_task
 from cronlog.vocabulary import FailureKind, QueueReason, SuspendReason, UnsuspendReason
+from tests.builders import completed
 
 JOB = "flaky"
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -226,19 +227,7 @@ def test_a_half_open_probe_waits_for_a_free_slot_under_max_active_runs() -> None
     out = job.send(cmd.Tick(), T0 + timedelta(minutes=9))  # cool-down over, the run still on
     assert "JobProbing" not in kinds(out)
     assert job.state is not None and len(job.state.runs) == 1
-    done = cmd.CompleteTask(
-        run_id=first,
-        task="main",
-        attempt=1,
-        epoch=claimed.epoch,
-        worker_id="w",
-        succeeded=True,
-        exit_code=0,
-        failure_kind=None,
-        output_tail="",
-        started_at=at,
-        finished_at=at,
-    )
+    done = completed(first, epoch=claimed.epoch, worker="w", at=at)
     out = job.send(done, T0 + timedelta(minutes=9, seconds=1))
     assert "JobProbing" in kinds(out)  # the slot freed: now the probe starts
 

@@ -15,6 +15,7 @@ from cronlog.errors import InvalidDefinition
 from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from cronlog_client import CommandProducer
 from cronlog_client.refs import derived_key
+from tests.builders import completed
 from topology.kafka.config import KafkaSettings
 
 T = datetime(2026, 12, 2, tzinfo=UTC)
@@ -68,19 +69,7 @@ def test_ticks_and_polls_are_not_sent_with_send(
 
 
 def test_a_lease_s_completion_and_release_get_the_worker_s_keys() -> None:
-    done = cmd.CompleteTask(
-        run_id="r1",
-        task="main",
-        attempt=1,
-        epoch=3,
-        worker_id="w",
-        succeeded=True,
-        exit_code=0,
-        failure_kind=None,
-        output_tail="",
-        started_at=T,
-        finished_at=T,
-    )
+    done = completed("r1", epoch=3, worker="w", at=T)
     release = cmd.ReleaseTask(
         run_id="r1", task="main", attempt=1, epoch=3, worker_id="w", reason=""
     )

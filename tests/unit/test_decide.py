@@ -46,6 +46,7 @@ from tests.builders import (
     claim,
     claimed,
     complete,
+    completed,
     cron,
     fold,
     given,
@@ -1190,19 +1191,7 @@ def test_a_trigger_re_sent_after_many_runs_is_still_a_no_op() -> None:
         )
         state, _ = when(
             state,
-            cmd.CompleteTask(
-                run_id="nope",
-                task="main",
-                attempt=1,
-                epoch=1,
-                worker_id="w",
-                succeeded=True,
-                exit_code=0,
-                failure_kind=None,
-                output_tail="",
-                started_at=at(minutes=2),
-                finished_at=at(minutes=2),
-            ),
+            completed("nope", worker="w", at=at(minutes=2)),
             at(minutes=2),
             key=f"complete-{i}",
         )

@@ -21,6 +21,7 @@ from services.api.readmodel.pruner import HistoryPruner
 from services.api.readmodel.reader import ReadModel
 from services.api.readmodel.store import Store
 from services.api.routes.logs import LOGS_FORMAT
+from tests.run_records import scheduled
 from tests.unit.rm_feed import dead_letter
 from tests.unit.store_feed import JOB, T0, URL, all_pages, command, feed, fire_many, register
 from topology.kafka.retrying import FATAL_EXIT
@@ -39,13 +40,7 @@ def live_run(rm: ReadModel, run_id: str = "r-live") -> str:
         rm.store,
         *command(
             f"live-{run_id}",
-            ev.RunScheduled(
-                run_id=run_id,
-                scheduled_for=tick,
-                trigger=RunTrigger.MANUAL,
-                tasks=("main",),
-                next_fire_at=None,
-            ),
+            scheduled(run_id, tick, trigger=RunTrigger.MANUAL),
             ev.TaskReady(run_id=run_id, task="main", attempt=1, scheduled_for=tick),
             at=tick,
         ),

@@ -19,17 +19,13 @@ from cronlog.job import MAX_APPLIED_MARKERS, MAX_RENEWAL_MARKERS, JobState
 from cronlog.limits import MAX_IDEM_KEY_CHARS
 from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.vocabulary import JobStatus, RejectReason
-from topology.fold.due_index import DueIndex
-from topology.fold.folder import MAX_RECORD_BYTES, BatchFolder, Record
-from topology.kafka.config import KafkaSettings
+from tests.unit.fold_world import TOPICS, N, folder_over
+from topology.fold.folder import MAX_RECORD_BYTES, Record
 from topology.kafka.partitioning import partition_for
-from topology.kafka.topics import Topics
-from topology.wire.codec import Codec, decode_event, encode_command
+from topology.wire.codec import decode_event, encode_command
 from topology.wire.state_codec import WORST_CHAR, dump_state, load_state
 
 JOB = "wedge"
-N = 4
-TOPICS = Topics.of(KafkaSettings(partitions=N))
 T0_MS = int(datetime(2026, 1, 1, tzinfo=UTC).timestamp() * 1000)
 MANUAL = JobSpec(name="m", schedule=Schedule(ScheduleKind.MANUAL), task_specs=main_task(("true",)))
 
@@ -44,9 +40,7 @@ class Job:
 
     def __init__(self) -> None:
         self.store: dict[str, bytes] = {}
-        due = DueIndex()
-        due.reset(range(N))
-        self.folder = BatchFolder(TOPICS, N, lambda _, job_id: self.store.get(job_id), due, Codec())
+        self.folder = folder_over(self.store)
         self.offset = 0
 
     def send(self, key: str, command: cmd.Command) -> list[ev.Event]:

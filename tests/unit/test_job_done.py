@@ -3,12 +3,8 @@ a one-off job after its only run, a job whose ``max_runs`` are spent; fed RunEve
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
-from pathlib import Path
-
-import pytest
 
 from cronlog import events as ev
 from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
@@ -18,13 +14,6 @@ from services.api.readmodel.store import Store
 from tests.unit.store_feed import command, feed
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store(tmp_path / "rm")
-    yield s
-    s.close()
 
 
 def fire(store: Store, job_id: str, spec: JobSpec, *, remaining: int | None) -> None:

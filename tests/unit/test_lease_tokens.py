@@ -17,6 +17,7 @@ from cronlog.job import JobState
 from cronlog.leases import lease_digest
 from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.vocabulary import RejectReason
+from tests.builders import completed
 
 JOB = "j"
 T0 = datetime(2026, 3, 2, 12, tzinfo=UTC)
@@ -51,20 +52,7 @@ def _claimed(token: str) -> tuple[JobState, str, ev.TaskClaimed]:
 
 
 def _complete(run: str, epoch: int, token: str) -> cmd.CompleteTask:
-    return cmd.CompleteTask(
-        run_id=run,
-        task="main",
-        attempt=1,
-        epoch=epoch,
-        worker_id="w1",
-        succeeded=True,
-        exit_code=0,
-        failure_kind=None,
-        output_tail="FORGED",
-        started_at=T0,
-        finished_at=T0,
-        lease_token=token,
-    )
+    return completed(run, epoch=epoch, at=T0, output_tail="FORGED", lease_token=token)
 
 
 def test_a_grant_keeps_only_the_digest_of_the_secret() -> None:

@@ -12,6 +12,7 @@ from cronlog import events as ev
 from cronlog.ids import run_id_for_tick
 from cronlog.model import OverlapPolicy
 from cronlog.vocabulary import CancelReason, RejectReason, RunTrigger, SkipReason, TaskState
+from tests.builders import completed
 from tests.unit.core_fold import JOB, Fold, at, every, fired, skipped, spec
 
 
@@ -32,19 +33,7 @@ def long_running(policy: OverlapPolicy, **kw: object) -> Fold:
 
 def complete_first(f: Fold, now: datetime) -> list[ev.Event]:
     return f.send(
-        cmd.CompleteTask(
-            run_id=run_id_for_tick(JOB, at(minutes=1)),
-            task="main",
-            attempt=1,
-            epoch=1,
-            worker_id="w1",
-            succeeded=True,
-            exit_code=0,
-            failure_kind=None,
-            output_tail="",
-            started_at=at(minutes=1),
-            finished_at=now,
-        ),
+        completed(run_id_for_tick(JOB, at(minutes=1)), at=now, started_at=at(minutes=1)),
         now,
     )
 

@@ -16,12 +16,12 @@ from cronlog import events as ev
 from cronlog.ids import run_id_for_trigger
 from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.vocabulary import CommandKind, RejectReason
+from tests.builders import completed
 from tests.unit.fold_world import (
     TOPICS,
     N,
     P,
     World,
-    completed,
     fold_batch,
     granted_runs,
     record_of,
@@ -95,7 +95,7 @@ def test_a_granted_task_is_fenced_like_a_claim() -> None:
     out = world.send((job, cmd.ClaimTask(run_id=run, task="main", attempt=1, worker_id="w2")))
     [rejected] = _replies(out, "w2")
     assert isinstance(rejected, ev.CommandRejected)
-    done = completed(run, "main", 1, 1, "w1", world.at)
+    done = completed(run, at=world.at)
     out = world.send((job, done))
     assert [type(r) for r in _replies(out)] == [ev.TaskSucceeded, ev.RunSucceeded]
 
@@ -104,20 +104,7 @@ def test_a_completion_with_claim_next_takes_the_oldest_ready_task_of_its_partiti
     world = World()
     runs = _triggered(world, JOBS[:3])
     world.send(("", cmd.PollTasks(worker_id="w1", slots=1, poll_id="p")))  # JOBS[0]'s run
-    done = cmd.CompleteTask(
-        run_id=runs[JOBS[0]],
-        task="main",
-        attempt=1,
-        epoch=1,
-        worker_id="w1",
-        succeeded=True,
-        exit_code=0,
-        failure_kind=None,
-        output_tail="",
-        started_at=world.at,
-        finished_at=world.at,
-        claim_next=1,
-    )
+    done = completed(runs[JOBS[0]], at=world.at, claim_next=1)
     out = world.send((JOBS[0], done))
     assert granted_runs(out) == [(JOBS[1], runs[JOBS[1]])]
     replies = _replies(out)
@@ -275,7 +262,14 @@ def test_manual_starts_leave_room_for_claims_so_a_full_record_drains(
         out = world.send(("", cmd.PollTasks(worker_id=worker, slots=4, poll_id=f"p{n}")))
         assert not [e for e in _events(out) if isinstance(e, ev.CommandRejected)]
         for claim in (e for e in _events(out) if isinstance(e, ev.TaskClaimed)):
-            done = completed(claim.run_id, claim.task, claim.attempt, claim.epoch, worker, world.at)
+            done = completed(
+                claim.run_id,
+                task=claim.task,
+                attempt=claim.attempt,
+                epoch=claim.epoch,
+                worker=worker,
+                at=world.at,
+            )
             ended = _events(world.send((job, done)))
             succeeded += sum(isinstance(e, ev.RunSucceeded) for e in ended)
         if succeeded == accepted:

@@ -9,7 +9,6 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from cronlog import events as ev
-from cronlog.ids import event_id
 from cronlog.model import DstGapPolicy, DstOverlapPolicy, JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.schedule import next_tick
 from cronlog.vocabulary import SkipReason
@@ -17,34 +16,17 @@ from services.api.readmodel import skips
 from services.api.readmodel.projection import apply
 from services.api.readmodel.reader import ReadModel
 from services.api.readmodel.store import Batch
-
-T0 = datetime(2024, 3, 1, 12, 0, 0, tzinfo=UTC)
-
-
-def feed(rm: ReadModel, job_id: str, idem_key: str, *events: ev.Event, at: datetime = T0) -> None:
-    batch = Batch(rm.store)
-    for i, event in enumerate(events):
-        apply(
-            batch,
-            ev.RunEvent(
-                event_id=event_id(idem_key, job_id, i),
-                job_id=job_id,
-                at=at,
-                idem_key=idem_key,
-                index=i,
-                event=event,
-            ),
-        )
-    batch.commit()
+from tests.run_records import record
+from tests.unit.rm_feed import T0, feed
 
 
 def register(rm: ReadModel, job_id: str, schedule: Schedule) -> JobSpec:
     spec = JobSpec(f"job {job_id}", schedule, main_task(("true",)))
     feed(
         rm,
-        job_id,
         f"reg-{job_id}",
         ev.JobRegistered(spec=spec, next_fire_at=next_tick(schedule, T0)),
+        job_id=job_id,
     )
     return spec
 
@@ -106,7 +88,12 @@ def test_redefinition_changes_the_preview(rm: ReadModel, client: TestClient) -> 
         "2024-03-01T14:00:00.000Z",
     ]
     new = JobSpec(spec.name, cron("*/15 * * * *"), spec.task_specs)
-    feed(rm, "edited", "patch", ev.JobRedefined(spec=new, next_fire_at=T0 + timedelta(minutes=15)))
+    feed(
+        rm,
+        "patch",
+        ev.JobRedefined(spec=new, next_fire_at=T0 + timedelta(minutes=15)),
+        job_id="edited",
+    )
     assert utcs(client.get("/api/v1/jobs/edited/ticks", params=after).json()) == [
         "2024-03-01T12:15:00.000Z",
         "2024-03-01T12:30:00.000Z",
@@ -188,13 +175,13 @@ def test_manual_and_deleted_jobs_preview_nothing(rm: ReadModel, client: TestClie
     register(rm, "by-hand", Schedule(ScheduleKind.MANUAL))
     assert client.get("/api/v1/jobs/by-hand/ticks").json() == {"job_id": "by-hand", "ticks": []}
     register(rm, "gone", cron("* * * * *"))
-    feed(rm, "gone", "del", ev.JobDeleted())
+    feed(rm, "del", ev.JobDeleted(), job_id="gone")
     assert client.get("/api/v1/jobs/gone/ticks").json()["ticks"] == []
 
 
 def test_paused_job_still_previews_its_schedule(rm: ReadModel, client: TestClient) -> None:
     register(rm, "napping", cron("0 0 * * *"))
-    feed(rm, "napping", "pause", ev.JobPaused())
+    feed(rm, "pause", ev.JobPaused(), job_id="napping")
     ticks = client.get(
         "/api/v1/jobs/napping/ticks", params={"count": 1, "after": "2024-03-01T12:00:00Z"}
     ).json()["ticks"]
@@ -212,11 +199,11 @@ def skip(rm: ReadModel, job_id: str, n: int, reason: SkipReason, start: int = 0)
         tick = T0 + timedelta(seconds=i)
         feed(
             rm,
-            job_id,
             f"tick-{job_id}-{i}",
             ev.TickSkipped(
                 scheduled_for=tick, reason=reason, next_fire_at=tick + timedelta(seconds=1)
             ),
+            job_id=job_id,
             at=tick + timedelta(milliseconds=5),
         )
 
@@ -273,19 +260,10 @@ def test_several_skips_in_one_batch_keep_their_order(rm: ReadModel) -> None:
     batch = Batch(rm.store)
     for i in range(3):
         tick = T0 + timedelta(seconds=i)
-        apply(
-            batch,
-            ev.RunEvent(
-                event_id=event_id(f"t{i}", "batched", 0),
-                job_id="batched",
-                at=tick,
-                idem_key=f"t{i}",
-                index=0,
-                event=ev.TickSkipped(
-                    scheduled_for=tick, reason=SkipReason.CATCHUP_POLICY, next_fire_at=None
-                ),
-            ),
+        skipped = ev.TickSkipped(
+            scheduled_for=tick, reason=SkipReason.CATCHUP_POLICY, next_fire_at=None
         )
+        apply(batch, record(f"t{i}", 0, skipped, at=tick, job_id="batched"))
     batch.commit()
     assert [s["scheduled_for"][17:19] for s in rm.skipped("batched", 10)] == ["02", "01", "00"]
 
@@ -298,19 +276,10 @@ def test_only_the_last_1000_skips_are_kept_but_all_are_counted(
     total = skips.KEEP + 250
     for i in range(total):
         tick = T0 + timedelta(seconds=i)
-        apply(
-            batch,
-            ev.RunEvent(
-                event_id=event_id(f"t{i}", "flooded", 0),
-                job_id="flooded",
-                at=tick,
-                idem_key=f"t{i}",
-                index=0,
-                event=ev.TickSkipped(
-                    scheduled_for=tick, reason=SkipReason.MAX_ACTIVE_RUNS, next_fire_at=None
-                ),
-            ),
+        skipped = ev.TickSkipped(
+            scheduled_for=tick, reason=SkipReason.MAX_ACTIVE_RUNS, next_fire_at=None
         )
+        apply(batch, record(f"t{i}", 0, skipped, at=tick, job_id="flooded"))
     batch.commit()
     assert client.get("/api/v1/jobs/flooded").json()["skipped_count"] == total
     kept = client.get("/api/v1/jobs/flooded/skipped", params={"limit": 1000}).json()["skipped"]

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
-import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
@@ -23,15 +21,9 @@ from cronlog.vocabulary import (
 from services.api.readmodel import metrics, views
 from services.api.readmodel.store import FORMAT, Store
 from services.api.routes import metrics as metrics_route
+from tests.run_records import claimed
 from tests.unit.authed import authed
 from tests.unit.store_feed import JOB, SPEC, T0, command, feed, fire, register
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store(tmp_path / "rm")
-    yield s
-    s.close()
 
 
 def test_registered_job_shows_its_definition_status_and_next_run(store: Store) -> None:
@@ -195,21 +187,10 @@ def test_redelivered_events_are_skipped(store: Store) -> None:
     register(store)
     tick = T0 + timedelta(seconds=10)
     run_id = fire(store, tick)
-    claim = command(
-        f"claim-{run_id}",
-        ev.TaskClaimed(
-            run_id=run_id,
-            task="main",
-            attempt=1,
-            epoch=1,
-            worker_id="w1",
-            lease_expires_at=tick,
-            lease_ttl=timedelta(seconds=60),
-            scheduled_for=tick,
-            command=SPEC.task_specs[0].command,
-            timeout=SPEC.timeout,
-        ),
+    grant = claimed(
+        run_id, tick, expires_at=tick, command=SPEC.task_specs[0].command, timeout=SPEC.timeout
     )
+    claim = command(f"claim-{run_id}", grant)
     assert feed(store, *claim) == [False]  # the fold re-published it after a crash
     run = views.get_run(store, run_id)
     job = views.get_job(store, JOB)

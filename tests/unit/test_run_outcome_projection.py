@@ -4,12 +4,8 @@ succeeds after it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from cronlog import events as ev
 from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskSpec, TriggerRule
@@ -34,13 +30,6 @@ SPEC = JobSpec(
         ),
     ),
 )
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store(tmp_path / "rm")
-    yield s
-    s.close()
 
 
 def at(seconds: float) -> datetime:

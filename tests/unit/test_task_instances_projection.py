@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from cronlog import events as ev
 from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskSpec, TriggerRule, main_task
@@ -30,13 +26,6 @@ SPEC = JobSpec(
         TaskSpec("load", ("true",), depends_on=("transform",), trigger_rule=TriggerRule.ALL_DONE),
     ),
 )
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store(tmp_path / "rm")
-    yield s
-    s.close()
 
 
 def at(seconds: float) -> datetime:

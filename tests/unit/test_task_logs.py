@@ -22,10 +22,11 @@ from services.api.readmodel.projection import apply
 from services.api.readmodel.reader import ReadModel
 from services.api.readmodel.store import Batch
 from services.api.routes.logs import LogModel, put_chunk
-from services.worker.kinds import PythonPool, execution_for
+from services.worker.kinds import PythonPool
 from services.worker.logsink import AttemptRef, LogSink
 from services.worker.reach import AddressPolicy, Reach
 from tests.unit.authed import authed
+from tests.unit.task_runs import run_task
 from topology.wire.codec import DecodeError, encode_event
 from topology.wire.log_chunks import CHUNK_BYTES, LogChunk, decode_chunk
 
@@ -146,31 +147,13 @@ def test_a_log_chunk_is_not_a_run_event() -> None:
 # -- each kind's output ----------------------------------------------------------------------
 
 BASE = TaskSpec("main", ("true",))
-CONTEXT = {"CRONLOG_RUN_ID": "r1", "CRONLOG_ATTEMPT": "1", "CRONLOG_EPOCH": "1"}
 LOCAL = Reach(http=AddressPolicy.parse("127.0.0.1/32"))
 """The task policy of these tests: their http server listens on loopback."""
 
 
-@pytest.fixture(scope="module")
-def pool() -> Iterator[PythonPool]:
-    p = PythonPool(1)
-    yield p
-    p.shutdown()
-
-
 def _log_of(spec: TaskSpec, pool: PythonPool, cap: int = 1024 * KIB) -> tuple[bytes, LogChunk]:
     sink, sent = _sink(cap)
-    execution_for(
-        spec.action(),
-        spec.command,
-        CONTEXT,
-        reach=LOCAL,
-        timeout_s=20,
-        grace_s=1,
-        pool=pool,
-        output=sink,
-        capture_bytes=cap,
-    ).run()
+    run_task(spec, pool, LOCAL, output=sink, capture_bytes=cap)
     sink.close()
     return sent.data(), sent.chunks[-1]
 

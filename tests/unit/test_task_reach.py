@@ -17,8 +17,7 @@ from pydantic import ValidationError
 
 from cronlog.model import HttpTask, Isolation, TaskKind, TaskSpec
 from cronlog.vocabulary import FailureKind
-from services.worker.execute import Outcome
-from services.worker.kinds import PythonPool, execution_for
+from services.worker.kinds import PythonPool
 from services.worker.reach import (
     SECRET_NAME,
     AddressPolicy,
@@ -32,8 +31,8 @@ from services.worker.reach import (
 )
 from services.worker.sandbox import resolve_task_user
 from services.worker.settings import WorkerSettings
+from tests.unit.task_runs import CONTEXT, run_task
 
-CONTEXT = {"CRONLOG_RUN_ID": "r1", "CRONLOG_ATTEMPT": "1", "CRONLOG_EPOCH": "1"}
 WORKER_ENV = {
     "PATH": "/usr/bin:/bin",
     "LANG": "C.UTF-8",
@@ -119,7 +118,7 @@ def test_python_pool_processes_do_not_hold_the_workers_secrets(
     pool = PythonPool(1, Reach(env_pass=("MY_SETTING",)))
     try:
         spec = replace(BASE, kind=TaskKind.PYTHON, command=(), callable=f"{TASKS}:environment")
-        out = _run(spec, pool, Reach())
+        out = run_task(spec, pool, Reach())
     finally:
         pool.shutdown()
     assert out.failure_kind is None, out.output_tail
@@ -146,7 +145,7 @@ def test_task_user_needs_a_root_worker_and_an_unprivileged_user() -> None:
 def test_shell_task_runs_as_the_task_user_without_groups(pool: PythonPool) -> None:
     reach = Reach(user=resolve_task_user("nobody", euid=0))
     spec = replace(BASE, kind=TaskKind.SHELL, command=(), shell="id -u; id -G; echo $HOME")  # noqa: S604
-    out = _run(spec, pool, reach)
+    out = run_task(spec, pool, reach)
     nobody = resolve_task_user("nobody", euid=0)
     assert out.output_tail == f"{nobody.uid}\n{nobody.gid}\n{nobody.home}\n"
     assert WorkerSettings(task_user="nobody").reach().user == nobody
@@ -182,7 +181,7 @@ def test_python_task_outside_the_modules_fails_as_spawn_error(
     pool: PythonPool, isolation: Isolation
 ) -> None:
     spec = replace(BASE, kind=TaskKind.PYTHON, command=(), callable="os:getcwd")
-    out = _run(replace(spec, isolation=isolation), pool, Reach())
+    out = run_task(replace(spec, isolation=isolation), pool, Reach())
     assert (out.exit_code, out.failure_kind) == (None, FailureKind.SPAWN_ERROR)
     assert "python task module 'os'" in out.output_tail
     assert "CRONLOG_PYTHON_MODULES" in out.output_tail
@@ -193,7 +192,7 @@ def test_a_function_re_exported_from_another_module_is_not_called(
     pool: PythonPool, isolation: Isolation
 ) -> None:
     spec = replace(BASE, kind=TaskKind.PYTHON, command=(), callable=f"{TASKS}:reexported")
-    out = _run(replace(spec, isolation=isolation), pool, Reach())
+    out = run_task(replace(spec, isolation=isolation), pool, Reach())
     assert out.failure_kind is FailureKind.NONZERO_EXIT
     assert "PermissionError" in out.output_tail
     assert "names a function of module 'posix'" in out.output_tail
@@ -316,7 +315,9 @@ def test_http_task_to_loopback_fails_with_the_reason_and_sends_nothing(
         (f"http://127.0.0.1:{port}/a", "127.0.0.1"),
         (f"http://localhost:{port}/b", "localhost (127.0.0.1)"),
     ]:
-        out = _run(replace(BASE, kind=TaskKind.HTTP, command=(), http=HttpTask(url)), pool, Reach())
+        out = run_task(
+            replace(BASE, kind=TaskKind.HTTP, command=(), http=HttpTask(url)), pool, Reach()
+        )
         assert (out.exit_code, out.failure_kind) == (None, FailureKind.SPAWN_ERROR)
         assert out.output_tail == (
             f"http destination {named} is loopback; allow it with CRONLOG_HTTP_ALLOW"
@@ -324,22 +325,9 @@ def test_http_task_to_loopback_fails_with_the_reason_and_sends_nothing(
     assert _Hook.hits == []
     allowed = Reach(http=AddressPolicy.parse("localhost"))
     task = HttpTask(f"http://localhost:{port}/c")
-    out = _run(replace(BASE, kind=TaskKind.HTTP, command=(), http=task), pool, allowed)
+    out = run_task(replace(BASE, kind=TaskKind.HTTP, command=(), http=task), pool, allowed)
     assert (out.failure_kind, out.output_tail) == (None, "HTTP 200\nok")
     assert _Hook.hits == ["/c"]
 
 
 # -- helpers -------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def pool() -> Iterator[PythonPool]:
-    p = PythonPool(1)
-    yield p
-    p.shutdown()
-
-
-def _run(spec: TaskSpec, pool: PythonPool, reach: Reach) -> Outcome:
-    return execution_for(
-        spec.action(), spec.command, CONTEXT, reach=reach, timeout_s=20, grace_s=1, pool=pool
-    ).run()

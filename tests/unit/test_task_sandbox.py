@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import os
 import pwd
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 
 from cronlog.model import TaskKind, TaskSpec
 from services.worker.execute import Outcome
-from services.worker.kinds import PythonPool, execution_for
+from services.worker.kinds import PythonPool
 from services.worker.reach import Reach
 from services.worker.sandbox import (
     TaskDirs,
@@ -25,8 +24,8 @@ from services.worker.sandbox import (
     resolve_task_user,
 )
 from services.worker.settings import WorkerSettings
+from tests.unit.task_runs import run_task
 
-CONTEXT = {"CRONLOG_RUN_ID": "r1", "CRONLOG_ATTEMPT": "1", "CRONLOG_EPOCH": "1"}
 BASE = TaskSpec("main", ("true",))
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="another user's tasks need a root worker")
 
@@ -41,18 +40,8 @@ def _expected_default() -> TaskUser | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def pool() -> Iterator[PythonPool]:
-    p = PythonPool(1)
-    yield p
-    p.shutdown()
-
-
 def _run(shell: str, pool: PythonPool, reach: Reach) -> Outcome:
-    spec = replace(BASE, kind=TaskKind.SHELL, command=(), shell=shell)
-    return execution_for(
-        spec.action(), spec.command, CONTEXT, reach=reach, timeout_s=20, grace_s=1, pool=pool
-    ).run()
+    return run_task(replace(BASE, kind=TaskKind.SHELL, command=(), shell=shell), pool, reach)
 
 
 def test_a_root_worker_picks_the_first_default_user_that_exists() -> None:

@@ -26,14 +26,12 @@ from cronlog.errors import CronlogError
 from cronlog.ledger import FLEET, LEDGER_KEY, Grant, LedgerState, decide_ledger
 from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from cronlog.time import to_ms
-from tests.unit.fold_world import completed
+from tests.builders import completed
+from tests.unit.fold_world import TOPICS, N, folder_over
 from topology.fold import folder as fold
-from topology.fold.due_index import DueIndex
-from topology.fold.folder import BatchFolder, BatchResult, Record
-from topology.kafka.config import KafkaSettings
+from topology.fold.folder import BatchResult, Record
 from topology.kafka.partitioning import partition_for
-from topology.kafka.topics import Topics
-from topology.wire.codec import Codec, decode_event, encode_command
+from topology.wire.codec import decode_event, encode_command
 from topology.wire.state_codec import dump_state, load_ledger, load_state
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -175,9 +173,6 @@ def test_running_never_passes_a_cap_or_the_fleet(
 
 # -- the fold adapter: several partitions, the ledger's commands fed back as the log would --
 
-N = 4
-TOPICS = Topics.of(KafkaSettings(partitions=N))
-
 
 def _spec(tenant: str) -> JobSpec:
     return JobSpec(
@@ -193,9 +188,7 @@ class Sim:
 
     def __init__(self) -> None:
         self.store: dict[str, bytes] = {}
-        due = DueIndex()
-        due.reset(range(N))
-        self.folder = BatchFolder(TOPICS, N, lambda _, j: self.store.get(j), due, Codec())
+        self.folder = folder_over(self.store)
         self.log: list[Record] = []
         self.offset = 0
         self.at = T0
@@ -260,7 +253,9 @@ class Sim:
     def complete(self, claim: ev.RunEvent) -> None:
         c = claim.event
         assert isinstance(c, ev.TaskClaimed)
-        done = completed(c.run_id, c.task, c.attempt, c.epoch, c.worker_id, self.at)
+        done = completed(
+            c.run_id, task=c.task, attempt=c.attempt, epoch=c.epoch, worker=c.worker_id, at=self.at
+        )
         self.append(claim.job_id, done)
 
 

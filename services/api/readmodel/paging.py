@@ -43,6 +43,8 @@ Cursor = Annotated[
     ),
 ]
 """The ``cursor`` query parameter of a paged listing."""
+PageLimit = Annotated[int, Query(ge=1, le=MAX_PAGE, description=LIMIT_DOC)]
+"""The ``limit`` query parameter of a paged listing (its default is the route's)."""
 SCAN_BUDGET = 5000
 """Most index keys one page looks at (filtered-out rows included)."""
 MAX_CURSOR_CHARS = 2048

@@ -16,14 +16,14 @@ from datetime import timedelta
 
 from services.api.readmodel import metrics
 from services.api.readmodel import retention as history
+from services.api.readmodel.health import DaemonLoop
 from services.api.readmodel.reader import ReadModel
 from services.api.readmodel.store import Store
-from topology.kafka.retrying import start_thread
 
 log = logging.getLogger("cronlog.api.history")
 
 
-class HistoryPruner:
+class HistoryPruner(DaemonLoop):
     """Prunes ``read_model``'s runs that ended more than ``window`` before its clock."""
 
     thread_name = "history-pruner"
@@ -58,16 +58,8 @@ class HistoryPruner:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        """Run a pass now and then every ``interval_s`` seconds, in a daemon thread."""
-        self._thread = start_thread(self.thread_name, self._run)
-
-    def stop(self, timeout_s: float = 10.0) -> None:
-        """Stop after the current step; wait up to ``timeout_s`` seconds for the thread."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-
+    # start: a pass now and then every ``interval_s`` seconds, in a daemon thread; stop: after
+    # the current step (DaemonLoop's)
     def _run(self) -> None:
         while not self._stop.is_set():
             self.run_pass()

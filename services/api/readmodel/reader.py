@@ -12,6 +12,7 @@ import asyncio
 import logging
 import threading
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -40,12 +41,13 @@ from topology.kafka.retrying import (
     call_with_retry,
     check_topic,
     record_ok,
-    start_thread,
 )
 from topology.kafka.topics import Topics
 from topology.wire.codec import DecodeError, decode_event
 
 log = logging.getLogger("cronlog.api.read_model")
+ApplyOne = Callable[[Batch, Message, int, int], None]
+"""``one(batch, message, partition, offset)``: put one record's documents into ``batch``."""
 POLL_BATCH = 500
 """At most this many records are applied per RocksDB write batch."""
 
@@ -89,17 +91,10 @@ class ReadModel(ReaderHealth):
         self._positions: dict[int, int] = {}
         self._ready = threading.Event()
 
-    # -- lifecycle ---------------------------------------------------------------------------
-    def start(self) -> None:
-        """Start consuming in a daemon thread (returns at once; see ``ready``)."""
-        self.liveness.beat()
-        self._thread = start_thread(self.thread_name, self._run)
-
+    # -- lifecycle (start: ReaderHealth's; caught up: see ``ready``) --------------------------
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop consuming, wait up to ``timeout_s`` seconds for the thread, close the store."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
+        super().stop(timeout_s)
         self.store.close()
 
     @property
@@ -304,11 +299,9 @@ class ReadModel(ReaderHealth):
         self._notify(touched)
 
     def _apply_locked(self, messages: list[Message]) -> set[str]:
-        batch, touched = Batch(self.store), set[str]()
-        for msg in messages:
-            partition, offset = msg.partition(), msg.offset()
-            if not record_ok(msg, self.liveness) or partition is None or offset is None:
-                continue
+        touched = set[str]()
+
+        def one(batch: Batch, msg: Message, partition: int, offset: int) -> None:
             try:
                 record = decode_event(msg.value() or b"")
                 apply(batch, record)
@@ -330,10 +323,26 @@ class ReadModel(ReaderHealth):
                     offset,
                     extra={"action": "read_model.apply_failed"},
                 )
+
+        self._apply_each(messages, one)
+        return touched
+
+    def _apply_each(self, messages: list[Message], one: ApplyOne) -> None:
+        """Apply every usable record with ``one`` and store the offset after it, all in one
+        atomic batch: the documents and the position they reflect cannot disagree.
+
+        ``one`` must not raise for a bad record (it logs and skips it): its offset is stored
+        all the same, so a poison record never wedges the reader.
+        """
+        batch = Batch(self.store)
+        for msg in messages:
+            partition, offset = msg.partition(), msg.offset()
+            if not record_ok(msg, self.liveness) or partition is None or offset is None:
+                continue
+            one(batch, msg, partition, offset)
             batch.put(self._offset_key(partition), b"%d" % (offset + 1))
             self._positions[partition] = offset + 1
         batch.commit()
-        return touched
 
     def _check_caught_up(self, consumer: Consumer) -> None:
         if not self._targets:

@@ -22,7 +22,7 @@ crash, well within any window). The job document and its counts stay.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -127,26 +127,14 @@ def prune(store: Store, cutoff_ms: int, batch_size: int, logs: Store | None = No
     Returns:
         The counts; ``more`` says whether old rows remain (call again).
     """
-    out = Pruned()
-    batch, stop = Batch(store), ENDED + b"%013d" % max(cutoff_ms, 0)
+    out, batch = Pruned(), Batch(store)
     log_keys: list[bytes] = []
-    for n, (key, value) in enumerate(store.scan(ENDED)):
-        if key >= stop:
-            break
-        if n >= batch_size:
-            out.more = True
-            break
+    for key, value in _older(store, ENDED, cutoff_ms, batch_size, out):
         batch.delete(key)
         run_id = key.split(b"\x00", 1)[1].decode()
         if _forget_run(batch, value.decode(), run_id, out):
             log_keys += _log_keys(logs, run_id)
-    stop = EVENTS + b"%013d" % max(cutoff_ms, 0)
-    for n, (key, value) in enumerate(store.scan(EVENTS)):
-        if key >= stop:
-            break
-        if n >= batch_size:
-            out.more = True
-            break
+    for key, value in _older(store, EVENTS, cutoff_ms, batch_size, out):
         batch.delete(key)
         batch.delete(value)
         batch.delete(b"eid:" + key.split(b"\x00", 1)[1])
@@ -156,6 +144,21 @@ def prune(store: Store, cutoff_ms: int, batch_size: int, logs: Store | None = No
         logs.write(dict.fromkeys(log_keys))
         out.log_rows = len(log_keys)
     return out
+
+
+def _older(
+    store: Store, index: bytes, cutoff_ms: int, batch_size: int, out: Pruned
+) -> Iterator[tuple[bytes, bytes]]:
+    """The first ``batch_size`` rows of the time index ``index`` (keys ``index`` + epoch ms
+    %013d) before ``cutoff_ms``; sets ``out.more`` when older rows remain past them."""
+    stop = index + b"%013d" % max(cutoff_ms, 0)
+    for n, (key, value) in enumerate(store.scan(index)):
+        if key >= stop:
+            return
+        if n >= batch_size:
+            out.more = True
+            return
+        yield key, value
 
 
 def _forget_run(batch: Batch, job_id: str, run_id: str, out: Pruned) -> bool:

@@ -29,7 +29,6 @@ from services.api.readmodel.reader import ReadModel
 from services.api.readmodel.store import Batch
 from services.api.shapes.responses import documented
 from topology.kafka.config import KafkaSettings
-from topology.kafka.retrying import record_ok
 from topology.kafka.topics import Topics
 from topology.wire.log_chunks import LogChunk, decode_chunk
 
@@ -87,25 +86,20 @@ class LogModel(ReadModel):
         self.topic = Topics.of(settings).logs
 
     def _apply(self, messages: list[Message]) -> None:
-        batch = Batch(self.store)
-        for msg in messages:
-            partition, offset = msg.partition(), msg.offset()
-            if not record_ok(msg, self.liveness) or partition is None or offset is None:
-                continue
-            try:
-                put_chunk(batch, decode_chunk(msg.value() or b""))
-            except Exception as exc:  # a bad record is skipped and said, never wedges the API
-                log.error(
-                    "unusable log chunk at %s/%d@%d: %s",
-                    msg.topic(),
-                    partition,
-                    offset,
-                    exc,
-                    extra={"action": "logs.undecodable"},
-                )
-            batch.put(self._offset_key(partition), b"%d" % (offset + 1))
-            self._positions[partition] = offset + 1
-        batch.commit()
+        self._apply_each(messages, self._put_record)
+
+    def _put_record(self, batch: Batch, msg: Message, partition: int, offset: int) -> None:
+        try:
+            put_chunk(batch, decode_chunk(msg.value() or b""))
+        except Exception as exc:  # a bad record is skipped and said, never wedges the API
+            log.error(
+                "unusable log chunk at %s/%d@%d: %s",
+                msg.topic(),
+                partition,
+                offset,
+                exc,
+                extra={"action": "logs.undecodable"},
+            )
 
     def attempt_log(
         self, run_id: str, task: str, attempt: int, epoch: int | None = None

@@ -21,7 +21,7 @@ from services.api.access import idempotency
 from services.api.access.auth import Caller, Role, principal, require
 from services.api.access.scope import job_tenant, sees_job, visible_job, visible_run
 from services.api.readmodel import dead_letters, paging
-from services.api.readmodel.paging import LIMIT_DOC, MAX_PAGE, Cursor
+from services.api.readmodel.paging import Cursor, PageLimit
 from services.api.readmodel.reader import ReadModel
 from services.api.readmodel.run_changes import TERMINAL_RUN_STATES
 from services.api.routes.reads import read_model
@@ -220,7 +220,7 @@ def list_dead_letters(
     job_id: str | None = None,
     since: Annotated[Instant | None, Query()] = None,
     until: Annotated[Instant | None, Query()] = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description=LIMIT_DOC)] = 100,
+    limit: PageLimit = 100,
     cursor: Cursor = None,
 ) -> Any:
     """The caller's tenant's dead letters (filters: job_id, ``since <= dead_lettered_at <

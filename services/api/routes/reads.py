@@ -15,7 +15,7 @@ from cronlog.vocabulary import RunTrigger
 from services.api.access.auth import Caller, principal
 from services.api.access.scope import visible_job, visible_run
 from services.api.readmodel import listings, paging
-from services.api.readmodel.paging import LIMIT_DOC, MAX_PAGE, Cursor
+from services.api.readmodel.paging import Cursor, PageLimit
 from services.api.readmodel.reader import ReadModel
 from services.api.shapes.definition import Instant
 from services.api.shapes.responses import (
@@ -48,7 +48,7 @@ def list_jobs(
     request: Request,
     caller: Caller,
     status: Annotated[str | None, Query(pattern="^(active|paused|deleted|done)$")] = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description=LIMIT_DOC)] = 100,
+    limit: PageLimit = 100,
     cursor: Cursor = None,
 ) -> Any:
     """The caller's tenant's jobs (deleted ones included, with ``status: deleted``), ordered by
@@ -72,7 +72,7 @@ def list_runs(
     job_id: str,
     request: Request,
     caller: Caller,
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description=LIMIT_DOC)] = 20,
+    limit: PageLimit = 20,
     cursor: Cursor = None,
     state: Annotated[
         listings.RunState | None, Query(description="Only runs in this state.")

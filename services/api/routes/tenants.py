@@ -32,7 +32,7 @@ from services.api.access.auth import PLATFORM, Caller, Principal, Role, principa
 from services.api.access.scope import job_tenant
 from services.api.access.watched import WatchedFile
 from services.api.readmodel import dead_letters, paging
-from services.api.readmodel.paging import LIMIT_DOC, MAX_PAGE, Cursor
+from services.api.readmodel.paging import Cursor, PageLimit
 from services.api.readmodel.reader import ReadModel
 from services.api.routes.operate import DeadLetterList
 from services.api.routes.sender import CommandNotSent
@@ -262,7 +262,7 @@ def tenant_dead_letters(
     tenant: str,
     request: Request,
     caller: Caller,
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description=LIMIT_DOC)] = 100,
+    limit: PageLimit = 100,
     cursor: Cursor = None,
     since: Annotated[Instant | None, Query()] = None,
     until: Annotated[Instant | None, Query()] = None,

@@ -37,7 +37,6 @@ from topology.kafka.retrying import (
     call_with_retry,
     check_topic,
     record_ok,
-    start_thread,
 )
 from topology.kafka.topics import Topics
 from topology.wire.codec import DecodeError, decode_heartbeat
@@ -164,18 +163,7 @@ class WorkerDirectory(ReaderHealth):
         views = [worker_view(hb, now) for _, hb in latest]
         return [v for v in views if include_lost or v["state"] == "alive"]
 
-    # -- lifecycle (as ReadModel's, for /healthz and /readyz) ---------------------------------
-    def start(self) -> None:
-        """Start reading in a daemon thread (returns at once)."""
-        self.liveness.beat()
-        self._thread = start_thread(self.thread_name, self._run)
-
-    def stop(self, timeout_s: float = 10.0) -> None:
-        """Stop reading and wait up to ``timeout_s`` seconds for the thread."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-
+    # -- lifecycle: ReaderHealth's start and stop, as ReadModel's (for /healthz and /readyz) --
     def _run(self) -> None:
         consumer = Consumer(
             self.settings.consumer_config(
