@@ -234,7 +234,10 @@ def _run(
     db = Rdict(str(state_dir / TABLE_DIR), options=Options(raw_mode=True))
     try:
         store: MutableMapping[bytes, bytes] = db  # type: ignore[assignment]  # untyped rocksdict
-        replayer = Replayer(topics, n, store, codec, tick_slice=SchedulerSettings().tick_slice)
+        live = SchedulerSettings()  # the fold's own settings: its slice and horizon
+        replayer = Replayer(
+            topics, n, store, codec, tick_slice=live.tick_slice, rules=live.idem_rules()
+        )
         for part in bounds.start.parts.values():
             seed(replayer, part)
         sink = EventSink(settings, opts.to_topic, n) if opts.to_topic else None

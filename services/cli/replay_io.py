@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer
 from cronlog import events as ev
 from cronlog.errors import CronlogError
 from topology.fold.folder import Outgoing
+from topology.fold.markers import marker_of
 from topology.kafka.config import KafkaSettings
 from topology.kafka.log_reader import (
     LogReadError,
@@ -109,8 +110,10 @@ def verify_partition(
     """
     snapshot, replayed, acknowledged = replay
     low, high = live.changelog[p]
-    table = latest_values(
-        (k, v) for _, k, v in _pairs(consumer, topics.job_table_changelog, p, low, high)
+    table = latest_values(  # the job records; the dedupe markers beside them are not compared
+        (k, v)
+        for _, k, v in _pairs(consumer, topics.job_table_changelog, p, low, high)
+        if k is None or marker_of(k) is None
     )
     state_detail = first_state_difference(table, snapshot) if table != snapshot else None
     low, high = live.run_events[p]

@@ -2,8 +2,10 @@
 
 Keys: ``j:<job_id>`` → the stored JobState (``state_codec`` bytes), ``d:<job_id>`` → the
 job's next deadline and ``r:<job_id>`` → its place in the ready index (``ready_rank``; both
-8-byte big-endian epoch ms, absent when it has none), and ``m:changelog`` → the offset of the
-last changelog record the store holds. The fold writes a batch's records,
+8-byte big-endian epoch ms, absent when it has none), ``i:<marker>`` → an external command's
+dedupe marker and ``x:<expires 8-byte ms><marker>`` → its place in the expiry index
+(``topology/fold/markers.py``), and ``m:changelog`` → the offset of the last changelog record
+the store holds. The fold writes a batch's records,
 deadlines and that offset in one RocksDB write batch, *after* the Kafka transaction that put
 them on the changelog committed; a restore trusts the store up to the offset it records and
 reads the changelog from there (docs/architecture.md, "The fold runtime").
@@ -17,12 +19,20 @@ from pathlib import Path
 
 from rocksdict import Options, Rdict, WriteBatch
 
+from topology.fold.markers import MarkerChanges, expires_ms
+
 _JOB = b"j:"
 _DUE = b"d:"
 _READY = b"r:"
+_MARKER = b"i:"
+_EXPIRY = b"x:"
 _OFFSET = b"m:changelog"
 _READY_INDEXED = b"m:ready-indexed"
 """Present once every job's ``r:`` key is written (stores older than the ready index lack it)."""
+
+
+def _expiry_key(ms: int, key: bytes) -> bytes:
+    return _EXPIRY + ms.to_bytes(8, "big", signed=True) + key
 
 
 def _options(write_buffer_mb: int) -> Options:
@@ -59,20 +69,57 @@ class PartitionStore:
         raw = self._db.get(_OFFSET)
         return int(raw.decode()) if isinstance(raw, bytes) else -1
 
+    def marker(self, key: str) -> bytes | None:
+        """Return the stored value of dedupe marker ``key``, or None."""
+        value = self._db.get(_MARKER + key.encode())
+        return value if isinstance(value, bytes) else None
+
+    def expiring(self, upto: int, most: int) -> list[tuple[int, str]]:
+        """Return up to ``most`` (expires epoch ms, marker key) at or before ``upto``.
+
+        Oldest first: a range read of the expiry index.
+        """
+        out: list[tuple[int, str]] = []
+        for key, _ in self._db.items(from_key=_EXPIRY):
+            if len(out) >= most or not isinstance(key, bytes) or not key.startswith(_EXPIRY):
+                break
+            ms = int.from_bytes(key[2:10], "big", signed=True)
+            if ms > upto:
+                break
+            out.append((ms, key[10:].decode()))
+        return out
+
+    def markers(self) -> Iterator[tuple[str, bytes]]:
+        """Yield ``(marker key, stored value)`` of every dedupe marker (key order)."""
+        yield from self._prefixed(_MARKER)
+
     def write(
         self,
         records: Iterable[tuple[str, bytes | None, int | None, int | None]],
         changelog_offset: int | None,
+        markers: MarkerChanges | None = None,
     ) -> None:
-        """Write records, their deadlines and ready keys, and the changelog offset, atomically.
+        """Write records, their index keys, markers and the changelog offset, atomically.
 
         Args:
             records: ``(job_id, stored bytes or None to delete, deadline epoch ms or None,
                 ready_rank epoch ms or None)``.
             changelog_offset: the offset of the last changelog record these came from (the
                 store is trusted up to it); None leaves the recorded offset as it is.
+            markers: (partition, marker key) → stored value or None (deleted); the partition
+                is this store's.
         """
         batch = WriteBatch(raw_mode=True)
+        for (_, marker), value in (markers or {}).items():
+            k = marker.encode()
+            old = self._db.get(_MARKER + k)
+            if isinstance(old, bytes):
+                batch.delete(_expiry_key(expires_ms(old), k))
+            if value is None:
+                batch.delete(_MARKER + k)
+            else:
+                batch.put(_MARKER + k, value)
+                batch.put(_expiry_key(expires_ms(value), k), b"")
         for job_id, value, deadline, ready in records:
             key = job_id.encode()
             if value is None:
