@@ -129,3 +129,21 @@ def test_the_partition_store_keeps_markers_and_their_expiry_index(tmp_path: Path
     assert [k for k, _ in store.markers()] == ["a"]
     assert list(store.jobs()) == []  # markers are not job records
     store.close()
+
+
+def test_a_trigger_re_sent_after_10000_commands_is_a_no_op() -> None:
+    """The issue's "after 10,000 commands", through the fold (batches of 500, as replay reads)."""
+    log = registered()
+    assert log.send("t1", cmd.TriggerJob(), T0_MS + 1, T0_MS + 1)
+    records = []
+    for i in range(10_000):
+        command = cmd.PauseJob() if i % 2 == 0 else cmd.ResumeJob()
+        value = encode_command(
+            cmd.Envelope(idem_key=f"op{i}", job_id=JOB, command=command, issued_at=from_ms(T0_MS))
+        )
+        records.append(Record(P, log.offset + i, T0_MS + 2 + i, JOB.encode(), value))
+    log.offset += len(records)
+    for start in range(0, len(records), 500):
+        log.replayer.fold(records[start : start + 500])
+    assert len(log.markers()) == 10_002
+    assert log.send("t1", cmd.TriggerJob(), T0_MS + 20_000, T0_MS + 1) == []
