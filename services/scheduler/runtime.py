@@ -296,7 +296,9 @@ class FoldRuntime:
         for p in rows.keys() | marks.keys():
             store = self.stores.get(p)
             if store is not None:
-                store.write(rows.get(p, []), offsets.get(p), marks.get(p))
+                store.write(
+                    rows.get(p, []), offsets.get(p), marks.get(p), before=out.markers_before
+                )
 
     def _load(self, partition: int, job_id: str) -> bytes | None:
         store = self.stores.get(partition)

@@ -147,3 +147,18 @@ def test_a_trigger_re_sent_after_10000_commands_is_a_no_op() -> None:
         log.replayer.fold(records[start : start + 500])
     assert len(log.markers()) == 10_002
     assert log.send("t1", cmd.TriggerJob(), T0_MS + 20_000, T0_MS + 1) == []
+
+
+def test_a_restore_into_a_new_store_indexes_its_markers_once_at_the_end(tmp_path: Path) -> None:
+    store = PartitionStore(tmp_path / "jobs-0")
+    assert not store.has_markers()
+    one, two = Marker("d1", from_ms(T0_MS)), Marker("d2", from_ms(T0_MS + HOUR_MS))
+    store.write([], 3, {(0, "a"): encode_marker(one), (0, "b"): encode_marker(two)}, indexed=False)
+    store.write([], 4, {(0, "b"): None}, indexed=False)  # a later tombstone of the changelog
+    assert store.expiring(T0_MS + HOUR_MS, 10) == []  # not indexed yet
+    assert store.index_markers() == 1
+    assert store.expiring(T0_MS + HOUR_MS, 10) == [(T0_MS, "a")]
+    assert store.index_markers() == 0  # once
+    store.write([], 5, {(0, "a"): None}, before={(0, "a"): T0_MS})  # the fold: no read
+    assert store.expiring(T0_MS + HOUR_MS, 10) == [] and not store.has_markers()
+    store.close()

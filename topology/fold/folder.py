@@ -160,6 +160,7 @@ class BatchFolder:
                 )
         self.ledger.finish(out)
         out.markers = self.markers.changes()
+        out.markers_before = self.markers.stored_before()
         return out
 
     def _state(

@@ -91,11 +91,13 @@ class FoldMarkers:
         self._partition = 0
         self._overlay: dict[tuple[int, str], Marker | None] = {}
         self._journal: list[tuple[tuple[int, str], Marker | None, bool]] = []
+        self._stored: dict[tuple[int, str], int | None] = {}
 
     def begin(self) -> None:
         """Start a batch: nothing written yet."""
         self._overlay = {}
         self._journal = []
+        self._stored = {}
 
     def savepoint(self) -> int:
         """Return a point ``rollback`` can return to (before a decision)."""
@@ -124,6 +126,7 @@ class FoldMarkers:
         if hk in self._overlay:
             return self._overlay[hk]
         value = self._load(*hk)
+        self._stored.setdefault(hk, expires_ms(value) if value is not None else None)
         return decode_marker(value) if value is not None else None
 
     def put(self, job_id: str, key: str, marker: Marker) -> None:
@@ -145,11 +148,21 @@ class FoldMarkers:
         found = [
             (ms, k) for ms, k in self._expiring(partition, upto, most + len(mine)) if k not in mine
         ]
+        for ms, k in found:
+            self._stored.setdefault((partition, k), ms)
         found += [(to_ms(m.expires_at), k) for k, m in mine.items() if m is not None]
         chosen = sorted(c for c in found if c[0] <= upto)[:most]
         for _, k in chosen:
             self._set((partition, k), None)
         return len(chosen)
+
+    def stored_before(self) -> dict[tuple[int, str], int | None]:
+        """Return the stored expiry (epoch ms; None: none) of each marker this batch read.
+
+        Every marker a batch changes was read first (a decision looks its key up before it
+        marks it; an expiry scanned it), so the store can update its expiry index unread.
+        """
+        return dict(self._stored)
 
     def changes(self) -> MarkerChanges:
         """Return what this batch wrote: stored values, None for a deleted marker."""

@@ -14,7 +14,7 @@ reads the changelog from there (docs/architecture.md, "The fold runtime").
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 from rocksdict import Options, Rdict, WriteBatch
@@ -26,6 +26,9 @@ _DUE = b"d:"
 _READY = b"r:"
 _MARKER = b"i:"
 _EXPIRY = b"x:"
+_EXPIRY_END = b"x;"
+_UNINDEXED = b"m:markers-unindexed"
+"""Present while a restore's markers have no expiry index entries yet (``index_markers``)."""
 _OFFSET = b"m:changelog"
 _READY_INDEXED = b"m:ready-indexed"
 """Present once every job's ``r:`` key is written (stores older than the ready index lack it)."""
@@ -93,11 +96,18 @@ class PartitionStore:
         """Yield ``(marker key, stored value)`` of every dedupe marker (key order)."""
         yield from self._prefixed(_MARKER)
 
+    def has_markers(self) -> bool:
+        """Return whether the store holds any dedupe marker."""
+        return next(iter(self._prefixed(_MARKER)), None) is not None
+
     def write(
         self,
         records: Iterable[tuple[str, bytes | None, int | None, int | None]],
         changelog_offset: int | None,
         markers: MarkerChanges | None = None,
+        *,
+        before: Mapping[tuple[int, str], int | None] | None = None,
+        indexed: bool = True,
     ) -> None:
         """Write records, their index keys, markers and the changelog offset, atomically.
 
@@ -108,18 +118,28 @@ class PartitionStore:
                 store is trusted up to it); None leaves the recorded offset as it is.
             markers: (partition, marker key) → stored value or None (deleted); the partition
                 is this store's.
+            before: the stored expiry (epoch ms, None: no marker) of markers the caller knows
+                (the fold read each one it changes): their old expiry index entry is deleted
+                without a read. Others are read.
+            indexed: False leaves the expiry index to ``index_markers`` (a restore into a
+                store without markers: no read per marker; the store is flagged until then).
         """
         batch = WriteBatch(raw_mode=True)
-        for (_, marker), value in (markers or {}).items():
-            k = marker.encode()
-            old = self._db.get(_MARKER + k)
-            if isinstance(old, bytes):
-                batch.delete(_expiry_key(expires_ms(old), k))
+        known = before or {}
+        for hk, value in (markers or {}).items():
+            k = hk[1].encode()
+            if indexed:
+                old = known[hk] if hk in known else self._stored_expiry(k)
+                if old is not None:
+                    batch.delete(_expiry_key(old, k))
             if value is None:
                 batch.delete(_MARKER + k)
             else:
                 batch.put(_MARKER + k, value)
-                batch.put(_expiry_key(expires_ms(value), k), b"")
+                if indexed:
+                    batch.put(_expiry_key(expires_ms(value), k), b"")
+        if markers and not indexed:
+            batch.put(_UNINDEXED, b"1")
         for job_id, value, deadline, ready in records:
             key = job_id.encode()
             if value is None:
@@ -134,6 +154,27 @@ class PartitionStore:
         if changelog_offset is not None:
             batch.put(_OFFSET, str(changelog_offset).encode())
         self._db.write(batch)
+
+    def _stored_expiry(self, key: bytes) -> int | None:
+        old = self._db.get(_MARKER + key)
+        return expires_ms(old) if isinstance(old, bytes) else None
+
+    def index_markers(self) -> int:
+        """Rebuild the expiry index from the markers, once, if a restore left it unwritten.
+
+        Returns:
+            How many markers were indexed (0 when the index was whole).
+        """
+        if self._db.get(_UNINDEXED) is None:
+            return 0
+        batch, n = WriteBatch(raw_mode=True), 0
+        batch.delete_range(_EXPIRY, _EXPIRY_END)
+        for key, value in self._prefixed(_MARKER):
+            batch.put(_expiry_key(expires_ms(value), key.encode()), b"")
+            n += 1
+        batch.delete(_UNINDEXED)
+        self._db.write(batch)
+        return n
 
     def deadlines(self) -> Iterator[tuple[str, int]]:
         """Yield ``(job_id, deadline epoch ms)`` of every job that has one (key order)."""

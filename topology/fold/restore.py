@@ -153,9 +153,11 @@ def restore(consumer: Consumer, topic: str, partition: int, store: PartitionStor
     low, end = consumer.get_watermark_offsets(tp, timeout=30, cached=False)
     start = max(start, low)
     if start >= end:
+        store.index_markers()  # a restore that stopped before its end left it to do
         return Restored(0, time.monotonic() - started, start, end)
     consumer.assign([TopicPartition(topic, partition, start)])
     position, applied, idle_since = start, 0, time.monotonic()
+    indexed = store.has_markers()  # else no read per marker: the index is built at the end
     try:
         while position < end:
             # poll returns as soon as a record is there; consume with a timeout would wait
@@ -185,7 +187,7 @@ def restore(consumer: Consumer, topic: str, partition: int, store: PartitionStor
                     last = offset
                 position = max(position, offset + 1)
             if rows or marks:
-                store.write(rows, last, marks)
+                store.write(rows, last, marks, indexed=indexed)
                 applied += len(rows) + len(marks)
             if msgs:
                 idle_since = time.monotonic()
@@ -202,4 +204,5 @@ def restore(consumer: Consumer, topic: str, partition: int, store: PartitionStor
         raise RestoreError(f"{topic}/{partition}: {exc}") from exc
     finally:
         consumer.unassign()
+    store.index_markers()
     return Restored(applied, time.monotonic() - started, start, end)
