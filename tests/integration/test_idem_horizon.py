@@ -21,6 +21,7 @@ from cronlog.idem import DEFAULT_HORIZON
 from cronlog.model import JobSpec, RetryPolicy, Schedule, ScheduleKind, main_task
 from cronlog.vocabulary import RejectReason
 from cronlog_client import CommandProducer
+from services.cli.replay import ReplayOptions, run_replay
 from tests.integration.harness import Cluster, EventLog
 from topology.wire.codec import decode_event
 
@@ -95,3 +96,7 @@ def test_a_trigger_re_sent_after_130_commands_restart_and_restore_runs_once(
     assert refusal.reason is RejectReason.IDEM_KEY_EXPIRED
     assert "horizon" in refusal.detail
     _one_run_one_execution(events, ref.run_id)  # the stale trigger started nothing
+    cluster.stop_all()  # then the log folded again from offset 0 agrees with the live fold,
+    # job records and dedupe markers alike (the run: --verify failed, rc 1)
+    report = run_replay(cluster.settings, ReplayOptions(state_dir=cluster.tmp / "r", verify=True))
+    assert report.ok and [p.state_detail for p in report.partitions] == [None] * 4
