@@ -12,6 +12,9 @@ from cronlog.after import upstream_run_ended
 from cronlog.backfill import backfill
 from cronlog.breaker import check_breaker
 from cronlog.decision import Decision
+from cronlog.dedupe import AGE_REASONS as AGE_REASONS  # re-exported
+from cronlog.dedupe import WORKER_COMMANDS, by_horizon, marker_key, refuse_reuse
+from cronlog.dedupe import event_key as event_key  # re-exported
 from cronlog.dispatch import grant_ready
 from cronlog.errors import InvalidDefinition, InvariantViolation
 from cronlog.firing import (
@@ -20,10 +23,9 @@ from cronlog.firing import (
     rescheduled_tick,
     resume_tick,
 )
-from cronlog.idem import MarkerBook, age_refusal, live_marker, new_marker, refusal_key
+from cronlog.idem import MarkerBook, new_marker
 from cronlog.ids import (
     command_digest,
-    conflict_key,
     run_id_for_replay,
     run_id_for_trigger,
 )
@@ -43,8 +45,6 @@ from cronlog.vocabulary import (
     UnsuspendReason,
 )
 
-WORKER_COMMANDS = (cmd.ClaimTask, cmd.RenewLease, cmd.CompleteTask, cmd.ReleaseTask)
-"""Commands whose dedupe markers live in the worker window (``JobState.renewals``)."""
 REPLY_COMMANDS = (*WORKER_COMMANDS, cmd.PollJob)
 """Commands whose events are copied to the sending worker's partition of ``cronlog.replies``."""
 PLATFORM_MARKED = (*WORKER_COMMANDS, cmd.GrantSlots)
@@ -54,8 +54,6 @@ LEDGER_COMMANDS = (cmd.AskSlots, cmd.ReturnSlots, cmd.SetTenantLimits)
 """Commands addressed to the tenant ledger (``cronlog.ledger``), never to a job."""
 AFTER_DELETE = (cmd.Tick, cmd.PollJob, *WORKER_COMMANDS, cmd.CancelRun)
 """Commands a deleted job still decides: its started runs go on to their end."""
-AGE_REASONS = (RejectReason.IDEM_KEY_EXPIRED, RejectReason.ISSUED_AT_IN_FUTURE)
-"""Refusals by the dedupe horizon (``cronlog.idem.age_refusal``): each has its own event_ids."""
 UNMARKED_COMMANDS = (cmd.Tick, cmd.PollJob)
 """Commands that leave no dedupe marker: a Tick is idempotent by the schedule cursor and the
 deterministic run_id, a poll by the task instances' state (a granted instance is no longer
@@ -80,7 +78,7 @@ def handle(
     Returns:
         ``(state after, events)``. A command whose idem_key is already applied returns the
         state unchanged and no events, unless it is another command re-using the key: that
-        one is refused (``_refuse_reuse``).
+        one is refused (``refuse_reuse``).
 
     Idempotency: every applied command leaves its idem_key in the record's recent markers,
     except Ticks and polls (``UNMARKED_COMMANDS``).
@@ -93,7 +91,7 @@ def handle(
     they never push out the markers of the rare user commands (register, pause, trigger, …);
     a worker command older than its window is still fenced by the task instance's state and
     epoch.
-    With a ``book``, a user command is first judged by the horizon (``_by_horizon``): past it
+    With a ``book``, a user command is first judged by the horizon (``by_horizon``): past it
     (by its ``issued_at``) it is refused, within it its marker in the book makes it a
     duplicate (or a conflict) whatever number of commands came between; applied, it leaves
     a marker there as well as in the record's window.
@@ -104,14 +102,14 @@ def handle(
     marker = marker_key(envelope)
     now = max(state.clock, record_time) if state is not None else record_time
     if user and book is not None:
-        judged = _by_horizon(state, envelope, digest, now, book)
+        judged = by_horizon(state, envelope, digest, now, book)
         if judged is not None:
             return judged
     if state is not None and state.has_applied(marker):
         first = state.applied_digest(envelope.idem_key) if user else None
         if first is None or first == digest:  # a re-delivery (or a marker without digest)
             return state, []
-        return _refuse_reuse(state, envelope, first, digest, record_time, book)
+        return refuse_reuse(state, envelope, first, digest, record_time, book)
     decision = Decision(state, envelope.job_id)
     decide(decision, envelope, now)
     check_breaker(decision, now)
@@ -127,103 +125,6 @@ def handle(
                 mark = new_marker(digest, envelope.issued_at, now, book.rules)
                 book.put(envelope.job_id, envelope.idem_key, mark)
     return new, decision.events
-
-
-def _by_horizon(
-    state: JobState | None,
-    envelope: cmd.Addressed,
-    digest: str,
-    now: datetime,
-    book: MarkerBook,
-) -> tuple[JobState | None, list[ev.Event]] | None:
-    """Judge a user command by the dedupe horizon; None when it is neither refused nor known.
-
-    Refused by age (``cronlog.idem.age_refusal``): one CommandRejected, named by
-    ``refusal_key`` (``event_key``), no marker (each re-send past the horizon is refused
-    again). A live marker with the command's digest: a duplicate (no events); with another
-    digest: ``_refuse_reuse``.
-    """
-    aged = age_refusal(envelope.issued_at, now, book.rules)
-    if aged is not None:
-        d = Decision(state, envelope.job_id)
-        d.reject(envelope.command, *aged)
-        return (replace(state, clock=now) if state is not None else None), d.events
-    found = live_marker(book, envelope.job_id, envelope.idem_key, now)
-    if found is None:
-        return None
-    if found.digest == digest:
-        return state, []
-    if state is None:  # a marker outlives no record it guards; defensive
-        return state, []
-    return _refuse_reuse(state, envelope, found.digest, digest, now, book)
-
-
-def _refuse_reuse(
-    state: JobState,
-    envelope: cmd.Addressed,
-    first: str,
-    digest: str,
-    record_time: datetime,
-    book: MarkerBook | None = None,
-) -> tuple[JobState, list[ev.Event]]:
-    """Refuse a command that re-uses an applied idem_key with other content, once.
-
-    The refusal is marked applied under ``conflict_key(idem_key, digest)`` (with ``digest``),
-    in the record's window and in ``book`` (for the horizon), so a re-delivery of the same
-    conflicting command is a no-op; its events take their event_ids from that key
-    (``event_key``).
-    """
-    key = conflict_key(envelope.idem_key, digest)
-    now = max(state.clock, record_time)
-    if state.has_applied(key) or (
-        book is not None and live_marker(book, envelope.job_id, key, now) is not None
-    ):
-        return state, []
-    d = Decision(state, envelope.job_id)
-    d.reject(
-        envelope.command,
-        RejectReason.IDEMPOTENCY_CONFLICT,
-        f"idem_key {envelope.idem_key!r} was already used on job {envelope.job_id!r} by "
-        f"another command (digest {first}; this {type(envelope.command).__name__}: {digest}); "
-        "a key names one command, send a new key for a new one",
-    )
-    if book is not None:
-        book.put(envelope.job_id, key, new_marker(digest, envelope.issued_at, now, book.rules))
-    return replace(state.with_applied(key, digest), clock=now), d.events
-
-
-def marker_key(envelope: cmd.Addressed) -> str:
-    """Return the key a command is deduplicated (and its events named) by.
-
-    The idem_key; for a worker command carrying a lease token, the idem_key with the token's
-    digest (``idem_key#digest``). Worker keys are predictable from public values (run, task,
-    epoch): without the digest, a forged command sent first under the holder's key would be
-    refused and yet take the key, and the holder's own command would then be dropped as a
-    re-delivery (found by review: a completion lost, the task run again).
-    """
-    command = envelope.command
-    if isinstance(command, WORKER_COMMANDS) and command.lease_token:
-        return f"{envelope.idem_key}#{lease_digest(command.lease_token)}"
-    return envelope.idem_key
-
-
-def event_key(envelope: cmd.Addressed, event: ev.Event, at: datetime | None = None) -> str:
-    """Return the key the adapter derives ``event``'s event_id from (with job_id and index).
-
-    The command's ``marker_key``, except for the refusal of a re-used key
-    (``idempotency_conflict``):
-    ``conflict_key(idem_key, command_digest(command))``, since the first command's events own
-    the ids of the idem_key (DESIGN.md invariant 6: one event_id, one content); and for a
-    refusal by age (``idem_key_expired``, ``issued_at_in_future``): ``cronlog.idem.refusal_key``
-    of the idem_key, its ``issued_at`` and ``at`` (the decision's now).
-    """
-    if isinstance(event, ev.CommandRejected):
-        if event.reason is RejectReason.IDEMPOTENCY_CONFLICT:
-            return conflict_key(envelope.idem_key, command_digest(envelope.command))
-        if event.reason in AGE_REASONS and envelope.issued_at is not None:
-            now = at if at is not None else envelope.issued_at
-            return refusal_key(envelope.idem_key, envelope.issued_at, now)
-    return marker_key(envelope)
 
 
 def decide(d: Decision, envelope: cmd.Addressed, now: datetime) -> None:
