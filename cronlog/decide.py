@@ -12,9 +12,14 @@ from cronlog.after import upstream_run_ended
 from cronlog.backfill import backfill
 from cronlog.breaker import check_breaker
 from cronlog.decision import Decision
-from cronlog.dedupe import AGE_REASONS as AGE_REASONS  # re-exported
-from cronlog.dedupe import WORKER_COMMANDS, by_horizon, marker_key, refuse_reuse
-from cronlog.dedupe import event_key as event_key  # re-exported
+from cronlog.dedupe import (
+    WORKER_COMMANDS,
+    by_horizon,
+    marker_key,
+    refuse_reuse,
+    sender_key,
+    worker_sender,
+)
 from cronlog.dispatch import grant_ready
 from cronlog.errors import InvalidDefinition, InvariantViolation
 from cronlog.firing import (
@@ -78,7 +83,7 @@ def handle(
     Returns:
         ``(state after, events)``. A command whose idem_key is already applied returns the
         state unchanged and no events, unless it is another command re-using the key: that
-        one is refused (``refuse_reuse``).
+        one is refused (``_refuse_reuse``).
 
     Idempotency: every applied command leaves its idem_key in the record's recent markers,
     except Ticks and polls (``UNMARKED_COMMANDS``).
@@ -98,6 +103,7 @@ def handle(
     Determinism: now = max(state.clock, record_time); the same log gives the same result.
     """
     user = not isinstance(envelope.command, (*PLATFORM_MARKED, *UNMARKED_COMMANDS))
+    sender = worker_sender(envelope.command)
     digest = command_digest(envelope.command) if user else ""
     marker = marker_key(envelope)
     now = max(state.clock, record_time) if state is not None else record_time
@@ -106,6 +112,11 @@ def handle(
         if judged is not None:
             return judged
     if state is not None and state.has_applied(marker):
+        if sender is not None:  # a worker command: its sender is marked beside its key
+            if state.has_applied(sender_key(marker, sender)):
+                return state, []  # a re-delivery
+            conflicting = command_digest(envelope.command)  # rare: computed only here
+            return refuse_reuse(state, envelope, None, conflicting, record_time)
         first = state.applied_digest(envelope.idem_key) if user else None
         if first is None or first == digest:  # a re-delivery (or a marker without digest)
             return state, []
@@ -119,6 +130,8 @@ def handle(
         new = replace(new, clock=now)
         if isinstance(envelope.command, PLATFORM_MARKED):
             new = new.with_renewal(marker)
+            if sender is not None:
+                new = new.with_renewal(sender_key(marker, sender))
         elif user:
             new = new.with_applied(envelope.idem_key, digest)
             if book is not None:

@@ -7,10 +7,17 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Property tests assert values, never speed: no per-example deadline and no "too slow" health
+# check, which a loaded box (or xdist's workers beside the broker) trips on data that is fine.
+settings.register_profile("cronlog", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("cronlog")
 
 
 def _docker_available() -> bool:
@@ -42,3 +49,57 @@ def kafka_bootstrap() -> Iterator[str]:
         [str(ROOT / "ops" / "kafka"), "start"], check=True, text=True, stdout=subprocess.PIPE
     )
     yield out.stdout.strip().splitlines()[-1]
+
+
+OWN_BROKER_GROUP = "own-broker"
+OWN_BROKER_MODULES = frozenset(
+    {
+        "tests/chaos/test_broker_kill.py",
+        "tests/chaos/test_chaos.py",
+        "tests/integration/test_broker_outage.py",
+        "tests/integration/test_disk_bounded.py",
+        "tests/integration/test_isolation_compose.py",
+        "tests/integration/test_isolation_default.py",
+        "tests/integration/test_sasl.py",
+    }
+)
+"""The modules whose tests start brokers of their own (each marked ``own_broker``)."""
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With ``--dist loadgroup`` (``ops/test``): one work unit per test module, so its
+    module-scoped fixtures are built once on one worker, and one unit for all of
+    ``OWN_BROKER_MODULES``, so they run one after another on one worker.
+
+    pytest-xdist's own loadgroup reads ``xdist_group`` marks by rewriting ``item._nodeid``,
+    which pytest 9.2 no longer uses; its documented scheduler hook is used instead.
+    """
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleOrOwnBroker(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return OWN_BROKER_GROUP if module in OWN_BROKER_MODULES else module
+
+    return ModuleOrOwnBroker(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The ``own_broker`` tests first: they are the longest, and a JVM start each is the
+    suite's heaviest CPU burst (sorted, so also without xdist).
+
+    Raises:
+        pytest.UsageError: a module marked ``own_broker`` is not in ``OWN_BROKER_MODULES`` or
+            the other way round (the scheduler, which sees no marks, reads that list).
+    """
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        marked = item.get_closest_marker("own_broker") is not None
+        if marked != (module in OWN_BROKER_MODULES):
+            raise pytest.UsageError(
+                f"{module}: its own_broker mark and tests/conftest.py's OWN_BROKER_MODULES "
+                "disagree; a module that starts brokers of its own has both"
+            )
+    items.sort(key=lambda item: item.get_closest_marker("own_broker") is None)

@@ -14,7 +14,16 @@ from typing import Annotated, Any
 import typer
 
 from cronlog.model import DstGapPolicy, DstOverlapPolicy
-from services.cli import history_cmd, paged, render, replay_cmd, runs_cmd, snapshot_cmd, tokens_cmd
+from services.cli import (
+    doctor_cmd,
+    history_cmd,
+    paged,
+    render,
+    replay_cmd,
+    runs_cmd,
+    snapshot_cmd,
+    tokens_cmd,
+)
 from services.cli.client import ApiClient, load_job_file
 from services.cli.common import (
     DEFAULT_API,
@@ -56,6 +65,7 @@ app.add_typer(tenants, name="tenants")
 tenants.command("kafka-access")(kafka_access)
 app.add_typer(secure, name="secure")
 app.add_typer(history_cmd.history, name="history")
+app.add_typer(doctor_cmd.doctor, name="doctor")
 
 
 @app.callback()
@@ -98,7 +108,7 @@ def jobs_apply(
 def jobs_list(
     api: Api = DEFAULT_API,
     output: Fmt = Output.table,
-    status: Annotated[str | None, typer.Option(help="active, paused or deleted")] = None,
+    status: Annotated[str | None, typer.Option(help="active, paused, deleted or done")] = None,
     limit: Annotated[int, typer.Option(min=1, max=1000, help="Most jobs per page.")] = 100,
     cursor: paged.CursorOpt = None,
     all_pages: paged.AllOpt = False,

@@ -143,9 +143,21 @@ def runs_table(runs: list[dict[str, Any]], title: str = "runs") -> Table:
             styled(run["state"]),
             str(run["attempt"]),
             _or_dash(run.get("claimed_by")),
-            _or_dash(run.get("exit_code")),
+            outcome(run),
         )
     return table
+
+
+def outcome(run: dict[str, Any]) -> str:
+    """Return a run's exit cell: the exit code, its failure kind unless a nonzero exit says
+    it, and for a DAG the task it is the outcome of (``decided_by``: for a failed run the
+    task that failed it, e.g. ``5 transform``, ``timeout load``)."""
+    kind = run.get("failure_kind")
+    parts = [] if run.get("exit_code") is None else [str(run["exit_code"])]
+    parts += [kind] if kind and kind != "nonzero_exit" else []
+    task = run.get("decided_by")
+    parts += [task] if task and len(run.get("tasks") or ()) > 1 else []
+    return " ".join(parts) or "-"
 
 
 def run_table(run: dict[str, Any]) -> Table:
@@ -167,10 +179,22 @@ def run_table(run: dict[str, Any]) -> Table:
     ):
         table.add_row(name, local_and_utc(run.get(name), True))
     table.add_row("trigger lag", seconds(run.get("trigger_lag_s")))
+    table.add_row("decided by", _or_dash(run.get("decided_by")))
     for name in ("attempt", "epoch", "claimed_by", "exit_code", "failure_kind"):
         table.add_row(name, _or_dash(run.get(name)))
     table.add_row("output tail", Text(run.get("output_tail") or ""))
     return table
+
+
+def _ran(ti: dict[str, Any]) -> bool:
+    """True if a task instance ever ran: only then has it an attempt to show (the console's
+    ``graph.ran``; kept here too so the CLI imports nothing of the API's)."""
+    return bool(
+        ti.get("claimed_at")
+        or ti.get("started_at")
+        or ti.get("state") in ("running", "retrying")
+        or int(ti.get("attempt") or 1) > 1
+    )
 
 
 def _duration(ti: dict[str, Any]) -> str:
@@ -215,7 +239,7 @@ def tasks_table(run: dict[str, Any], job_tasks: list[dict[str, Any]]) -> Table:
             "  " * depth.get(name, 0) + name,
             ", ".join(deps.get(name, [])) or "-",
             styled(ti["state"]),
-            str(ti["attempt"]),
+            str(ti["attempt"]) if _ran(ti) else "-",
             _or_dash(ti.get("worker_id")),
             _duration(ti),
         )

@@ -19,8 +19,8 @@ from cronlog.errors import CronlogError
 if TYPE_CHECKING:  # the replay machinery (confluent-kafka, rocksdict) loads only when it runs
     from services.cli.replay import PartitionResult, ReplayReport
 
-out = Console()
-err = Console(stderr=True)
+out = Console(soft_wrap=True)  # a line is never broken, on a terminal or piped (issue 24)
+err = Console(stderr=True, soft_wrap=True)
 
 
 def parse_until(value: str) -> datetime:

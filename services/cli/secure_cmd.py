@@ -85,7 +85,7 @@ def grant(
     from topology.kafka.config import KafkaSettings
 
     admin = access.admin_settings(KafkaSettings(), _first_line(admin_password_file))
-    ensure_topics_retrying(admin)
+    ensure_topics_retrying(admin, deadline_s=120.0)
     access.grant_service(admin, _first_line(service_password_file), user)
     console.print(f"user {user!r} may use {admin.topic_prefix or 'every'} cronlog topic")
 

@@ -29,7 +29,7 @@ from cronlog.errors import CronlogError
 from services.api.settings import ApiSettings
 from services.cli import broker_access, render, up_access, watch
 from services.cli.client import ApiClient, ApiError, load_job_file
-from services.cli.tokens_cmd import local_admin_token
+from services.cli.tokens_cmd import METRICS_TOKEN_FILE, local_admin_token, local_metrics_token
 from services.logging_setup import configure_logging
 from topology.kafka.bootstrap import ensure_topics
 
@@ -37,7 +37,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SERVICES = ("scheduler", "worker", "api", "snapshotter", "ingress")
 READY_TIMEOUT_S = 120.0
 STOP_GRACE_S = 20.0
-"""Seconds the services get between SIGTERM and SIGKILL (the worker drains its slots)."""
+"""Seconds the services get between SIGTERM and SIGKILL at least; more when the worker's drain
+needs more (``stop_grace_s``)."""
 RESTARTS = 3
 RESTART_WINDOW_S = 60.0
 """A service that exits is restarted, unless it already was RESTARTS times within this many
@@ -244,6 +245,30 @@ def _say_isolation(access: up_access.BrokerAccess) -> None:
         console.print(f"[{style}]isolation[/{style}] {line}", highlight=False)
 
 
+def stop_grace_s(env: dict[str, str]) -> float:
+    """Seconds between SIGTERM and SIGKILL for the services of ``env``: at least STOP_GRACE_S
+    and at least the worker's ``stop_budget_s()`` (its ``CRONLOG_DRAIN_S`` plus what a stop
+    takes beyond it), so that a draining worker is never SIGKILLed mid-drain (issue 25: 20 s
+    against a 30 s drain).
+
+    Raises:
+        CronlogError: the worker's settings in ``env`` are not valid (naming the field).
+    """
+    from pydantic import ValidationError
+
+    from services.worker.settings import WorkerSettings
+
+    drain = env.get("CRONLOG_DRAIN_S")
+    try:
+        # from this mapping alone (model_validate reads no environment)
+        worker = WorkerSettings.model_validate({} if drain is None else {"drain_s": drain})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(part) for part in err["loc"])
+        raise CronlogError(f"the worker's setting {field}: {err['msg']}") from exc
+    return max(STOP_GRACE_S, worker.stop_budget_s())
+
+
 def _stop(services: list[Service], grace_s: float) -> None:
     for s in reversed(services):  # api, worker, then scheduler
         if s.proc.poll() is None:
@@ -281,7 +306,7 @@ def run_up(examples: bool, duration_s: float | None, api_url: str | None) -> int
     """
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     services: list[Service] = []
-    broker_started, status = False, 0
+    broker_started, status, grace_s = False, 0, STOP_GRACE_S
     top = home()
     up_access.lock_down(top)  # state/ and .cache/logs: the services' user's alone
     logs = top / ".cache" / "logs"
@@ -303,10 +328,13 @@ def run_up(examples: bool, duration_s: float | None, api_url: str | None) -> int
         )
         _say_isolation(access)
         token = local_admin_token(top / "state")
+        metrics_token = local_metrics_token(top / "state")
         console.print(
             f"API token (tenant default, admin): {token}\n"
             "  the CLI reads it from state/api-token; other tools send it as "
-            "'Authorization: Bearer …' (docs/tenants.md)",
+            "'Authorization: Bearer …' (docs/tenants.md)\n"
+            f"metrics token (platform tenant '*', viewer; for Prometheus): {metrics_token}\n"
+            f"  kept in state/{METRICS_TOKEN_FILE}: /metrics takes no other tenant's token",
             highlight=False,
         )
         env = {**os.environ, **access.service_env}
@@ -322,6 +350,7 @@ def run_up(examples: bool, duration_s: float | None, api_url: str | None) -> int
             n: {**env, "CRONLOG_METRICS_PORT": str(ports[n])} if n in ports else env
             for n in SERVICES
         }
+        grace_s = stop_grace_s(envs["worker"])  # >= the worker's drain, read from its settings
         for name in SERVICES:
             services.append(_spawn(name, envs[name], logs))
         console.print(
@@ -334,8 +363,7 @@ def run_up(examples: bool, duration_s: float | None, api_url: str | None) -> int
         _wait_ready(client, supervisor, READY_TIMEOUT_S)
         console.print(
             f"web console: {client.base_url}/ (sign in with the token above); metrics: "
-            f"{client.base_url}/metrics (a platform token: cronlog tokens create prometheus "
-            "--tenant '*' --role viewer), "
+            f"{client.base_url}/metrics (with the metrics token), "
             + (
                 ", ".join(f"{n} http://127.0.0.1:{p}/metrics" for n, p in ports.items())
                 if ports
@@ -360,7 +388,7 @@ def run_up(examples: bool, duration_s: float | None, api_url: str | None) -> int
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not orphan them
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        _stop(services, STOP_GRACE_S)
+        _stop(services, grace_s)
         if broker_started:
             _ops_kafka("stop")
     return status

@@ -120,7 +120,7 @@ def _change(run: dict[str, Any]) -> str:
     return (
         f"{run['scheduled_for']}  {run['job_id']}  {run['run_id']}  {run['state']}"
         + (f"  lag {lag:.3f}s" if lag is not None else "")
-        + (f"  exit {run['exit_code']}" if run.get("exit_code") else "")
+        + (f"  exit {render.outcome(run)}" if run.get("exit_code") else "")
     )
 
 

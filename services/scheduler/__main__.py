@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+import threading
 import time
 from types import FrameType
 
@@ -17,7 +18,7 @@ from services.scheduler.settings import SchedulerSettings
 from services.scheduler.ticker import run_ticker
 from services.scheduler.transaction import Fenced
 from topology.kafka.bootstrap import ensure_topics_retrying
-from topology.kafka.retrying import Stopped, start_thread
+from topology.kafka.retrying import FATAL_EXIT, Stopped, fatal, start_thread
 from topology.wire.codec import RegistryUnavailable
 from topology.wire.registry import register_schemas, registry_client
 
@@ -25,38 +26,44 @@ log = logging.getLogger("cronlog.scheduler")
 
 
 def main() -> None:
-    """Start one scheduler process with settings from the environment (``CRONLOG_*``)."""
+    """Start one scheduler process with settings from the environment (``CRONLOG_*``).
+
+    Every way it ends is one of docs/operations.md, "Faults and what happens": SIGTERM (exit
+    0), fenced (exit 70, ``action=fenced``), or anything else that cannot go on (exit 70,
+    ``action=fatal thread=main``): never a raw traceback.
+    """
     settings = SchedulerSettings()
     configure_logging("scheduler", level=settings.log_level)
     log_settings(log, settings)
-    tracing.setup("cronlog-scheduler")  # off unless OTEL_* asks for traces
-    metrics.serve(settings.metrics_port, settings.metrics_host)  # a port taken: exit 70
-    ensure_topics_retrying(settings)
-    register_with_registry(settings)
-    runtime = FoldRuntime(settings)
+    stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         log.info("stopping", extra={"action": "stopping", "signal": signum})
-        runtime.stop.set()
+        stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    start_thread(
-        "ticker",
-        lambda: run_ticker(
-            settings,
-            runtime.owned_partitions,
-            runtime.stop,
-            interval_s=settings.tick_interval_s,
-            instance_id=settings.instance_id,
-            gate=runtime.tick_gate,
-        ),
-    )
-    relay_stop = None
-    if settings.after_relay:
-        # job after job: a thread beside the fold; its progress is its committed offsets
-        _, relay_stop = start_after_relay(settings)
+    relay_stop: threading.Event | None = None
     try:
+        tracing.setup("cronlog-scheduler")  # off unless OTEL_* asks for traces
+        metrics.serve(settings.metrics_port, settings.metrics_host)  # a port taken: exit 70
+        ensure_topics_retrying(settings, stop=stop)  # a broker not up yet is waited for
+        register_with_registry(settings)
+        runtime = FoldRuntime(settings, stop=stop)
+        start_thread(
+            "ticker",
+            lambda: run_ticker(
+                settings,
+                runtime.owned_partitions,
+                stop,
+                interval_s=settings.tick_interval_s,
+                instance_id=settings.instance_id,
+                gate=runtime.tick_gate,
+            ),
+        )
+        if settings.after_relay:
+            # job after job: a thread beside the fold; its progress is its committed offsets
+            _, relay_stop = start_after_relay(settings)
         runtime.run()
     except Fenced as exc:
         log.critical(
@@ -64,9 +71,11 @@ def main() -> None:
             "or its transaction timed out and was aborted); exiting so that it restarts fresh",
             extra={"action": "fenced", "error": exc},
         )
-        sys.exit(70)
+        sys.exit(FATAL_EXIT)
     except Stopped as exc:
         log.info("stopped while waiting", extra={"action": "stopped_waiting", "error": exc})
+    except Exception as exc:  # e.g. a restore error that is not transient: exit 70, logged
+        fatal("main", exc)
     finally:
         if relay_stop is not None:
             relay_stop.set()

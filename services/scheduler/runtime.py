@@ -12,20 +12,23 @@ Rules and measurements: docs/architecture.md, "The fold runtime".
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from services.scheduler import metrics
 from services.scheduler.faults import CrashPoints
+from services.scheduler.fold_stats import FoldStats
+from services.scheduler.held import HeldReport
+from services.scheduler.membership import ConsumerFenced, Rejoins, fold_consumer_config
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.stable import StableGate
 from services.scheduler.ticker import TickGate
-from services.scheduler.transaction import BatchTransactions, Fenced
+from services.scheduler.transaction import BatchTransactions
 from topology.fold.due_index import DueIndex
 from topology.fold.folder import BatchFolder, BatchResult, Record
 from topology.fold.markers import FoldMarkers, MarkerChanges
@@ -43,60 +46,24 @@ from topology.wire.registry import codec_for
 log = logging.getLogger("cronlog.scheduler")
 
 
-@dataclass
-class FoldStats:
-    """Counts and timings of the fold, logged every ``every_s`` seconds (action=fold_stats)."""
-
-    every_s: float = 10.0
-    since: float = field(default_factory=time.monotonic)
-    batches: int = 0
-    records: int = 0
-    decisions: int = 0
-    fold_s: float = 0.0
-    commit_s: float = 0.0
-    store_s: float = 0.0
-
-    def record(
-        self, out: BatchResult, records: int, fold_s: float, commit_s: float, store_s: float
-    ) -> None:
-        """Add one batch; log and reset when the period is over."""
-        self.batches += 1
-        self.records += records
-        self.decisions += out.decisions
-        self.fold_s += fold_s
-        self.commit_s += commit_s
-        self.store_s += store_s
-        now = time.monotonic()
-        if now - self.since >= self.every_s:
-            log.info(
-                "fold stats",
-                extra={
-                    "action": "fold_stats",
-                    "records": self.records,
-                    "decisions": self.decisions,
-                    "batches": self.batches,
-                    "rate": f"{self.records / (now - self.since):.0f}/s",
-                    "fold": f"{self.fold_s:.2f}s",
-                    "commit": f"{self.commit_s:.2f}s",
-                    "store": f"{self.store_s:.2f}s",
-                },
-            )
-            self.since, self.batches, self.records, self.decisions = now, 0, 0, 0
-            self.fold_s = self.commit_s = self.store_s = 0.0
-
-
 class FoldRuntime:
     """One scheduler process's fold: assignment, restore, batches, transactions.
 
     Args:
         settings: the scheduler's settings.
         faults: crash points for the tests of invariant 6 (off unless configured).
+        stop: SIGTERM's event (default a new one): ends the loop and any retry wait.
 
     Thread safety: ``run`` is the only thread that touches the consumer, the transactional
     producer, the stores and the due index; ``owned`` is read by the ticker under ``lock``.
     """
 
-    def __init__(self, settings: SchedulerSettings, faults: CrashPoints | None = None) -> None:
+    def __init__(
+        self,
+        settings: SchedulerSettings,
+        faults: CrashPoints | None = None,
+        stop: threading.Event | None = None,
+    ) -> None:
         self.settings = settings
         self.topics = Topics.of(settings)
         self.n = settings.partitions
@@ -114,7 +81,7 @@ class FoldRuntime:
         """partition -> how many times it was revoked (or lost): a batch whose partition was
         revoked since it was read is not sought back (``_retry``)."""
         self.lock = threading.Lock()
-        self.stop = threading.Event()
+        self.stop = stop or threading.Event()
         self.stats = FoldStats(settings.fold_stats_s)
         self.lag = metrics.ConsumerLag(self.topics.commands)
         self.cache = StateCache(settings.state_cache)
@@ -131,56 +98,85 @@ class FoldRuntime:
             self.cache,
             markers=FoldMarkers(settings.idem_rules(), self._load_marker, self._expiring),
         )
-        self.consumer = Consumer(settings.consumer_config(self.topics.scheduler_app, **self._cc()))
+        self.consumer = Consumer(fold_consumer_config(settings, self.topics.scheduler_app))
+        self.rejoins = Rejoins()
         self.restorer = Consumer(
             settings.consumer_config(f"{self.topics.scheduler_app}-restore", **RESTORE_CONSUMER)
         )
         self.watchdog = Watchdog("fold")
-        self.stable = StableGate(self.consumer, self.topics.commands)
+        held = HeldReport(settings, self.topics.scheduler_app, self.topics.commands)
+        self.stable = StableGate(
+            self.consumer,
+            self.topics.commands,
+            on_long_wait=held.report,
+            long_wait_s=settings.unstable_report_s,
+        )
         self.tick_gate = TickGate()
         """Shared with the ticker: a partition's next tick waits until its last is folded."""
         self.txn = BatchTransactions(settings, self.consumer, self.faults, self.stop, self.watchdog)
-
-    def _cc(self) -> dict[str, object]:
-        s = self.settings
-        conf: dict[str, object] = {
-            "partition.assignment.strategy": "cooperative-sticky",
-            "session.timeout.ms": int(s.session_timeout_s * 1000),
-            "heartbeat.interval.ms": max(500, int(s.session_timeout_s * 1000 / 3)),
-            "max.poll.interval.ms": 300_000,
-            "enable.auto.offset.store": False,
-            "fetch.wait.max.ms": 50,
-        }
-        if s.static_membership:
-            conf["group.instance.id"] = s.instance_id
-        return conf
 
     # -- the loop ----------------------------------------------------------------------------
 
     def run(self) -> None:
         """Fold until ``stop`` is set (SIGTERM), then leave cleanly.
 
+        A consumer fenced as a static member is replaced in place (``_rejoin``).
+
         Raises:
-            Fenced: the producer was fenced or hit a fatal error (the caller exits the process).
+            Fenced: the producer was fenced too often, or the consumer (the caller exits the
+                process).
         """
         self.watchdog.start()
         self.txn.init()
+        self._subscribe()
+        try:
+            while not self.stop.is_set():
+                try:
+                    self._restore_pending()
+                    self.lag.refresh(self.consumer, self.owned)  # every few s, not per batch
+                    msgs = self._poll()
+                    if msgs:
+                        with batch_span(self.tracer):
+                            self._process(msgs)
+                except ConsumerFenced as exc:
+                    self._rejoin(exc)
+        finally:
+            self._close()
+
+    def _subscribe(self) -> None:
         self.consumer.subscribe(
             [self.topics.commands],
             on_assign=self._on_assign,
             on_revoke=self._on_revoke,
             on_lost=self._on_revoke,
         )
-        try:
-            while not self.stop.is_set():
-                self._restore_pending()
-                self.lag.refresh(self.consumer, self.owned)  # every few seconds, not per batch
-                msgs = self._poll()
-                if msgs:
-                    with batch_span(self.tracer):
-                        self._process(msgs)
-        finally:
-            self._close()
+
+    def _rejoin(self, exc: ConsumerFenced) -> None:
+        """Replace a fenced consumer with a new one of the same group.instance.id
+        (services/scheduler/membership.py): what it held is dropped as lost, the producer
+        stays (its transactional.id and epoch keep fencing zombies).
+
+        Raises:
+            Fenced: fenced more than REJOIN_LIMIT times in a minute.
+        """
+        self.rejoins.allow(exc)
+        self.due.rollback()
+        self.ready.rollback()
+        gone = sorted(self.owned | set(self.pending))
+        self._forget(gone)
+        old, self.consumer = (
+            self.consumer,
+            Consumer(fold_consumer_config(self.settings, self.topics.scheduler_app)),
+        )
+        self.stable.consumer = self.txn.consumer = self.consumer
+        with contextlib.suppress(KafkaException, RuntimeError):  # a fenced one may say anything
+            old.close()
+        self._subscribe()
+        metrics.owned(len(self.owned), len(self.due))
+        log.warning(
+            "consumer fenced as a static member; a new consumer rejoined the group",
+            extra={"action": "consumer_rejoined", "dropped": gone, "error": exc},
+        )
 
     def _poll(self) -> list[Message]:
         """Return what is available: wait up to 0.1 s for one record, then take the rest
@@ -215,6 +211,9 @@ class FoldRuntime:
         offsets = self.txn.commit(out, ends)
         t2 = time.perf_counter()
         if offsets is None:  # aborted: nothing of the batch happened; fold it again
+            fenced, self.txn.member_fenced = self.txn.member_fenced, None
+            if fenced is not None:  # the offsets told first: the consumer is fenced too
+                raise ConsumerFenced(f"offsets refused: {fenced}")
             self._retry(starts, read_at)
             return
         self.due.commit()
@@ -248,6 +247,8 @@ class FoldRuntime:
             try:
                 self.consumer.seek(TopicPartition(self.topics.commands, p, offset))
             except KafkaException as exc:
+                if is_fatal(exc.args[0]):
+                    raise ConsumerFenced(f"consumer: {exc.args[0]}") from exc
                 fatal("fold", f"cannot read partition {p} again from offset {offset}: {exc}")
 
     def _records(self, msgs: list[Message]) -> tuple[list[Record], dict[int, int], dict[int, int]]:
@@ -277,9 +278,10 @@ class FoldRuntime:
     def _consumer_error(self, err: KafkaError) -> None:
         # A consumer's fatal error arrives as an error event coded _FATAL (fatal() is not set
         # on it): a static member fenced by its own rejoin after a coordinator stall
-        # (KAFKA-20985; Kafka Streams shuts down on it too). The consumer is dead: exit 70.
+        # (KAFKA-20985; Kafka Streams shuts down on it). The consumer is dead: a new one
+        # rejoins (``_rejoin``).
         if is_fatal(err):
-            raise Fenced(f"consumer: {err}")
+            raise ConsumerFenced(f"consumer: {err}")
         if err.code() != KafkaError._PARTITION_EOF:
             log.warning(
                 "consumer error",
@@ -315,6 +317,8 @@ class FoldRuntime:
     # -- assignment --------------------------------------------------------------------------
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if consumer is not self.consumer:  # a fenced one, closing: nothing is its any more
+            return
         consumer.incremental_assign(partitions)
         consumer.pause(partitions)  # folded once restored (_restore_pending)
         new = [tp.partition for tp in partitions]
@@ -329,6 +333,20 @@ class FoldRuntime:
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         gone = [tp.partition for tp in partitions]
+        if consumer is not self.consumer:  # a fenced one, closing: _rejoin dropped it all
+            with contextlib.suppress(KafkaException):
+                consumer.incremental_unassign(partitions)
+            return
+        self._forget(gone)
+        consumer.incremental_unassign(partitions)
+        metrics.ownership("revoked", len(gone))
+        log.info(
+            "partitions revoked", extra={"action": "partitions_revoked", "partitions": sorted(gone)}
+        )
+        self._log_owned()
+
+    def _forget(self, gone: list[int]) -> None:
+        """Drop what this process keeps of partitions it no longer holds."""
         for p in gone:
             self.revocations[p] = self.revocations.get(p, 0) + 1
         with self.lock:
@@ -345,13 +363,7 @@ class FoldRuntime:
             store = self.stores.pop(p, None)
             if store is not None:
                 store.close()
-        consumer.incremental_unassign(partitions)
-        metrics.ownership("revoked", len(gone))
         metrics.owned(len(self.owned), len(self.due))
-        log.info(
-            "partitions revoked", extra={"action": "partitions_revoked", "partitions": sorted(gone)}
-        )
-        self._log_owned()
 
     def _restore_pending(self) -> None:
         # A partition whose offset is not stable yet waits; one such ask per pass at most, so
@@ -377,20 +389,22 @@ class FoldRuntime:
         store = PartitionStore(path, self.settings.rocksdb_write_buffer_mb)
         self.faults.reached("during_restore")
         changelog = self.topics.job_table_changelog
-        if not last_write_committed(self.restorer, changelog, p, store.changelog_offset()):
+        if not last_write_committed(
+            self.restorer, changelog, p, store.changelog_offset(), stop=self.stop
+        ):
             log.warning(
                 "the store's last changelog record is not committed (an aborted "
                 "transaction); rebuilt from the changelog",
                 extra={"action": "store_ahead", "partition": p, "offset": store.changelog_offset()},
             )
             store = self._wiped(store, path)
-        done = restore(self.restorer, changelog, p, store)
+        done = restore(self.restorer, changelog, p, store, self.stop)
         if store.changelog_offset() >= done.end:  # the store is ahead: not this changelog's
             log.warning(
                 "rebuilt from the changelog", extra={"action": "store_ahead", "partition": p}
             )
             store = self._wiped(store, path)
-            done = restore(self.restorer, changelog, p, store)
+            done = restore(self.restorer, changelog, p, store, self.stop)
         store.index_ready(ready_ms)  # once, for a store written before the ready index
         self.stores[p] = store
         jobs = self.due.add_partition(p, store.deadlines())

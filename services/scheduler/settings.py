@@ -62,6 +62,10 @@ class SchedulerSettings(KafkaSettings):
         idem_max_future_s: how far a command's ``issued_at`` may be ahead of the log time,
             seconds (env ``CRONLOG_IDEM_MAX_FUTURE_S``); further is refused with
             ``issued_at_in_future``. Default 3,600.
+        unstable_report_s: a partition whose committed offset stays unstable this long,
+            seconds, has the transactions that may hold it looked up with Kafka's own tool and
+            logged with the command that ends each (``action=offsets_unstable_held``;
+            ``services/scheduler/held.py``). Default 60; 0 turns it off.
     """
 
     instance_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
@@ -89,6 +93,8 @@ class SchedulerSettings(KafkaSettings):
             horizon=timedelta(seconds=self.idem_horizon_s),
             max_future=timedelta(seconds=self.idem_max_future_s),
         )
+
+    unstable_report_s: float = Field(default=60.0, ge=0)
 
     def state_path(self) -> str:
         """Return the state directory (explicit or derived from instance_id)."""

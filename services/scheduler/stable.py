@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from services.scheduler.transaction import Fenced
+from services.scheduler.membership import ConsumerFenced
 from topology.kafka.retrying import is_fatal, is_transient
 
 log = logging.getLogger("cronlog.scheduler")
@@ -47,6 +47,8 @@ class _Wait:
     since: float
     next_try: float
     logged: float
+    reported: float | None = None
+    """When ``on_long_wait`` was last called for this wait."""
 
 
 class StableGate:
@@ -56,16 +58,28 @@ class StableGate:
         consumer: the fold's group consumer (``read_committed``).
         topic: the commands topic.
         clock: monotonic seconds (a parameter for the tests).
+        on_long_wait: called with (partition, seconds waited) when a wait passes
+            ``long_wait_s``, then every LOG_EVERY_S while it lasts
+            (``services/scheduler/held.py`` names who holds it); must not block.
+        long_wait_s: when ``on_long_wait`` is called, seconds; 0: never.
 
     Thread safety: the fold thread only.
     """
 
     def __init__(
-        self, consumer: Consumer, topic: str, clock: Callable[[], float] = time.monotonic
+        self,
+        consumer: Consumer,
+        topic: str,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        on_long_wait: Callable[[int, float], None] | None = None,
+        long_wait_s: float = 0.0,
     ) -> None:
         self.consumer = consumer
         self.topic = topic
         self.clock = clock
+        self.on_long_wait = on_long_wait
+        self.long_wait_s = long_wait_s
         self.waits: dict[int, _Wait] = {}
         self.offsets: dict[int, int] = {}
         """partition -> its stable committed offset (negative: none), once ``stable``."""
@@ -79,7 +93,7 @@ class StableGate:
         """Return whether ``partition``'s committed offset is stable (ask at most every RETRY_S).
 
         Raises:
-            Fenced: the consumer failed fatally (the process must end).
+            ConsumerFenced: the consumer failed fatally (a new one rejoins).
             KafkaException: an error that is neither transient nor fatal (e.g. authorization).
         """
         now = self.clock()
@@ -92,7 +106,7 @@ class StableGate:
         except KafkaException as exc:
             err = exc.args[0]
             if is_fatal(err):
-                raise Fenced(f"consumer: {err}") from exc
+                raise ConsumerFenced(f"consumer: {err}") from exc
         if err is not None:
             if not is_transient(err):
                 raise KafkaException(err)
@@ -124,8 +138,8 @@ class StableGate:
                 "its committed offset is not stable yet (a previous owner's transaction is "
                 "still open, or the group coordinator is not answering); the partition waits, "
                 "and so do the partitions assigned with it (librdkafka fetches their offsets "
-                "together); a wait far past the transactions' timeout is a hanging "
-                "transaction: README, Known limitations",
+                "together); a wait far past the transactions' timeout is a stuck "
+                "transaction: cronlog doctor transactions (docs/operations.md)",
                 extra={"action": "offsets_unstable", "partition": partition, "error": error},
             )
         elif now - wait.logged >= LOG_EVERY_S:
@@ -139,4 +153,12 @@ class StableGate:
                     "error": error,
                 },
             )
+        if (
+            self.on_long_wait is not None
+            and self.long_wait_s > 0
+            and now - wait.since >= self.long_wait_s
+            and (wait.reported is None or now - wait.reported >= LOG_EVERY_S)
+        ):
+            wait.reported = now
+            self.on_long_wait(partition, now - wait.since)
         wait.next_try = now + RETRY_S

@@ -84,6 +84,9 @@ class BatchTransactions:
         self.producer = self._new_producer()
         self.fenced_at: list[float] = []
         """When the producer was last renewed after being fenced (a bound on how often)."""
+        self.member_fenced: KafkaError | None = None
+        """Set when the group refused a batch's offsets as from a fenced static member
+        (FENCED_INSTANCE_ID): the consumer is dead too; the fold rejoins and clears it."""
 
     def _new_producer(self) -> Producer:
         s = self.settings
@@ -178,6 +181,8 @@ class BatchTransactions:
                     "transaction failed",
                     extra={"action": "txn_failed", "attempt": attempt + 1, "error": err},
                 )
+                if err.code() == KafkaError.FENCED_INSTANCE_ID:
+                    self.member_fenced = err
                 if not self.abort():
                     return None
                 if err.code() in GROUP_ERRORS or (

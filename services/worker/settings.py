@@ -21,6 +21,12 @@ from services.worker.sandbox import TaskDirs, TaskUser, default_task_user, resol
 from topology.kafka.config import KafkaSettings
 from topology.wire.log_chunks import DEFAULT_CAP_BYTES
 
+STOP_POLL_WAIT_S = 5.0
+"""Once stopping, how long polls out are still waited for (a grant is released)."""
+STOP_OVERHEAD_S = STOP_POLL_WAIT_S + 10.0 + 5.0 + 10.0
+"""What a stop takes beyond ``drain_s`` at most, seconds: the polls out, the releases' flush
+(10 s), the attempts' logs closing (5 s) and the last flush (10 s); ``Worker._drain``."""
+
 
 def _default_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
@@ -40,7 +46,9 @@ class WorkerSettings(KafkaSettings):
         claim_timeout_s: how long to wait for the fold's answer to a poll, seconds: past it
             the poll's slots are free again (a grant arriving later is run if a slot is free,
             else released). Default 30.
-        drain_s: on SIGTERM, seconds running attempts get to finish before being killed.
+        drain_s: on SIGTERM, seconds running attempts get to finish before being released
+            and killed. Default 30. A supervisor's stop grace must be at least
+            ``stop_budget_s()``.
         poll_sweep_s: with free slots, every commands partition is polled at least this often
             even without a notification (a safety net), seconds. Default 30.
         log_cap_bytes: bytes of output kept per attempt on the logs topic; past it output is
@@ -153,6 +161,15 @@ class WorkerSettings(KafkaSettings):
             python_modules=check_python_modules(self.python_modules),
             http=AddressPolicy.parse(self.http_allow),
         )
+
+    def stop_budget_s(self) -> float:
+        """Seconds from SIGTERM to this worker's exit at most: ``drain_s`` + STOP_OVERHEAD_S.
+
+        What a supervisor must give it before SIGKILL (``cronlog up``'s stop grace, compose's
+        ``stop_grace_period``, Kubernetes' ``terminationGracePeriodSeconds``); less kills
+        attempts mid-drain.
+        """
+        return self.drain_s + STOP_OVERHEAD_S
 
     def ready_group(self) -> str:
         """Return the consumer group of the ready topic."""

@@ -32,15 +32,13 @@ from services.worker.kinds import PythonPool
 from services.worker.logsink import LogShipper
 from services.worker.ready import Polls, ReadyWatch
 from services.worker.replies import read_replies
-from services.worker.settings import WorkerSettings
+from services.worker.settings import STOP_POLL_WAIT_S, WorkerSettings
 from topology.kafka.retrying import Liveness, Stopped, call_with_retry, start_thread
 from topology.kafka.topics import Topics
 from topology.wire.codec import encode_command
 from topology.wire.heartbeats import HeldLease
 
 log = logging.getLogger("cronlog.worker")
-STOP_POLL_WAIT_S = 5.0
-"""Once stopping, how long polls out are still waited for (a grant is released)."""
 
 
 class Worker:

@@ -58,16 +58,23 @@ def _port_free(port: int) -> bool:
 class PrivateBroker:
     """A broker of the run's own (``ops/kafka`` with its own CRONLOG_KAFKA_HOME and port), or
     with ``nodes=3`` a replicated cluster of its own (``ops/kafka --nodes 3``: node i on
-    client port ``port + 2(i-1)``; by default ports in 31000-32767)."""
+    client port ``port + 2(i-1)``; by default ports in 30000-32767, below the ephemeral range)."""
 
-    def __init__(self, home: Path, port: int | None = None, nodes: int = 1) -> None:
+    def __init__(
+        self, home: Path, port: int | None = None, nodes: int = 1, properties: str = ""
+    ) -> None:
+        """``properties``: extra server properties, ``key=value`` lines
+        (``CRONLOG_KAFKA_PROPERTIES``)."""
         self.home = home
         self.nodes = nodes
         if port is None:
             rng = random.Random()
-            # a cluster's 6 ports stay below Linux's ephemeral range (32768-60999): its own
-            # nodes' outgoing connections, opened while the others start, must not take one
-            low, high = (30000, 39000) if nodes == 1 else (31000, 32700)
+            # every port stays below Linux's ephemeral range (32768-60999): a client's
+            # reconnect loop to a stopped broker's port there can connect to itself and hold
+            # the port (the broker then cannot bind it on restart: 2 of 3 starts, issue 25),
+            # and a cluster's nodes' outgoing connections, opened while the others start,
+            # must not take one of its ports
+            low, high = (30000, 32700) if nodes == 1 else (31000, 32700)
             port = next(
                 p
                 for p in (rng.randrange(low, high, 2) for _ in range(200))
@@ -79,6 +86,7 @@ class PrivateBroker:
             "CRONLOG_KAFKA_PORT": str(port),
             "CRONLOG_KAFKA_HOME": str(home),
             "CRONLOG_KAFKA_NODES": str(nodes),
+            "CRONLOG_KAFKA_PROPERTIES": properties,
         }
 
     @property

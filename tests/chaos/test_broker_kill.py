@@ -21,7 +21,7 @@ from tests.chaos.harness import ChaosConfig, PrivateBroker, run_chaos
 from topology.kafka.config import KafkaSettings
 from topology.kafka.topics import topic_specs
 
-pytestmark = [pytest.mark.broker, pytest.mark.slow]
+pytestmark = [pytest.mark.own_broker, pytest.mark.broker, pytest.mark.slow]
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import pytest
 
 from tests.chaos.harness import ChaosConfig, PrivateBroker, run_chaos
 
-pytestmark = [pytest.mark.broker, pytest.mark.slow]
+pytestmark = [pytest.mark.own_broker, pytest.mark.broker, pytest.mark.slow]
 
 
 @pytest.fixture

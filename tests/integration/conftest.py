@@ -8,7 +8,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from selenium.webdriver.remote.webdriver import WebDriver
 
+from tests.integration.browser import chromium
 from tests.integration.harness import Cluster, EventLog
 from tests.integration.helpers import start_api
 from topology.kafka.bootstrap import ensure_topics
@@ -64,3 +66,11 @@ def api(cluster: Cluster) -> Iterator[httpx.Client]:
     client = start_api(cluster)
     yield client
     client.close()
+
+
+@pytest.fixture
+def driver() -> Iterator[WebDriver]:
+    """A headless Chromium (Debian's) driven through its chromedriver (``browser.py``)."""
+    d = chromium()
+    yield d
+    d.quit()

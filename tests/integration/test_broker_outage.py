@@ -12,7 +12,8 @@ stall (KAFKA-20985: ``action=fenced … Static consumer fenced``). Any other exi
 test; so would a scheduler left alive with a dead consumer.
 
 The broker is one of the test's own (``PrivateBroker``: another port and CRONLOG_KAFKA_HOME),
-since the test stops it.
+since the test stops it. So is the second test's: a scheduler started on a port with no broker
+waits for it (past the 120 s it once gave up after) and folds once it is there.
 """
 
 from __future__ import annotations
@@ -27,13 +28,20 @@ from pathlib import Path
 import httpx
 import pytest
 
+from cronlog import commands as cmd
+from cronlog import events as ev
 from tests.chaos.harness import PrivateBroker
-from tests.integration.harness import Cluster, Supervisor, planned_exit
-from tests.integration.helpers import start_api, wait_for, whole_seconds
+from tests.integration.harness import Cluster, EventLog, Supervisor, planned_exit
+from tests.integration.helpers import once_job, start_api, wait_for, whole_seconds
 from topology.kafka.bootstrap import ensure_topics
 from topology.kafka.config import KafkaSettings
 
-pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [
+    pytest.mark.own_broker,
+    pytest.mark.broker,
+    pytest.mark.slow,
+    pytest.mark.timeout(600),
+]
 JOBS = 3
 LOAD_S = 10.0
 OUTAGE_S = 30.0
@@ -179,3 +187,49 @@ def _restore_stuck(tmp_path: Path) -> bool:
     """Whether the scheduler's log shows the open bug (STUCK_RESTORE), not another."""
     log = tmp_path / "s1.log"
     return log.exists() and UNSTABLE_LONG.search(log.read_text(errors="replace")) is not None
+
+
+OLD_START_DEADLINE_S = 120.0
+"""How long a scheduler waited for its broker at start before issue 25 (then rc 1 and a raw
+traceback)."""
+
+
+def test_a_scheduler_started_before_its_broker_waits_for_it_then_folds(tmp_path: Path) -> None:
+    broker = PrivateBroker(tmp_path / "kafka")  # a port with no broker on it yet
+    settings = KafkaSettings(
+        bootstrap=broker.bootstrap, topic_prefix=f"pre{uuid.uuid4().hex[:6]}.", partitions=2
+    )
+    cluster = Cluster(settings, tmp_path)
+    try:
+        scheduler = cluster.scheduler()
+        started = time.monotonic()
+        wait_for(
+            lambda: "action=broker_trouble" in scheduler.log_path.read_text(errors="replace"),
+            60,
+            "the scheduler logs why it waits",
+        )
+        # outlive the old deadline: the process is still there, waiting
+        time.sleep(max(0.0, OLD_START_DEADLINE_S + 5 - (time.monotonic() - started)))
+        assert scheduler.popen is not None
+        assert scheduler.popen.poll() is None, scheduler.log_tail()
+        broker.start()
+        job = "after-the-broker"
+        spec = once_job(datetime.now(UTC) + timedelta(days=1))
+        wait_for(
+            lambda: scheduler.log_path.read_text().count("action=partition_restored") == 2,
+            120,
+            "both partitions restored once the broker is up",
+        )
+        cluster.send(job, cmd.RegisterJob(spec=spec))
+        events = EventLog(settings)
+        try:
+            assert events.wait_until(lambda e: bool(e.of_type(ev.JobRegistered, job)), 60)
+        finally:
+            events.close()
+        text = scheduler.log_path.read_text(errors="replace")
+        assert "Traceback" not in text
+        assert "action=broker_recovered" in text
+        assert scheduler.popen.poll() is None
+    finally:
+        cluster.stop_all()
+        broker.destroy()

@@ -3,10 +3,10 @@ snapshotter keeps the state rebuildable, the API prunes its hot history, and the
 broker's cronlog topics, the scheduler's RocksDB and the API's read model stay flat, while the
 API still answers a run it pruned, from the cold archive.
 
-The broker is the test's own (``PrivateBroker``: its data dir is measured; its retention check
-runs every 30 s, ``ops/kafka.d/server.properties``). Every cronlog topic gets 5 s segments and
-15 s retention (compacted ones: a cleaner that runs at once), as an operator would set
-days (after the services start: their topic bootstrap brings a retention back up to the
+The broker is the test's own (``PrivateBroker``: its data dir is measured; its retention
+check runs every 2 s here, 30 s in ``ops/kafka.d/server.properties``). Every cronlog topic gets
+5 s segments and 15 s retention (compacted ones: a cleaner that runs at once), as an operator
+would set days (after the services start: their topic bootstrap brings a retention back up to the
 settings', which count whole days). The archive takes the first phase's runs with the
 exporter's clock a day ahead (a day is archived once it is over; the test cannot wait for
 midnight), before retention deletes them.
@@ -38,19 +38,25 @@ from topology.kafka.bootstrap import ensure_topics
 from topology.kafka.config import KafkaSettings
 from topology.kafka.topics import topic_specs
 
-pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.own_broker,
+    pytest.mark.broker,
+    pytest.mark.slow,
+    pytest.mark.timeout(900),
+]
 JOBS = 4
-WARM_S = 75.0
-"""Long enough for the first segments to pass retention and the first retention check."""
-WATCH_S = 120.0
-SAMPLE_S = 15.0
+WARM_S = 30.0
+"""Long enough for the first segments to roll (5 s), pass retention (15 s) and be deleted (a
+retention check every 2 s, deletion 1 s after)."""
+WATCH_S = 60.0
+SAMPLE_S = 10.0
 HOT_DAYS = 20 / 86_400
 """The API's hot history: 20 s."""
 
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[PrivateBroker]:
-    b = PrivateBroker(tmp_path / "kafka")
+    b = PrivateBroker(tmp_path / "kafka", properties="log.retention.check.interval.ms=2000")
     b.start()
     yield b
     b.destroy()

@@ -42,6 +42,7 @@ from tests.integration.isolation_checks import (
 from topology.kafka.config import KafkaSettings
 
 pytestmark = [
+    pytest.mark.own_broker,
     pytest.mark.broker,
     pytest.mark.slow,
     pytest.mark.timeout(900),

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 import pytest
 
 from services.cli.broker_access import admin_settings, service_env
@@ -37,6 +38,7 @@ from tests.integration.isolation_checks import (
 from topology.kafka.config import KafkaSettings
 
 pytestmark = [
+    pytest.mark.own_broker,
     pytest.mark.broker,
     pytest.mark.slow,
     pytest.mark.timeout(900),
@@ -129,6 +131,19 @@ def test_under_ops_up_defaults_a_task_of_tenant_b_cannot_touch_tenant_a(
             task_uid=task_user.uid,
         )
         check_isolation(deployment)
+        # issue 24, item 4: the README's /metrics call works with the token up printed
+        assert up.said("metrics token (platform tenant '*', viewer; for Prometheus): clt_")
+        metrics_token = (state / "metrics-token").read_text().strip()
+        scraped = httpx.get(
+            f"http://127.0.0.1:{api_port}/metrics",
+            headers={"Authorization": f"Bearer {metrics_token}"},
+            timeout=30,
+        )
+        assert scraped.status_code == 200 and "cronlog_run_events_total" in scraped.text
+        assert oct(state.stat().st_mode & 0o777) == "0o700"
+        # issue 24, item 6: what up printed for people holds no log line (logfmt, librdkafka)
+        logs = [ln for ln in up.lines if ln.startswith(("ts=", "%")) or "level=" in ln]
+        assert logs == [], logs
     finally:
         rc = up.stop()
     assert rc == 0, "\n".join(up.lines[-40:])

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
+from cronlog import commands as cmd
+from cronlog import events as ev
 from services.scheduler.faults import CrashPoints
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.transaction import FENCED_LIMIT, BatchTransactions, Fenced
-from tests.integration.harness import Cluster
+from tests.integration.harness import Cluster, EventLog
+from tests.integration.helpers import once_job, wait_for
 from topology.fold.folder import BatchResult, Outgoing
 from topology.kafka.watchdog import Watchdog
 
@@ -67,3 +71,52 @@ def test_fenced_more_than_the_limit_in_a_minute_is_fatal(txn: BatchTransactions)
         txn.renew(fenced)
     with pytest.raises(Fenced, match=f"fenced {FENCED_LIMIT + 1} times in a minute"):
         txn.renew(fenced)
+
+
+def test_a_scheduler_whose_static_consumer_is_fenced_rejoins_and_folds_on(
+    cluster: Cluster,
+) -> None:
+    """After a broker restart a lone scheduler's static consumer was fenced by its own stale
+    join (KAFKA-20985: "Static consumer fenced by other consumer with same
+    group.instance.id") and the process exited 70. The same fence, made at will: another
+    consumer joins with the scheduler's group.instance.id, then leaves. The scheduler must
+    rejoin with a new consumer, in the same process, and fold on."""
+    scheduler = cluster.scheduler("s1")
+    log = scheduler.log_path
+    n = cluster.settings.partitions
+    wait_for(
+        lambda: log.read_text().count("action=partition_restored") >= n, 90, "partitions restored"
+    )
+    intruder = Consumer(
+        cluster.settings.consumer_config(
+            cluster.topics.scheduler_app,
+            **{
+                "group.instance.id": f"{cluster.settings.topic_prefix}s1",
+                "session.timeout.ms": 6000,
+                "partition.assignment.strategy": "cooperative-sticky",  # the group's
+            },
+        )
+    )
+    intruder.subscribe([cluster.topics.commands])
+    try:
+
+        def fenced() -> bool:
+            intruder.poll(0.2)
+            return "Static consumer fenced" in log.read_text(errors="replace")
+
+        wait_for(fenced, 60, "the scheduler's consumer fenced", every=0.0)
+    finally:
+        intruder.close()
+    job = "after-the-fence"
+    cluster.send(job, cmd.RegisterJob(spec=once_job(datetime.now(UTC) + timedelta(days=1))))
+    events = EventLog(cluster.settings)
+    try:
+        registered = events.wait_until(lambda e: bool(e.of_type(ev.JobRegistered, job)), 90)
+    finally:
+        events.close()
+    text = log.read_text(errors="replace")
+    assert scheduler.popen is not None
+    assert scheduler.popen.poll() is None, scheduler.log_tail()
+    assert registered, scheduler.log_tail()
+    assert "action=consumer_rejoined" in text
+    assert "action=fenced" not in text and "action=fatal" not in text

@@ -6,6 +6,7 @@ a long restore resumes it from the offset its store recorded and ends with the r
 from __future__ import annotations
 
 import re
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from cronlog import commands as cmd
 from cronlog import events as ev
@@ -188,6 +190,31 @@ def test_a_store_is_trusted_only_up_to_a_committed_changelog_record(
         for offset in (aborted[0], aborted[-1], after[-1] + 1, after[-1] + 100):
             assert not last_write_committed(consumer, changelog.topic, P, offset), offset
     finally:
+        consumer.close()
+
+
+def test_a_changelog_partition_not_answering_yet_is_waited_for_not_raised(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # A broker node killed during a restore failed its get_watermark_offsets with a transient
+    # error (_DESTROY_BROKER) that ended the scheduler with a raw traceback (issue 25). The
+    # same call fails at once, as reliably, for a partition not in the metadata yet: both are
+    # retried until the broker answers.
+    topic = f"{cluster.settings.topic_prefix}late-changelog"
+    admin = AdminClient(cluster.settings.admin_config())
+    later = threading.Timer(
+        1.0, lambda: admin.create_topics([NewTopic(topic, P + 1, 1)])[topic].result(30)
+    )
+    consumer = _restorer(cluster)
+    store = PartitionStore(tmp_path / "late")
+    later.start()
+    try:
+        assert not last_write_committed(consumer, topic, P, 5)  # a store ahead of an empty log
+        done = restore(consumer, topic, P, store)
+        assert (done.records, done.start, done.end) == (0, 0, 0)
+    finally:
+        later.join()
+        store.close()
         consumer.close()
 
 

@@ -40,7 +40,12 @@ from topology.kafka.bootstrap import ensure_topics
 from topology.kafka.config import KafkaSettings
 from topology.kafka.topics import Topics
 
-pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(400)]
+pytestmark = [
+    pytest.mark.own_broker,
+    pytest.mark.broker,
+    pytest.mark.slow,
+    pytest.mark.timeout(400),
+]
 USER, PASSWORD = "cronlog", "cronlog-secret-1"
 STRANGER, STRANGER_PASSWORD = "stranger", "stranger-secret-1"
 
@@ -49,7 +54,8 @@ STRANGER, STRANGER_PASSWORD = "stranger", "stranger-secret-1"
 def broker(tmp_path: Path) -> Iterator[tuple[PrivateBroker, int]]:
     b = PrivateBroker(tmp_path / "kafka")
     rng = random.Random()  # noqa: S311 (a port number, not a secret)
-    sasl_port = next(p for p in (rng.randrange(40000, 49000) for _ in range(200)) if _port_free(p))
+    # below the ephemeral range (32768-60999), as every port of the tests (ops/kafka)
+    sasl_port = next(p for p in (rng.randrange(29000, 30000) for _ in range(200)) if _port_free(p))
     b.env["CRONLOG_KAFKA_SASL_PORT"] = str(sasl_port)
     b.start()
     yield b, sasl_port

@@ -75,25 +75,34 @@ def assert_each_tick_decided_once(events: EventLog, job_id: str, step: int) -> N
 # --- overlap -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("policy", list(OverlapPolicy))
-def test_overlap_policy_with_a_long_running_task(
-    cluster: Cluster, events: EventLog, policy: OverlapPolicy
-) -> None:
+def test_overlap_policies_with_a_long_running_task(cluster: Cluster, events: EventLog) -> None:
+    """One job per overlap policy, side by side in one cluster: a 5 s task every 2 s."""
     cluster.scheduler()
-    cluster.worker(CRONLOG_SLOTS="8")
-    job = f"overlap-{policy.value}"
-    spec = JobSpec(
-        name=job,
-        schedule=Schedule(ScheduleKind.EVERY, interval=timedelta(seconds=2)),
-        task_specs=main_task(("sleep", "5")),
-        overlap=policy,
-        lease_ttl=timedelta(seconds=6),
+    cluster.worker(CRONLOG_SLOTS="12")
+    jobs = {policy: f"overlap-{policy.value}" for policy in OverlapPolicy}
+    for policy, job in jobs.items():
+        spec = JobSpec(
+            name=job,
+            schedule=Schedule(ScheduleKind.EVERY, interval=timedelta(seconds=2)),
+            task_specs=main_task(("sleep", "5")),
+            overlap=policy,
+            lease_ttl=timedelta(seconds=6),
+        )
+        register(cluster, events, job, spec)
+    assert events.wait_until(
+        lambda log: all(len(decided(log, job)) >= 8 for job in jobs.values()), 60
     )
-    register(cluster, events, job, spec)
-    assert events.wait_until(lambda log: len(decided(log, job)) >= 8, 60)
-    cluster.send(job, cmd.PauseJob())
-    assert events.wait_until(lambda log: log.of_type(ev.JobPaused, job), 20)
+    for job in jobs.values():
+        cluster.send(job, cmd.PauseJob())
+    assert events.wait_until(
+        lambda log: all(log.of_type(ev.JobPaused, job) for job in jobs.values()), 20
+    )
     events.poll(8)  # let the last runs end (and a buffered one start)
+    for policy, job in jobs.items():
+        _check_overlap(events, job, policy)
+
+
+def _check_overlap(events: EventLog, job: str, policy: OverlapPolicy) -> None:
     started = of(events, job, ev.RunScheduled)
     skipped = Counter(s.reason for s in of(events, job, ev.TickSkipped))
     claims = {c.run_id for c in of(events, job, ev.TaskClaimed)}
@@ -123,8 +132,8 @@ def test_overlap_policy_with_a_long_running_task(
         ]
         assert fenced, "the worker of a cancelled run was never refused"
     if policy is not OverlapPolicy.ALLOW:
-        assert len(claims) >= 2
-        assert max_concurrent(events, job) == 1, "two runs were active at once"
+        assert len(claims) >= 2, policy
+        assert max_concurrent(events, job) == 1, f"{policy}: two runs were active at once"
 
 
 def max_concurrent(events: EventLog, job_id: str) -> int:
@@ -148,78 +157,91 @@ def max_concurrent(events: EventLog, job_id: str) -> int:
 # --- catch-up across a scheduler kill -9 ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("policy", list(CatchupPolicy))
-def test_catchup_policy_after_the_scheduler_was_down(
-    cluster: Cluster, events: EventLog, policy: CatchupPolicy
-) -> None:
+def test_catchup_policies_after_the_scheduler_was_down(cluster: Cluster, events: EventLog) -> None:
+    """One job per catch-up policy in one cluster; its only scheduler is down for 8 s."""
     proc = cluster.scheduler()
-    job = f"catchup-{policy.value}"
-    register(
-        cluster,
-        events,
-        job,
-        every_job(
+    jobs = {policy: f"catchup-{policy.value}" for policy in CatchupPolicy}
+    for policy, job in jobs.items():
+        spec = every_job(
             1,
             catchup=policy,
             misfire_grace=timedelta(seconds=2),
             catchup_window=timedelta(minutes=10),
-        ),
+        )
+        register(cluster, events, job, spec)
+    assert events.wait_until(
+        lambda log: all(len(of(log, job, ev.RunScheduled)) >= 2 for job in jobs.values()), 40
     )
-    assert events.wait_until(lambda log: len(of(log, job, ev.RunScheduled)) >= 2, 40)
     proc.kill9()
     down_at = datetime.now(UTC)
     time.sleep(8)
     cluster.scheduler()
     assert events.wait_until(
-        lambda log: any(t > down_at + timedelta(seconds=20) for t in decided(log, job)), 120
+        lambda log: all(
+            any(t > down_at + timedelta(seconds=20) for t in decided(log, job))
+            for job in jobs.values()
+        ),
+        120,
     )
-    runs = of(events, job, ev.RunScheduled)
-    caught_up = [r for r in runs if r.trigger is RunTrigger.CATCHUP]
-    skipped = Counter(s.reason for s in of(events, job, ev.TickSkipped))
-    assert_each_tick_decided_once(events, job, 1)
-    missed = len(caught_up) + skipped[SkipReason.CATCHUP_POLICY]
-    assert missed >= 5, "the downtime did not make ticks late"
-    if policy is CatchupPolicy.ALL:
-        assert len(caught_up) >= 5 and skipped == Counter()
-    elif policy is CatchupPolicy.LATEST:
-        assert len(caught_up) <= 1 and skipped[SkipReason.CATCHUP_POLICY] >= 4
-    else:
-        assert caught_up == [] and skipped[SkipReason.CATCHUP_POLICY] >= 5
+    for policy, job in jobs.items():
+        runs = of(events, job, ev.RunScheduled)
+        caught_up = [r for r in runs if r.trigger is RunTrigger.CATCHUP]
+        skipped = Counter(s.reason for s in of(events, job, ev.TickSkipped))
+        assert_each_tick_decided_once(events, job, 1)
+        missed = len(caught_up) + skipped[SkipReason.CATCHUP_POLICY]
+        assert missed >= 5, f"{policy}: the downtime did not make ticks late"
+        if policy is CatchupPolicy.ALL:
+            assert len(caught_up) >= 5 and skipped == Counter(), policy
+        elif policy is CatchupPolicy.LATEST:
+            assert len(caught_up) <= 1 and skipped[SkipReason.CATCHUP_POLICY] >= 4, policy
+        else:
+            assert caught_up == [] and skipped[SkipReason.CATCHUP_POLICY] >= 5, policy
 
 
 # --- pause / resume -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("catchup", [False, True])
 def test_resume_fires_paused_over_ticks_only_with_catchup(
-    cluster: Cluster, events: EventLog, catchup: bool
+    cluster: Cluster, events: EventLog
 ) -> None:
+    """Two jobs paused together for 5 s; one resumed with catch-up, one without."""
     cluster.scheduler()
-    job = f"resume-{catchup}"
-    register(
-        cluster,
-        events,
-        job,
-        every_job(1, catchup=CatchupPolicy.ALL, misfire_grace=timedelta(seconds=1)),
+    jobs = {catchup: f"resume-{catchup}" for catchup in (False, True)}
+    for job in jobs.values():
+        spec = every_job(1, catchup=CatchupPolicy.ALL, misfire_grace=timedelta(seconds=1))
+        register(cluster, events, job, spec)
+    assert events.wait_until(
+        lambda log: all(len(of(log, job, ev.RunScheduled)) >= 2 for job in jobs.values()), 40
     )
-    assert events.wait_until(lambda log: len(of(log, job, ev.RunScheduled)) >= 2, 40)
-    cluster.send(job, cmd.PauseJob())
-    assert events.wait_until(lambda log: log.of_type(ev.JobPaused, job), 20)
-    paused_at = events.of_type(ev.JobPaused, job)[0].at
+    for job in jobs.values():
+        cluster.send(job, cmd.PauseJob())
+    assert events.wait_until(
+        lambda log: all(log.of_type(ev.JobPaused, job) for job in jobs.values()), 20
+    )
     time.sleep(5)
-    cluster.send(job, cmd.ResumeJob(catchup=catchup))
-    assert events.wait_until(lambda log: log.of_type(ev.JobResumed, job), 20)
-    resumed = events.of_type(ev.JobResumed, job)[0]
-    assert resumed.event.catchup is catchup
-    assert events.wait_until(lambda log: sum(t > resumed.at for t in decided(log, job)) >= 2, 20)
-    paused_over = [t for t in decided(events, job) if paused_at < t <= resumed.at]
-    if catchup:
-        assert len(paused_over) >= 4
-        assert_each_tick_decided_once(events, job, 1)
-        late = [r for r in of(events, job, ev.RunScheduled) if r.trigger is RunTrigger.CATCHUP]
-        assert len(late) >= 3  # catch-up all: fired late, marked as catch-up
-    else:
-        assert paused_over == []
+    for catchup, job in jobs.items():
+        cluster.send(job, cmd.ResumeJob(catchup=catchup))
+    assert events.wait_until(
+        lambda log: all(log.of_type(ev.JobResumed, job) for job in jobs.values()), 20
+    )
+    resumed = {job: events.of_type(ev.JobResumed, job)[0] for job in jobs.values()}
+    assert events.wait_until(
+        lambda log: all(
+            sum(t > resumed[job].at for t in decided(log, job)) >= 2 for job in jobs.values()
+        ),
+        20,
+    )
+    for catchup, job in jobs.items():
+        assert resumed[job].event.catchup is catchup
+        paused_at = events.of_type(ev.JobPaused, job)[0].at
+        paused_over = [t for t in decided(events, job) if paused_at < t <= resumed[job].at]
+        if catchup:
+            assert len(paused_over) >= 4
+            assert_each_tick_decided_once(events, job, 1)
+            late = [r for r in of(events, job, ev.RunScheduled) if r.trigger is RunTrigger.CATCHUP]
+            assert len(late) >= 3  # catch-up all: fired late, marked as catch-up
+        else:
+            assert paused_over == []
 
 
 # --- bounds and exclusions: TickSkipped reasons on the topic -----------------------------

@@ -4,11 +4,13 @@ contract (partition count, a client-stamped command topic)."""
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type: ignore[attr-defined]
 
 from cronlog.errors import CronlogError
+from tests.integration.harness import Cluster
 from topology.kafka.bootstrap import TopologyMismatch, ensure_topics
 from topology.kafka.config import KafkaSettings
 from topology.kafka.topics import topic_specs
@@ -34,6 +36,27 @@ def test_partition_count_mismatch_is_refused(kafka_bootstrap: str) -> None:
     ensure_topics(settings)
     with pytest.raises(TopologyMismatch, match="partitions"):
         ensure_topics(settings.model_copy(update={"partitions": 4}))
+
+
+def test_a_scheduler_refused_its_topics_exits_70_with_one_fatal_line(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    # An error a service cannot go on from ended the scheduler with rc 1 and a raw traceback
+    # (issue 25); it ends with exit 70 and one action=fatal line, as a dying thread does.
+    settings = _settings(kafka_bootstrap)
+    ensure_topics(settings)
+    cluster = Cluster(settings.model_copy(update={"partitions": 4}), tmp_path)
+    proc = cluster.scheduler()
+    assert proc.popen is not None
+    try:
+        assert proc.popen.wait(60) == 70, proc.log_tail()
+    finally:
+        cluster.stop_all()
+    lines = proc.log_path.read_text(errors="replace").splitlines()
+    fatal = [line for line in lines if "action=fatal" in line]
+    assert len(fatal) == 1, proc.log_tail()
+    assert "thread=main" in fatal[0] and "partitions" in fatal[0]
+    assert not [line for line in lines if line.startswith("Traceback")], proc.log_tail()
 
 
 def test_create_time_command_topic_is_refused(kafka_bootstrap: str) -> None:

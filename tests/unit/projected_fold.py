@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.decide import event_key, handle
+from cronlog.decide import handle
+from cronlog.dedupe import event_key
 from cronlog.idem import DictMarkers
 from cronlog.ids import event_id
 from cronlog.job import JobState

@@ -41,9 +41,10 @@ RUN = {
     "attempt": 1,
     "epoch": 1,
     "claimed_by": "w1",
-    "exit_code": None,
-    "failure_kind": None,
-    "output_tail": "",
+    "exit_code": 7,
+    "failure_kind": "nonzero_exit",
+    "output_tail": "b broke",
+    "decided_by": "b",
     "task_instances": [
         ti(
             "a",
@@ -109,7 +110,8 @@ def test_run_lists_each_task_with_its_dependencies_state_attempt_worker_duration
     assert list(table) == ["a", "b", "c", "d"]
     assert table["a"] == ["a", "-", "succeeded", "1", "w1", "1.250s"]
     assert table["b"] == ["b", "a", "failed", "2", "w2", "-"]
-    assert table["d"][1:3] == ["b, c", "pending"]
+    assert table["d"][1:4] == ["b, c", "pending", "-"]  # it never ran: no attempt to show
+    assert "│ decided by       │ b" in result.stdout and "│ b broke" in result.stdout
     first_cells = [
         line.split("│")[1].rstrip() for line in result.stdout.splitlines() if line.count("│") == 7
     ]

@@ -321,3 +321,36 @@ def test_every_answer_carries_the_protective_headers(app: FastAPI) -> None:
         assert headers["x-frame-options"] == "DENY", path
         assert headers["content-security-policy"] == "frame-ancestors 'none'", path
         assert headers["referrer-policy"] == "same-origin", path
+
+
+def test_an_instant_reads_utc_to_the_second_and_keeps_its_iso_for_the_script() -> None:
+    html = str(graph.when("2026-12-03T13:15:41.123Z", also="2026-12-03T14:15:41.123+01:00"))
+    assert html == (
+        '<time datetime="2026-12-03T13:15:41.123000+00:00"'
+        ' title="2026-12-03 13:15:41 UTC · 2026-12-03T14:15:41.123+01:00"'
+        ' data-also="2026-12-03T14:15:41.123+01:00">2026-12-03 13:15:41 UTC</time>'
+    )
+    assert str(graph.when(None, "—")) == "—"
+    assert str(graph.when("")) == ""
+
+
+def test_a_task_that_never_ran_shows_no_attempt() -> None:
+    never = {"state": "upstream_failed", "attempt": 1, "claimed_at": None, "started_at": None}
+    assert (graph.ran(never), graph.task_detail(never)) == (False, "upstream failed")
+    assert graph.task_detail({**never, "state": "pending"}) == "pending"
+    ran = {"state": "failed", "attempt": 2, "claimed_at": "2026-12-03T13:15:41.123Z"}
+    assert (graph.ran(ran), graph.task_detail(ran)) == (True, "failed · attempt 2")
+    assert graph.task_detail({"state": "retrying", "attempt": 1}) == "retrying · attempt 1"
+
+
+def test_an_unknown_runs_page_and_a_log_not_served_are_pages_with_a_title(
+    app: FastAPI, rm: ReadModel
+) -> None:
+    page = browser(app).get("/runs/r-nope")
+    assert page.status_code == 404
+    assert "<title>404 · run &#39;r-nope&#39; not found · cronlog</title>" in page.text
+    run_id = a_run(rm)
+    log = browser(app).get(f"/runs/{run_id}/tasks/main/attempts/1/log")
+    assert log.status_code == 503  # no log model here: a page with the header, not bare text
+    assert "<title>503 · the read model is not running · cronlog</title>" in log.text
+    assert 'href="/dead-letters"' in log.text

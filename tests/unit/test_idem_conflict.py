@@ -13,7 +13,8 @@ from dataclasses import replace
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.decide import event_key, handle
+from cronlog.decide import handle
+from cronlog.dedupe import event_key
 from cronlog.ids import command_digest, conflict_key, event_id, idem_marker, run_id_for_trigger
 from cronlog.job import MAX_APPLIED_MARKERS, JobState
 from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task

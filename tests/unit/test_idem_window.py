@@ -13,7 +13,8 @@ from datetime import datetime, timedelta
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.decide import event_key, handle
+from cronlog.decide import handle
+from cronlog.dedupe import event_key
 from cronlog.idem import DEFAULT_HORIZON, DictMarkers, IdemRules
 from cronlog.ids import command_digest, conflict_key, run_id_for_trigger
 from cronlog.job import MAX_APPLIED_MARKERS, JobState

@@ -15,7 +15,10 @@ from topology.kafka.config import KafkaSettings
 from topology.kafka.topics import ingress_pattern, ingress_tenant, ingress_topic
 
 SPEC = JobSpec(
-    name="b", schedule=Schedule(ScheduleKind.MANUAL), task_specs=main_task(("true",)), tenant="team-b"
+    name="b",
+    schedule=Schedule(ScheduleKind.MANUAL),
+    task_specs=main_task(("true",)),
+    tenant="team-b",
 )
 
 

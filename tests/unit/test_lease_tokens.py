@@ -4,13 +4,15 @@ are not enough to forge one."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.decide import event_key, handle
+from cronlog.decide import handle
+from cronlog.dedupe import event_key
 from cronlog.job import JobState
 from cronlog.leases import lease_digest
 from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
@@ -119,3 +121,39 @@ def test_a_forged_command_sent_first_under_the_holders_key_does_not_take_it() ->
     assert ev.TaskSucceeded in [type(e) for e in out]  # applied, not dropped
     assert event_key(real, out[0]) == f"{key}#{lease_digest(SECRET)}"  # its own event ids
     assert event_key(forged, out[0]) == key
+
+
+def test_a_completion_differing_only_in_worker_id_from_a_refused_one_is_refused_too() -> None:
+    # issue 25: the second completion under the same key and token was taken for a
+    # re-delivery of the first, refused one, and got no event at all
+    state, run, claimed = _claimed(SECRET)
+    key = f"complete:{run}:main:{claimed.epoch}"
+    wrong = replace(_complete(run, claimed.epoch, SECRET), worker_id="w2")
+    first = cmd.Envelope(idem_key=key, job_id=JOB, command=wrong)
+    state, out = handle(state, first, T0 + timedelta(seconds=1))
+    assert [(type(e), e.reason) for e in out] == [  # type: ignore[union-attr]
+        (ev.CommandRejected, RejectReason.NOT_HOLDER)
+    ]
+    assert state is not None
+    second = cmd.Envelope(idem_key=key, job_id=JOB, command=_complete(run, claimed.epoch, SECRET))
+    after, out = handle(state, second, T0 + timedelta(seconds=2))
+    assert [type(e) for e in out] == [ev.CommandRejected]
+    refusal = out[0]
+    assert isinstance(refusal, ev.CommandRejected)
+    assert refusal.reason is RejectReason.IDEMPOTENCY_CONFLICT
+    assert f"idem_key {key!r} was already used" in refusal.detail
+    assert refusal.worker_id == "w1"  # copied to the sender's replies
+    assert event_key(second, refusal) != event_key(first, refusal)  # its own event ids
+    assert after is not None
+    for again in (first, second):  # re-deliveries of either stay no-ops
+        assert handle(after, again, T0 + timedelta(seconds=3))[1] == []
+
+
+def test_a_re_delivered_completion_with_a_token_is_still_a_no_op() -> None:
+    state, run, claimed = _claimed(SECRET)
+    key = f"complete:{run}:main:{claimed.epoch}"
+    env = cmd.Envelope(idem_key=key, job_id=JOB, command=_complete(run, claimed.epoch, SECRET))
+    state, out = handle(state, env, T0 + timedelta(seconds=1))
+    assert ev.TaskSucceeded in [type(e) for e in out]
+    assert state is not None
+    assert handle(state, env, T0 + timedelta(seconds=2)) == (state, [])

@@ -237,3 +237,27 @@ def test_a_replay_folds_with_the_live_tick_slice() -> None:
     other = Replayer(topics, 1, {}, _SLICE_CODEC)  # the default slice: 250
     other.fold(log)
     assert state_digest(other.store.items()) != state_digest(store.items())
+
+
+def test_replay_lines_are_not_broken_when_piped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 24: ``replay --verify | cat`` wrapped each partition's line at 80 columns."""
+    from services.cli import broker_access
+    from services.cli import replay as replay_mod
+
+    long_note = "the log no longer holds offset 0 of partition 3: " + "x" * 150
+    report = replay_mod.ReplayReport(
+        state_dir=tmp_path,
+        partitions=[replay_mod.PartitionResult(partition=0, end=12, jobs=1, digest="ab" * 32)],
+        records=12,
+        notes=[long_note],
+    )
+    monkeypatch.setattr(replay_mod, "run_replay", lambda *_args, **_kw: report)
+    monkeypatch.setattr(broker_access, "use_local_credentials", lambda: None)
+    monkeypatch.delenv("COLUMNS", raising=False)
+    result = CliRunner().invoke(cli, ["replay", "--state-dir", str(tmp_path / "s")])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert f"note: {long_note}" in lines
+    assert any(ln.startswith("replayed 12 records") and ln.endswith(str(tmp_path)) for ln in lines)

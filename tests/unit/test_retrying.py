@@ -38,8 +38,10 @@ TRANSIENT = [
     KafkaError._TIMED_OUT,
     KafkaError._MSG_TIMED_OUT,
     KafkaError._UNKNOWN_PARTITION,
+    KafkaError._DESTROY_BROKER,  # a broker-node kill during restore (issue 25)
 ]
 PERMANENT = [
+    KafkaError._DESTROY,  # the client itself is being closed
     KafkaError.TOPIC_AUTHORIZATION_FAILED,
     KafkaError.MSG_SIZE_TOO_LARGE,
     KafkaError.INVALID_CONFIG,

@@ -158,9 +158,10 @@ def served(api: TestClient) -> Iterator[str]:
     server = uvicorn.Server(uvicorn.Config(api.app, port=port, lifespan="off", log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # a loaded box (xdist workers beside the broker)
     while not server.started and time.monotonic() < deadline:
         time.sleep(0.05)
+    assert server.started, f"the API did not start on port {port} within 60 s"
     yield f"http://127.0.0.1:{port}"
     server.should_exit = True
     thread.join(10)

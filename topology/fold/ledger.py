@@ -13,7 +13,7 @@ from datetime import datetime
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.decide import event_key
+from cronlog.dedupe import event_key
 from cronlog.ids import event_id, idem_marker
 from cronlog.job import JobState
 from cronlog.ledger import LEDGER_KEY, LedgerState, decide_ledger

@@ -12,7 +12,8 @@ from datetime import datetime
 
 from cronlog import commands as cmd
 from cronlog import events as ev
-from cronlog.decide import REPLY_COMMANDS, event_key
+from cronlog.decide import REPLY_COMMANDS
+from cronlog.dedupe import event_key
 from cronlog.ids import event_id, grant_idem_key
 from cronlog.time import from_ms
 from cronlog.vocabulary import RejectReason

@@ -12,15 +12,17 @@ Quix Streams' recovery: same shape).
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
+from functools import partial
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from cronlog.time import to_ms
 from topology.fold.markers import MarkerChanges, marker_of
 from topology.fold.partition_store import PartitionStore
-from topology.kafka.retrying import is_transient
+from topology.kafka.retrying import Liveness, call_with_retry, is_transient
 from topology.wire.state_codec import is_ledger, load_state
 
 BATCH = 5000
@@ -76,8 +78,50 @@ def index_keys(value: bytes | None) -> tuple[int | None, int | None]:
     )
 
 
+def watermarks(
+    consumer: Consumer, tp: TopicPartition, stop: threading.Event | None = None
+) -> tuple[int, int]:
+    """Return ``tp``'s (low, end) offsets from the broker, retrying transient errors.
+
+    A broker node killed while a partition is restored fails the request in flight
+    (``_DESTROY_BROKER``, ``_TRANSPORT``, ``NOT_LEADER_FOR_PARTITION`` while its leaders
+    move): the call is made again with capped backoff, logged once per episode
+    (``action=broker_trouble thread=restore``), until it answers or ``stop`` is set
+    (docs/architecture.md, "Broker errors and dead threads").
+
+    Args:
+        consumer: any consumer of the cluster.
+        tp: the partition.
+        stop: SIGTERM; ends the waiting with ``Stopped``. None: wait for as long as it takes.
+
+    Returns:
+        (low, end): the first offset still in the log and the end (last stable offset for a
+        ``read_committed`` consumer).
+
+    Raises:
+        Stopped: ``stop`` was set while retrying.
+        RestoreError: an error that is not transient (e.g. authorization).
+    """
+    what = f"watermark offsets of {tp.topic}/{tp.partition}"
+    try:
+        low, end = call_with_retry(
+            partial(consumer.get_watermark_offsets, tp, timeout=30, cached=False),
+            what=what,
+            liveness=Liveness("restore"),
+            stop=stop,
+        )
+    except KafkaException as exc:
+        raise RestoreError(f"{what}: {exc}") from exc
+    return int(low), int(end)
+
+
 def last_write_committed(
-    consumer: Consumer, topic: str, partition: int, offset: int, timeout_s: float = STALL_S
+    consumer: Consumer,
+    topic: str,
+    partition: int,
+    offset: int,
+    timeout_s: float = STALL_S,
+    stop: threading.Event | None = None,
 ) -> bool:
     """Whether the changelog record at ``offset`` (a store's recorded offset) is committed.
 
@@ -93,7 +137,8 @@ def last_write_committed(
         topic: the job table's changelog topic.
         partition: the partition (the command partition's number).
         offset: the store's recorded changelog offset; below 0 (an empty store) is trusted.
-        timeout_s: longest wait for the answer, seconds.
+        timeout_s: longest wait for the answer once the changelog's end is known, seconds.
+        stop: SIGTERM, for the retries of ``watermarks``.
 
     Returns:
         True when the record at ``offset`` is delivered to a ``read_committed`` reader. False
@@ -102,11 +147,12 @@ def last_write_committed(
 
     Raises:
         RestoreError: no answer within ``timeout_s``, or a fetch error that is not transient.
+        Stopped: ``stop`` was set while the broker was retried.
     """
     if offset < 0:
         return True
     tp = TopicPartition(topic, partition)
-    low, end = consumer.get_watermark_offsets(tp, timeout=30, cached=False)
+    low, end = watermarks(consumer, tp, stop)
     if offset >= end:
         return False
     consumer.assign([TopicPartition(topic, partition, max(offset, low))])
@@ -130,7 +176,13 @@ def last_write_committed(
     raise RestoreError(f"{topic}/{partition}: no answer for offset {offset} in {timeout_s:.0f}s")
 
 
-def restore(consumer: Consumer, topic: str, partition: int, store: PartitionStore) -> Restored:
+def restore(
+    consumer: Consumer,
+    topic: str,
+    partition: int,
+    store: PartitionStore,
+    stop: threading.Event | None = None,
+) -> Restored:
     """Read ``topic/partition`` from after the store's offset to its end into ``store``.
 
     Args:
@@ -139,6 +191,7 @@ def restore(consumer: Consumer, topic: str, partition: int, store: PartitionStor
         topic: the job table's changelog topic.
         partition: the partition (the command partition's number).
         store: the partition's store.
+        stop: SIGTERM, for the retries of ``watermarks``.
 
     Returns:
         What was restored.
@@ -146,11 +199,12 @@ def restore(consumer: Consumer, topic: str, partition: int, store: PartitionStor
     Raises:
         RestoreError: a fetch error that is not transient, or nothing arrived for STALL_S
             before the end.
+        Stopped: ``stop`` was set while the broker was retried.
     """
     started = time.monotonic()
     start = store.changelog_offset() + 1
     tp = TopicPartition(topic, partition)
-    low, end = consumer.get_watermark_offsets(tp, timeout=30, cached=False)
+    low, end = watermarks(consumer, tp, stop)
     start = max(start, low)
     if start >= end:
         store.index_markers()  # a restore that stopped before its end left it to do

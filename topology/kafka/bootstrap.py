@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -108,18 +109,38 @@ def ensure_topics(settings: KafkaSettings, timeout_s: float = 30.0) -> list[str]
     return created
 
 
-def ensure_topics_retrying(settings: KafkaSettings, deadline_s: float = 120.0) -> list[str]:
-    """Run ``ensure_topics``, retrying transient errors for up to ``deadline_s`` seconds.
+def ensure_topics_retrying(
+    settings: KafkaSettings,
+    deadline_s: float | None = None,
+    stop: threading.Event | None = None,
+) -> list[str]:
+    """Run ``ensure_topics``, retrying transient errors until it works.
 
-    What a service runs at start: the broker may still be starting, leaders still being
-    elected.
+    What a service runs at start: the broker may not be started yet, or still be starting,
+    leaders still being elected. A service waits for as long as it takes (it has nothing
+    better to do), logging the reason once (``action=broker_trouble thread=ensuring cronlog's
+    topics error=…``) and the recovery once; a scheduler once gave up after 120 s with a raw
+    traceback (issue 25).
+
+    Args:
+        settings: cluster and naming.
+        deadline_s: give up after this many seconds (a command line's wait); None: never.
+        stop: SIGTERM; ends the waiting with ``Stopped``.
+
+    Returns:
+        Names of the topics created.
 
     Raises:
         TopologyMismatch: at once, as ``ensure_topics``.
-        CronlogError: the cluster could not be reached, or refused, within ``deadline_s``.
+        CronlogError: the cluster refused (not transient), or not reached within
+            ``deadline_s``.
+        Stopped: ``stop`` was set while waiting.
     """
     return call_with_retry(
-        lambda: ensure_topics(settings), what="ensuring cronlog's topics", deadline_s=deadline_s
+        lambda: ensure_topics(settings),
+        what="ensuring cronlog's topics",
+        deadline_s=deadline_s,
+        stop=stop,
     )
 
 

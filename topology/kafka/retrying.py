@@ -71,6 +71,10 @@ _LOCAL_TRANSIENT = {
     KafkaError._TIMED_OUT_QUEUE,
     KafkaError._MSG_TIMED_OUT,
     KafkaError._WAIT_COORD,
+    # A request in flight on a broker handle librdkafka tears down: the broker left the
+    # cluster's metadata (a node killed, then fenced by the controller). The call made again
+    # goes to the partition's new leader (issue 25: restore's get_watermark_offsets).
+    KafkaError._DESTROY_BROKER,
     # Documented "Permanent" by librdkafka, but what a client sees for a topic created a
     # moment ago by another process until its metadata reaches this client.
     KafkaError._UNKNOWN_TOPIC,

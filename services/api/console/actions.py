@@ -1,5 +1,5 @@
 """The console's forms: sign in and out, and the operator's writes (trigger, pause, resume,
-cancel, replay).
+cancel, rerun, replay).
 
 Each write calls the JSON API's own route function (``writes``, ``operate``) with the console's
 caller, so it is checked, produced and awaited exactly as the API does it; the answer is a 303
@@ -140,16 +140,36 @@ async def cancel(run_id: str, request: Request, caller: Operator) -> Response:
     )
 
 
+@router.post("/runs/{run_id}/tasks/{task}/rerun")
+async def rerun(run_id: str, task: str, request: Request, caller: Operator) -> Response:
+    """Rerun an ended task in its own run (the API's ``POST …/tasks/{task}/retry``); form
+    field ``downstream`` (``1``): every task below it too → the run page."""
+    fields = await form(request)
+    body = operate.RerunIn(downstream=fields.get("downstream") == "1")
+    return await _act(
+        request,
+        caller,
+        lambda: operate.rerun_task(run_id, task, request, caller, body, None),
+        lambda _: f"/runs/{quote(run_id, safe='')}",
+    )
+
+
 @router.post("/dead-letters/replay")
 async def replay(request: Request, caller: Operator) -> Response:
-    """Replay one dead letter (form fields ``run_id``, ``task``) → the new run's page."""
+    """Replay one dead letter (form fields ``run_id``, ``task``) → the new run's page; or
+    every dead letter of a job (form field ``job_id`` alone, at most ``MAX_REPLAYS``) → the
+    dead-letter page of that job."""
     fields = await form(request)
-    body = operate.ReplayIn(run_id=fields.get("run_id"), task=fields.get("task"))
+    job_id = fields.get("job_id") if not fields.get("run_id") else None
+    body = operate.ReplayIn(run_id=fields.get("run_id"), task=fields.get("task"), job_id=job_id)
 
     async def write() -> Any:
         answer = await operate.replay_dead_letters(body, request, caller, None)
-        if isinstance(answer, Response):
+        if isinstance(answer, Response) or job_id:
             return answer
         return {"run_id": answer["replays"][0]["replay_run_id"]}
 
-    return await _act(request, caller, write, _run_page)
+    def then(fields: dict[str, Any]) -> str:
+        return f"/dead-letters?job_id={quote(job_id, safe='')}" if job_id else _run_page(fields)
+
+    return await _act(request, caller, write, then)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
+
+from markupsafe import Markup, escape
 
 from cronlog.errors import CronlogError
 
@@ -163,3 +165,41 @@ def timeline(runs: Sequence[Mapping[str, Any]], now: datetime) -> tuple[list[Bar
             )
         )
     return bars, TIMELINE_W, 2 * PAD + len(bars) * (BAR_H + BAR_GAP)
+
+
+def ran(ti: Mapping[str, Any]) -> bool:
+    """True if a task instance ever ran (claimed, started, or waiting to retry): only then
+    does its attempt number say something (a pending or upstream_failed task has none)."""
+    return bool(
+        ti.get("claimed_at")
+        or ti.get("started_at")
+        or ti.get("state") in ("running", "retrying")
+        or int(ti.get("attempt") or 1) > 1
+    )
+
+
+def task_detail(ti: Mapping[str, Any]) -> str:
+    """The second line of a task's node: its state, and its attempt if it ran
+    (``failed · attempt 2``; ``upstream failed``), short enough for a ``NODE_W`` box."""
+    state = str(ti.get("state") or "").replace("_", " ")
+    return f"{state} · attempt {ti.get('attempt')}" if ran(ti) else state
+
+
+def when(value: str | None, empty: str = "", also: str | None = None) -> Markup:
+    """An instant as the console shows it: ``<time datetime=ISO>`` reading
+    ``2026-12-03 13:15:41 UTC`` (whole seconds), which ``static/times.js`` turns into a
+    relative time (``3 min ago``, ``in 12 s``) with the viewer's zone and UTC on hover.
+
+    Args:
+        value: an ISO-8601 instant (``…Z`` or with an offset), or None/"" (``empty`` shown).
+        empty: the text of a missing instant.
+        also: more text for the hover (a tick in its job's own zone).
+    """
+    if not value:
+        return escape(empty)
+    at = datetime.fromisoformat(value)
+    utc = at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    title = f"{utc} · {also}" if also else utc
+    return Markup('<time datetime="{}" title="{}" data-also="{}">{}</time>').format(
+        at.isoformat(), title, also or "", utc
+    )

@@ -8,6 +8,7 @@ the part that changes (``Vary: HX-Request``). Every read goes through the API's 
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ from services.api.routes import logs, operate, workers
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
+templates.env.filters["when"] = graph.when
+templates.env.globals.update(ran=graph.ran, task_detail=graph.task_detail)
 TIMELINE_RUNS = 50
 """How many of a job's newest runs the timeline draws."""
 
@@ -68,7 +71,7 @@ def render(
 
 def error(request: Request, caller: Principal, exc: HTTPException) -> Response:
     """Render an HTTPException of the API's functions as an error page with its status."""
-    return render(request, caller, "error", exc.status_code, detail=exc.detail)
+    return render(request, caller, "error", exc.status_code, detail=exc.detail, exc=exc)
 
 
 @router.get("/")
@@ -77,7 +80,7 @@ def jobs_page(request: Request, caller: PageCaller) -> Response:
     rm = read_model(request)
     now = datetime.now(UTC)
     jobs = [j for j in rm.jobs() if caller.sees(j["tenant"])]
-    ticks = {j["job_id"]: rm.ticks(j["job_id"], now, 3) or [] for j in jobs}
+    ticks = {j["job_id"]: next_ticks(rm, j, now) for j in jobs}
     return render(request, caller, "jobs", jobs=jobs, ticks=ticks)
 
 
@@ -103,8 +106,16 @@ def job_page(job_id: str, request: Request, caller: PageCaller) -> Response:
         height=height,
         queued=[r for r in runs if r["state"] == "queued"],
         skipped=rm.skipped(job_id, 20),
-        ticks=rm.ticks(job_id, now, 3) or [],
+        ticks=next_ticks(rm, job, now),
     )
+
+
+def next_ticks(rm: ReadModel, job: dict[str, Any], now: datetime) -> list[dict[str, str]]:
+    """The next 3 ticks the job will fire: none unless it is active (a paused job fires
+    nothing until resumed; ``cronlog jobs ticks`` still previews what it would fire)."""
+    if job["status"] != "active":
+        return []
+    return rm.ticks(job["job_id"], now, 3) or []
 
 
 def dag_of(run: dict[str, Any], job: dict[str, Any] | None) -> dict[str, Any]:
@@ -148,19 +159,44 @@ def run_page(run_id: str, request: Request, caller: PageCaller) -> Response:
 
 
 @router.get("/runs/{run_id}/tasks/{task}/attempts/{attempt}/log")
-def log_page(run_id: str, task: str, attempt: int, request: Request, caller: PageCaller) -> Any:
-    """One attempt's output as text: the API's own log endpoint, authenticated by the cookie."""
+def log_page(
+    run_id: str, task: str, attempt: int, request: Request, caller: PageCaller, raw: bool = False
+) -> Any:
+    """One attempt's output in a page with a way back to its run (``?raw=true``: the bare
+    text): the API's own log endpoint, authenticated by the cookie."""
     if attempt < 1:
         raise HTTPException(404, f"no attempt {attempt}")
-    return logs.attempt_log(run_id, task, request, caller, attempt, None, "text")
+    if raw:
+        return logs.attempt_log(run_id, task, request, caller, attempt, None, "text")
+    try:
+        answer = logs.attempt_log(run_id, task, request, caller, attempt, None, "json")
+    except HTTPException as exc:
+        return error(request, caller, exc)
+    return render(request, caller, "log", log=json.loads(bytes(answer.body)))
 
 
 @router.get("/dead-letters")
-def dead_letters_page(request: Request, caller: PageCaller) -> Response:
-    """The caller's dead letters, newest first, each with a Replay button."""
-    read_model(request)
-    answer = operate.list_dead_letters(request, caller, None, None, None, 100)
-    return render(request, caller, "dead_letters", letters=answer["dead_letters"])
+def dead_letters_page(request: Request, caller: PageCaller, job_id: str | None = None) -> Response:
+    """The caller's dead letters (``job_id``: one job's), newest first, each with its output
+    tail, a Replay button and, for a DAG task, Rerun with downstream; Replay all of a job."""
+    rm = read_model(request)
+    try:
+        answer = operate.list_dead_letters(request, caller, job_id or None, None, None, 100)
+    except HTTPException as exc:
+        return error(request, caller, exc)
+    jobs = sorted(j["job_id"] for j in rm.jobs() if caller.sees(j["tenant"]))
+    letters = answer["dead_letters"]
+    dags = {d["run_id"]: len((rm.run(d["run_id"]) or {}).get("tasks") or ()) > 1 for d in letters}
+    return render(
+        request,
+        caller,
+        "dead_letters",
+        letters=letters,
+        jobs=jobs,
+        job_id=job_id or "",
+        dags=dags,
+        more=answer["next_cursor"] is not None,
+    )
 
 
 @router.get("/workers")

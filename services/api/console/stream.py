@@ -27,6 +27,7 @@ FILES = {
     "htmx.min.js": "text/javascript",
     "htmx-ext-sse.min.js": "text/javascript",
     "console.css": "text/css",
+    "times.js": "text/javascript",
 }
 """The static files served, with their media types (nothing else under static/ is)."""
 WAKE_S = 1.0

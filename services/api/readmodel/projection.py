@@ -63,7 +63,7 @@ def is_conflict(record: ev.RunEvent) -> bool:
     """True for the refusal of a command that re-used an applied idem_key with other content.
 
     It carries the idem_key of the command it refused, not of the one that caused the key's
-    events (``cronlog.decide.event_key``): a reader of ``events_for`` tells the two apart.
+    events (``cronlog.dedupe.event_key``): a reader of ``events_for`` tells the two apart.
     """
     event = record.event
     return (

@@ -11,7 +11,7 @@ from typing import Any
 
 from cronlog import events as ev
 from cronlog.time import iso, to_ms
-from services.api.readmodel import task_instances
+from services.api.readmodel import run_outcome, task_instances
 from services.api.readmodel.keys import job_key, run_key
 from services.api.readmodel.store import Batch
 
@@ -85,15 +85,18 @@ def change_run(batch: Batch, record: ev.RunEvent, event: RunChange) -> None:
         return  # never scheduled here, or finished: terminal states absorb
     match event:
         case ev.TaskReady(task=task, attempt=attempt):
-            run.update(state="ready", attempt=attempt, ready_at=at, retry_at=None, claimed_by=None)
+            run.update(state="ready", attempt=attempt, retry_at=None, claimed_by=None)
+            if _first(run, task):  # the summary's instants are all the first task's
+                run["ready_at"] = at
             _attempt(run, task, attempt)
         case ev.TaskClaimed(task=task, attempt=attempt, epoch=epoch, worker_id=worker):
+            if _first(run, task):
+                run["claimed_at"] = at
             run.update(
                 state="running",
                 attempt=attempt,
                 epoch=epoch,
                 claimed_by=worker,
-                claimed_at=at,
                 lease_expires_at=iso(event.lease_expires_at),
             )
             if attempt == 1 and run["trigger_lag_s"] is None:
@@ -142,12 +145,22 @@ def change_run(batch: Batch, record: ev.RunEvent, event: RunChange) -> None:
             state = "succeeded" if isinstance(event, ev.RunSucceeded) else "failed"
             run.update(state=state, lease_expires_at=None)
             run["finished_at"] = run["finished_at"] or at
+            if state == "failed":
+                run_outcome.run_failed(run)
             _count_terminal(batch, record.job_id, state)
         case ev.TaskSkipped() | ev.TaskUpstreamFailed():
             pass  # a task that never executes: only its task instance changes
+    if isinstance(event, ev.TaskReset):
+        run_outcome.task_reset(run, event.task)
     if isinstance(event, task_instances.TaskChange):
         task_instances.apply(run, event, at)
     batch.put_json(key, run)
+
+
+def _first(run: dict[str, Any], task: str) -> bool:
+    """True for the run's first task to be claimed (or any task before a claim): the summary's
+    ready_at, claimed_at and started_at are its, so they never contradict each other."""
+    return run.get("lag_task") in (None, task)
 
 
 def _task_finished(
@@ -156,7 +169,8 @@ def _task_finished(
     failure = event.failure_kind.value if isinstance(event, ev.TaskFailed) else None
     state = "succeeded" if failure is None else "failed"
     started, finished = _iso(event.started_at), iso(event.finished_at)
-    first = run.get("lag_task") in (None, event.task)  # the run's first task to be claimed
+    first = _first(run, event.task)
+    run_outcome.task_finished(run, event)
     run.update(
         exit_code=event.exit_code,
         failure_kind=failure,

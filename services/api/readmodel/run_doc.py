@@ -48,6 +48,7 @@ def new(
         "exit_code": None,
         "failure_kind": None,
         "output_tail": "",
+        "decided_by": None,
         "created_at": at,
         "queued_at": at if isinstance(event, ev.RunQueued) else None,
         "queued_reason": event.reason.value if isinstance(event, ev.RunQueued) else None,

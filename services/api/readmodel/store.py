@@ -35,8 +35,10 @@ from rocksdict import Options, Rdict, WriteBatch
 # v4: the live-run index (live:), recent run durations (dur:) and critical jobs (crit:) that
 # GET /metrics reads (services/api/readmodel/live_runs.py); v5: time indexes for hot-history
 # retention
-# (meta:newest, evt:, end:) and the dead-letter indexes listings page by cursor (dlt:, dlj:)
-FORMAT = b"cronlog-api-read-model/v5"
+# (meta:newest, evt:, end:) and the dead-letter indexes listings page by cursor (dlt:, dlj:);
+# v6: a run's summary names the task that decided it (``decided_by``, issue 24) and keeps the
+# outcome of each failed task (``failed_tasks``), so old documents cannot be read as v6 ones
+FORMAT = b"cronlog-api-read-model/v6"
 """Version of what the keys and documents mean; bump it to rebuild from offset 0."""
 
 

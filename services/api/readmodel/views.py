@@ -35,11 +35,12 @@ def job_view(store: Store, doc: dict[str, Any]) -> dict[str, Any]:
     last = store.get_json(run_key(doc["last_run_id"])) if doc.get("last_run_id") else None
     cancelled, queued = doc.get("cancelled", 0), doc.get("queued", 0)
     done = doc["succeeded"] + doc["failed"]
+    definition = stored_definition(doc)
     return {
         "job_id": doc["job_id"],
         "tenant": doc.get("tenant", DEFAULT_TENANT),
-        **stored_definition(doc),
-        "status": doc["status"],
+        **definition,
+        "status": status_of(doc, definition, active=doc["runs"] - done),
         "next_run_at": doc["next_fire_at"] if doc["status"] == "active" else None,
         "created_at": doc["created_at"],
         "updated_at": doc.get("updated_at"),
@@ -60,6 +61,17 @@ def job_view(store: Store, doc: dict[str, Any]) -> dict[str, Any]:
         "suspended": doc.get("suspended"),
         "slots": _slots(doc),
     }
+
+
+def status_of(doc: dict[str, Any], definition: dict[str, Any], *, active: int) -> str:
+    """Return a stored job's status: its own (``active``, ``paused``, ``deleted``), or
+    ``done`` for an active job whose schedule will fire no more (a ``once`` job that fired, a
+    job whose ``max_runs`` are spent) once its last run ended (``active``: runs not ended,
+    queued ones included)."""
+    spent = definition["schedule"]["type"] == "once" or doc.get("runs_remaining") == 0
+    fired = doc["runs"] > 0 and doc.get("next_fire_at") is None
+    status: str = doc["status"]
+    return "done" if status == "active" and spent and fired and active == 0 else status
 
 
 def _slots(doc: dict[str, Any]) -> dict[str, int] | None:
@@ -90,7 +102,8 @@ def get_job(store: Store, job_id: str) -> dict[str, Any] | None:
 def list_jobs(store: Store, status: str | None = None) -> list[dict[str, Any]]:
     """Return every job (optionally only those with ``status``), ordered by job_id."""
     docs = (store.get_json(key) for key, _ in store.scan(b"job:"))
-    return [job_view(store, d) for d in docs if d and (status is None or d["status"] == status)]
+    views = (job_view(store, d) for d in docs if d)
+    return [v for v in views if status is None or v["status"] == status]
 
 
 def get_run(store: Store, run_id: str) -> dict[str, Any] | None:

@@ -36,7 +36,7 @@ from topology.wire.log_chunks import LogChunk, decode_chunk
 log = logging.getLogger("cronlog.api.logs")
 router = APIRouter(prefix="/api/v1", dependencies=[Depends(principal)])
 LOGS_FORMAT = b"cronlog-api-read-model/v4"
-"""Format tag of the task-log store: its layout did not change with the run store's v5."""
+"""Format tag of the task-log store: its layout did not change with the run store's v5, v6."""
 
 
 def _attempt_prefix(run_id: str, task: str, attempt: int) -> bytes:

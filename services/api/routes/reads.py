@@ -47,7 +47,7 @@ def read_model(request: Request) -> ReadModel:
 def list_jobs(
     request: Request,
     caller: Caller,
-    status: Annotated[str | None, Query(pattern="^(active|paused|deleted)$")] = None,
+    status: Annotated[str | None, Query(pattern="^(active|paused|deleted|done)$")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description=LIMIT_DOC)] = 100,
     cursor: Cursor = None,
 ) -> Any:

@@ -299,8 +299,10 @@ class JobDefinition(StrictModel):
         breaker_failures: the job's circuit opens (``JobSuspended``; new runs queue) when
             this many attempts failed within ``breaker_window_s`` with no success between
             (0..100; 0, the default, is off). docs/schedules.md, "Circuit breaking".
-        breaker_window_s: default 600. breaker_cooldown_s: an open circuit half-opens (one
-            probe run) this many seconds after it opened; default 300. Both 1 .. 604800.
+        breaker_window_s: the window ``breaker_failures`` counts in, seconds (1 .. 604800).
+            Default 600.
+        breaker_cooldown_s: an open circuit half-opens (one probe run) this many seconds
+            after it opened (1 .. 604800). Default 300.
         tags: short labels (at most 16, each ``^[a-z0-9][a-z0-9_.-]{0,62}$``, no duplicates);
             ``critical`` marks a job whose missed tick pages (docs/metrics.md). Default none.
     """

@@ -113,7 +113,9 @@ class JobOut(BaseModel):
 
     Attributes:
         tenant: the team that owns the job.
-        status: ``active``, ``paused`` or ``deleted`` (a deleted job's history stays).
+        status: ``active``, ``paused``, ``deleted`` (a deleted job's history stays) or
+            ``done``: active, but its schedule fires no more (a ``once`` job that fired, a
+            job whose ``max_runs`` are spent) and its last run ended.
         next_run_at: the next tick that will fire, null when none will (paused, deleted,
             manual, or a once job that fired).
         created_at / updated_at / deleted_at: instants of the last registration, last
@@ -133,7 +135,7 @@ class JobOut(BaseModel):
     grace_s: Number
     lease_ttl_s: Number
     retry_policy: RetryPolicyOut
-    status: Literal["active", "paused", "deleted"]
+    status: Literal["active", "paused", "deleted", "done"]
     next_run_at: str | None
     created_at: str
     updated_at: str | None
@@ -263,7 +265,13 @@ class RunOut(BaseModel):
         cancel_reason: why it was cancelled: ``overlap``, ``user`` or ``job_deleted``.
         trigger: ``schedule``, ``catchup``, ``manual``, ``backfill`` or ``replay``.
         attempt / epoch / claimed_by / lease_expires_at: the current attempt and its lease.
-        exit_code / failure_kind / output_tail: outcome of the latest finished attempt.
+        decided_by / exit_code / failure_kind / output_tail: the task the summary names and
+            its outcome: while active, the latest finished attempt's; once failed, the task
+            whose failure failed the run (the first ``failed`` in task order; with none, the
+            first ``cancelled``), not a cleanup that ran after it
+            (``services/api/readmodel/run_outcome.py``).
+        ready_at / claimed_at / started_at: those of the run's first task (finished_at: the
+            run's end).
         trigger_lag_s: seconds from scheduled_for to the first attempt's start (its claim
             until the worker reports the start).
         attempts: every attempt, oldest first.
@@ -285,6 +293,7 @@ class RunOut(BaseModel):
     exit_code: int | None
     failure_kind: str | None
     output_tail: str
+    decided_by: str | None = None
     created_at: str
     ready_at: str | None
     claimed_at: str | None
