@@ -325,12 +325,18 @@ class Addressed:
         command: the command itself.
         tenant: the tenant the sender acts for (``cronlog.tenants``); the fold refuses a user
             command whose tenant does not own the job. Default ``"default"``.
+        issued_at: when the sender first issued this logical command (aware UTC, its own
+            clock); every re-send under the same idem_key carries the same value. The fold
+            judges the dedupe horizon by it (``cronlog.idem``): an external command issued
+            longer ago than the horizon is refused (``idem_key_expired``). None (default:
+            old senders, Ticks, worker commands): no age check.
     """
 
     idem_key: str
     job_id: str
     command: JobCommand
     tenant: str = "default"
+    issued_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -14,6 +14,7 @@ from cronlog.breaker import check_breaker
 from cronlog.decision import Decision
 from cronlog.dedupe import (
     WORKER_COMMANDS,
+    by_horizon,
     marker_key,
     refuse_reuse,
     sender_key,
@@ -27,6 +28,7 @@ from cronlog.firing import (
     rescheduled_tick,
     resume_tick,
 )
+from cronlog.idem import MarkerBook, new_marker
 from cronlog.ids import (
     command_digest,
     run_id_for_replay,
@@ -64,7 +66,10 @@ ready) and their epochs."""
 
 
 def handle(
-    state: JobState | None, envelope: cmd.Addressed, record_time: datetime
+    state: JobState | None,
+    envelope: cmd.Addressed,
+    record_time: datetime,
+    book: MarkerBook | None = None,
 ) -> tuple[JobState | None, list[ev.Event]]:
     """Apply one command to a job: dedupe by idem_key, decide, evolve, advance the clock.
 
@@ -72,6 +77,8 @@ def handle(
         state: the job's record, None if it has none.
         envelope: the command with its idem_key and job_id.
         record_time: the Kafka record's timestamp (LogAppendTime), aware UTC.
+        book: the markers of external commands kept for the dedupe horizon
+            (``cronlog.idem``; the fold's marker store). None: only the record's own window.
 
     Returns:
         ``(state after, events)``. A command whose idem_key is already applied returns the
@@ -89,12 +96,21 @@ def handle(
     they never push out the markers of the rare user commands (register, pause, trigger, …);
     a worker command older than its window is still fenced by the task instance's state and
     epoch.
+    With a ``book``, a user command is first judged by the horizon (``by_horizon``): past it
+    (by its ``issued_at``) it is refused, within it its marker in the book makes it a
+    duplicate (or a conflict) whatever number of commands came between; applied, it leaves
+    a marker there as well as in the record's window.
     Determinism: now = max(state.clock, record_time); the same log gives the same result.
     """
     user = not isinstance(envelope.command, (*PLATFORM_MARKED, *UNMARKED_COMMANDS))
     sender = worker_sender(envelope.command)
     digest = command_digest(envelope.command) if user else ""
     marker = marker_key(envelope)
+    now = max(state.clock, record_time) if state is not None else record_time
+    if user and book is not None:
+        judged = by_horizon(state, envelope, digest, now, book)
+        if judged is not None:
+            return judged
     if state is not None and state.has_applied(marker):
         if sender is not None:  # a worker command: its sender is marked beside its key
             if state.has_applied(sender_key(marker, sender)):
@@ -104,8 +120,7 @@ def handle(
         first = state.applied_digest(envelope.idem_key) if user else None
         if first is None or first == digest:  # a re-delivery (or a marker without digest)
             return state, []
-        return refuse_reuse(state, envelope, first, digest, record_time)
-    now = max(state.clock, record_time) if state is not None else record_time
+        return refuse_reuse(state, envelope, first, digest, record_time, book)
     decision = Decision(state, envelope.job_id)
     decide(decision, envelope, now)
     check_breaker(decision, now)
@@ -119,6 +134,9 @@ def handle(
                 new = new.with_renewal(sender_key(marker, sender))
         elif user:
             new = new.with_applied(envelope.idem_key, digest)
+            if book is not None:
+                mark = new_marker(digest, envelope.issued_at, now, book.rules)
+                book.put(envelope.job_id, envelope.idem_key, mark)
     return new, decision.events
 
 

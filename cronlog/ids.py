@@ -276,6 +276,20 @@ def conflict_key(idem_key: str, digest: str) -> str:
     return "conflict:" + _digest("conflict", idem_key, digest)
 
 
+def horizon_marker(job_id: str, key: str) -> str:
+    """Return the marker-store key of an external command's ``key`` on ``job_id``.
+
+    ``IDEM_MARKER_SIZE * 2`` hex digits (blake2b of both): fixed size whatever the key, and
+    per job, as the job record's markers are (``cronlog.idem``).
+    """
+    return _digest("horizon", job_id, key, size=IDEM_MARKER_SIZE)
+
+
+def horizon_refusal_key(idem_key: str, issued_ms: int, now_ms: int) -> str:
+    """Return the key of a refusal by age (``cronlog.idem.refusal_key``): ``aged:<24 hex>``."""
+    return "aged:" + _digest("aged", idem_key, str(issued_ms), str(now_ms))
+
+
 def task_idem_key(run_id: str, task: str) -> str:
     """Return the idem_key handed to a task instance: ``<run_id>:<task>``."""
     return f"{run_id}:{task}"

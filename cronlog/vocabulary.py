@@ -176,6 +176,13 @@ class RejectReason(StrEnum):
     content: ``cronlog.ids.command_digest``). A key names one command: a re-delivery of the
     same command is a no-op, another command needs a new key (the rule of the IETF draft "The
     Idempotency-Key HTTP Header Field", which the HTTP API applies to requests)."""
+    IDEM_KEY_EXPIRED = "idem_key_expired"
+    """The command's ``issued_at`` is older than the dedupe horizon (``cronlog.idem``): its
+    idem_key may have been applied and forgotten, so it is neither applied nor taken as a
+    duplicate. A command still wanted is sent again under a new idem_key."""
+    ISSUED_AT_IN_FUTURE = "issued_at_in_future"
+    """The command's ``issued_at`` is further ahead of the log time than the horizon's
+    ``max_future`` (the sender's clock is wrong)."""
     WRONG_TENANT = "wrong_tenant"
     """The command's tenant does not own the job (``cronlog.tenants``), or a RegisterJob or
     UpdateJob names another tenant than its envelope's."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 
 from confluent_kafka import (
     Consumer,
@@ -101,6 +101,7 @@ class CommandProducer:
         *,
         idem_key: str | None = None,
         timeout_s: float = 10.0,
+        issued_at: datetime | None = None,
     ) -> Sent:
         """Produce one command for ``job_id`` and wait for the broker's acknowledgement.
 
@@ -112,6 +113,12 @@ class CommandProducer:
                 CompleteTask and ReleaseTask (one per lease, ``cronlog.ids``), else a fresh
                 uuid4. A retry of the same logical command must pass the key of the first try.
             timeout_s: how long to wait for the acknowledgement, seconds.
+            issued_at: when this logical command was first issued (aware UTC); a retry passes
+                the first try's (``Sent.issued_at``, ``CommandNotSent.issued_at``). None: now,
+                by this machine's clock, for a user command (a platform command carries
+                none). The fold refuses a command issued longer ago than its dedupe horizon
+                (``idem_key_expired``, 24 h by default: docs/client.md, "idem_keys and
+                at-least-once").
 
         Returns:
             Where the command landed.
@@ -121,7 +128,8 @@ class CommandProducer:
                 commands, ``UpstreamRunEnded``, ...) with ``ingress``, or a command the fold
                 would refuse at decode (a field past its limit, named).
             EncodeError: a field cannot be written (a naive datetime, ...).
-            CommandNotSent: no acknowledgement (re-send with ``idem_key=sent.idem_key``).
+            CommandNotSent: no acknowledgement (re-send with its ``idem_key`` and
+                ``issued_at``).
 
         Idempotency: two sends under one idem_key change state once (DESIGN.md invariant 5).
         """
@@ -137,9 +145,17 @@ class CommandProducer:
                 "takes user commands only (the relay would dead-letter it)"
             )
         key = idem_key or derived_key(command) or new_idem_key()
-        env = cmd.Envelope(idem_key=key, job_id=job_id, command=command, tenant=self.tenant)
-        partition, offset = self._produce(job_id.encode(), self._checked(env), None, timeout_s)
-        return Sent(job_id, key, partition, offset)
+        if issued_at is None and not isinstance(command, PLATFORM_COMMANDS):
+            issued_at = datetime.now(UTC)  # the sender's clock: not the fold's (DESIGN.md)
+        env = cmd.Envelope(
+            idem_key=key, job_id=job_id, command=command, tenant=self.tenant, issued_at=issued_at
+        )
+        try:
+            partition, offset = self._produce(job_id.encode(), self._checked(env), None, timeout_s)
+        except CommandNotSent as exc:
+            exc.idem_key, exc.issued_at = key, issued_at
+            raise
+        return Sent(job_id, key, partition, offset, issued_at)
 
     def _checked(self, env: cmd.Envelope) -> bytes:
         """Return ``env`` encoded, after decoding it as the fold will.
@@ -255,7 +271,12 @@ class CommandProducer:
         return self.send(job_id, command, idem_key=idem_key, timeout_s=timeout_s)
 
     def trigger(
-        self, job_id: str, *, idem_key: str | None = None, timeout_s: float = 10.0
+        self,
+        job_id: str,
+        *,
+        idem_key: str | None = None,
+        timeout_s: float = 10.0,
+        issued_at: datetime | None = None,
     ) -> RunRef:
         """Start one manual run of ``job_id`` now (TriggerJob).
 
@@ -264,17 +285,17 @@ class CommandProducer:
             idem_key: the trigger's key; its run_id derives from it, so a re-send under the
                 same key names the same run and starts it once. None: a fresh one.
             timeout_s: acknowledgement timeout, seconds.
+            issued_at: see ``send``; a re-send passes the first try's.
 
         Returns:
             The run to follow (``EventStream.wait_for_outcome``).
 
         Raises:
-            CommandNotSent: see ``send``; retry with ``idem_key=ref.idem_key`` of a RunRef
-                you built, or with the key you chose.
+            CommandNotSent: see ``send``; retry with its ``idem_key`` and ``issued_at``.
         """
         key = idem_key or new_idem_key()
         partition, offset = self._events_position(job_id, timeout_s)
-        self.send(job_id, cmd.TriggerJob(), idem_key=key, timeout_s=timeout_s)
+        self.send(job_id, cmd.TriggerJob(), idem_key=key, timeout_s=timeout_s, issued_at=issued_at)
         return RunRef(job_id, str(run_id_for_trigger(job_id, key)), key, partition, offset)
 
     def _events_position(self, job_id: str, timeout_s: float) -> tuple[int, int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 
 from cronlog import commands as cmd
 from cronlog.errors import CronlogError
@@ -13,9 +14,16 @@ from cronlog.ids import complete_idem_key, release_idem_key
 class CommandNotSent(CronlogError):
     """The broker did not acknowledge a command (unreachable, refused, or not in time).
 
-    It may still be delivered later: re-send it under the same idem_key (``Sent.idem_key``),
-    which makes the second copy a no-op if the first one arrives too.
+    It may still be delivered later: re-send it under the same idem_key and issued_at (its
+    attributes), which makes the second copy a no-op if the first one arrives too.
+
+    Attributes:
+        idem_key: the key it was sent under (``send`` sets it; None when raised elsewhere).
+        issued_at: the ``issued_at`` it carried (None: none).
     """
+
+    idem_key: str | None = None
+    issued_at: datetime | None = None
 
 
 def new_idem_key() -> str:
@@ -32,12 +40,15 @@ class Sent:
         idem_key: its idem_key; re-send under this key to retry safely.
         partition: the commands partition it landed on (murmur2 of the key).
         offset: its offset in that partition.
+        issued_at: the ``issued_at`` it carried (aware UTC; None for a platform command):
+            re-send with it, so the dedupe horizon counts from the first try.
     """
 
     job_id: str
     idem_key: str
     partition: int
     offset: int
+    issued_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ from services.cli.replay_start import Start, StartError, choose_start
 from services.scheduler.settings import SchedulerSettings
 from services.snapshotter.take import record_of
 from topology.fold.folder import Outgoing
+from topology.fold.markers import changelog_key, marker_of
 from topology.kafka.config import KafkaSettings
 from topology.kafka.log_reader import (
     committed,
@@ -234,9 +235,15 @@ def _run(
     db = Rdict(str(state_dir / TABLE_DIR), options=Options(raw_mode=True))
     try:
         store: MutableMapping[bytes, bytes] = db  # type: ignore[assignment]  # untyped rocksdict
-        replayer = Replayer(topics, n, store, codec, tick_slice=SchedulerSettings().tick_slice)
+        live = SchedulerSettings()  # the fold's own settings: its slice and horizon
+        replayer = Replayer(
+            topics, n, store, codec, tick_slice=live.tick_slice, rules=live.idem_rules()
+        )
         for part in bounds.start.parts.values():
             seed(replayer, part)
+        with_markers = bounds.start.manifest is None or any(  # else a snapshot from before them
+            marker_of(e.key) is not None for s in bounds.start.parts.values() for e in s.entries
+        )
         sink = EventSink(settings, opts.to_topic, n) if opts.to_topic else None
         for p in range(n):
             ack = bounds.acked.get(p)
@@ -265,6 +272,7 @@ def _run(
                     (at.snapshot, at.kept, at.acked_events),
                     codec,
                     anchor=(bounds.start.manifest is not None, bounds.start.anchor(p)),
+                    markers=with_markers,
                 )
             report.partitions.append(result)
         if sink is not None:
@@ -324,7 +332,11 @@ def _replay_partition(
         nonlocal snapped
         state = replayer.snapshot(at.p)
         if offset == at.ack_at and not snapped:  # the state at the live fold's offset
-            at.snapshot, at.acked_events, snapped = state, result.events, True
+            at.snapshot, at.acked_events, snapped = (
+                _with_markers(replayer, at.p, state),
+                result.events,
+                True,
+            )
         digest = state_digest(state.items()) if at.checks else ""
         for o, sid, sha in at.checks:
             if o != offset:
@@ -353,9 +365,16 @@ def _replay_partition(
         reached(stops.pop(0))
     final = replayer.snapshot(at.p)
     if not snapped:
-        at.snapshot, at.acked_events = final, result.events
+        at.snapshot, at.acked_events = _with_markers(replayer, at.p, final), result.events
     result.digest, result.jobs = state_digest(final.items()), len(final)
     return result
+
+
+def _with_markers(replayer: Replayer, p: int, records: dict[bytes, bytes]) -> dict[bytes, bytes]:
+    """The replay's table of partition ``p`` as its changelog would hold it: the job records
+    and the dedupe markers under their changelog keys (what ``--verify`` compares)."""
+    marks = {changelog_key(k): v for k, v in replayer.markers.partition(p)}
+    return {**records, **marks}
 
 
 def _note_timestamps(msgs: list[Message], topics: Topics, report: ReplayReport) -> None:

@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer
 from cronlog import events as ev
 from cronlog.errors import CronlogError
 from topology.fold.folder import Outgoing
+from topology.fold.markers import marker_of
 from topology.kafka.config import KafkaSettings
 from topology.kafka.log_reader import (
     LogReadError,
@@ -78,6 +79,23 @@ def _pairs(
     ]
 
 
+def _split(table: dict[bytes, bytes]) -> tuple[dict[bytes, bytes], dict[bytes, bytes]]:
+    """Return (job records, dedupe markers) of a changelog table (``markers.marker_of``)."""
+    jobs = {k: v for k, v in table.items() if marker_of(k) is None}
+    return jobs, {k: v for k, v in table.items() if k not in jobs}
+
+
+def _marker_difference(live: dict[bytes, bytes], replayed: dict[bytes, bytes]) -> str:
+    """Name the first dedupe marker (by key) that differs, and how."""
+    for key in sorted(set(live) | set(replayed)):
+        a, b = live.get(key), replayed.get(key)
+        if a != b:
+            where = "the replay" if a is None else "the live table" if b is None else ""
+            how = f"only in {where}" if where else f"{a!r} != {b!r} (live != replay)"
+            return f"dedupe marker {marker_of(key)!r}: {how}"
+    return "dedupe markers differ"
+
+
 def verify_partition(
     consumer: Consumer,
     topics: Topics,
@@ -86,6 +104,7 @@ def verify_partition(
     replay: tuple[dict[bytes, bytes], Sequence[bytes], int],
     codec: Codec,
     anchor: tuple[bool, str | None] = (False, None),
+    markers: bool = True,
 ) -> tuple[str | None, EventVerdict]:
     """Compare partition ``p`` of the live system with the replay.
 
@@ -97,6 +116,8 @@ def verify_partition(
             replay's run-event values of ``p`` in fold order, up to its end offset; how many
             of those come from commands below that committed offset).
         codec: decodes run-events (every schema version in ``schemas/``).
+        markers: compare the dedupe markers too (their changelog keys in both tables;
+            False when the replay started from a snapshot taken before markers existed).
         anchor: (the replay started from a snapshot; the event_id of the last run-event of
             ``p`` before it, None if it had none). From a snapshot, the live events up to and
             including the anchor are left out (and later re-deliveries of them). Where
@@ -112,7 +133,11 @@ def verify_partition(
     table = latest_values(
         (k, v) for _, k, v in _pairs(consumer, topics.job_table_changelog, p, low, high)
     )
-    state_detail = first_state_difference(table, snapshot) if table != snapshot else None
+    live_jobs, live_marks = _split(table)
+    jobs, marks = _split(snapshot)
+    state_detail = first_state_difference(live_jobs, jobs) if live_jobs != jobs else None
+    if state_detail is None and markers and live_marks != marks:
+        state_detail = _marker_difference(live_marks, marks)
     low, high = live.run_events[p]
     started, anchor_id = anchor
     live_events: list[ev.RunEvent] = []

@@ -31,6 +31,7 @@ from services.scheduler.ticker import TickGate
 from services.scheduler.transaction import BatchTransactions
 from topology.fold.due_index import DueIndex
 from topology.fold.folder import BatchFolder, BatchResult, Record
+from topology.fold.markers import FoldMarkers, MarkerChanges
 from topology.fold.partition_store import PartitionStore
 from topology.fold.restore import CONSUMER_CONFIG as RESTORE_CONSUMER
 from topology.fold.restore import last_write_committed, ready_ms, restore
@@ -95,6 +96,7 @@ class FoldRuntime:
             settings.tick_slice,
             self.ready,
             self.cache,
+            markers=FoldMarkers(settings.idem_rules(), self._load_marker, self._expiring),
         )
         self.consumer = Consumer(fold_consumer_config(settings, self.topics.scheduler_app))
         self.rejoins = Rejoins()
@@ -288,16 +290,29 @@ class FoldRuntime:
 
     def _write(self, out: BatchResult, offsets: dict[int, int]) -> None:
         rows: dict[int, list[tuple[str, bytes | None, int | None, int | None]]] = {}
+        marks: dict[int, MarkerChanges] = {}
         for job_id, w in out.writes.items():
             rows.setdefault(w.partition, []).append((job_id, w.value, w.deadline_ms, w.ready_ms))
-        for p, batch in rows.items():
+        for (p, key), value in out.markers.items():
+            marks.setdefault(p, {})[(p, key)] = value
+        for p in rows.keys() | marks.keys():
             store = self.stores.get(p)
             if store is not None:
-                store.write(batch, offsets.get(p))
+                store.write(
+                    rows.get(p, []), offsets.get(p), marks.get(p), before=out.markers_before
+                )
 
     def _load(self, partition: int, job_id: str) -> bytes | None:
         store = self.stores.get(partition)
         return store.get(job_id) if store is not None else None
+
+    def _load_marker(self, partition: int, key: str) -> bytes | None:
+        store = self.stores.get(partition)
+        return store.marker(key) if store is not None else None
+
+    def _expiring(self, partition: int, upto: int, most: int) -> list[tuple[int, str]]:
+        store = self.stores.get(partition)
+        return store.expiring(upto, most) if store is not None else []
 
     # -- assignment --------------------------------------------------------------------------
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import socket
+from datetime import timedelta
 
 from pydantic import Field
 
+from cronlog.idem import DEFAULT_HORIZON, DEFAULT_MAX_FUTURE, IdemRules
 from topology.fold.state_cache import DEFAULT_CAPACITY
 from topology.kafka.config import KafkaSettings
 
@@ -52,6 +54,14 @@ class SchedulerSettings(KafkaSettings):
             ``action=metrics_serving url=...``), -1 serves none.
         metrics_host: interface the metrics are served on; env ``CRONLOG_METRICS_HOST``.
             Default ``127.0.0.1`` (this machine only; ``0.0.0.0`` for a remote Prometheus).
+        idem_horizon_s: the dedupe horizon of external commands, seconds (``cronlog.idem``;
+            env ``CRONLOG_IDEM_HORIZON_S``): a command re-sent under its idem_key within it is
+            a no-op, one issued longer ago is refused with ``idem_key_expired``. Default 86,400
+            (24 h). Every scheduler of a cluster and ``cronlog replay`` must use the same
+            value: it is part of what the fold decides.
+        idem_max_future_s: how far a command's ``issued_at`` may be ahead of the log time,
+            seconds (env ``CRONLOG_IDEM_MAX_FUTURE_S``); further is refused with
+            ``issued_at_in_future``. Default 3,600.
         unstable_report_s: a partition whose committed offset stays unstable this long,
             seconds, has the transactions that may hold it looked up with Kafka's own tool and
             logged with the command that ends each (``action=offsets_unstable_held``;
@@ -74,6 +84,16 @@ class SchedulerSettings(KafkaSettings):
     fold_stats_s: float = Field(default=10.0, gt=0)
     metrics_port: int = Field(default=9464, ge=-1, le=65535)
     metrics_host: str = "127.0.0.1"
+    idem_horizon_s: float = Field(default=DEFAULT_HORIZON.total_seconds(), ge=1.0)
+    idem_max_future_s: float = Field(default=DEFAULT_MAX_FUTURE.total_seconds(), ge=0.0)
+
+    def idem_rules(self) -> IdemRules:
+        """Return the dedupe horizon these settings give (``cronlog.idem.IdemRules``)."""
+        return IdemRules(
+            horizon=timedelta(seconds=self.idem_horizon_s),
+            max_future=timedelta(seconds=self.idem_max_future_s),
+        )
+
     unstable_report_s: float = Field(default=60.0, ge=0)
 
     def state_path(self) -> str:

@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from services.scheduler.faults import CrashPoints
 from services.scheduler.settings import SchedulerSettings
 from topology.fold.folder import BatchResult
+from topology.fold.markers import changelog_key
 from topology.kafka.retrying import call_with_retry, is_transient
 from topology.kafka.topics import Topics
 from topology.kafka.watchdog import Watchdog
@@ -233,6 +234,8 @@ class BatchTransactions:
             send(s.topic, s.key, s.value, s.partition, None)
         for job_id, w in out.writes.items():
             send(self.topics.job_table_changelog, job_id.encode(), w.value, w.partition, track)
+        for (p, key), value in out.markers.items():  # None: a tombstone (the marker expired)
+            send(self.topics.job_table_changelog, changelog_key(key), value, p, track)
         self.producer.flush(CALL_TIMEOUT_S)  # serves the delivery reports: changelog offsets
 
     def _sender(self) -> Callable[..., None]:
@@ -241,7 +244,7 @@ class BatchTransactions:
         def send(
             topic: str,
             key: bytes | None,
-            value: bytes,
+            value: bytes | None,
             partition: int | None,
             cb: Callable[[KafkaError | None, Message], None] | None,
         ) -> None:

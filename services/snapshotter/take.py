@@ -125,7 +125,10 @@ def take_snapshot(settings: KafkaSettings, batch_size: int = 2000) -> Taken:
         high = {p: hi for p, (_, hi) in marks.items()}
         base = find_base(consumer, topics, low, high)
         codec = codec_for(settings)  # as the fold: Confluent-framed commands need the registry
-        replayer = Replayer(topics, n, {}, codec, tick_slice=SchedulerSettings().tick_slice)
+        live = SchedulerSettings()  # the fold's slice and dedupe horizon
+        replayer = Replayer(
+            topics, n, {}, codec, tick_slice=live.tick_slice, rules=live.idem_rules()
+        )
         by_p = {s.partition: s for s in base.parts}
         for s in base.parts:
             seed(replayer, s)

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.decide import handle
-from cronlog.job import JobState
+from cronlog.idem import DictMarkers
+from cronlog.job import MAX_APPLIED_MARKERS, JobState
 from cronlog.model import (
     CatchupPolicy,
     JobSpec,
@@ -29,6 +30,7 @@ from cronlog.model import (
     TaskSpec,
 )
 from cronlog.schedule import next_tick
+from cronlog.tenants import PLATFORM_COMMANDS
 from cronlog.vocabulary import FailureKind, Reprocess, TaskState
 
 JOB = "job-p"
@@ -123,10 +125,21 @@ def fold_log(
 
 
 class Driver:
-    """Draws and folds one random command sequence; the next command may depend on the state."""
+    """Draws and folds one random command sequence; the next command may depend on the state.
 
-    def __init__(self, data: st.DataObject, spec: JobSpec, kinds: Sequence[str]) -> None:
+    With a ``book`` (``cronlog.idem``) the fold dedupes by the horizon, as the scheduler does,
+    and each user command carries ``issued_at`` (its first send's record time).
+    """
+
+    def __init__(
+        self,
+        data: st.DataObject,
+        spec: JobSpec,
+        kinds: Sequence[str],
+        book: DictMarkers | None = None,
+    ) -> None:
         self.data, self.spec, self.kinds = data, spec, kinds
+        self.book = book
         self.t = T0
         self.state: JobState | None = None
         self.log: list[tuple[cmd.Envelope, datetime]] = []
@@ -143,11 +156,18 @@ class Driver:
         self, command: cmd.Command, at: datetime | None = None, key: str | None = None
     ) -> None:
         self.n += 1
-        envelope = cmd.Envelope(idem_key=key or f"c{self.n}", job_id=JOB, command=command)
-        self.deliver(envelope, self.t if at is None else at)
+        at = self.t if at is None else at
+        platform = isinstance(command, PLATFORM_COMMANDS) or self.book is None
+        envelope = cmd.Envelope(
+            idem_key=key or f"c{self.n}",
+            job_id=JOB,
+            command=command,
+            issued_at=None if platform else at,
+        )
+        self.deliver(envelope, at)
 
     def deliver(self, envelope: cmd.Envelope, at: datetime) -> None:
-        after, events = handle(self.state, envelope, at)
+        after, events = handle(self.state, envelope, at, self.book)
         self.steps.append(Step(envelope, at, self.state, after, tuple(events)))
         self.log.append((envelope, at))
         self.state = after
@@ -311,6 +331,11 @@ class Driver:
             )
         )
         self.deliver(replace(original, command=command), self._maybe_late())  # type: ignore[arg-type]
+
+    def do_churn(self) -> None:
+        """More user commands of the job than its record's window holds (pause, resume …)."""
+        for i in range(MAX_APPLIED_MARKERS + 2):
+            self.send(cmd.PauseJob() if i % 2 == 0 else cmd.ResumeJob())
 
     def do_duplicate(self) -> None:
         earlier = [(e, t) for e, t in self.log if not isinstance(e.command, cmd.Tick)]

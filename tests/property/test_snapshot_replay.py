@@ -90,6 +90,7 @@ def _check(log: Log, cuts: dict[int, int], size: int) -> None:
         assert after.due.entries(p) == full.due.entries(p), f"{log.name} {p}: due index"
         assert after.folder.ready.entries(p) == full.folder.ready.entries(p), "ready index"
     assert dict(after.store) == dict(full.store)
+    assert after.markers.values == full.markers.values  # the dedupe horizon's markers too
 
 
 @settings(COMMON, max_examples=max(20, EXAMPLES))

@@ -11,6 +11,7 @@ from cronlog import commands as cmd
 from cronlog import events as ev
 from cronlog.decide import handle
 from cronlog.dedupe import event_key
+from cronlog.idem import DictMarkers
 from cronlog.ids import event_id
 from cronlog.job import JobState
 from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
@@ -33,15 +34,21 @@ class Fold:
     def __init__(self, rm: ReadModel, spec: JobSpec = SPEC, job_id: str = JOB) -> None:
         self.rm, self.job_id = rm, job_id
         self.state: JobState | None = None
+        self.book = DictMarkers()
         self.send("reg", cmd.RegisterJob(spec=spec), T0 - timedelta(seconds=30))
 
-    def send(self, idem_key: str, command: cmd.Command, at: datetime) -> list[ev.Event]:
-        env = cmd.Envelope(idem_key=idem_key, job_id=self.job_id, command=command)
-        self.state, events = handle(self.state, env, at)
+    def send(
+        self, idem_key: str, command: cmd.Command, at: datetime, issued_at: datetime | None = None
+    ) -> list[ev.Event]:
+        env = cmd.Envelope(
+            idem_key=idem_key, job_id=self.job_id, command=command, issued_at=issued_at
+        )
+        self.state, events = handle(self.state, env, at, self.book)
+        now = self.state.clock if self.state is not None else at
         batch = Batch(self.rm.store)
         for i, event in enumerate(events):
             record = ev.RunEvent(
-                event_id=event_id(event_key(env, event), self.job_id, i),
+                event_id=event_id(event_key(env, event, now), self.job_id, i),
                 job_id=self.job_id,
                 at=at,
                 idem_key=idem_key,

@@ -73,3 +73,28 @@ def test_a_retry_of_the_first_command_is_answered_as_the_first_time(
     )
     assert answer.status_code == 200, answer.text
     assert (answer.json()["state"], answer.json()["cancel_reason"]) == ("cancelled", "user")
+
+
+def test_a_re_send_refused_past_the_horizon_is_kept_beside_the_first_commands_events(
+    rm: ReadModel, offline: TestClient
+) -> None:
+    """A refusal by age carries the key and index 0 too: projected beside, never over, the
+    first command's events, and not the answer of a retry of that command."""
+    fold = Fold(rm)
+    run_id = next(e.run_id for e in fold.tick(0) if isinstance(e, ev.RunScheduled))
+    issued = T0 + timedelta(seconds=10)
+    fold.send(KEY, cmd.CancelRun(run_id=run_id), issued, issued_at=issued)
+    late = issued + timedelta(days=2)
+    [refusal] = fold.send(KEY, cmd.CancelRun(run_id=run_id), late, issued_at=issued)
+    assert isinstance(refusal, ev.CommandRejected)
+    assert refusal.reason is RejectReason.IDEM_KEY_EXPIRED
+    events = rm.events_for(KEY, JOB)
+    assert [(type(e.event), e.index) for e in events] == [
+        (ev.RunCancelled, 0),
+        (ev.CommandRejected, 0),
+    ]
+    answer = offline.post(
+        f"/api/v1/runs/{run_id}/cancel", json={}, headers={"Idempotency-Key": KEY}
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["state"] == "cancelled"

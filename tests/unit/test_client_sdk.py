@@ -14,7 +14,7 @@ from cronlog import commands as cmd
 from cronlog.errors import InvalidDefinition
 from cronlog.model import JobSpec, Schedule, ScheduleKind, main_task
 from cronlog_client import CommandProducer
-from cronlog_client.refs import derived_key
+from cronlog_client.refs import CommandNotSent, derived_key
 from tests.builders import completed
 from topology.kafka.config import KafkaSettings
 
@@ -93,3 +93,15 @@ def test_an_ingress_producer_writes_its_tenants_ingress_topic_and_no_platform_co
         p.close(0)
     with pytest.raises(ValueError, match="not a tenant name"):
         CommandProducer(settings, tenant="Bad Name", ingress=True)
+
+
+def test_a_command_not_sent_tells_the_key_and_issued_at_to_re_send_with(
+    producer: CommandProducer,
+) -> None:
+    with pytest.raises(CommandNotSent) as caught:
+        producer.send("j", cmd.PauseJob(), idem_key="pause-1", issued_at=T, timeout_s=0.2)
+    assert (caught.value.idem_key, caught.value.issued_at) == ("pause-1", T)
+    with pytest.raises(CommandNotSent) as fresh:
+        producer.send("j", cmd.PauseJob(), timeout_s=0.2)
+    issued = fresh.value.issued_at  # none given: the sender's now, aware UTC
+    assert issued is not None and issued.tzinfo is UTC and issued > T

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from cronlog.job import JobState
+from topology.fold.markers import MarkerChanges
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,5 +76,11 @@ class BatchResult:
     writes: dict[str, Write] = field(default_factory=dict)
     commands: int = 0
     decisions: int = 0
+    markers: MarkerChanges = field(default_factory=dict)
+    """(partition, marker key) → stored value or None (deleted): the dedupe markers of
+    external commands the batch wrote (``topology/fold/markers.py``)."""
+    markers_before: dict[tuple[int, str], int | None] = field(default_factory=dict)
+    """(partition, marker key) → its stored expiry before the batch (epoch ms; None: none),
+    for each marker the batch read (``FoldMarkers.stored_before``)."""
     states: dict[str, tuple[int, JobState | None]] = field(default_factory=dict)
     """job_id → (partition, its state after the batch), for ``StateCache.update``."""

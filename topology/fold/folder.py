@@ -28,6 +28,7 @@ from cronlog import dispatch
 from cronlog import events as ev
 from cronlog.decide import handle
 from cronlog.errors import CronlogError
+from cronlog.idem import IdemRules
 from cronlog.ids import continuation_idem_key, grant_idem_key
 from cronlog.job import JobState
 from cronlog.ledger import LEDGER_KEY
@@ -37,6 +38,7 @@ from topology.fold.batch import BatchResult, Outgoing, Record, Write
 from topology.fold.dead_letters import key_head
 from topology.fold.due_index import DueIndex
 from topology.fold.ledger import LedgerFold, ledger_commands
+from topology.fold.markers import FoldMarkers
 from topology.fold.messages import dead_letter_message, event_messages, poll_answer, too_large
 from topology.fold.record_limits import (
     CLAIM_RESERVE_BYTES,
@@ -92,6 +94,9 @@ class BatchFolder:
             ``load``; None decodes every record (``cronlog replay``).
         tracer: makes a ``fold.command`` span per decision (``topology/fold/spans.py``); default:
             the installed SDK provider's, or none at all when tracing is off.
+        markers: the dedupe markers of external commands (``topology/fold/markers.py``) over
+            the partitions' marker stores; default: the default horizon over no stored
+            markers (each batch remembers only its own; the record's window still holds).
     """
 
     def __init__(
@@ -105,6 +110,7 @@ class BatchFolder:
         ready: DueIndex | None = None,
         cache: StateCache | None = None,
         tracer: Tracer | None = None,
+        markers: FoldMarkers | None = None,
     ) -> None:
         self.tracer = sdk_tracer("cronlog.fold", tracer)
         self.topics = topics
@@ -119,6 +125,7 @@ class BatchFolder:
         self.ready = ready
         self.cache = cache
         self.ledger = LedgerFold(topics, load, codec)
+        self.markers = markers or FoldMarkers(IdemRules(), lambda p, k: None, lambda p, u, n: [])
 
     def fold(self, records: list[Record]) -> BatchResult:
         """Decide a batch. Never raises for bad input: such records become dead letters.
@@ -130,16 +137,20 @@ class BatchFolder:
         out = BatchResult()
         overlay: dict[str, JobState | None] = {}
         self.ledger.begin()
+        self.markers.begin()
         for rec in records:
+            point = self.markers.savepoint()
             try:
                 self._fold_one(rec, overlay, out)
             except RegistryUnavailable:
                 raise  # the record is fine, the registry is not: the caller folds it again
             except CronlogError as exc:
+                self.markers.rollback(point)
                 out.sends.append(
                     dead_letter_message(self.topics, self.codec, rec, type(exc).__name__, str(exc))
                 )
             except Exception as exc:  # a bug must not stop the fold or lose the record
+                self.markers.rollback(point)
                 log.exception(
                     "fold failed on %s/%s@%s", self.topics.commands, rec.partition, rec.offset
                 )
@@ -148,6 +159,8 @@ class BatchFolder:
                     dead_letter_message(self.topics, self.codec, rec, type(exc).__name__, reason)
                 )
         self.ledger.finish(out)
+        out.markers = self.markers.changes()
+        out.markers_before = self.markers.stored_before()
         return out
 
     def _state(
@@ -275,6 +288,7 @@ class BatchFolder:
         for job_id in due:
             job_env = cmd.Envelope(idem_key=env.idem_key, job_id=job_id, command=env.command)
             self._apply(rec, job_env, record_time, overlay, out)
+        self.markers.expire(rec.partition, record_time)
         if len(due) == self.tick_slice and self.due.has_due(rec.partition, rec.timestamp_ms):
             more = cmd.Envelope(
                 idem_key=continuation_idem_key(env.idem_key), job_id="", command=cmd.Tick()
@@ -307,7 +321,9 @@ class BatchFolder:
     ) -> list[ev.Event]:
         """``_apply`` without its span."""
         state = self._state(rec.partition, env.job_id, overlay)
-        new, events = handle(state, env, record_time)
+        self.markers.at(rec.partition)
+        point = self.markers.savepoint()
+        new, events = handle(state, env, record_time, self.markers)
         out.decisions += 1
         # an unchanged state (a duplicate, a refusal, an empty poll) is neither checked nor written
         stored = dump_state(new) if new is not None and new is not state else None
@@ -322,6 +338,7 @@ class BatchFolder:
             and not isinstance(env.command, cmd.GrantSlots)
         )
         if refused:
+            self.markers.rollback(point)  # not applied: its marker goes too
             new, events = (
                 state,
                 [too_large(env, f"the job record would grow past {limit} bytes")],
@@ -346,6 +363,7 @@ class BatchFolder:
                     f"{MAX_OUTPUT_BYTES} bytes; nothing applied"
                 )
             refused, new = True, state
+            self.markers.rollback(point)
             events = [too_large(env, f"an event would exceed {MAX_OUTPUT_BYTES} bytes")]
             sends = [
                 s

@@ -56,7 +56,7 @@ def event_messages(
         command's events.
     """
     run_event = ev.RunEvent(
-        event_id=event_id(event_key(env, event), env.job_id, index),
+        event_id=event_id(event_key(env, event, at), env.job_id, index),
         job_id=env.job_id,
         at=at,
         idem_key=env.idem_key,

@@ -1,11 +1,13 @@
 """Bringing a partition's store up to its changelog: bulk reads, one RocksDB batch per read.
 
 The changelog holds, per job, the record after every committed batch (latest value per key
-after compaction). A store is trusted up to the changelog offset it records; the restore
-reads from the next offset to the changelog's end as a ``read_committed`` consumer sees it
-(the last stable offset: an open transaction of a fenced owner is not waited for, an aborted
-one never read) and writes each consumed batch of records, with their deadlines, in one
-RocksDB write batch (Kafka Streams' restore consumer, Quix Streams' recovery: same shape).
+after compaction), and the dedupe markers of external commands (``topology/fold/markers.py``,
+keys no job_id can have), which go to the store's marker keys. A store is trusted up to the
+changelog offset it records; the restore reads from the next offset to the changelog's end
+as a ``read_committed`` consumer sees it (the last stable offset: an open transaction of a
+fenced owner is not waited for, an aborted one never read) and writes each consumed batch of
+records, with their deadlines, in one RocksDB write batch (Kafka Streams' restore consumer,
+Quix Streams' recovery: same shape).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from functools import partial
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from cronlog.time import to_ms
+from topology.fold.markers import MarkerChanges, marker_of
 from topology.fold.partition_store import PartitionStore
 from topology.kafka.retrying import Liveness, call_with_retry, is_transient
 from topology.wire.state_codec import is_ledger, load_state
@@ -204,9 +207,11 @@ def restore(
     low, end = watermarks(consumer, tp, stop)
     start = max(start, low)
     if start >= end:
+        store.index_markers()  # a restore that stopped before its end left it to do
         return Restored(0, time.monotonic() - started, start, end)
     consumer.assign([TopicPartition(topic, partition, start)])
     position, applied, idle_since = start, 0, time.monotonic()
+    indexed = store.has_markers()  # else no read per marker: the index is built at the end
     try:
         while position < end:
             # poll returns as soon as a record is there; consume with a timeout would wait
@@ -214,6 +219,7 @@ def restore(
             first = consumer.poll(POLL_S)
             msgs = [] if first is None else [first, *consumer.consume(BATCH - 1, timeout=0)]
             rows: list[tuple[str, bytes | None, int | None, int | None]] = []
+            marks: MarkerChanges = {}  # the latest per marker: a put then its tombstone
             last = -1
             for m in msgs:
                 err = m.error()
@@ -227,12 +233,16 @@ def restore(
                 key = m.key()
                 if key is not None and offset < end:
                     value = m.value()
-                    rows.append((key.decode(), value, *index_keys(value)))
+                    marker = marker_of(key)
+                    if marker is not None:
+                        marks[(partition, marker)] = value
+                    else:
+                        rows.append((key.decode(), value, *index_keys(value)))
                     last = offset
                 position = max(position, offset + 1)
-            if rows:
-                store.write(rows, last)
-                applied += len(rows)
+            if rows or marks:
+                store.write(rows, last, marks, indexed=indexed)
+                applied += len(rows) + len(marks)
             if msgs:
                 idle_since = time.monotonic()
                 continue
@@ -248,4 +258,5 @@ def restore(
         raise RestoreError(f"{topic}/{partition}: {exc}") from exc
     finally:
         consumer.unassign()
+    store.index_markers()
     return Restored(applied, time.monotonic() - started, start, end)

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 
 from cronlog import events as ev
 from cronlog.errors import CronlogError
+from cronlog.idem import IdemRules
 from topology.fold.due_index import DueIndex
 from topology.fold.folder import TICK_SLICE, BatchFolder, Outgoing, Record
+from topology.fold.markers import FoldMarkers, MemoryMarkers
 from topology.fold.state_cache import StateCache
 from topology.kafka.topics import Topics
 from topology.wire.codec import Codec
@@ -38,6 +40,9 @@ class Replayer:
             with and without it to show they decide the same); None for ``cronlog replay``.
         tick_slice: most due jobs one Tick decides: the live schedulers' ``CRONLOG_TICK_SLICE``
             (a different slice decides some jobs on another Tick: other event ids).
+        rules: the dedupe horizon: the live schedulers' ``CRONLOG_IDEM_HORIZON_S`` (another
+            horizon refuses other commands). The markers of external commands are kept in
+            ``markers`` (not in ``store``: the job records alone are what a digest covers).
 
     Determinism: the same records in the same per-partition order give the same store and the
     same events whatever the batch boundaries (``tests/property/test_replay_determinism.py``).
@@ -51,9 +56,12 @@ class Replayer:
         codec: Codec | None = None,
         cache: StateCache | None = None,
         tick_slice: int = TICK_SLICE,
+        rules: IdemRules | None = None,
     ) -> None:
         self.topics = topics
         self.store = store
+        self.markers = MemoryMarkers()
+        """The dedupe markers of external commands (``topology/fold/markers.py``)."""
         self.due = DueIndex()
         self.due.reset(range(partitions))
         self.cache = cache
@@ -65,6 +73,7 @@ class Replayer:
             codec or Codec(),
             tick_slice=tick_slice,
             cache=cache,
+            markers=FoldMarkers(rules or IdemRules(), self.markers.load, self.markers.expiring),
         )
         self.jobs: dict[int, set[bytes]] = {p: set() for p in range(partitions)}
         """Keys written so far, per partition (what a partition's digest covers)."""
@@ -93,6 +102,7 @@ class Replayer:
             dead-letters them.
         """
         out = self.folder.fold(list(records))
+        self.markers.write(out.markers)
         for job_id, w in out.writes.items():
             key = job_id.encode()
             self.store[key] = w.value

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from cronlog.errors import CronlogError
 from topology.fold.folder import Record
+from topology.fold.markers import MarkerChanges, changelog_key, marker_of
 from topology.snapshots.replay import Replayer, state_digest
 from topology.wire.codec import Codec
 
@@ -31,7 +32,9 @@ class Entry:
     """One job of a partition as the fold holds it.
 
     Attributes:
-        key: job_id, UTF-8 bytes (or the tenant ledger's key).
+        key: job_id, UTF-8 bytes (or the tenant ledger's key); or a dedupe marker's changelog
+            key (``topology/fold/markers.py``, ``MARKER_KEY_PREFIX`` + its key), whose value is the
+            marker's and which no index names.
         value: the stored record (``state_codec`` bytes); None for a job the due or ready
             index still names without a record.
         deadline_ms: its entry in the due index, epoch ms (None: not due).
@@ -65,8 +68,15 @@ class PartitionSnapshot:
 
     @property
     def digest(self) -> str:
-        """``state_digest`` of the partition's job records (what ``replay`` prints)."""
-        return state_digest((e.key, e.value) for e in self.entries if e.value is not None)
+        """``state_digest`` of the partition's job records (what ``replay`` prints).
+
+        The dedupe markers beside them are not in it.
+        """
+        return state_digest(
+            (e.key, e.value)
+            for e in self.entries
+            if e.value is not None and marker_of(e.key) is None
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,14 +144,29 @@ def take(
 ) -> PartitionSnapshot:
     """Return ``partition`` of ``replayer`` as it stands, having folded ``[0, offset)``.
 
+    The dedupe markers of external commands go with the job records (as entries of their
+    changelog keys), so a replay from the snapshot dedupes what the fold did.
+
     Determinism: the same fold gives the same snapshot (entries sorted by key).
     """
     records = replayer.snapshot(partition)
+    marks = [
+        Entry(changelog_key(k), v, None, None) for k, v in replayer.markers.partition(partition)
+    ]
     due = dict(replayer.due.entries(partition))
     ready = dict(replayer.folder.ready.entries(partition))
     keys = set(records) | {j.encode() for j in due} | {j.encode() for j in ready}
     entries = tuple(
-        Entry(k, records.get(k), due.get(k.decode()), ready.get(k.decode())) for k in sorted(keys)
+        sorted(
+            (
+                *(
+                    Entry(k, records.get(k), due.get(k.decode()), ready.get(k.decode()))
+                    for k in keys
+                ),
+                *marks,
+            ),
+            key=lambda e: e.key,
+        )
     )
     return PartitionSnapshot(partition, offset, time_ms, entries, last_event_id)
 
@@ -157,7 +182,13 @@ def seed(replayer: Replayer, snap: PartitionSnapshot) -> None:
     p = snap.partition
     due: list[tuple[str, int]] = []
     ready: list[tuple[str, int]] = []
+    marks: MarkerChanges = {}
     for e in snap.entries:
+        marker = marker_of(e.key)
+        if marker is not None:  # a dedupe marker (snapshots before them have none)
+            if e.value is not None:
+                marks[(p, marker)] = e.value
+            continue
         if e.value is not None:
             replayer.store[e.key] = e.value
             replayer.jobs[p].add(e.key)
@@ -167,6 +198,7 @@ def seed(replayer: Replayer, snap: PartitionSnapshot) -> None:
             ready.append((e.key.decode(), e.ready_ms))
     replayer.due.add_partition(p, due)
     replayer.folder.ready.add_partition(p, ready)
+    replayer.markers.write(marks)
 
 
 def fold_partition(

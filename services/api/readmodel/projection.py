@@ -46,11 +46,13 @@ def events_prefix(idem_key: str, job_id: str | None = None) -> bytes:
 def _event_key(record: ev.RunEvent) -> bytes:
     """The key an applied event is kept under, in its command's (job_id, index) order.
 
-    A refusal of a re-used idem_key (``is_conflict``) is kept after the event of the same index
-    that the key's first command caused, suffixed with its own event_id.
+    A refusal named by a key of its own (``names_another_command``: a re-used idem_key, or a
+    re-send past the dedupe horizon) is kept after the event of the same index that the key's
+    first command caused, suffixed with its own event_id.
     """
     key = events_prefix(record.idem_key, record.job_id) + b"%06d" % record.index
-    return key + b"\x00" + record.event_id.encode() if is_conflict(record) else key
+    own = names_another_command(record)
+    return key + b"\x00" + record.event_id.encode() if own else key
 
 
 def _marker_key(record: ev.RunEvent) -> bytes:
@@ -67,6 +69,27 @@ def is_conflict(record: ev.RunEvent) -> bool:
     return (
         isinstance(event, ev.CommandRejected) and event.reason is RejectReason.IDEMPOTENCY_CONFLICT
     )
+
+
+OWN_KEY_REASONS = frozenset(
+    {
+        RejectReason.IDEMPOTENCY_CONFLICT,
+        RejectReason.IDEM_KEY_EXPIRED,
+        RejectReason.ISSUED_AT_IN_FUTURE,
+    }
+)
+"""Refusals whose event_ids derive from a key of their own (``cronlog.decide.event_key``)."""
+
+
+def names_another_command(record: ev.RunEvent) -> bool:
+    """True for a refusal that carries an idem_key whose events are another command's.
+
+    ``is_conflict``, or a refusal by the dedupe horizon (``idem_key_expired``,
+    ``issued_at_in_future``: a re-send whose key's first command may have been applied):
+    neither is the answer of the key's first command.
+    """
+    event = record.event
+    return isinstance(event, ev.CommandRejected) and event.reason in OWN_KEY_REASONS
 
 
 def _iso(instant: datetime | None) -> str | None:

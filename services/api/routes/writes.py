@@ -39,7 +39,7 @@ from cronlog.vocabulary import RejectReason
 from services.api.access import idempotency
 from services.api.access.auth import PLATFORM, Caller, Principal, Role, principal, require
 from services.api.access.scope import visible_job
-from services.api.readmodel.projection import is_conflict
+from services.api.readmodel.projection import is_conflict, names_another_command
 from services.api.readmodel.reader import ReadModel
 from services.api.routes.sender import CommandNotSent, CommandSender
 from services.api.shapes.definition import JobDefinition, JobIn
@@ -167,7 +167,7 @@ def answer_of(
         mine = [e for e in events if is_conflict(e) and e.event_id == event_id(key, job_id, 0)]
         if mine:
             return mine
-    return [e for e in events if not is_conflict(e)]
+    return [e for e in events if not names_another_command(e)]
 
 
 def _check(events: list[ev.RunEvent], *tolerated: RejectReason) -> None:
