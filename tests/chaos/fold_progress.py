@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from cronlog import commands as cmd
 from topology.kafka.config import KafkaSettings
-from topology.kafka.log_reader import committed, read_partition, reader, watermarks
+from topology.kafka.log_reader import LogReadError, committed, read_partition, reader, watermarks
 from topology.kafka.topics import Topics
 from topology.wire.codec import Codec
 
@@ -29,7 +29,8 @@ class Folded:
     Attributes:
         what: the moment it was asked for (``before the pause``, …).
         waited_s: seconds it waited.
-        lagging: partition → records not folded yet when it gave up (empty: all folded).
+        lagging: partition → records not folded yet when it gave up (empty: all folded;
+            -1: the broker never answered).
     """
 
     what: str
@@ -64,21 +65,27 @@ def wait_folded(settings: KafkaSettings, what: str, timeout_s: float) -> Folded:
         gave up: a check that follows then judges a fold that had not read everything.
     """
     topics = Topics.of(settings)
-    consumer = reader(settings)
-    try:
-        ends = {
-            p: hi
-            for p, (_lo, hi) in watermarks(consumer, topics.commands, settings.partitions).items()
-        }
-    finally:
-        consumer.close()
     t0 = time.monotonic()
-    while True:
-        done = _group_offsets(settings, topics)
+    ends: dict[int, int] | None = None
+    lagging: dict[int, int] = dict.fromkeys(range(settings.partitions), -1)
+    while time.monotonic() - t0 < timeout_s:
+        try:  # a broker still coming back is "not yet": asked again until the bound
+            if ends is None:
+                consumer = reader(settings)
+                try:
+                    marks = watermarks(consumer, topics.commands, settings.partitions)
+                finally:
+                    consumer.close()
+                ends = {p: hi for p, (_lo, hi) in marks.items()}
+            done = _group_offsets(settings, topics)
+        except LogReadError:
+            time.sleep(1.0)
+            continue
         lagging = {p: end - done.get(p, -1) for p, end in ends.items() if done.get(p, -1) < end}
-        if not lagging or time.monotonic() - t0 >= timeout_s:
-            return Folded(what, time.monotonic() - t0, lagging)
+        if not lagging:
+            break
         time.sleep(0.5)
+    return Folded(what, time.monotonic() - t0, lagging)
 
 
 def fold_clocks(settings: KafkaSettings, codec: Codec | None = None) -> dict[int, datetime]:

@@ -32,7 +32,7 @@ from tests.chaos.fold_progress import Folded, fold_clocks, wait_folded
 from tests.integration.harness import ROOT, Cluster, Proc, last_fatal_line, planned_exit
 from topology.kafka.bootstrap import ensure_topics
 from topology.kafka.config import KafkaSettings
-from topology.kafka.log_reader import ends_reached
+from topology.kafka.log_reader import LogReadError, ends_reached
 from topology.kafka.partitioning import partition_for
 from topology.wire.codec import Codec, decode_dead_letter
 
@@ -630,7 +630,11 @@ def run_chaos(
         for proc in schedulers:
             proc.stop(30)
         t_end = datetime.now(UTC)
-        clocks = fold_clocks(settings)
+        try:
+            clocks = fold_clocks(settings)
+        except LogReadError as exc:  # every lease is then judged at t_end, as before
+            say(f"  the folds' clocks could not be read: {exc}")
+            clocks = {}
         for p in schedulers + workers:  # exits after the chaos, during the settle and drain
             if p.popen is None or p.popen.returncode in (0, -15, None):
                 continue
@@ -739,7 +743,11 @@ def _chaos(
         t0 = time.monotonic()
         broker.stop()
         time.sleep(cfg.broker_down_s)
-        broker.start()
+        try:
+            broker.start()
+        except RuntimeError as exc:  # a loaded box: the broker took past ops/kafka's 90 s
+            say(f"  broker start failed ({str(exc)[-160:]}); starting it again")
+            broker.start()
         report.broker_restarts_s.append(time.monotonic() - t0)
         say(f"  broker back after {time.monotonic() - t0:.1f} s")
 
