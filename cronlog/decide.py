@@ -157,9 +157,9 @@ def decide(d: Decision, envelope: cmd.Addressed, now: datetime) -> None:
         case cmd.GrantSlots():  # a job with no record gives them back
             receive(d, command)
         case cmd.UpdateJob():
-            _update(d, d.live(), command, now)
+            _update(d, command, now)
         case cmd.PauseJob():
-            _pause(d, command)
+            _pause(d, command, now)
         case cmd.ResumeJob():
             _resume(d, command, now)
         case cmd.DeleteJob():
@@ -221,10 +221,12 @@ def _refusal(state: JobState | None, envelope: cmd.Addressed) -> tuple[RejectRea
     return None
 
 
-def _pause(d: Decision, command: cmd.PauseJob) -> None:
+def _pause(d: Decision, command: cmd.PauseJob, now: datetime) -> None:
+    """Pause the job, after deciding the ticks that came due before ``now`` (``_fire``)."""
     if d.live().status is JobStatus.PAUSED:
         d.reject(command, RejectReason.ALREADY_IN_STATE, "job is already paused")
     else:
+        _fire(d, now, before_now=True)
         d.emit(ev.JobPaused())
 
 
@@ -296,12 +298,16 @@ def _register(d: Decision, command: cmd.RegisterJob, now: datetime) -> None:
     )
 
 
-def _update(d: Decision, state: JobState, command: cmd.UpdateJob, now: datetime) -> None:
+def _update(d: Decision, command: cmd.UpdateJob, now: datetime) -> None:
+    """Redefine the job; a new schedule first decides the old one's ticks due by ``now``."""
     try:
         validate_spec(command.spec, job_id=d.job_id)
     except InvalidDefinition as exc:
         d.reject(command, RejectReason.INVALID_DEFINITION, str(exc))
         return
+    if command.spec.schedule != d.live().spec.schedule:
+        _fire(d, now, before_now=True)
+    state = d.live()
     nxt = rescheduled_tick(
         state.spec.schedule, command.spec.schedule, state.next_fire_at, now, d.job_id
     )
@@ -322,10 +328,17 @@ def _tick(d: Decision, now: datetime) -> None:
     _fire(d, now)
 
 
-def _fire(d: Decision, now: datetime) -> None:
+def _fire(d: Decision, now: datetime, *, before_now: bool = False) -> None:
+    """Decide every tick of an active job due by ``now`` (``fire_due_ticks``).
+
+    A Tick does it; so do a PauseJob and a schedule change (``before_now``: the ticks strictly
+    before their instant), before they stop or move the cursor: the fold may be behind (its
+    owner dead or stalled, no Tick appended meanwhile), and a tick that came due while the job
+    was active is owed (DESIGN.md invariant 1) whether or not a Tick deciding it came first.
+    """
     state = d.live()
     if state.status is JobStatus.ACTIVE:
-        for event in fire_due_ticks(state, now):
+        for event in fire_due_ticks(state, now, before_now=before_now):
             d.emit(event)
 
 

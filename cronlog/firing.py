@@ -112,10 +112,10 @@ def rescheduled_tick(
     return first_tick(new, now, job_id)
 
 
-def _due(state: JobState, now: datetime) -> tuple[list[datetime], datetime | None]:
+def _due(state: JobState, due_by: datetime) -> tuple[list[datetime], datetime | None]:
     due: list[datetime] = []
     cursor = state.next_fire_at
-    while cursor is not None and cursor <= now and len(due) < MAX_TICKS_PER_FOLD:
+    while cursor is not None and cursor <= due_by and len(due) < MAX_TICKS_PER_FOLD:
         due.append(cursor)
         cursor = schedule_tick(state.spec.schedule, cursor, state.job_id)
     return due, cursor
@@ -157,7 +157,9 @@ class _Fold:
         return None if self.limit is None else max(0, self.limit - self.fired)
 
 
-def fire_due_ticks(state: JobState, now: datetime) -> Iterator[ev.Event]:
+def fire_due_ticks(
+    state: JobState, now: datetime, *, before_now: bool = False
+) -> Iterator[ev.Event]:
     """Yield the events of every tick of ``state`` due at ``now``, in tick order.
 
     Per tick: TickSkipped (with its reason), or RunBuffered (``buffer_one``), or RunCancelled
@@ -168,6 +170,9 @@ def fire_due_ticks(state: JobState, now: datetime) -> Iterator[ev.Event]:
     Args:
         state: an active job.
         now: the fold's now, aware UTC.
+        before_now: decide only the ticks strictly before ``now`` (a pause or a reschedule at
+            ``now``: a tick at that very instant is the new definition's, as it would be if
+            its Tick came after the command).
 
     Returns:
         Events in tick order; empty if nothing is due. After a TickSkipped ``end_at`` or
@@ -175,7 +180,8 @@ def fire_due_ticks(state: JobState, now: datetime) -> Iterator[ev.Event]:
 
     Determinism: run_ids derive from (job_id, scheduled_for), so a tick can never make two runs.
     """
-    due, after_all = _due(state, now)
+    # datetimes are whole microseconds: t < now exactly when t <= now - 1 µs
+    due, after_all = _due(state, now - timedelta(microseconds=1) if before_now else now)
     if not due:
         return
     sched, spec = state.spec.schedule, state.spec

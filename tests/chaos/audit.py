@@ -9,9 +9,10 @@ from __future__ import annotations
 import collections
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from cronlog import events as ev
+from cronlog.firing import ON_TIME_GRACE
 from cronlog.vocabulary import RunTrigger, SkipReason
 from topology.wire.codec import Codec
 
@@ -25,9 +26,15 @@ LEGITIMATE_SKIPS = frozenset(
         SkipReason.MAX_RUNS,
     }
 )
-"""Skip reasons that account for a tick. ``catchup_*`` are not among them: a tick is only
-"missed" after the fold was down past the job's misfire grace (60 s), and no outage of the
-chaos run (a kill, a broker restart of seconds) may last that long."""
+"""Skip reasons that account for a tick whenever they come. ``catchup_*`` account for it only
+when the skip was decided more than the jobs' misfire grace after the tick (``MISFIRE_GRACE``):
+only then was it missed (its fold behind for that long: on an overloaded box a stalled
+scheduler's partitions went unfolded for 60-90 s); earlier, the skip is a loss."""
+CATCHUP_SKIPS = frozenset({SkipReason.CATCHUP_POLICY, SkipReason.CATCHUP_WINDOW})
+MISFIRE_GRACE = ON_TIME_GRACE
+"""The chaos jobs' misfire grace (the default)."""
+LATE = timedelta(seconds=5)
+"""A tick first decided more than this after its instant is counted late (a figure)."""
 SCHEDULED_TRIGGERS = frozenset({RunTrigger.SCHEDULE, RunTrigger.CATCHUP})
 
 
@@ -76,11 +83,15 @@ class Audit:
 
     Attributes:
         lost_ticks: due ticks of the checked jobs in the window with neither a RunScheduled
-            nor a TickSkipped of a legitimate reason.
+            (or RunQueued) nor a TickSkipped of a legitimate reason (``LEGITIMATE_SKIPS``, or a
+            catch-up skip decided past ``MISFIRE_GRACE``).
         double_ticks: (job_id, scheduled_for) pairs with more than one scheduled run.
         double_success: attempts (run_id, task, attempt) with more than one TaskSucceeded
             (distinct event_ids), plus task instances that succeeded on two attempts.
-        stuck_attempts: claims with no outcome whose lease had lapsed at ``end``.
+        stuck_attempts: claims with no outcome whose lease had lapsed by the fold's clock
+            (``fold_clocks``: the last Tick folded on the claim's partition; without it,
+            ``end``; ``end`` for a partition it lacks): a Tick passed the expiry and did not
+            expire it.
         leased_attempts: claims with no outcome whose lease was still valid at ``end``.
         event_id_conflicts: event_ids seen with different bytes.
         not_dead_lettered: injected records expected on dead-letters but absent.
@@ -102,6 +113,15 @@ class Audit:
     undecodable_events: int = 0
     ticks_expected: int = 0
     ticks_run: int = 0
+    late_ticks: int = 0
+    """Ticks accounted for whose first decision came more than ``LATE`` after the tick."""
+    max_tick_lag_s: float = 0.0
+    """The latest first decision of a tick, seconds after it."""
+    missed_ticks: int = 0
+    """Ticks skipped by the catch-up policy after their fold was behind past the grace."""
+    lapsed_at_teardown: int = 0
+    """Claims with no outcome whose lease lapsed after the last Tick their fold folded: no
+    scheduler was left to expire them (a teardown artefact, not a stuck lease)."""
     skipped: dict[str, int] = field(default_factory=dict)
     events: int = 0
     redelivered: int = 0
@@ -149,6 +169,7 @@ def audit_run(
     end: datetime,
     injected: list[Injected],
     codec: Codec | None = None,
+    fold_clocks: dict[int, datetime] | None = None,
 ) -> Audit:
     """Check a run's invariants from its run-events.
 
@@ -160,6 +181,10 @@ def audit_run(
         end: when the run stopped (after quiescing): leases are judged at this instant.
         injected: the bad records the run appended.
         codec: the Avro codec (default: a new one).
+        fold_clocks: partition → the time of the last Tick its fold folded (the run-events
+            partition is the command partition): a lease that lapsed after it is a teardown
+            artefact, one that lapsed before it is stuck. None: every lease is judged at
+            ``end``.
 
     Returns:
         The counts and figures.
@@ -168,6 +193,7 @@ def audit_run(
     a = Audit()
     raw_by_eid: dict[str, set[bytes]] = collections.defaultdict(set)
     decoded: dict[str, ev.RunEvent] = {}
+    partition_of: dict[str, int] = {}
     for rec in events:
         a.events += 1
         try:
@@ -181,13 +207,14 @@ def audit_run(
             a.redelivered += 1
         else:
             decoded[run_event.event_id] = run_event
+            partition_of[run_event.event_id] = rec.partition
     for eid, raws in raw_by_eid.items():
         if len(raws) > 1:
             a.event_id_conflicts += 1
             a.note("event_id_conflicts", eid)
     distinct = list(decoded.values())
     _ticks(a, distinct, jobs, window)
-    _attempts(a, distinct, end)
+    _attempts(a, distinct, end, partition_of, fold_clocks)
     _injected(a, distinct, set(dead_letters), injected, raw_by_eid)
     return a
 
@@ -196,10 +223,14 @@ def _ticks(
     a: Audit, events: list[ev.RunEvent], jobs: list[JobPlan], window: tuple[datetime, datetime]
 ) -> None:
     runs: dict[tuple[str, int], set[str]] = collections.defaultdict(set)
-    skips: dict[tuple[str, int], list[SkipReason]] = collections.defaultdict(list)
+    skips: dict[tuple[str, int], list[tuple[SkipReason, int]]] = collections.defaultdict(list)
+    first: dict[tuple[str, int], int] = {}  # tick -> when its first decision came, epoch ms
     skipped: collections.Counter[str] = collections.Counter()
     for e in events:
         body = e.event
+        if isinstance(body, ev.RunScheduled | ev.RunQueued | ev.TickSkipped):
+            key = (e.job_id, _ms(body.scheduled_for))
+            first[key] = min(first.get(key, _ms(e.at)), _ms(e.at))
         if isinstance(body, ev.RunScheduled):
             a.runs += 1
             if body.trigger in SCHEDULED_TRIGGERS:
@@ -209,7 +240,7 @@ def _ticks(
             runs[(e.job_id, _ms(body.scheduled_for))].add(body.run_id)
             a.queued += 1
         elif isinstance(body, ev.TickSkipped):
-            skips[(e.job_id, _ms(body.scheduled_for))].append(body.reason)
+            skips[(e.job_id, _ms(body.scheduled_for))].append((body.reason, _ms(e.at)))
             skipped[body.reason.value] += 1
     a.skipped = dict(skipped)
     for key, run_ids in runs.items():
@@ -217,23 +248,41 @@ def _ticks(
             a.double_ticks += 1
             a.note("double_ticks", f"{key[0]}@{key[1]}: {sorted(run_ids)}")
     lo, hi = _ms(window[0]), _ms(window[1])
+    grace_ms = _ms_of(MISFIRE_GRACE)
     for job in jobs:
         step = job.period_s * 1000
         t = (lo // step + 1) * step
         while t <= hi:
             a.ticks_expected += 1
-            if (job.job_id, t) in runs:
+            key = (job.job_id, t)
+            reasons = skips.get(key, [])
+            if key in runs:
                 a.ticks_run += 1
-            elif not any(r in LEGITIMATE_SKIPS for r in skips.get((job.job_id, t), [])):
+            elif any(r in LEGITIMATE_SKIPS for r, _ in reasons):
+                pass
+            elif any(r in CATCHUP_SKIPS and at - t > grace_ms for r, at in reasons):
+                a.missed_ticks += 1
+            else:
                 a.lost_ticks += 1
-                a.note("lost_ticks", f"{job.job_id}@{t} skips={skips.get((job.job_id, t))}")
+                a.note("lost_ticks", f"{job.job_id}@{t} skips={[r.value for r, _ in reasons]}")
+            if key in first:  # decided (run, queued or skipped): how late
+                lag = first[key] - t
+                a.max_tick_lag_s = max(a.max_tick_lag_s, lag / 1000)
+                a.late_ticks += lag > _ms_of(LATE)
             t += step
 
 
-def _attempts(a: Audit, events: list[ev.RunEvent], end: datetime) -> None:
+def _attempts(
+    a: Audit,
+    events: list[ev.RunEvent],
+    end: datetime,
+    partition_of: dict[str, int],
+    fold_clocks: dict[int, datetime] | None,
+) -> None:
     successes: dict[tuple[str, str, int], int] = collections.Counter()
     instance_successes: dict[tuple[str, str], set[int]] = collections.defaultdict(set)
     claims: dict[tuple[str, str, int], tuple[int, datetime]] = {}
+    claim_partition: dict[tuple[str, str, int], int] = {}
     ended: set[tuple[str, str, int]] = set()
     released: set[tuple[str, str, int, int]] = set()
     runs_ended: set[str] = set()
@@ -242,6 +291,7 @@ def _attempts(a: Audit, events: list[ev.RunEvent], end: datetime) -> None:
         match body:
             case ev.TaskClaimed():
                 claims[(body.run_id, body.task, body.attempt)] = (body.epoch, body.lease_expires_at)
+                claim_partition[(body.run_id, body.task, body.attempt)] = partition_of[e.event_id]
             case ev.LeaseRenewed():
                 key = (body.run_id, body.task, body.attempt)
                 if key in claims and claims[key][0] == body.epoch:
@@ -280,12 +330,19 @@ def _attempts(a: Audit, events: list[ev.RunEvent], end: datetime) -> None:
     for key, (epoch, expires) in claims.items():
         if key in ended or key[0] in runs_ended or (*key, epoch) in released:
             continue
+        clock = end if fold_clocks is None else fold_clocks.get(claim_partition[key], end)
         if expires > end:
             a.leased_attempts += 1
             a.note("leased_attempts", f"{key} epoch {epoch} lease to {expires.isoformat()}")
-        else:
+        elif clock is not None and expires <= clock:  # a Tick at/after it expires it
             a.stuck_attempts += 1
-            a.note("stuck_attempts", f"{key} epoch {epoch} lease lapsed {expires.isoformat()}")
+            a.note(
+                "stuck_attempts",
+                f"{key} epoch {epoch} lease lapsed {expires.isoformat()}, "
+                f"fold clock {clock.isoformat()}",
+            )
+        else:
+            a.lapsed_at_teardown += 1
 
 
 def _injected(
@@ -331,3 +388,7 @@ def _injected(
 
 def _ms(instant: datetime) -> int:
     return round(instant.timestamp() * 1000)
+
+
+def _ms_of(span: timedelta) -> int:
+    return round(span.total_seconds() * 1000)

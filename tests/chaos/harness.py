@@ -28,10 +28,11 @@ from cronlog import events as ev
 from cronlog.model import JobSpec, RetryPolicy, Schedule, ScheduleKind, TaskKind, main_task
 from tests.chaos.audit import Audit, Injected, JobPlan, Rec, audit_run
 from tests.chaos.broker_kill import BrokerKill, kill_node, measure_pause, pick_victim
+from tests.chaos.fold_progress import Folded, fold_clocks, wait_folded
 from tests.integration.harness import ROOT, Cluster, Proc, last_fatal_line, planned_exit
 from topology.kafka.bootstrap import ensure_topics
 from topology.kafka.config import KafkaSettings
-from topology.kafka.log_reader import ends_reached
+from topology.kafka.log_reader import LogReadError, ends_reached
 from topology.kafka.partitioning import partition_for
 from topology.wire.codec import Codec, decode_dead_letter
 
@@ -189,8 +190,11 @@ class ChaosConfig:
         bad_records: bad records of each kind appended during the chaos.
         max_restart_delay_s: a killed process is restarted 0.5..this many seconds later.
         session_timeout_s: the schedulers' consumer-group session timeout.
-        settle_s: after the chaos: seconds with everything up before the jobs are paused.
+        settle_s: after the chaos: seconds with everything up before the jobs are paused
+            (then, before pausing, the folds must have read the log to its end).
         drain_timeout_s: most seconds to wait for every run to end after pausing.
+        fold_timeout_s: most seconds each wait for the folds to read the commands topic to
+            its end may take (before the pause, after it, after the workers stop).
         seed: the random seed (printed; rerun with it to repeat the choices).
     """
 
@@ -208,6 +212,7 @@ class ChaosConfig:
     session_timeout_s: float = 10.0
     settle_s: float = 30.0
     drain_timeout_s: float = 120.0
+    fold_timeout_s: float = 120.0
     seed: int = field(default_factory=lambda: random.randrange(1 << 30))
 
 
@@ -229,6 +234,7 @@ class ChaosReport:
     crashed: list[str] = field(default_factory=list)
     watchdog_exits: list[str] = field(default_factory=list)
     unfinished_runs: int = 0
+    folded: list[Folded] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         """Human-readable summary."""
@@ -250,6 +256,11 @@ class ChaosReport:
             f"first), skipped {a.skipped}; lease expiries {a.lease_expiries}; "
             f"runs {a.runs}; attempts succeeded {a.succeeded_attempts}, failed "
             f"{a.failed_attempts}; events {a.events} ({a.redelivered} re-delivered)",
+            f"late ticks (first decided > 5 s after): {a.late_ticks}, latest "
+            f"{a.max_tick_lag_s:.0f} s; missed (catch-up policy, fold behind > misfire "
+            f"grace): {a.missed_ticks}; leases lapsed at teardown (after the fold's last "
+            f"Tick): {a.lapsed_at_teardown}",
+            *(f.line() for f in self.folded),
             f"runs not ended after the drain: {self.unfinished_runs}",
             f"rejected: {a.rejected}",
             f"injected: {a.injected}",
@@ -589,6 +600,9 @@ def run_chaos(
         injector.flush()
         say(f"chaos over; settling {cfg.settle_s:.0f} s")
         time.sleep(cfg.settle_s)
+        # every check judges what the folds decided: each waits, bounded, for them to have
+        # read the log to its end first (an overloaded box left a fold minutes behind)
+        _folded(report, settings, "before the pause", cfg, say)
         for plan, _spec in plans:
             producer.produce(
                 settings.topic_prefix + "cronlog.commands",
@@ -601,6 +615,7 @@ def run_chaos(
             )
             producer.poll(0)
         producer.flush(30)
+        _folded(report, settings, "the pauses", cfg, say)
         try:
             _wait(
                 "every run to end after the pause", lambda: not watcher.active, cfg.drain_timeout_s
@@ -611,9 +626,15 @@ def run_chaos(
         time.sleep(3)
         for proc in workers:
             proc.stop(20)
+        _folded(report, settings, "after the workers stopped", cfg, say)
         for proc in schedulers:
             proc.stop(30)
         t_end = datetime.now(UTC)
+        try:
+            clocks = fold_clocks(settings)
+        except LogReadError as exc:  # every lease is then judged at t_end, as before
+            say(f"  the folds' clocks could not be read: {exc}")
+            clocks = {}
         for p in schedulers + workers:  # exits after the chaos, during the settle and drain
             if p.popen is None or p.popen.returncode in (0, -15, None):
                 continue
@@ -633,6 +654,7 @@ def run_chaos(
             (t_registered + margin, t_chaos_end - timedelta(seconds=3)),
             t_end,
             injector.injected,
+            fold_clocks=clocks,
         )
         if injector.failed:
             report.audit.note("injection_failed", "; ".join(injector.failed[:5]))
@@ -660,6 +682,19 @@ def run_chaos(
     finally:
         watcher.stop_flag.set()
         cluster.stop_all()
+
+
+def _folded(
+    report: ChaosReport,
+    settings: KafkaSettings,
+    what: str,
+    cfg: ChaosConfig,
+    say: Callable[[str], None],
+) -> None:
+    """Wait for the folds to read the commands topic to its end (bounded) and say so."""
+    folded = wait_folded(settings, what, cfg.fold_timeout_s)
+    report.folded.append(folded)
+    say(f"  {folded.line()}")
 
 
 def _own_exit(report: ChaosReport, proc: Proc, what: str) -> None:
@@ -708,7 +743,11 @@ def _chaos(
         t0 = time.monotonic()
         broker.stop()
         time.sleep(cfg.broker_down_s)
-        broker.start()
+        try:
+            broker.start()
+        except RuntimeError as exc:  # a loaded box: the broker took past ops/kafka's 90 s
+            say(f"  broker start failed ({str(exc)[-160:]}); starting it again")
+            broker.start()
         report.broker_restarts_s.append(time.monotonic() - t0)
         say(f"  broker back after {time.monotonic() - t0:.1f} s")
 
