@@ -14,6 +14,10 @@ from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# xdist's workers start with COLUMNS=80 (the controller's width); the CLI's consoles read it
+# once at import and would wrap the lines tests read, as no pipe of a user's does.
+os.environ.pop("COLUMNS", None)
+
 # Property tests assert values, never speed: no per-example deadline and no "too slow" health
 # check, which a loaded box (or xdist's workers beside the broker) trips on data that is fine.
 settings.register_profile("cronlog", deadline=None, suppress_health_check=[HealthCheck.too_slow])

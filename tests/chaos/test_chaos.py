@@ -28,7 +28,7 @@ def private_broker(tmp_path: Path) -> Iterator[PrivateBroker]:
     broker.destroy()
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)
 def test_no_tick_lost_or_doubled_under_kills_broker_restart_and_bad_input(
     private_broker: PrivateBroker, tmp_path: Path
 ) -> None:

@@ -24,7 +24,7 @@ from topology.kafka.config import KafkaSettings
 from topology.kafka.partitioning import partition_for
 from topology.wire.codec import encode_command
 
-pytestmark = [pytest.mark.broker, pytest.mark.slow]
+pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(360)]
 PARTITIONS = 12
 
 

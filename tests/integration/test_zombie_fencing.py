@@ -29,7 +29,7 @@ from tests.integration.helpers import cron_job, wait_for
 from topology.kafka.partitioning import partition_for
 from topology.wire.codec import Codec, encode_command
 
-pytestmark = pytest.mark.broker
+pytestmark = [pytest.mark.broker, pytest.mark.timeout(360)]
 
 SESSION_S = 6
 """The schedulers' session timeout (the broker's floor): how long a frozen A keeps its
