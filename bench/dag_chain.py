@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 
-from bench.common import add_json_option, pct, write_figures  # noqa: E402
+from bench.common import add_json_option, pct, produce_all, write_figures  # noqa: E402
 from cronlog import commands as cmd  # noqa: E402
 from cronlog import events as ev  # noqa: E402
 from cronlog.model import (  # noqa: E402
@@ -172,12 +172,15 @@ def main() -> None:
         slots = {} if args.slots is None else {"CRONLOG_SLOTS": str(args.slots)}
         for w in range(args.workers):
             cluster.worker("bench-w" + (str(w + 1) if w else ""), **slots)
-        cluster.send(JOB, cmd.RegisterJob(spec=chain_spec(args.tasks, Isolation(args.isolation))))
+        # produce_all waits up to 60 s for delivery (cluster.send 10 s): a fresh broker loads
+        # its coordinators for longer than that on a busy box, and the command was lost
+        spec = chain_spec(args.tasks, Isolation(args.isolation))
+        produce_all(cluster, [(JOB, cmd.RegisterJob(spec=spec))], "register")
         log.until(ev.JobRegistered, 1, 120)
         window_start = time.time()
         rows: list[list[float]] = []
         for r in range(args.runs):
-            cluster.send(JOB, cmd.TriggerJob())
+            produce_all(cluster, [(JOB, cmd.TriggerJob())], f"trigger-{uuid.uuid4().hex}")
             log.until(ev.RunSucceeded, r + 1, 300)
             run = [e for _, e in log.seen if isinstance(e.event, ev.RunScheduled)][r].event
             ended = [ts for ts, e in log.seen if isinstance(e.event, ev.RunSucceeded)][r]
