@@ -2,7 +2,9 @@
 all runs on run-events within 2 s, all no-op tasks done within 5 s, one 2-core machine).
 
 Usage: ``.venv/bin/python bench/burst.py [--jobs 25000] [--workers 2] [--slots 32]`` (needs a
-broker: ``KAFKA_BOOTSTRAP`` or the local one from ``ops/kafka start``).
+broker: ``KAFKA_BOOTSTRAP`` or the local one from ``ops/kafka start``). ``--json FILE`` also
+writes the main figures and the window from the end of the warm-up to the last run-event
+(``bench/compare.py`` runs it that way, beside Celery).
 
 One scheduler (``CRONLOG_FOLD_STATS_S=1``) and ``--workers`` workers with ``--slots`` slots
 each, on their own topic prefix (12 partitions). ``--jobs`` ``once`` jobs, all with the same
@@ -37,15 +39,18 @@ from bench.common import (
     NOOP,
     Gauge,
     Seen,
+    add_json_option,
     broker_pid,
     cpu_seconds,
     fold_stats_report,
     new_cluster,
+    pct,
     per_second,
     produce_all,
     read_run_events,
     spread,
     warm_up,
+    write_figures,
 )
 from cronlog import commands as cmd
 from cronlog import events as ev
@@ -89,6 +94,7 @@ def main() -> None:
         default="process",
         help="where the no-op python tasks run (process: the worker's pool; thread)",
     )
+    add_json_option(parser)
     args = parser.parse_args()
     isolation = Isolation(args.isolation)
 
@@ -102,6 +108,7 @@ def main() -> None:
         # scheduler's first assignment, so the burst measures the steady system.
         warm = partial(once_noop, isolation=isolation)
         base = warm_up(cluster, gauge, warm, args.workers * args.slots * 2)
+        window_start = time.time()
         due = math.ceil(time.time() + args.jobs / args.register_rate + 25)
         due_at = datetime.fromtimestamp(due, UTC)
         spec = once_noop(due_at, isolation)
@@ -136,6 +143,7 @@ def main() -> None:
         target = base + args.jobs * (1 + EVENTS_PER_RUN)
         if not gauge.wait_for(target, args.timeout):
             print(f"WARNING: {target - gauge.count()} run-events short after {args.timeout}s")
+        window = (window_start, time.time())
         cpu = {k: cpu_seconds(pid) - cpu0[k] for k, pid in pids.items()}
         cpu_wall = time.time() - due
         total = gauge.wait_quiet(quiet_s=3.0, timeout_s=60)
@@ -145,7 +153,7 @@ def main() -> None:
         )
         print(f"{total} run-events; read back in {time.time() - quiet:.1f}s")
         seen = [s for s in seen if s.event.job_id.startswith("job-")]
-        report(args, seen, due, sched.log_path)
+        figures = report(args, seen, due, sched.log_path)
         print(
             f"  CPU from the due second until all run-events were out ({cpu_wall:.1f}s; pool "
             "processes aside): "
@@ -156,17 +164,32 @@ def main() -> None:
             f"(a {BUDGET_DONE_S:.0f} s budget on 2 cores allows at most "
             f"{2 * BUDGET_DONE_S / args.jobs * 1000:.2f} ms)"
         )
+        write_figures(args.json, "burst", window, figures)
     finally:
         gauge.close()
         cluster.stop_all()
 
 
-def report(args: argparse.Namespace, seen: list[Seen], due: float, log_path: Path) -> None:
+def report(
+    args: argparse.Namespace, seen: list[Seen], due: float, log_path: Path
+) -> dict[str, object]:
+    """Print the burst's figures; return the main ones (seconds after the due second; the
+    lags are TaskSucceeded.started_at - due, nearest rank)."""
     sched = [s.ts for s in seen if isinstance(s.event.event, ev.RunScheduled)]
     done = [s for s in seen if isinstance(s.event.event, ev.TaskSucceeded)]
     failed = [s for s in seen if isinstance(s.event.event, ev.TaskFailed)]
     claims = [s for s in seen if isinstance(s.event.event, ev.TaskClaimed)]
     n = args.jobs
+    started = [s.event.event.started_at.timestamp() - due for s in done]
+    figures: dict[str, object] = {
+        "jobs": n,
+        "last_started_s": max(started, default=math.nan),
+        "lag_p50_s": pct(started, 0.5),
+        "lag_p99_s": pct(started, 0.99),
+        "missing": n - len({s.event.job_id for s in done}),
+        "duplicates": len(done) - len({s.event.job_id for s in done}),
+        "ledger_last_s": max(sched) - due if sched else math.nan,
+    }
     print(
         f"\nburst of {n} once jobs due at the same second; 1 scheduler, {args.workers} "
         f"workers x {args.slots} slots, 12 partitions, no-op python tasks"
@@ -183,8 +206,7 @@ def report(args: argparse.Namespace, seen: list[Seen], due: float, log_path: Pat
             f"  all tasks done: {len(done)}/{n} TaskSucceeded ({len(failed)} TaskFailed), "
             f"last {max(ends) - due:.2f}s after the due second   budget {BUDGET_DONE_S:.0f} s"
         )
-        lags = [s.event.event.started_at.timestamp() - due for s in done]
-        print(f"  trigger lag (scheduled_for → task started): {spread(lags)}")
+        print(f"  trigger lag (scheduled_for → task started): {spread(started)}")
     print(f"  RunScheduled per second: {per_second(sched, due)}")
     workers = sorted({s.event.event.worker_id for s in claims})
     for w in workers:
@@ -204,6 +226,7 @@ def report(args: argparse.Namespace, seen: list[Seen], due: float, log_path: Pat
     print("  scheduler fold_stats (1 s periods) during the burst:")
     for line in fold_stats_report(log_path, due - 1, end, due):
         print(line)
+    return figures
 
 
 if __name__ == "__main__":

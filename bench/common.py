@@ -4,6 +4,9 @@ reader does not compete with the system for the box's two cores while it is meas
 
 from __future__ import annotations
 
+import argparse
+import json
+import math
 import os
 import re
 import statistics
@@ -276,3 +279,30 @@ def warm_up(cluster: Cluster, gauge: Gauge, spec_at: Callable[[datetime], object
         f"{time.time() - now_at.timestamp():.1f}s"
     )
     return base
+
+
+def add_json_option(parser: argparse.ArgumentParser) -> None:
+    """``--json FILE``: where :func:`write_figures` puts the run's figures."""
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also write the figures and the measured window as JSON (bench/compare.py)",
+    )
+
+
+def write_figures(
+    path: Path | None, bench: str, window: tuple[float, float], figures: dict[str, object]
+) -> None:
+    """Write ``{"bench", "window": [start, end], "figures"}`` to ``path`` (nothing if None).
+
+    ``window``: epoch seconds from the end of the warm-up to the moment every task of the
+    workload was seen done (``bench/compare.py`` measures every process's CPU over it).
+    """
+    if path is not None:
+        clean = {
+            k: None if isinstance(v, float) and math.isnan(v) else v for k, v in figures.items()
+        }
+        doc = {"bench": bench, "window": list(window), "figures": clean}
+        path.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")

@@ -1,11 +1,13 @@
 """Benchmark: per-hop latency of a DAG chain (previous task's finish → next task's start).
 
-Usage: ``.venv/bin/python bench/dag_chain.py [--tasks 40] [--runs 3]`` (needs a broker:
-``KAFKA_BOOTSTRAP`` or the local one from ``ops/kafka start``).
+Usage: ``.venv/bin/python bench/dag_chain.py [--tasks 40] [--runs 3] [--workers 1] [--slots N]
+[--json FILE]`` (needs a broker: ``KAFKA_BOOTSTRAP`` or the local one from ``ops/kafka start``).
+``--json`` also writes the hop median / p99 / max and the window from the registration to the
+last run's end (``bench/compare.py`` runs it that way, beside Celery).
 
-One scheduler and one worker process on their own topics; a manual job whose tasks form the
-chain t0 → t1 → … (kind python, ``tests.unit.tasks_for_tests:noop``) is triggered ``--runs``
-times, one run after the other. Per hop, from run-events (all clocks are this machine's):
+One scheduler and ``--workers`` worker processes on their own topics; a manual job whose tasks
+form the chain t0 → t1 → … (kind python, ``tests.unit.tasks_for_tests:noop``) is triggered
+``--runs`` times, one run after the other. Per hop, from run-events (all clocks are this machine's):
 
 - hop: TaskSucceeded(t_i).finished_at → TaskSucceeded(t_i+1).started_at (worker clock);
 - report: finished_at → CompleteTask appended (TaskSucceeded.at, broker LogAppendTime);
@@ -43,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 
+from bench.common import add_json_option, pct, produce_all, write_figures  # noqa: E402
 from cronlog import commands as cmd  # noqa: E402
 from cronlog import events as ev  # noqa: E402
 from cronlog.model import (  # noqa: E402
@@ -145,6 +148,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=40)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--slots", type=int, default=None, help="per worker (default: its own)")
     parser.add_argument("--bootstrap", default=KafkaSettings().bootstrap)
     parser.add_argument(
         "--isolation",
@@ -152,6 +157,7 @@ def main() -> None:
         default="process",
         help="where the no-op python tasks run (process: the worker's pool; thread)",
     )
+    add_json_option(parser)
     args = parser.parse_args()
     settings = KafkaSettings(
         bootstrap=args.bootstrap, topic_prefix=f"bench{uuid.uuid4().hex[:6]}.", partitions=12
@@ -163,12 +169,18 @@ def main() -> None:
     log = RunEvents(settings)
     try:
         cluster.scheduler("bench")
-        cluster.worker("bench-w")
-        cluster.send(JOB, cmd.RegisterJob(spec=chain_spec(args.tasks, Isolation(args.isolation))))
+        slots = {} if args.slots is None else {"CRONLOG_SLOTS": str(args.slots)}
+        for w in range(args.workers):
+            cluster.worker("bench-w" + (str(w + 1) if w else ""), **slots)
+        # produce_all waits up to 60 s for delivery (cluster.send 10 s): a fresh broker loads
+        # its coordinators for longer than that on a busy box, and the command was lost
+        spec = chain_spec(args.tasks, Isolation(args.isolation))
+        produce_all(cluster, [(JOB, cmd.RegisterJob(spec=spec))], "register")
         log.until(ev.JobRegistered, 1, 120)
+        window_start = time.time()
         rows: list[list[float]] = []
         for r in range(args.runs):
-            cluster.send(JOB, cmd.TriggerJob())
+            produce_all(cluster, [(JOB, cmd.TriggerJob())], f"trigger-{uuid.uuid4().hex}")
             log.until(ev.RunSucceeded, r + 1, 300)
             run = [e for _, e in log.seen if isinstance(e.event, ev.RunScheduled)][r].event
             ended = [ts for ts, e in log.seen if isinstance(e.event, ev.RunSucceeded)][r]
@@ -183,12 +195,22 @@ def main() -> None:
                 f"run {r + 1}: {args.tasks} tasks, RunScheduled → RunSucceeded "
                 f"{ended - first:.2f} s; hop {summary([h[0] for h in run_hops])}"
             )
+        window = (window_start, time.time())
         print(
             f"all {len(rows)} hops (finish of t_i → start of t_i+1): "
             f"{summary([h[0] for h in rows])}   budget: p50 5 ms"
         )
         for k, stage in enumerate(STAGES, 1):
             print(f"  {stage:<10} {summary([h[k] for h in rows])}")
+        hop = [h[0] for h in rows]
+        figures = {
+            "tasks": args.tasks,
+            "runs": args.runs,
+            "hop_p50_s": statistics.median(hop),
+            "hop_p99_s": pct(hop, 0.99),
+            "hop_max_s": max(hop),
+        }
+        write_figures(args.json, "dag_chain", window, figures)
     finally:
         log.consumer.close()
         cluster.stop_all()

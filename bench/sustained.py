@@ -3,6 +3,8 @@ trigger lag, scheduled_for → task started, under 1 s).
 
 Usage: ``.venv/bin/python bench/sustained.py [--rate 1000] [--duration 60] [--workers 2]
 [--slots 32]`` (needs a broker: ``KAFKA_BOOTSTRAP`` or the local one from ``ops/kafka start``).
+``--json FILE`` also writes the main figures, the p99 of each 10 s window and the window from the
+end of the warm-up to the last run-event (``bench/compare.py`` runs it that way).
 
 One scheduler and ``--workers`` workers (``--slots`` each) on their own topic prefix (12
 partitions). ``--rate`` jobs on ``{"type": "every", "interval_s": 1}`` schedules with one no-op
@@ -33,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import (
     NOOP,
     Gauge,
+    add_json_option,
     cpu_seconds,
     fold_stats_report,
     new_cluster,
@@ -41,6 +44,7 @@ from bench.common import (
     read_run_events,
     spread,
     warm_up,
+    write_figures,
 )
 from cronlog import commands as cmd
 from cronlog import events as ev
@@ -83,6 +87,7 @@ def main() -> None:
         default="process",
         help="where the no-op python tasks run (process: the worker's pool; thread)",
     )
+    add_json_option(parser)
     args = parser.parse_args()
     isolation = Isolation(args.isolation)
 
@@ -95,6 +100,7 @@ def main() -> None:
         ]
         warm = partial(once_noop, isolation=isolation)
         base = warm_up(cluster, gauge, warm, args.workers * args.slots * 2)
+        window_start = time.time()
         t0 = math.ceil(time.time() + args.rate / 500 + 8)
         start = datetime.fromtimestamp(t0, UTC)
         end = start + timedelta(seconds=args.duration - 1)
@@ -136,7 +142,7 @@ def main() -> None:
             f"read back {len(seen)} run-events in {time.time() - drained:.1f}s; all out "
             f"{drained - (t0 + args.duration):.1f}s after the last tick (±0.5 s)"
         )
-        report(args, seen, t0)
+        figures = report(args, seen, t0)
         print(
             f"  CPU over the {args.duration}s window (s of CPU per s): "
             + ", ".join(f"{k} {(cpu1[k] - cpu0[k]) / args.duration:.2f}" for k in procs)
@@ -144,12 +150,15 @@ def main() -> None:
         print("  scheduler fold_stats (5 s periods):")
         for line in fold_stats_report(sched.log_path, t0, t0 + args.duration + 2, t0):
             print(line)
+        write_figures(args.json, "sustained", (window_start, drained), figures)
     finally:
         gauge.close()
         cluster.stop_all()
 
 
-def report(args: argparse.Namespace, seen: list, t0: float) -> None:  # type: ignore[type-arg]
+def report(args: argparse.Namespace, seen: list, t0: float) -> dict[str, object]:  # type: ignore[type-arg]
+    """Print the figures; return the main ones (trigger lags in seconds, nearest rank;
+    ``window_p99_s``: p99 per 10 s window of scheduled_for, in order)."""
     runs = {s.event.event.run_id: s for s in seen if isinstance(s.event.event, ev.RunScheduled)}
     done = [s for s in seen if isinstance(s.event.event, ev.TaskSucceeded)]
     expected = args.rate * args.duration
@@ -178,15 +187,28 @@ def report(args: argparse.Namespace, seen: list, t0: float) -> None:  # type: ig
     print(f"  trigger lag (scheduled_for → task started): {spread(lags)}   budget p99 < 1 s")
     print(f"  fold lag (scheduled_for → RunScheduled on run-events): {spread(fold_lags)}")
     print("  by 10 s window of scheduled_for (n, p50, p99 trigger lag):")
+    window_p99 = []
     for w in range(0, args.duration, 10):
         part = [lag for due, lag in rows if t0 + w <= due < t0 + w + 10]
         if part:
+            window_p99.append(pct(part, 0.99))
             print(
                 f"    +{w:3d}..{w + 10:3d}s  n={len(part):6d}  p50={pct(part, 0.5):6.2f}s  "
                 f"p99={pct(part, 0.99):6.2f}s"
             )
     ok = len(done) == expected and bool(lags) and pct(lags, 0.99) < 1.0
     print(f"  kept up at {args.rate}/s: {'yes' if ok else 'no'}")
+    return {
+        "expected": expected,
+        "lag_p50_s": pct(lags, 0.5),
+        "lag_p99_s": pct(lags, 0.99),
+        "lag_max_s": max(lags, default=math.nan),
+        "window_p99_s": window_p99,
+        "missing": expected - len({s.event.event.run_id for s in done}),
+        "duplicates": len(done) - len({s.event.event.run_id for s in done}),
+        "skipped": sum(skipped.values()),
+        "fold_lag_p99_s": pct(fold_lags, 0.99),
+    }
 
 
 if __name__ == "__main__":
