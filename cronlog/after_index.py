@@ -65,6 +65,15 @@ class AfterIndex:
         """Return the jobs currently ``after`` ``upstream_job_id``."""
         return frozenset(self._downstream.get(upstream_job_id, ()))
 
+    def wants_end(self, job_id: str) -> bool:
+        """Return whether a run end of ``job_id`` can ask for anything (or change the index).
+
+        False when no job is ``after`` it and no pre-tick snapshot run is remembered: then
+        ``apply`` of its RunSucceeded / RunFailed / RunCancelled returns nothing and changes
+        nothing, and a reader may skip decoding it.
+        """
+        return job_id in self._downstream or bool(self._ticks)
+
     def apply(self, record: ev.RunEvent) -> list[cmd.Envelope]:
         """Apply one run-event; return the UpstreamRunEnded envelopes it asks for.
 

@@ -18,7 +18,8 @@ import time
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
-from cronlog.after_index import AfterIndex
+from cronlog import events as ev
+from cronlog.after_index import OUTCOMES, AfterIndex
 from cronlog.commands import Envelope
 from cronlog.errors import CronlogError
 from services.scheduler.after_snapshot import (
@@ -42,6 +43,7 @@ from topology.kafka.retrying import (
     start_thread,
 )
 from topology.kafka.topics import Topics
+from topology.wire.avro_mapping import avro_name
 from topology.wire.codec import Codec, DecodeError
 
 log = logging.getLogger("cronlog.after_relay")
@@ -50,6 +52,12 @@ FLUSH_TIMEOUT_S = 30.0
 SNAPSHOT_SCAN = 16
 """How many of the last snapshot records a starting relay considers (several relays write
 to the one key; the cleaner may not have compacted them yet)."""
+
+
+RUN_ENDS = frozenset(avro_name(t) for t in OUTCOMES)
+"""The run-ending events, by Avro full name: decoded only when their job has a downstream."""
+DEFINITIONS = frozenset(avro_name(t) for t in (ev.JobRegistered, ev.JobRedefined, ev.JobDeleted))
+"""The events that change who is ``after`` whom: always decoded."""
 
 
 class RelayError(CronlogError):
@@ -332,8 +340,23 @@ class AfterRelay:
             raise RelayError(detail)
 
     def _decode_apply(self, index: AfterIndex, m: Message) -> list[Envelope]:
+        """Apply one run-event to ``index``; return the commands it asks for.
+
+        Only job definitions and run ends of jobs with a downstream are decoded: the event
+        is told from the record's first bytes (``Codec.event_name``) and its job from the
+        key (``job_id``, as the fold writes it). A record whose event cannot be told that way
+        (Confluent framing, an unknown schema) is decoded, as before.
+        """
+        value = m.value() or b""
+        name = self.codec.event_name(value)
+        if name is not None and name not in DEFINITIONS:
+            key = m.key()
+            if name not in RUN_ENDS or (
+                key is not None and not index.wants_end(key.decode(errors="replace"))
+            ):
+                return []
         try:
-            record = self.codec.decode_event(m.value() or b"")
+            record = self.codec.decode_event(value)
         except DecodeError as exc:  # not ours to dead-letter: the fold wrote it
             log.warning(
                 "run-event not decodable: skipped",

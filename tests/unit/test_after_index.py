@@ -78,3 +78,13 @@ def test_redefined_or_deleted_jobs_leave_the_index_and_unknown_ticks_are_none() 
             ),
         )
     ]
+
+
+def test_a_run_end_is_wanted_only_from_an_upstream_or_while_old_ticks_are_remembered() -> None:
+    index = AfterIndex()
+    assert not index.wants_end("x")
+    index.apply(rec("d", ev.JobRegistered(spec=AFTER_X, next_fire_at=None)))
+    assert index.wants_end("x")
+    assert not index.wants_end("d")
+    restored = AfterIndex.restored({}, {"x:run": T})
+    assert restored.wants_end("anything")

@@ -24,6 +24,12 @@ from topology.wire.codec import Codec
 
 log = logging.getLogger("cronlog.fold")
 
+ANSWERS = (ev.TaskClaimed, ev.LeaseRenewed, ev.CommandRejected)
+"""The events of a worker command copied to the worker's replies: what a worker reads there
+(a grant, a renewal, a refusal; ``services/worker/worker.py``, docs/dispatch.md). The other
+events of its commands (TaskSucceeded, RunSucceeded, TaskReady of the next task …) are on
+run-events only: no worker waits for them, and each copy was a broker record per run."""
+
 
 def event_messages(
     topics: Topics,
@@ -53,7 +59,7 @@ def event_messages(
     Returns:
         The run-event; a ready copy of a TaskReady (and of a TenantSlotsReceived: the job's
         ready tasks, held back for a tenant slot, may start now); a reply copy of a worker
-        command's events.
+        command's answers (``ANSWERS``: grants, renewals, refusals).
     """
     run_event = ev.RunEvent(
         event_id=event_id(event_key(env, event, at), env.job_id, index),
@@ -72,7 +78,7 @@ def event_messages(
     elif isinstance(event, ev.TenantSlotsReceived) and event.count:  # tasks may start
         sends.append(Outgoing(topics.ready, key, value))
     worker = getattr(env.command, "worker_id", None)
-    if isinstance(env.command, REPLY_COMMANDS) and worker:
+    if worker and isinstance(event, ANSWERS) and isinstance(env.command, REPLY_COMMANDS):
         sends.append(Outgoing(topics.replies, worker.encode(), value))
     return sends
 

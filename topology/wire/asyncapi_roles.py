@@ -64,7 +64,11 @@ REPLY = dataclasses.replace(
     name="Reply",
     title="A copy of a run-event for the worker that caused it",
     key="worker_id, UTF-8",
-    description="A copy of a RunEvent answering a worker's command (claim, renewal, poll).",
+    description=(
+        "A copy of a RunEvent answering a worker's command: a grant (TaskClaimed), a renewal "
+        "(LeaseRenewed), a refusal (CommandRejected), or a poll's PollAnswered. Other events "
+        "a worker's command causes (TaskSucceeded, RunSucceeded, ...) are on run-events only."
+    ),
 )
 ROLES: dict[str, Role] = {
     "commands": Role(
@@ -88,7 +92,7 @@ ROLES: dict[str, Role] = {
     ),
     "replies": Role(
         False,
-        "Answers to a worker's claims, renewals, completions and polls, on its partition.",
+        "Answers to a worker's claims, renewals, refused completions and polls, on its partition.",
         REPLY,
     ),
     "dead_letters": Role(

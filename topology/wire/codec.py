@@ -29,6 +29,7 @@ from topology.wire.avro_mapping import EncodeError as EncodeError  # re-exported
 from topology.wire.dead_letter import DeadLetter as DeadLetter  # re-exported: part of the API
 from topology.wire.dead_letter import KafkaHeader as KafkaHeader  # re-exported
 from topology.wire.heartbeats import WorkerHeartbeat
+from topology.wire.peek import body_branches, body_index
 from topology.wire.registry_schemas import RegistryUnavailable as RegistryUnavailable  # re-exp.
 from topology.wire.registry_schemas import SchemaRegistryLike, registered_schema
 
@@ -112,6 +113,10 @@ class Codec:
             for cls in (Envelope, RunEvent, DeadLetter, WorkerHeartbeat)
         }
         self._owner = {fp: k.name for k in self._kinds.values() for fp in k.writers}
+        events = self._kinds[RunEvent]
+        self._event_branches = {
+            fp: body_branches(events.schema if w is None else w) for fp, w in events.writers.items()
+        }
         self._registry = registry
         self._registry_schemas: dict[int, tuple[Datum, bytes]] = {}
 
@@ -140,6 +145,24 @@ class Codec:
     def decode_event(self, data: bytes) -> RunEvent:
         """Return the RunEvent in ``data``. Raises DecodeError, RegistryUnavailable."""
         return typing.cast(RunEvent, self._decode(self._kinds[RunEvent], data))
+
+    def event_name(self, data: bytes) -> str | None:
+        """Return the event a run-event record holds (``cronlog.RunSucceeded`` …), undecoded.
+
+        Reads the single-object header and the varints before the body's union index
+        (``topology/wire/peek.py``): a few microseconds, against a full ``decode_event``.
+
+        Returns:
+            The event's Avro full name; None when it cannot be told without decoding
+            (Confluent framing, an unknown or unpeekable writer schema, short bytes).
+        """
+        if data[:2] != SINGLE_OBJECT_MAGIC:
+            return None
+        names = self._event_branches.get(bytes(data[2:_SO_HEADER]))
+        if names is None:
+            return None
+        i = body_index(data, _SO_HEADER)
+        return names[i] if i is not None and 0 <= i < len(names) else None
 
     def encode_dead_letter(self, dl: DeadLetter) -> bytes:
         """Return ``dl`` as a single-object-encoded ``cronlog.DeadLetter``. Raises EncodeError."""
