@@ -246,7 +246,9 @@ class Attempts:
                 held.span = span
                 outcome = held.execution.run()
                 spans.ended(span, outcome, held.revoked)
-            held.log.close()  # the final chunk goes before the completion
+            # the final chunk goes before the completion; an attempt that completes with no
+            # output at all sends none (its completion's empty output_tail says so)
+            held.log.close(skip_if_empty=not held.revoked and outcome.output_tail == "")
             if not held.revoked:
                 grant = held.grant
                 key = complete_idem_key(grant.run_id, grant.task, grant.epoch)

@@ -249,9 +249,13 @@ class PythonExecution:
                 (b"\n" if captured and not captured.endswith(b"\n") else b"")
                 + output.encode("utf-8", "replace")
             )
+        # The tail is the result (or traceback); a call that returned nothing but printed
+        # ends its output with the prints: an empty tail means an empty log (the worker then
+        # sends no log record, and the API reads the completion's "" as a complete log).
+        shown = output or captured.decode("utf-8", "replace")
         if ok:
-            return Outcome(0, None, tail(output), started, datetime.now(UTC))
-        return Outcome(1, FailureKind.NONZERO_EXIT, tail(output), started, datetime.now(UTC))
+            return Outcome(0, None, tail(shown), started, datetime.now(UTC))
+        return Outcome(1, FailureKind.NONZERO_EXIT, tail(shown), started, datetime.now(UTC))
 
     def _failed(self, code: int | None, kind: FailureKind, why: str, started: datetime) -> Outcome:
         """An outcome without the call's answer (its printed output died with it)."""
