@@ -17,6 +17,8 @@ from topology.kafka.retrying import Liveness, call_with_retry, check_topic, reco
 from topology.wire.codec import DecodeError, decode_event
 
 log = logging.getLogger("cronlog.worker")
+REPLIES_PER_CALL = 500
+"""Replies taken from librdkafka's queue in one call at most."""
 
 
 def read_replies(
@@ -60,15 +62,17 @@ def read_replies(
         me = settings.worker_id.encode()
         while keep_going():
             liveness.beat()
-            msg = consumer.poll(0.2)
+            # what has arrived, in one call (a busy worker's answers come many at a time)
+            msgs = consumer.consume(num_messages=REPLIES_PER_CALL, timeout=0.2)
             liveness.probe(lambda: check_topic(consumer, topic))
-            if msg is None or not record_ok(msg, liveness) or msg.key() != me:
-                continue
-            try:
-                record = decode_event(msg.value() or b"")
-            except DecodeError:
-                log.exception("undecodable reply")
-                continue
-            on_answer(record)
+            for msg in msgs:
+                if not record_ok(msg, liveness) or msg.key() != me:
+                    continue  # another worker's answer (partitions are shared): never decoded
+                try:
+                    record = decode_event(msg.value() or b"")
+                except DecodeError:
+                    log.exception("undecodable reply")
+                    continue
+                on_answer(record)
     finally:
         consumer.close()
