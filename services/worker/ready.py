@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_END, Consumer, Message, TopicPartition
 
-from services.worker.settings import WorkerSettings
+from services.worker.settings import ANSWER_FETCH_WAIT_MS, WorkerSettings
 from topology.kafka.partitioning import partition_for
 from topology.kafka.retrying import Liveness, check_topic, record_ok
 
@@ -63,7 +63,7 @@ class ReadyWatch:
                 **{
                     "error_cb": liveness.failed,
                     "enable.auto.commit": False,
-                    "fetch.wait.max.ms": 20,
+                    "fetch.wait.max.ms": ANSWER_FETCH_WAIT_MS,
                 },
             )
         )

@@ -11,7 +11,7 @@ from functools import partial
 from confluent_kafka import Consumer, TopicPartition
 
 from cronlog import events as ev
-from services.worker.settings import WorkerSettings
+from services.worker.settings import ANSWER_FETCH_WAIT_MS, WorkerSettings
 from topology.kafka.partitioning import partition_for
 from topology.kafka.retrying import Liveness, call_with_retry, check_topic, record_ok
 from topology.wire.codec import DecodeError, decode_event
@@ -44,9 +44,8 @@ def read_replies(
     consumer = Consumer(
         settings.consumer_config(
             f"{settings.ready_group()}-replies-{settings.worker_id}",
-            # a read_committed fetch can sit out its whole wait after the commit marker: a
-            # grant must not wait 500 ms (librdkafka's default) to reach its worker
-            **{"error_cb": liveness.failed, "fetch.wait.max.ms": 20},
+            # answered as the grant's transaction commits, whatever the wait (settings.py)
+            **{"error_cb": liveness.failed, "fetch.wait.max.ms": ANSWER_FETCH_WAIT_MS},
         )
     )
     tp = TopicPartition(topic, partition_for(settings.worker_id, settings.partitions))
