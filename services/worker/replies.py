@@ -61,9 +61,14 @@ def read_replies(
         me = settings.worker_id.encode()
         while keep_going():
             liveness.beat()
-            # what has arrived, in one call (a busy worker's answers come many at a time)
-            msgs = consumer.consume(num_messages=REPLIES_PER_CALL, timeout=0.2)
+            # wait for one answer, then take what else has arrived in one call (a busy
+            # worker's answers come many at a time; consume() with a timeout would wait for
+            # all REPLIES_PER_CALL of them)
+            first = consumer.poll(0.2)
             liveness.probe(lambda: check_topic(consumer, topic))
+            if first is None:
+                continue
+            msgs = [first, *consumer.consume(num_messages=REPLIES_PER_CALL, timeout=0)]
             for msg in msgs:
                 if not record_ok(msg, liveness) or msg.key() != me:
                     continue  # another worker's answer (partitions are shared): never decoded
