@@ -1,10 +1,11 @@
 """The attempts a worker holds: start them, renew their leases, complete or release them.
 
-One thread per running attempt (its Execution blocks) and ONE renewer thread for every lease
-this worker holds (a heap of renewal times, each lease renewed every ``lease_ttl / 6``), not a
-thread per lease. Completions are queued on the producer and sent with its next batch (linger),
-not flushed one by one: a completion lost with a crashed worker is recovered by the lease
-expiring on the fold's side (the attempt is given back, not failed).
+A thread per running attempt (its Execution blocks), taken from reused ones (``threads.py``:
+no thread start per task), and ONE renewer thread for every lease this worker holds (a heap of
+renewal times, each lease renewed every ``lease_ttl / 6``), not a thread per lease.
+Completions go to the outbox and leave with its next batch (``outbox.py``), not flushed one by
+one: a completion lost with a crashed worker is recovered by the lease expiring on the fold's
+side (the attempt is given back, not failed).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from services.worker.execute import Execution
 from services.worker.kinds import PythonPool, execution_for
 from services.worker.logsink import AttemptRef, LogShipper, LogSink
 from services.worker.reach import Reach
+from services.worker.threads import Threads
 from topology.fold.spans import safely
 
 log = logging.getLogger("cronlog.worker")
@@ -118,6 +120,8 @@ class Attempts:
         self._seq = itertools.count()
         self._wake = threading.Condition(self._lock)
         self._stopped = False
+        self.threads = Threads("attempt")
+        """The attempts' threads, and those of ``isolation: thread`` calls."""
         self._renewer = threading.Thread(target=self._renew_loop, daemon=True, name="renewer")
         self._renewer.start()
 
@@ -153,6 +157,7 @@ class Attempts:
             pool=self.pool,
             output=sink,
             capture_bytes=self.log_cap_bytes,
+            threads=self.threads,
         )
         held = Held(grant, job_id, execution, sink)
         log_task_started(job_id, grant, self.worker_id)
@@ -162,12 +167,8 @@ class Attempts:
             self.held[key] = held
             heapq.heappush(self._renewals, (time.monotonic() + every, next(self._seq), key))
             self._wake.notify()
-        threading.Thread(
-            target=self._attempt,
-            args=(held, otel_context.get_current()),  # the claim span's: the trace goes on
-            daemon=True,
-            name=f"attempt-{grant.run_id}",
-        ).start()
+        # the claim span's context: the trace goes on in the attempt's thread
+        self.threads.submit(self._attempt, held, otel_context.get_current())
 
     def revoke(
         self, run_id: str, task: str, epoch: int | None = None, reason: RejectReason | None = None
@@ -246,7 +247,9 @@ class Attempts:
                 held.span = span
                 outcome = held.execution.run()
                 spans.ended(span, outcome, held.revoked)
-            held.log.close()  # the final chunk goes before the completion
+            # the final chunk goes before the completion; an attempt that completes with no
+            # output at all sends none (its completion's empty output_tail says so)
+            held.log.close(skip_if_empty=not held.revoked and outcome.output_tail == "")
             if not held.revoked:
                 grant = held.grant
                 key = complete_idem_key(grant.run_id, grant.task, grant.epoch)

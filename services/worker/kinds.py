@@ -36,6 +36,7 @@ from services.worker.execute import (
 )
 from services.worker.http_kind import HttpExecution
 from services.worker.reach import Reach, callable_refusal, python_refusal, task_env
+from services.worker.threads import Threads
 
 __all__ = ["HttpExecution", "PythonPool", "execution_for"]
 
@@ -249,9 +250,13 @@ class PythonExecution:
                 (b"\n" if captured and not captured.endswith(b"\n") else b"")
                 + output.encode("utf-8", "replace")
             )
+        # The tail is the result (or traceback); a call that returned nothing but printed
+        # ends its output with the prints: an empty tail means an empty log (the worker then
+        # sends no log record, and the API reads the completion's "" as a complete log).
+        shown = output or captured.decode("utf-8", "replace")
         if ok:
-            return Outcome(0, None, tail(output), started, datetime.now(UTC))
-        return Outcome(1, FailureKind.NONZERO_EXIT, tail(output), started, datetime.now(UTC))
+            return Outcome(0, None, tail(shown), started, datetime.now(UTC))
+        return Outcome(1, FailureKind.NONZERO_EXIT, tail(shown), started, datetime.now(UTC))
 
     def _failed(self, code: int | None, kind: FailureKind, why: str, started: datetime) -> Outcome:
         """An outcome without the call's answer (its printed output died with it)."""
@@ -275,17 +280,23 @@ class ThreadExecution:
         timeout_s: float,
         output: Output = DISCARD,
         modules: tuple[str, ...] = (),
+        threads: Threads | None = None,
     ) -> None:
         self.ref, self.context, self.timeout_s, self.output = ref, context, timeout_s, output
         self.modules = modules
         """The module prefixes ``ref``'s function must come from (re-exports: ``_resolve``)."""
-        self._killed = threading.Event()
-        self._done = threading.Event()
+        self.threads = threads
+        """Where the call runs (the worker's reused threads); None: a thread of its own."""
+        self._killed = False
+        self._done = False
+        self._wake = threading.Event()
+        """Set by the call's end or by a kill: the one thing ``run`` waits on."""
         self._answer: tuple[bool, str] = (False, "")
 
     def kill(self) -> None:
         """Stop waiting for the call (it cannot be killed; it finishes in the background)."""
-        self._killed.set()
+        self._killed = True
+        self._wake.set()
 
     def _call(self) -> None:
         try:
@@ -294,20 +305,24 @@ class ThreadExecution:
         except BaseException:  # the task's failure is data: the traceback is its output
             self._answer = (False, traceback.format_exc())
         finally:
-            self._done.set()
+            self._done = True
+            self._wake.set()
 
     def run(self) -> Outcome:
         """Call it, wait for the answer, the timeout or a kill, and return the outcome."""
         started = datetime.now(UTC)
-        threading.Thread(target=self._call, daemon=True, name=f"call-{self.ref}").start()
-        deadline = started.timestamp() + self.timeout_s
-        while not self._done.wait(0.05):
-            if self._killed.is_set() or datetime.now(UTC).timestamp() >= deadline:
-                why = "lease revoked" if self._killed.is_set() else "timed out"
-                msg = f"{self.ref} {why} after {datetime.now(UTC) - started}; a thread-isolated "
-                msg += "call cannot be killed: it goes on in the background"
-                self.output.write(msg.encode())
-                return Outcome(None, FailureKind.TIMEOUT, msg, started, datetime.now(UTC))
+        if self.threads is not None:
+            self.threads.submit(self._call)
+        else:
+            threading.Thread(target=self._call, daemon=True, name=f"call-{self.ref}").start()
+        # one wait until the answer, a kill or the timeout (no polling while a call runs)
+        self._wake.wait(self.timeout_s)
+        if not self._done:  # only the call's end, a kill or the timeout end the wait
+            why = "lease revoked" if self._killed else "timed out"
+            msg = f"{self.ref} {why} after {datetime.now(UTC) - started}; a thread-isolated "
+            msg += "call cannot be killed: it goes on in the background"
+            self.output.write(msg.encode())
+            return Outcome(None, FailureKind.TIMEOUT, msg, started, datetime.now(UTC))
         ok, text = self._answer
         self.output.write(text.encode("utf-8", "replace"))
         if ok:
@@ -326,6 +341,7 @@ def execution_for(
     pool: PythonPool,
     output: Output = DISCARD,
     capture_bytes: int = 0,
+    threads: Threads | None = None,
 ) -> Execution:
     """Return the Execution of a grant's task kind.
 
@@ -346,11 +362,13 @@ def execution_for(
             and the body).
         capture_bytes: python tasks: bytes of printed output shipped back from the pool
             process at most (the log cap); the rest is only counted.
+        threads: where ``isolation: thread`` calls run (the worker's reused threads); None:
+            a thread of their own.
     """
     action = action or TaskAction()
-    env = reach.task_env(context)
     if action.kind is TaskKind.SHELL and action.shell is not None:
         argv = ["/bin/sh", "-c", action.shell]
+        env = reach.task_env(context)
         return ProcessExecution(argv, env, timeout_s, grace_s, output, reach.user, dirs=reach.dirs)
     if action.kind is TaskKind.PYTHON and action.callable is not None:
         refused = python_refusal(action.callable, reach.python_modules)
@@ -361,7 +379,9 @@ def execution_for(
             if number in ctx:
                 ctx[number] = int(ctx[number])
         if action.isolation is Isolation.THREAD:
-            return ThreadExecution(action.callable, ctx, timeout_s, output, reach.python_modules)
+            return ThreadExecution(
+                action.callable, ctx, timeout_s, output, reach.python_modules, threads
+            )
         return PythonExecution(pool, action.callable, ctx, timeout_s, output, capture_bytes)
     if action.kind is TaskKind.HTTP and action.http is not None:
         headers = {
@@ -370,6 +390,7 @@ def execution_for(
             for k, v in context.items()
         }
         return HttpExecution(action.http, headers, timeout_s, output, reach.http)
+    env = reach.task_env(context)
     return ProcessExecution(
         list(command), env, timeout_s, grace_s, output, reach.user, dirs=reach.dirs
     )

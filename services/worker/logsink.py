@@ -103,12 +103,21 @@ class LogSink:
                 self._emit(bytes(self._pending), final=False)
                 self._pending.clear()
 
-    def close(self) -> None:
-        """Send the pending bytes in the final chunk, with ``bytes_total`` and ``truncated``."""
+    def close(self, *, skip_if_empty: bool = False) -> None:
+        """Send the pending bytes in the final chunk, with ``bytes_total`` and ``truncated``.
+
+        Args:
+            skip_if_empty: send nothing at all when the execution produced no output (no
+                byte written or counted, no chunk sent): a completed attempt's empty log
+                is told by its completion (``output_tail`` "", docs/architecture.md, "Task
+                logs"), so a no-op task costs no log record. Revoked and released attempts
+                keep their empty final chunk: no completion speaks for them.
+        """
         with self._lock:
             if self._closed:
                 return
-            self._emit(bytes(self._pending), final=True)
+            if not (skip_if_empty and self.bytes_total == 0 and self._seq == 0):
+                self._emit(bytes(self._pending), final=True)
             self._pending.clear()
             self._closed = True
         if self._on_close is not None:

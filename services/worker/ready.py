@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_END, Consumer, Message, TopicPartition
 
-from services.worker.settings import WorkerSettings
+from services.worker.settings import ANSWER_FETCH_WAIT_MS, WorkerSettings
 from topology.kafka.partitioning import partition_for
 from topology.kafka.retrying import Liveness, check_topic, record_ok
 
@@ -33,11 +33,22 @@ class ReadyWatch:
         liveness: the reader's health (errors, progress).
     """
 
-    def __init__(self, consumer: Consumer, topic: str, partitions: int, liveness: Liveness):
+    def __init__(
+        self,
+        consumer: Consumer,
+        topic: str,
+        partitions: int,
+        liveness: Liveness,
+        same_partitions: bool = False,
+    ):
         self.consumer = consumer
         self.topic = topic
         self.partitions = partitions
         self.liveness = liveness
+        self.same_partitions = same_partitions
+        """The ready topic has the commands topic's partition count: a notification keyed by
+        job_id (murmur2, DESIGN.md) is then on its job's commands partition, and its own
+        partition names it without hashing the key again."""
 
     @classmethod
     def open(cls, settings: WorkerSettings, topic: str, liveness: Liveness) -> ReadyWatch:
@@ -52,13 +63,14 @@ class ReadyWatch:
                 **{
                     "error_cb": liveness.failed,
                     "enable.auto.commit": False,
-                    "fetch.wait.max.ms": 20,
+                    "fetch.wait.max.ms": ANSWER_FETCH_WAIT_MS,
                 },
             )
         )
         meta = consumer.list_topics(topic, timeout=30).topics[topic]
         consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in meta.partitions])
-        return cls(consumer, topic, settings.partitions, liveness)
+        same = len(meta.partitions) == settings.partitions
+        return cls(consumer, topic, settings.partitions, liveness, same)
 
     def probe(self) -> None:
         """While in trouble, check the topic now and then (ends the episode when it answers)."""
@@ -70,6 +82,14 @@ class ReadyWatch:
         if first is None:
             return set()
         msgs: list[Message] = [first, *self.consumer.consume(num_messages=10_000, timeout=0)]
+        if self.same_partitions:
+            return {
+                p
+                for m in msgs
+                if record_ok(m, self.liveness)
+                and m.key() is not None
+                and (p := m.partition()) is not None
+            }
         return {
             partition_for(key, self.partitions)
             for m in msgs

@@ -11,12 +11,14 @@ from functools import partial
 from confluent_kafka import Consumer, TopicPartition
 
 from cronlog import events as ev
-from services.worker.settings import WorkerSettings
+from services.worker.settings import ANSWER_FETCH_WAIT_MS, WorkerSettings
 from topology.kafka.partitioning import partition_for
 from topology.kafka.retrying import Liveness, call_with_retry, check_topic, record_ok
 from topology.wire.codec import DecodeError, decode_event
 
 log = logging.getLogger("cronlog.worker")
+REPLIES_PER_CALL = 500
+"""Replies taken from librdkafka's queue in one call at most."""
 
 
 def read_replies(
@@ -42,9 +44,8 @@ def read_replies(
     consumer = Consumer(
         settings.consumer_config(
             f"{settings.ready_group()}-replies-{settings.worker_id}",
-            # a read_committed fetch can sit out its whole wait after the commit marker: a
-            # grant must not wait 500 ms (librdkafka's default) to reach its worker
-            **{"error_cb": liveness.failed, "fetch.wait.max.ms": 20},
+            # answered as the grant's transaction commits, whatever the wait (settings.py)
+            **{"error_cb": liveness.failed, "fetch.wait.max.ms": ANSWER_FETCH_WAIT_MS},
         )
     )
     tp = TopicPartition(topic, partition_for(settings.worker_id, settings.partitions))
@@ -60,15 +61,22 @@ def read_replies(
         me = settings.worker_id.encode()
         while keep_going():
             liveness.beat()
-            msg = consumer.poll(0.2)
+            # wait for one answer, then take what else has arrived in one call (a busy
+            # worker's answers come many at a time; consume() with a timeout would wait for
+            # all REPLIES_PER_CALL of them)
+            first = consumer.poll(0.2)
             liveness.probe(lambda: check_topic(consumer, topic))
-            if msg is None or not record_ok(msg, liveness) or msg.key() != me:
+            if first is None:
                 continue
-            try:
-                record = decode_event(msg.value() or b"")
-            except DecodeError:
-                log.exception("undecodable reply")
-                continue
-            on_answer(record)
+            msgs = [first, *consumer.consume(num_messages=REPLIES_PER_CALL, timeout=0)]
+            for msg in msgs:
+                if not record_ok(msg, liveness) or msg.key() != me:
+                    continue  # another worker's answer (partitions are shared): never decoded
+                try:
+                    record = decode_event(msg.value() or b"")
+                except DecodeError:
+                    log.exception("undecodable reply")
+                    continue
+                on_answer(record)
     finally:
         consumer.close()

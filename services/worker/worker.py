@@ -12,12 +12,11 @@ completions awaiting their answer.
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 import threading
 import time
-
-from confluent_kafka import KafkaException, Producer
 
 from cronlog import commands as cmd
 from cronlog import events as ev
@@ -30,12 +29,12 @@ from services.worker.attempts import Attempts
 from services.worker.heartbeat import Heartbeat
 from services.worker.kinds import PythonPool
 from services.worker.logsink import LogShipper
+from services.worker.outbox import Outbox
 from services.worker.ready import Polls, ReadyWatch
 from services.worker.replies import read_replies
 from services.worker.settings import STOP_POLL_WAIT_S, WorkerSettings
 from topology.kafka.retrying import Liveness, Stopped, call_with_retry, start_thread
 from topology.kafka.topics import Topics
-from topology.wire.codec import encode_command
 from topology.wire.heartbeats import HeldLease
 
 log = logging.getLogger("cronlog.worker")
@@ -47,8 +46,8 @@ class Worker:
     def __init__(self, settings: WorkerSettings) -> None:
         self.settings = settings
         self.topics = Topics.of(settings)
-        self.producer = Producer(settings.producer_config())
-        self._producer_lock = threading.Lock()
+        self.outbox = Outbox(settings, self.topics.commands)
+        """Every command this worker sends (polls, renewals, completions, releases)."""
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self.polls = Polls(settings.partitions, settings.poll_sweep_s)
@@ -185,44 +184,9 @@ class Worker:
                 return
 
     # -- commands ------------------------------------------------------------------------------
-    def _send(
-        self, job_id: str, idem_key: str, command: cmd.Command, partition: int | None = None
-    ) -> bool:
-        """Queue a command on the producer; returns False (logged) when it could not be queued.
-
-        ``partition``: a poll's explicit partition (no record key, like a Tick); else the
-        job_id is the key.
-
-        Never raises: a worker thread that died here would hold its slot forever. A producer
-        in a fatal state (librdkafka's idempotence can end in one after a broker outage) is
-        replaced; commands are idempotent by idem_key, so a retried send is harmless.
-        """
-        value = encode_command(cmd.Envelope(idem_key=idem_key, job_id=job_id, command=command))
-        for _ in range(50):
-            try:
-                with self._producer_lock:
-                    producer = self.producer
-                if partition is None:
-                    producer.produce(self.topics.commands, key=job_id.encode(), value=value)
-                else:
-                    producer.produce(self.topics.commands, value=value, partition=partition)
-                producer.poll(0)
-                return True
-            except BufferError:
-                time.sleep(0.1)  # local queue full (broker unreachable): wait for room
-            except KafkaException as exc:
-                log.error("cannot send %s: %s", type(command).__name__, exc)
-                if exc.args and exc.args[0].fatal():
-                    self._replace_producer(producer)
-                else:
-                    return False
-        return False
-
-    def _replace_producer(self, broken: Producer) -> None:
-        with self._producer_lock:
-            if self.producer is broken:
-                log.warning("producer is in a fatal state; replacing it")
-                self.producer = Producer(self.settings.producer_config())
+    def _send(self, job_id: str, idem_key: str, command: cmd.Command) -> bool:
+        """Queue a command for the outbox's next batch (``outbox.py``); False once closed."""
+        return self.outbox.send(job_id, idem_key, command)
 
     # -- main loop -----------------------------------------------------------------------------
     def run(self) -> None:
@@ -264,7 +228,7 @@ class Worker:
             if self.reach.dirs is not None:
                 self.reach.dirs.close()
             self.logs.close()
-            self.producer.flush(10)
+            self.outbox.close(10)
 
     def _send_polls(self) -> int:
         """Send a PollTasks to flagged partitions for the free slots; return how many."""
@@ -277,10 +241,10 @@ class Worker:
             poll = cmd.PollTasks(
                 worker_id=wid, slots=slots, poll_id=poll_id, lease_token=self.lease_token
             )
-            if not self._send("", poll_idem_key(wid, poll_id), poll, partition):
-                self.polls.answered(poll_id, 0)  # not sent: its slots are free again
-        if polls:
-            self.producer.poll(0)
+            # not sent: its slots are free again
+            unsent = functools.partial(self.polls.answered, poll_id, 0)
+            if not self.outbox.send("", poll_idem_key(wid, poll_id), poll, partition, unsent):
+                unsent()
         return len(polls)
 
     def _expire(self) -> None:
@@ -312,7 +276,7 @@ class Worker:
             f"worker draining: not finished within {self.settings.drain_s:g} s"
         )
         if unfinished:
-            self.producer.flush(10)
+            self.outbox.drain(10)
             deadline = time.monotonic() + 5  # let attempt threads close their logs
             while self.attempts and time.monotonic() < deadline:
                 time.sleep(0.05)

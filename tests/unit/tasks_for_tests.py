@@ -36,6 +36,11 @@ def chatty(context: dict[str, Any]) -> str:
     return "done"
 
 
+def prints_only(context: dict[str, Any]) -> None:
+    """Print a line and return nothing (its output tail is what it printed)."""
+    print("printed, returned nothing")
+
+
 def noop(context: dict[str, Any]) -> None:
     """Do nothing (bench/dag_chain.py: the per-hop cost of a DAG without the task's own)."""
 

@@ -28,8 +28,10 @@ from cronlog.validation import validate_spec, validate_task
 from cronlog.vocabulary import FailureKind
 from services.api.shapes.definition import JobDefinition
 from services.api.shapes.mapping import spec_to_json, to_spec
+from services.worker.execute import Outcome
 from services.worker.kinds import HttpExecution, PythonPool, execution_for
 from services.worker.reach import AddressPolicy, Reach
+from services.worker.threads import Threads
 
 BASE = TaskSpec("main", ("true",))
 """The task the tests vary (what a worker runs); ``job`` wraps one in a definition."""
@@ -368,6 +370,48 @@ def test_a_thread_isolated_call_past_its_timeout_is_reported_not_killed(pool: Py
     assert time.monotonic() - started < 2.0
     assert out.failure_kind is FailureKind.TIMEOUT
     assert "cannot be killed" in out.output_tail
+
+
+def test_thread_isolated_calls_reuse_the_workers_threads_and_a_kill_ends_the_wait(
+    pool: PythonPool,
+) -> None:
+    threads = Threads("call")
+    spec = _threaded("echo_context")
+    for _ in range(3):
+        run = execution_for(
+            spec.action(),
+            (),
+            CONTEXT,
+            reach=LOCAL,
+            timeout_s=20,
+            grace_s=1,
+            pool=pool,
+            threads=threads,
+        )
+        assert run.run().exit_code == 0
+        deadline = time.monotonic() + 10
+        while threads.idle() != 1 and time.monotonic() < deadline:
+            time.sleep(0.005)  # the call's thread is back before the next call comes
+    assert threads.started == 1
+    slow = _threaded("sleep_then_write")
+    execution = execution_for(
+        slow.action(),
+        (),
+        CONTEXT,
+        reach=LOCAL,
+        timeout_s=20,
+        grace_s=1,
+        pool=pool,
+        threads=threads,
+    )
+    result: list[Outcome] = []
+    waiting = threading.Thread(target=lambda: result.append(execution.run()))
+    waiting.start()
+    time.sleep(0.2)
+    execution.kill()
+    waiting.join(10)
+    assert result[0].failure_kind is FailureKind.TIMEOUT
+    assert "lease revoked" in result[0].output_tail
 
 
 def test_isolation_is_only_for_python_tasks() -> None:

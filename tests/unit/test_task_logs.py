@@ -31,6 +31,7 @@ from topology.wire.codec import DecodeError, encode_event
 from topology.wire.log_chunks import CHUNK_BYTES, LogChunk, decode_chunk
 
 REF = AttemptRef("job", "r1", "main", 1, 1, "w1")
+NOOP = "tests.unit.tasks_for_tests:noop"
 KIB = 1024
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -122,6 +123,32 @@ def test_flush_sends_what_waits_and_close_is_idempotent() -> None:
     ]
 
 
+def test_a_completion_without_any_output_sends_no_log_record() -> None:
+    sink, sent = _sink()
+    sink.close(skip_if_empty=True)
+    sink.close()  # closed: the finally's second close sends nothing either
+    sink.write(b"late")
+    assert sent.chunks == []
+
+
+def test_output_written_flushed_or_only_counted_still_ends_with_a_final_chunk() -> None:
+    written, sent = _sink()
+    written.write(b"x")
+    written.close(skip_if_empty=True)
+    assert [(c.data, c.final, c.seq) for c in sent.chunks] == [(b"x", True, 0)]
+    counted, sent = _sink(cap=0)
+    counted.write(b"abc")
+    counted.close(skip_if_empty=True)
+    assert [(c.data, c.final, c.bytes_total, c.truncated) for c in sent.chunks] == [
+        (b"", True, 3, True)
+    ]
+    flushed, sent = _sink()
+    flushed.write(b"step")
+    flushed.flush()
+    flushed.close(skip_if_empty=True)
+    assert [(c.data, c.final) for c in sent.chunks] == [(b"step", False), (b"", True)]
+
+
 def test_cap_zero_keeps_nothing_and_a_negative_cap_is_refused() -> None:
     sink, sent = _sink(cap=0)
     sink.write(b"abc")
@@ -184,6 +211,19 @@ def test_python_log_has_prints_then_the_result_and_the_cap_counts_the_rest(
     assert final.truncated and final.bytes_total == 10 + 10 + 5000 + 4
 
 
+def test_a_no_op_python_task_has_an_empty_tail_and_one_that_only_prints_ends_with_them(
+    pool: PythonPool,
+) -> None:
+    noop = replace(BASE, kind=TaskKind.PYTHON, command=(), callable=NOOP)
+    sink, sent = _sink()
+    out = run_task(noop, pool, LOCAL, output=sink, capture_bytes=KIB)
+    sink.close(skip_if_empty=out.output_tail == "")
+    assert (out.output_tail, sent.chunks) == ("", [])
+    prints = replace(noop, callable="tests.unit.tasks_for_tests:prints_only")
+    out = run_task(prints, pool, LOCAL, capture_bytes=KIB)
+    assert (out.exit_code, out.output_tail) == (0, "printed, returned nothing\n")
+
+
 class _Teapot(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         body = b"short and stout\n"
@@ -227,16 +267,16 @@ def api(rm: ReadModel, logs: LogModel) -> TestClient:
     return authed(create_app(rm.settings, read_model=rm, log_model=logs))
 
 
-def _events(rm: ReadModel, *events: ev.Event) -> None:
+def _events(rm: ReadModel, *events: ev.Event, key: str = "k") -> None:
     batch = Batch(rm.store)
     for i, event in enumerate(events):
         apply(
             batch,
             ev.RunEvent(
-                event_id=event_id(f"k{i}", "job", 0),
+                event_id=event_id(f"{key}{i}", "job", 0),
                 job_id="job",
                 at=T0,
-                idem_key=f"k{i}",
+                idem_key=f"{key}{i}",
                 index=0,
                 event=event,
             ),
@@ -356,6 +396,58 @@ def test_a_released_attempt_shows_its_latest_epoch_and_lists_both(
     assert (answer.content, answer.headers["x-cronlog-log-epochs"]) == (b"second try\n", "1,2")
     assert api.get(URL, params={"epoch": 1}).content == b"first try\n"
     assert api.get(URL, params={"epoch": 7}).status_code == 404
+
+
+def _succeeded(rm: ReadModel, output_tail: str) -> None:
+    _claimed(rm)
+    done = ev.TaskSucceeded(
+        run_id="r1",
+        task="main",
+        attempt=1,
+        epoch=1,
+        worker_id="w1",
+        exit_code=0,
+        output_tail=output_tail,
+        started_at=T0,
+        finished_at=T0 + timedelta(seconds=1),
+    )
+    _events(rm, done, key="done")
+
+
+def test_an_attempt_completed_without_output_reads_as_a_complete_empty_log(
+    rm: ReadModel, api: TestClient
+) -> None:
+    _succeeded(rm, output_tail="")
+    doc = api.get(URL, params={"format": "json"}).json()
+    assert (doc["text"], doc["complete"], doc["bytes_total"], doc["epoch"], doc["state"]) == (
+        "",
+        True,
+        0,
+        1,
+        "succeeded",
+    )
+    assert (doc["epochs"], doc["worker_id"], doc["gaps"], doc["truncated"]) == (
+        [],
+        "w1",
+        False,
+        False,
+    )
+    answer = api.get(URL)
+    assert (answer.content, answer.headers["x-cronlog-log-complete"]) == (b"", "true")
+    assert api.get(URL, params={"epoch": 1, "format": "json"}).json()["complete"] is True
+
+
+def test_a_completed_attempt_with_output_waits_for_its_log_records(
+    rm: ReadModel, logs: LogModel, api: TestClient
+) -> None:
+    _succeeded(rm, output_tail="hello\n")
+    assert api.get(URL, params={"format": "json"}).json()["complete"] is False
+    sink, sent = _sink()
+    sink.write(b"hello\n")
+    sink.close(skip_if_empty=True)
+    _feed(logs, sent)
+    doc = api.get(URL, params={"format": "json"}).json()
+    assert (doc["text"], doc["complete"], doc["bytes_total"]) == ("hello\n", True, 6)
 
 
 def test_unknown_run_or_attempt_is_404_and_a_bad_attempt_422(

@@ -189,6 +189,8 @@ def _task_finished(
         finished_at=finished,
         exit_code=event.exit_code,
         failure_kind=failure,
+        # a worker sends no log record for a completion without output (logs.attempt_log)
+        output_empty=event.output_tail == "",
     )
 
 

@@ -172,6 +172,26 @@ def put_chunk(batch: Batch, chunk: LogChunk) -> None:
     batch.put_json(meta_key, meta)
 
 
+def _completed_empty(
+    entry: dict[str, Any] | None, epoch: int | None, got: AttemptLog
+) -> AttemptLog | None:
+    """Return the empty, complete log of an attempt that completed without any output.
+
+    The worker sends no log record for it (``services/worker/logsink.py``,
+    ``skip_if_empty``): the completion's empty ``output_tail`` (the attempt entry's
+    ``output_empty``) says the log is empty. None for any other attempt, or when a record of
+    its epoch did arrive.
+    """
+    if entry is None or not entry.get("output_empty"):
+        return None
+    claimed = entry.get("epoch")
+    if entry.get("state") not in ("succeeded", "failed") or claimed is None:
+        return None
+    if claimed in got.epochs or epoch not in (None, claimed):
+        return None
+    return AttemptLog(claimed, got.epochs, b"", True, False, False, None, 0, entry["worker_id"])
+
+
 # -- the endpoint --------------------------------------------------------------------------------
 
 
@@ -196,7 +216,9 @@ def attempt_log(
     (served), ``-Epoch``, ``-Epochs`` and ``X-Cronlog-Attempt-State``. ``json`` answers the
     same as fields, with the output in ``text`` (UTF-8, invalid bytes replaced). ``epoch``
     picks one execution of a released attempt (default: the latest). 404: unknown run, task
-    or attempt. An attempt without output yet answers an empty, incomplete log.
+    or attempt. An attempt without output yet answers an empty, incomplete log; one that
+    completed without any output (no log record: its completion's ``output_tail`` is empty),
+    an empty, complete one.
     """
     rm: ReadModel | None = request.app.state.read_model
     logs: LogModel | None = getattr(request.app.state, "log_model", None)
@@ -219,6 +241,7 @@ def attempt_log(
         # Claimed again (released, or retried under a new lease) and none of its output here
         # yet: answer that epoch's empty log rather than pass an older one off as current.
         got = logs.attempt_log(run_id, task, attempt, claimed)
+    got = _completed_empty(entry, epoch, got) or got
     if entry is None and not got.epochs:
         if run is None:
             raise HTTPException(404, f"run {run_id!r} not found")
