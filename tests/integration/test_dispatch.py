@@ -127,10 +127,11 @@ def test_thirty_workers_on_twelve_partitions_all_get_work_and_a_blocked_one_hold
             f"p50 {p50:.2f} s, max {worst:.2f} s; tasks per worker "
             f"min {min(by_worker.values())} max {max(by_worker.values())}"
         )
-        # 240 tasks of 0.5 s on 58 free slots take ~2 s of slot time each round: a task
-        # waits for a free slot, never for the blocked worker (its two would-be partitions
-        # would otherwise hold their tasks until the long ones end, at the test's end).
-        assert worst < 30.0
+        # No task waited for the blocked worker: all 240 ended while its two long tasks
+        # still held both its slots (they end only when the test releases them), so none
+        # of its would-be partitions held a task back. The wait figures above are printed,
+        # never asserted (a loaded box stretches them; bench/dispatch_share.py measures).
+        assert not events.of_type(ev.TaskSucceeded, "long")
     finally:
         (tmp_path / "release").touch()
         events.close()
