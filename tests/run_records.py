@@ -120,11 +120,12 @@ def failed(
     exit_code: int = 1,
     worker: str = "w1",
     output_tail: str = "",
+    task: str = "main",
 ) -> ev.TaskFailed:
-    """``main``'s first attempt (epoch 1) exited ``exit_code`` (not 0) on ``worker``."""
+    """``task``'s first attempt (epoch 1) exited ``exit_code`` (not 0) on ``worker``."""
     return ev.TaskFailed(
         run_id=run_id,
-        task="main",
+        task=task,
         attempt=1,
         epoch=1,
         worker_id=worker,
