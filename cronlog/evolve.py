@@ -61,8 +61,8 @@ def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | N
             return _claimed(state, event)
         case ev.LeaseRenewed(run_id=run_id, task=task, lease_expires_at=until):
             return _update_task(state, run_id, task, lease_expires_at=until)
-        case ev.TaskReady():
-            return _ready(state, event)
+        case ev.TaskReady(attempt=attempt):  # a start, a retry released, a lease given back
+            return _let_go(state, event, TaskState.READY, attempt=attempt, retry_at=None)
         case ev.TaskSucceeded():
             return _succeeded(state, event)
         case ev.RunSucceeded(run_id=run_id) | ev.RunFailed(run_id=run_id):
@@ -77,8 +77,8 @@ def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | N
             return _retry_wait(state, event)
         case ev.LeaseExpired(run_id=run_id, task=task):
             return _lease_expired(state, run_id, task)
-        case ev.TaskReleased():
-            return _released(state, event)
+        case ev.TaskReleased():  # given back unfinished: ready again, same attempt
+            return _let_go(state, event, TaskState.READY, deadline_at=None)
         case ev.TaskDeadLettered() | ev.RunTimedOut():
             return state  # the events before (TaskFailed) or after (TaskCancelled) say it
         case ev.JobRegistered():
@@ -103,8 +103,8 @@ def evolve(state: JobState | None, job_id: str, event: ev.Event) -> JobState | N
             return _run_reopened(state, event)
         case ev.TaskReset(run_id=run_id, task=task, attempt=attempt):
             return _reset(state, run_id, task, attempt)
-        case ev.TaskCancelled():
-            return _cancelled(state, event)
+        case ev.TaskCancelled():  # a user, a run timeout: terminal, no retry
+            return _let_go(state, event, TaskState.CANCELLED, retry_at=None)
         case ev.TaskSkipped(run_id=run_id, task=task):
             return _update_task(state, run_id, task, state=TaskState.SKIPPED)
         case ev.TaskUpstreamFailed(run_id=run_id, task=task):
@@ -146,44 +146,20 @@ def _update_task(
     return job
 
 
-def _ready(job: JobState, event: ev.TaskReady) -> JobState:
-    """The attempt is ready to claim (a start, a retry released, a lapsed lease given back)."""
-    return _update_task(
-        job,
-        event.run_id,
-        event.task,
-        state=TaskState.READY,
-        attempt=event.attempt,
-        worker_id=None,
-        lease_expires_at=None,
-        retry_at=None,
-    )
+def _let_go(
+    job: JobState,
+    event: ev.TaskReady | ev.TaskReleased | ev.TaskCancelled,
+    new: TaskState,
+    /,
+    **changes: Unpack[TaskChanges],
+) -> JobState:
+    """Return ``job`` with the event's task instance in state ``new``, held by no one.
 
-
-def _released(job: JobState, event: ev.TaskReleased) -> JobState:
-    """The holder gave the attempt back unfinished: ready again, same attempt, no lease."""
-    return _update_task(
-        job,
-        event.run_id,
-        event.task,
-        state=TaskState.READY,
-        worker_id=None,
-        lease_expires_at=None,
-        deadline_at=None,
-    )
-
-
-def _cancelled(job: JobState, event: ev.TaskCancelled) -> JobState:
-    """Cancelled (a user, a run timeout): terminal, no holder, no lease, no retry."""
-    return _update_task(
-        job,
-        event.run_id,
-        event.task,
-        state=TaskState.CANCELLED,
-        worker_id=None,
-        lease_expires_at=None,
-        retry_at=None,
-    )
+    No worker and no lease (``changes`` says what else the event resets): the one update of
+    TaskReady, TaskReleased and TaskCancelled.
+    """
+    let_go: TaskChanges = {"state": new, "worker_id": None, "lease_expires_at": None}
+    return _update_task(job, event.run_id, event.task, **(let_go | changes))
 
 
 def _claimed(job: JobState, event: ev.TaskClaimed) -> JobState:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime
 from functools import lru_cache
+from typing import TypedDict
 
 from cronlog import commands as cmd
 from cronlog import events as ev
@@ -76,6 +77,23 @@ def _instance(d: Decision, command: cmd.ClaimTask | Fenced) -> tuple[Run, TaskIn
     return run, ti
 
 
+class _Attempt(TypedDict):
+    """The fields naming the attempt a lease holder acts on, as its events carry them."""
+
+    run_id: str
+    task: str
+    attempt: int
+    epoch: int
+    worker_id: str
+
+
+def _attempt(run_id: str, ti: TaskInstance, command: Fenced) -> _Attempt:
+    """Return the attempt fields of an event answering ``command`` on ``ti`` (run ``run_id``)."""
+    return _Attempt(
+        run_id=run_id, task=ti.task, attempt=ti.attempt, epoch=ti.epoch, worker_id=command.worker_id
+    )
+
+
 def _held(d: Decision, command: Fenced) -> tuple[Run, TaskInstance] | None:
     """Return the run and task instance whose lease ``command`` holds; None, refused, if not.
 
@@ -128,11 +146,7 @@ def renew(d: Decision, command: cmd.RenewLease, now: datetime) -> None:
     lease_ttl = terms(d.live().spec, ti.task).lease_ttl
     d.emit(
         ev.LeaseRenewed(
-            run_id=run.run_id,
-            task=ti.task,
-            attempt=ti.attempt,
-            epoch=ti.epoch,
-            worker_id=command.worker_id,
+            **_attempt(run.run_id, ti, command),
             lease_expires_at=now + lease_ttl,
         )
     )
@@ -157,11 +171,7 @@ def complete(d: Decision, command: cmd.CompleteTask, now: datetime) -> None:
     mark = len(d.events)
     d.emit(
         ev.TaskSucceeded(
-            run_id=run.run_id,
-            task=ti.task,
-            attempt=ti.attempt,
-            epoch=ti.epoch,
-            worker_id=command.worker_id,
+            **_attempt(run.run_id, ti, command),
             exit_code=command.exit_code or 0,
             output_tail=command.output_tail,
             started_at=command.started_at,
@@ -175,11 +185,7 @@ def complete(d: Decision, command: cmd.CompleteTask, now: datetime) -> None:
 def _failure(command: cmd.CompleteTask, ti: TaskInstance) -> ev.TaskFailed:
     """Return the TaskFailed of a failed completion of ``ti``'s attempt (default kind: exit)."""
     return ev.TaskFailed(
-        run_id=command.run_id,
-        task=ti.task,
-        attempt=ti.attempt,
-        epoch=ti.epoch,
-        worker_id=command.worker_id,
+        **_attempt(command.run_id, ti, command),
         failure_kind=command.failure_kind or FailureKind.NONZERO_EXIT,
         exit_code=command.exit_code,
         output_tail=command.output_tail,
@@ -202,11 +208,7 @@ def release(d: Decision, command: cmd.ReleaseTask) -> None:
     run, ti = found
     d.emit(
         ev.TaskReleased(
-            run_id=run.run_id,
-            task=ti.task,
-            attempt=ti.attempt,
-            epoch=ti.epoch,
-            worker_id=command.worker_id,
+            **_attempt(run.run_id, ti, command),
             reason=command.reason,
         )
     )

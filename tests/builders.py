@@ -156,6 +156,23 @@ def complete(
     )
 
 
+def succeeded(
+    task: str = "main", worker: str = "w1", attempt: int = 1, epoch: int = 1
+) -> ev.TaskSucceeded:
+    """The TaskSucceeded that ``complete(task=, worker=, attempt=, epoch=)`` decides (``RUN``)."""
+    return ev.TaskSucceeded(
+        run_id=RUN,
+        task=task,
+        attempt=attempt,
+        epoch=epoch,
+        worker_id=worker,
+        exit_code=0,
+        output_tail="tail",
+        started_at=STARTED,
+        finished_at=FINISHED,
+    )
+
+
 def completed(
     run_id: str = RUN,
     *,

@@ -9,6 +9,7 @@ event builders speak of task ``main`` at attempt 1, the one task of the runs the
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from cronlog import events as ev
 from cronlog.ids import event_id
@@ -47,9 +48,11 @@ def scheduled(
     trigger: RunTrigger = RunTrigger.SCHEDULE,
     next_fire_at: datetime | None = None,
     ready: tuple[str, ...] = (),
+    **fields: Any,
 ) -> ev.RunScheduled:
     """A run of the one task ``main`` for ``tick`` (aware UTC); ``next_fire_at`` is the job's
-    next tick after it (None: none, or not told)."""
+    next tick after it (None: none, or not told); ``fields``: other RunScheduled fields
+    (``runs_remaining``, ``release_at``)."""
     return ev.RunScheduled(
         run_id=run_id,
         scheduled_for=tick,
@@ -57,6 +60,7 @@ def scheduled(
         tasks=("main",),
         next_fire_at=next_fire_at,
         ready=ready,
+        **fields,
     )
 
 
@@ -116,11 +120,12 @@ def failed(
     exit_code: int = 1,
     worker: str = "w1",
     output_tail: str = "",
+    task: str = "main",
 ) -> ev.TaskFailed:
-    """``main``'s first attempt (epoch 1) exited ``exit_code`` (not 0) on ``worker``."""
+    """``task``'s first attempt (epoch 1) exited ``exit_code`` (not 0) on ``worker``."""
     return ev.TaskFailed(
         run_id=run_id,
-        task="main",
+        task=task,
         attempt=1,
         epoch=1,
         worker_id=worker,

@@ -26,6 +26,18 @@ def next_ticks(*args: str) -> Any:
     return json.loads(result.stdout)
 
 
+def berlin(expression: str, *flags: str, count: int) -> Any:
+    """``schedule next`` of ``expression`` in Europe/Berlin with ``flags``, ``count`` ticks."""
+    return next_ticks("--cron", expression, "--tz", "Europe/Berlin", *flags, "--count", str(count))
+
+
+def shared(case: dict[str, Any], flag: str) -> Any:
+    """``schedule next`` of a shared case, its ``after`` passed as ``flag`` (after/before)."""
+    count = str(len(case["expected_utc"]))
+    where = ("--tz", case["tz"], flag, case["after"])
+    return next_ticks("--cron", case["expr"], *where, "--count", count)
+
+
 def utcs(ticks: list[dict[str, str]]) -> list[str]:
     """The UTC instants, as the shared cases write them (whole seconds, ``Z``)."""
     return [t["utc"].replace(".000Z", "Z") for t in ticks]
@@ -40,45 +52,18 @@ def _cases(kind: str) -> list[Any]:
 
 @pytest.mark.parametrize("case", _cases("ticks"))
 def test_shared_tick_cases(case: dict[str, Any]) -> None:
-    ticks = next_ticks(
-        "--cron",
-        case["expr"],
-        "--tz",
-        case["tz"],
-        "--after",
-        case["after"],
-        "--count",
-        str(len(case["expected_utc"])),
-    )
+    ticks = shared(case, "--after")
     assert utcs(ticks) == case["expected_utc"]
 
 
 @pytest.mark.parametrize("case", _cases("prev_ticks"))
 def test_shared_prev_tick_cases(case: dict[str, Any]) -> None:
-    ticks = next_ticks(
-        "--cron",
-        case["expr"],
-        "--tz",
-        case["tz"],
-        "--before",
-        case["after"],
-        "--count",
-        str(len(case["expected_utc"])),
-    )
+    ticks = shared(case, "--before")
     assert utcs(ticks) == case["expected_utc"]
 
 
 def test_berlin_spring_gap_shift_shows_local_wall_time_with_offset() -> None:
-    ticks = next_ticks(
-        "--cron",
-        "30 2 * * *",
-        "--tz",
-        "Europe/Berlin",
-        "--after",
-        "2024-03-29T12:00:00Z",
-        "--count",
-        "3",
-    )
+    ticks = berlin("30 2 * * *", "--after", "2024-03-29T12:00:00Z", count=3)
     assert ticks == [
         {"utc": "2024-03-30T01:30:00.000Z", "local": "2024-03-30T02:30:00.000+01:00"},
         {"utc": "2024-03-31T01:00:00.000Z", "local": "2024-03-31T03:00:00.000+02:00"},
@@ -87,18 +72,7 @@ def test_berlin_spring_gap_shift_shows_local_wall_time_with_offset() -> None:
 
 
 def test_berlin_spring_gap_skip() -> None:
-    ticks = next_ticks(
-        "--cron",
-        "30 2 * * *",
-        "--tz",
-        "Europe/Berlin",
-        "--dst-gap",
-        "skip",
-        "--after",
-        "2024-03-29T12:00:00Z",
-        "--count",
-        "2",
-    )
+    ticks = berlin("30 2 * * *", "--dst-gap", "skip", "--after", "2024-03-29T12:00:00Z", count=2)
     assert utcs(ticks) == ["2024-03-30T01:30:00Z", "2024-04-01T00:30:00Z"]
 
 
@@ -111,72 +85,26 @@ def test_berlin_spring_gap_skip() -> None:
     ],
 )
 def test_berlin_fall_back_overlap_policies(policy: str, expected: list[str]) -> None:
-    ticks = next_ticks(
-        "--cron",
-        "30 2 * * *",
-        "--tz",
-        "Europe/Berlin",
-        "--dst-overlap",
-        policy,
-        "--after",
-        "2024-10-26T12:00:00Z",
-        "--count",
-        "2",
-    )
+    after = ("--after", "2024-10-26T12:00:00Z")
+    ticks = berlin("30 2 * * *", "--dst-overlap", policy, *after, count=2)
     assert utcs(ticks) == expected
 
 
 def test_wildcard_job_fires_both_passes_and_nothing_in_the_gap() -> None:
-    fall = next_ticks(
-        "--cron",
-        "*/30 2 * * *",
-        "--tz",
-        "Europe/Berlin",
-        "--after",
-        "2024-10-26T12:00:00Z",
-        "--count",
-        "4",
-    )
+    fall = berlin("*/30 2 * * *", "--after", "2024-10-26T12:00:00Z", count=4)
     assert fall == [
         {"utc": "2024-10-27T00:00:00.000Z", "local": "2024-10-27T02:00:00.000+02:00"},
         {"utc": "2024-10-27T00:30:00.000Z", "local": "2024-10-27T02:30:00.000+02:00"},
         {"utc": "2024-10-27T01:00:00.000Z", "local": "2024-10-27T02:00:00.000+01:00"},
         {"utc": "2024-10-27T01:30:00.000Z", "local": "2024-10-27T02:30:00.000+01:00"},
     ]
-    spring = next_ticks(
-        "--cron",
-        "*/30 2 * * *",
-        "--tz",
-        "Europe/Berlin",
-        "--after",
-        "2024-03-30T12:00:00Z",
-        "--count",
-        "1",
-    )
+    spring = berlin("*/30 2 * * *", "--after", "2024-03-30T12:00:00Z", count=1)
     assert utcs(spring) == ["2024-04-01T00:00:00Z"]
 
 
 def test_before_lists_latest_first_and_matches_after_reversed() -> None:
-    before = next_ticks(
-        "--cron",
-        "30 2 * * *",
-        "--tz",
-        "Europe/Berlin",
-        "--before",
-        "2024-04-01T12:00:00+02:00",
-        "--count",
-        "3",
-    )
-    after = next_ticks(
-        "--cron",
-        "30 2 * * *",
-        "--tz",
-        "Europe/Berlin",
-        "--after",
-        "2024-03-29T12:00:00Z",
-        "--count",
-        "3",
-    )
+    before = berlin("30 2 * * *", "--before", "2024-04-01T12:00:00+02:00", count=3)
+    after = berlin("30 2 * * *", "--after", "2024-03-29T12:00:00Z", count=3)
     assert before == list(reversed(after))
 
 

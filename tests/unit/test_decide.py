@@ -56,6 +56,7 @@ from tests.builders import (
     rejected,
     renew,
     scheduled,
+    succeeded,
     when,
 )
 
@@ -274,17 +275,7 @@ def test_lease_holder_can_still_complete_after_delete() -> None:
     state = given(registered(), scheduled(), ready(), claimed(), ev.JobDeleted(), clock=TICK)
     _, events = when(state, complete(), FINISHED)
     assert events == [
-        ev.TaskSucceeded(
-            run_id=RUN,
-            task="main",
-            attempt=1,
-            epoch=1,
-            worker_id="w1",
-            exit_code=0,
-            output_tail="tail",
-            started_at=STARTED,
-            finished_at=FINISHED,
-        ),
+        succeeded(),
         ev.RunSucceeded(run_id=RUN, scheduled_for=TICK, tenant="default"),
     ]
 
@@ -766,17 +757,7 @@ def test_renew_by_a_non_holder_is_rejected() -> None:
 def test_complete_success_ends_the_run_succeeded() -> None:
     state, events = when(CLAIMED, complete(exit_code=None), FINISHED)
     assert events == [
-        ev.TaskSucceeded(
-            run_id=RUN,
-            task="main",
-            attempt=1,
-            epoch=1,
-            worker_id="w1",
-            exit_code=0,
-            output_tail="tail",
-            started_at=STARTED,
-            finished_at=FINISHED,
-        ),
+        succeeded(),
         ev.RunSucceeded(run_id=RUN, scheduled_for=TICK, tenant="default"),
     ]
     assert state is not None and state.runs == ()
@@ -887,32 +868,10 @@ def test_dag_run_succeeds_only_when_every_task_succeeded() -> None:
         clock=TICK,
     )
     state, events = when(state, complete(task="extract"), FINISHED, key="c1")
-    assert events == [
-        ev.TaskSucceeded(
-            run_id=RUN,
-            task="extract",
-            attempt=1,
-            epoch=1,
-            worker_id="w1",
-            exit_code=0,
-            output_tail="tail",
-            started_at=STARTED,
-            finished_at=FINISHED,
-        )
-    ]
+    assert events == [succeeded(task="extract")]
     _, events = when(state, complete(task="load", worker="w2"), FINISHED, key="c2")
     assert events == [
-        ev.TaskSucceeded(
-            run_id=RUN,
-            task="load",
-            attempt=1,
-            epoch=1,
-            worker_id="w2",
-            exit_code=0,
-            output_tail="tail",
-            started_at=STARTED,
-            finished_at=FINISHED,
-        ),
+        succeeded(task="load", worker="w2"),
         ev.RunSucceeded(run_id=RUN, scheduled_for=TICK, tenant="default"),
     ]
 
@@ -932,17 +891,7 @@ def test_dag_run_fails_once_every_task_ended_and_one_failed() -> None:
     assert [type(e) for e in events] == [ev.TaskFailed, ev.TaskDeadLettered]
     _, events = when(state, complete(task="load", worker="w2"), FINISHED, key="c2")
     assert events == [
-        ev.TaskSucceeded(
-            run_id=RUN,
-            task="load",
-            attempt=1,
-            epoch=1,
-            worker_id="w2",
-            exit_code=0,
-            output_tail="tail",
-            started_at=STARTED,
-            finished_at=FINISHED,
-        ),
+        succeeded(task="load", worker="w2"),
         ev.RunFailed(run_id=RUN, scheduled_for=TICK, tenant="default"),
     ]
 
@@ -1084,17 +1033,7 @@ def test_zombie_completion_after_reassignment_is_rejected_and_the_new_holder_win
     assert events == [rejected(impostor, RejectReason.NOT_HOLDER, "lease is held by w2")]
     _, events = when(state, complete(epoch=2, worker="w2", attempt=2), LEASE_END, key="w2-done")
     assert events == [
-        ev.TaskSucceeded(
-            run_id=RUN,
-            task="main",
-            attempt=2,
-            epoch=2,
-            worker_id="w2",
-            exit_code=0,
-            output_tail="tail",
-            started_at=STARTED,
-            finished_at=FINISHED,
-        ),
+        succeeded(worker="w2", attempt=2, epoch=2),
         ev.RunSucceeded(run_id=RUN, scheduled_for=TICK, tenant="default"),
     ]
 

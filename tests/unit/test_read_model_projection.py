@@ -21,7 +21,7 @@ from cronlog.vocabulary import (
 from services.api.readmodel import metrics, views
 from services.api.readmodel.store import FORMAT, Store
 from services.api.routes import metrics as metrics_route
-from tests.run_records import claimed
+from tests.run_records import claimed, scheduled
 from tests.unit.authed import authed
 from tests.unit.store_feed import JOB, SPEC, T0, command, feed, fire, register
 
@@ -125,13 +125,7 @@ def test_running_run_shows_its_lease_and_renewals_move_it(store: Store) -> None:
         store,
         *command(
             "t",
-            ev.RunScheduled(
-                run_id="r1",
-                scheduled_for=tick,
-                trigger=RunTrigger.SCHEDULE,
-                tasks=("main",),
-                next_fire_at=None,
-            ),
+            scheduled("r1", tick),
             ev.TaskReady(run_id="r1", task="main", attempt=1, scheduled_for=tick),
             at=tick,
         ),
@@ -246,13 +240,7 @@ def test_a_retry_is_a_new_attempt(store: Store) -> None:
         store,
         *command(
             "t",
-            ev.RunScheduled(
-                run_id="r1",
-                scheduled_for=tick,
-                trigger=RunTrigger.SCHEDULE,
-                tasks=("main",),
-                next_fire_at=None,
-            ),
+            scheduled("r1", tick),
             ev.TaskReady(run_id="r1", task="main", attempt=1, scheduled_for=tick),
         ),
         *command(
@@ -333,13 +321,7 @@ def test_manual_trigger_leaves_the_schedule_cursor(store: Store) -> None:
         store,
         *command(
             "trig",
-            ev.RunScheduled(
-                run_id="rm",
-                scheduled_for=T0 + timedelta(seconds=3),
-                trigger=RunTrigger.MANUAL,
-                tasks=("main",),
-                next_fire_at=None,
-            ),
+            scheduled("rm", T0 + timedelta(seconds=3), trigger=RunTrigger.MANUAL),
         ),
     )
     job = views.get_job(store, JOB)
@@ -355,13 +337,7 @@ def test_events_for_returns_what_a_command_caused(store: Store) -> None:
     register(store)
     caused = command(
         "k1",
-        ev.RunScheduled(
-            run_id="r1",
-            scheduled_for=tick,
-            trigger=RunTrigger.MANUAL,
-            tasks=("main",),
-            next_fire_at=None,
-        ),
+        scheduled("r1", tick, trigger=RunTrigger.MANUAL),
         ev.TaskReady(run_id="r1", task="main", attempt=1, scheduled_for=tick),
     )
     feed(
@@ -420,15 +396,7 @@ def test_buffered_run_shows_buffered_then_scheduled_and_counts_once(store: Store
         store,
         *command(
             "done",
-            ev.RunScheduled(
-                run_id="rb",
-                scheduled_for=tick,
-                trigger=RunTrigger.SCHEDULE,
-                tasks=("main",),
-                next_fire_at=tick + timedelta(seconds=10),
-                runs_remaining=3,
-                release_at=None,
-            ),
+            scheduled("rb", tick, next_fire_at=tick + timedelta(seconds=10), runs_remaining=3),
             ev.TaskReady(run_id="rb", task="main", attempt=1, scheduled_for=tick),
             at=tick + timedelta(seconds=4),
         ),
@@ -446,13 +414,7 @@ def test_cancelled_run_is_terminal_and_names_its_replacement(store: Store) -> No
         store,
         *command(
             "t1",
-            ev.RunScheduled(
-                run_id="r1",
-                scheduled_for=tick,
-                trigger=RunTrigger.SCHEDULE,
-                tasks=("main",),
-                next_fire_at=tick + timedelta(seconds=10),
-            ),
+            scheduled("r1", tick, next_fire_at=tick + timedelta(seconds=10)),
             ev.TaskReady(run_id="r1", task="main", attempt=1, scheduled_for=tick),
             at=tick,
         ),
@@ -483,15 +445,7 @@ def test_jittered_run_shows_its_release_instant(store: Store) -> None:
         store,
         *command(
             "t1",
-            ev.RunScheduled(
-                run_id="r1",
-                scheduled_for=tick,
-                trigger=RunTrigger.SCHEDULE,
-                tasks=("main",),
-                next_fire_at=None,
-                runs_remaining=0,
-                release_at=tick + timedelta(seconds=3),
-            ),
+            scheduled("r1", tick, runs_remaining=0, release_at=tick + timedelta(seconds=3)),
             at=tick,
         ),
     )

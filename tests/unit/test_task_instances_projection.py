@@ -7,10 +7,11 @@ from typing import Any
 
 from cronlog import events as ev
 from cronlog.model import JobSpec, Schedule, ScheduleKind, TaskSpec, TriggerRule, main_task
-from cronlog.vocabulary import CancelReason, FailureKind, RunTrigger
+from cronlog.vocabulary import CancelReason, RunTrigger
 from services.api.readmodel import views
 from services.api.readmodel.store import Store
 from services.api.shapes.responses import RunOut
+from tests.run_records import failed as task_failed
 from tests.unit.store_feed import command, feed
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -137,18 +138,7 @@ def test_each_task_keeps_its_own_state_worker_and_timings(store: Store) -> None:
 
 def test_a_retry_shows_retrying_then_the_next_attempt_ready(store: Store) -> None:
     start(store)
-    failed = ev.TaskFailed(
-        run_id=RUN,
-        task="extract",
-        attempt=1,
-        epoch=1,
-        worker_id="w1",
-        failure_kind=FailureKind.NONZERO_EXIT,
-        exit_code=3,
-        output_tail="",
-        started_at=at(0.5),
-        finished_at=at(1),
-    )
+    failed = task_failed(RUN, task="extract", exit_code=3, started_at=at(0.5), finished_at=at(1))
     feed(
         store,
         *claim("extract", 1, 1, 0.1),
@@ -181,18 +171,7 @@ def test_a_failed_root_leaves_its_downstream_upstream_failed_and_all_done_runs(
     store: Store,
 ) -> None:
     start(store)
-    failed = ev.TaskFailed(
-        run_id=RUN,
-        task="extract",
-        attempt=1,
-        epoch=1,
-        worker_id="w1",
-        failure_kind=FailureKind.NONZERO_EXIT,
-        exit_code=1,
-        output_tail="",
-        started_at=at(0.5),
-        finished_at=at(1),
-    )
+    failed = task_failed(RUN, task="extract", exit_code=1, started_at=at(0.5), finished_at=at(1))
     feed(
         store,
         *claim("extract", 1, 1, 0.1),
