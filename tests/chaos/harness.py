@@ -96,7 +96,8 @@ class PrivateBroker:
 
     def kill9(self, node: int) -> None:
         """``kill -9`` node ``node`` (1..nodes) of the cluster; ``start`` brings it back."""
-        kill_node(str(self.home / f"node{node}" / "kafka.pid"))
+        home = self.home if self.nodes == 1 else self.home / f"node{node}"  # ops/kafka's layout
+        kill_node(str(home / "kafka.pid"))
 
     def _ops(self, action: str) -> str:
         out = subprocess.run(
