@@ -13,27 +13,45 @@ log = logging.getLogger("cronlog.scheduler")
 
 @dataclass
 class FoldStats:
-    """Counts and timings of the fold, logged every ``every_s`` seconds (action=fold_stats)."""
+    """Counts and timings of the fold, logged every ``every_s`` seconds (action=fold_stats).
+
+    ``batches`` counts transactions (``txns`` is their rate), ``passes`` the decide passes
+    that went into them; ``commit`` is the commit thread's time, ``wait`` the fold thread's
+    time blocked on it (services/scheduler/pipeline.py).
+    """
 
     every_s: float = 10.0
     since: float = field(default_factory=time.monotonic)
     batches: int = 0
+    passes: int = 0
     records: int = 0
     decisions: int = 0
     fold_s: float = 0.0
     commit_s: float = 0.0
     store_s: float = 0.0
+    wait_s: float = 0.0
+
+    def passed(self, records: int) -> None:
+        """Count one decide pass of ``records`` command records."""
+        self.passes += 1
 
     def record(
-        self, out: BatchResult, records: int, fold_s: float, commit_s: float, store_s: float
+        self,
+        out: BatchResult,
+        records: int,
+        fold_s: float,
+        commit_s: float,
+        store_s: float,
+        wait_s: float = 0.0,
     ) -> None:
-        """Add one batch; log and reset when the period is over."""
+        """Add one committed transaction (seconds); log and reset when the period is over."""
         self.batches += 1
         self.records += records
         self.decisions += out.decisions
         self.fold_s += fold_s
         self.commit_s += commit_s
         self.store_s += store_s
+        self.wait_s += wait_s
         now = time.monotonic()
         if now - self.since >= self.every_s:
             log.info(
@@ -47,7 +65,11 @@ class FoldStats:
                     "fold": f"{self.fold_s:.2f}s",
                     "commit": f"{self.commit_s:.2f}s",
                     "store": f"{self.store_s:.2f}s",
+                    "txns": f"{self.batches / (now - self.since):.1f}/s",
+                    "wait": f"{self.wait_s:.2f}s",
+                    "passes": self.passes,
                 },
             )
             self.since, self.batches, self.records, self.decisions = now, 0, 0, 0
-            self.fold_s = self.commit_s = self.store_s = 0.0
+            self.passes = 0
+            self.fold_s = self.commit_s = self.store_s = self.wait_s = 0.0

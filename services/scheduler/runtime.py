@@ -2,12 +2,15 @@
 
 Shaped like Kafka Streams' exactly-once (EOS v2, KIP-447) and Quix Streams' checkpointing: one
 consumer in the scheduler group on ``cronlog.commands`` (cooperative-sticky, static membership,
-``read_committed``), one transactional producer per process. A batch is what is available (up to
-``batch_size`` records); ``topology.fold.folder.BatchFolder`` decides it; its run-events, ready and
-reply copies, dead letters, continuation Ticks, the latest changelog record per job touched *and the
-consumed offsets* commit in one transaction; RocksDB is written after the commit. A partition
-is folded only once its store is restored (``topology.fold.restore``) and its due index rebuilt.
-Rules and measurements: docs/architecture.md, "The fold runtime".
+``read_committed``), one transactional producer per process. ``topology.fold.folder.BatchFolder``
+decides what is available; several decide passes go into one transaction, sized by time
+(``commit_interval_ms``) and size; its run-events, ready and reply copies, dead letters,
+continuation Ticks, the latest changelog record per job touched *and the consumed offsets*
+commit in one transaction, in a thread of its own while the fold decides the next
+(``services/scheduler/pipeline.py``, ``services/scheduler/fold_loop.py``); RocksDB is written
+after the commit. A partition is folded only once its store is restored
+(``topology.fold.restore``) and its due index rebuilt. Rules and measurements:
+docs/architecture.md, "The fold runtime".
 """
 
 from __future__ import annotations
@@ -18,35 +21,35 @@ import threading
 import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from services.scheduler import metrics
 from services.scheduler.faults import CrashPoints
+from services.scheduler.fold_loop import FoldLoop
 from services.scheduler.fold_stats import FoldStats
 from services.scheduler.held import HeldReport
 from services.scheduler.membership import ConsumerFenced, Rejoins, fold_consumer_config
+from services.scheduler.pipeline import OverlaidCache, Pipeline
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.stable import StableGate
 from services.scheduler.ticker import TickGate
 from services.scheduler.transaction import BatchTransactions
 from topology.fold.due_index import DueIndex
-from topology.fold.folder import BatchFolder, BatchResult, Record
-from topology.fold.markers import FoldMarkers, MarkerChanges
+from topology.fold.folder import BatchFolder
+from topology.fold.markers import FoldMarkers
 from topology.fold.partition_store import PartitionStore
 from topology.fold.restore import CONSUMER_CONFIG as RESTORE_CONSUMER
 from topology.fold.restore import last_write_committed, ready_ms, restore
-from topology.fold.spans import batch_attributes, batch_span, sdk_tracer
+from topology.fold.spans import sdk_tracer
 from topology.fold.state_cache import StateCache
-from topology.kafka.retrying import fatal, is_fatal, is_transient
 from topology.kafka.topics import Topics
 from topology.kafka.watchdog import Watchdog
-from topology.wire.codec import RegistryUnavailable
 from topology.wire.registry import codec_for
 
 log = logging.getLogger("cronlog.scheduler")
 
 
-class FoldRuntime:
+class FoldRuntime(FoldLoop):
     """One scheduler process's fold: assignment, restore, batches, transactions.
 
     Args:
@@ -79,12 +82,19 @@ class FoldRuntime:
         self.owned: set[int] = set()
         self.revocations: dict[int, int] = {}
         """partition -> how many times it was revoked (or lost): a batch whose partition was
-        revoked since it was read is not sought back (``_retry``)."""
+        revoked since it was read is not sought back (``_seek_back``)."""
         self.lock = threading.Lock()
         self.stop = stop or threading.Event()
         self.stats = FoldStats(settings.fold_stats_s)
         self.lag = metrics.ConsumerLag(self.topics.commands)
         self.cache = StateCache(settings.state_cache)
+        self.pipeline = Pipeline(
+            settings.commit_interval_ms / 1000, settings.batch_size, settings.commit_max_bytes
+        )
+        self._seeks: dict[int, tuple[int, int]] = {}
+        """partition -> (offset, its revocation count when read): ``_rewind``'s seeks."""
+        self._polling = False
+        """True inside the consumer's poll (a rebalance callback may run): seeks wait."""
         self.tracer = sdk_tracer("cronlog.scheduler")
         """``fold.batch`` spans; None when tracing is off (``services/tracing.py``)."""
         self.folder = BatchFolder(
@@ -95,7 +105,7 @@ class FoldRuntime:
             self.codec,
             settings.tick_slice,
             self.ready,
-            self.cache,
+            OverlaidCache(self.cache, self.pipeline),
             markers=FoldMarkers(settings.idem_rules(), self._load_marker, self._expiring),
         )
         self.consumer = Consumer(fold_consumer_config(settings, self.topics.scheduler_app))
@@ -120,7 +130,9 @@ class FoldRuntime:
     def run(self) -> None:
         """Fold until ``stop`` is set (SIGTERM), then leave cleanly.
 
-        A consumer fenced as a static member is replaced in place (``_rejoin``).
+        A consumer fenced as a static member is replaced in place (``_rejoin``). On stop the
+        in-flight transaction is finished; the open one is dropped (its records are read
+        again by the next owner, from the committed offsets).
 
         Raises:
             Fenced: the producer was fenced too often, or the consumer (the caller exits the
@@ -134,12 +146,10 @@ class FoldRuntime:
                 try:
                     self._restore_pending()
                     self.lag.refresh(self.consumer, self.owned)  # every few s, not per batch
-                    msgs = self._poll()
-                    if msgs:
-                        with batch_span(self.tracer):
-                            self._process(msgs)
+                    self._step()
                 except ConsumerFenced as exc:
                     self._rejoin(exc)
+            self._settle(seek=False)
         finally:
             self._close()
 
@@ -160,8 +170,7 @@ class FoldRuntime:
             Fenced: fenced more than REJOIN_LIMIT times in a minute.
         """
         self.rejoins.allow(exc)
-        self.due.rollback()
-        self.ready.rollback()
+        self._settle(seek=False)  # what the fenced consumer read is read again by the next
         gone = sorted(self.owned | set(self.pending))
         self._forget(gone)
         old, self.consumer = (
@@ -178,141 +187,27 @@ class FoldRuntime:
             extra={"action": "consumer_rejoined", "dropped": gone, "error": exc},
         )
 
-    def _poll(self) -> list[Message]:
-        """Return what is available: wait up to 0.1 s for one record, then take the rest
-        already fetched (at most ``batch_size``) without waiting."""
-        first = self.consumer.poll(0.1)
-        if first is None:
-            return []
-        return [first, *self.consumer.consume(self.settings.batch_size - 1, timeout=0)]
-
-    def _process(self, msgs: list[Message]) -> None:
-        records, starts, ends = self._records(msgs)
-        if not records:
-            return
-        read_at = {p: self.revocations.get(p, 0) for p in starts}
-        t0 = time.perf_counter()
-        self.due.begin()
-        self.ready.begin()
-        try:
-            out = self.folder.fold(records)
-        except RegistryUnavailable as exc:
-            # A Confluent-framed command whose schema the registry could not give: the record
-            # is fine, so it is neither dead-lettered nor skipped; the batch is folded again.
-            log.warning(
-                "batch retried in 1 s",
-                extra={"action": "schema_registry_unavailable", "error": exc},
-            )
-            self._retry(starts, read_at)
-            self.stop.wait(1.0)
-            return
-        batch_attributes(len(records), ends, out.decisions)
-        t1 = time.perf_counter()
-        offsets = self.txn.commit(out, ends)
-        t2 = time.perf_counter()
-        if offsets is None:  # aborted: nothing of the batch happened; fold it again
-            fenced, self.txn.member_fenced = self.txn.member_fenced, None
-            if fenced is not None:  # the offsets told first: the consumer is fenced too
-                raise ConsumerFenced(f"offsets refused: {fenced}")
-            self._retry(starts, read_at)
-            return
-        self.due.commit()
-        self.ready.commit()
-        for p, end in ends.items():
-            self.tick_gate.folded(p, end)
-        if out.sends or out.writes:  # the crash points of invariant 6's tests
-            self.faults.reached("after_commit")
-        self._write(out, offsets)
-        self.cache.update(out.states)
-        if out.sends or out.writes:
-            self.faults.reached("after_store")
-        self.stats.record(out, len(records), t1 - t0, t2 - t1, time.perf_counter() - t2)
-        metrics.batch(len(records), out.decisions, t2 - t1, len(self.due))
-
-    def _retry(self, starts: dict[int, int], read_at: dict[int, int]) -> None:
-        """Forget a batch that did not happen and read it again from its first offsets.
-
-        A partition revoked since the batch was read (the aborted commit was often the
-        rebalance's doing) is not sought: it is not this consumer's, or it came back with a
-        new assignment that reads from the committed offset, and a seek there fails
-        (``_OUTDATED``: the chaos run's scheduler died of it with a raw traceback). A seek
-        that fails on a partition still held leaves its position unknown: the process ends
-        (exit 70) rather than go on past records it did not fold.
-        """
-        self.due.rollback()
-        self.ready.rollback()
-        for p, offset in starts.items():
-            if self.revocations.get(p, 0) != read_at.get(p, 0) or p not in self.owned:
-                continue
-            try:
-                self.consumer.seek(TopicPartition(self.topics.commands, p, offset))
-            except KafkaException as exc:
-                if is_fatal(exc.args[0]):
-                    raise ConsumerFenced(f"consumer: {exc.args[0]}") from exc
-                fatal("fold", f"cannot read partition {p} again from offset {offset}: {exc}")
-
-    def _records(self, msgs: list[Message]) -> tuple[list[Record], dict[int, int], dict[int, int]]:
-        records: list[Record] = []
-        starts: dict[int, int] = {}
-        ends: dict[int, int] = {}
-        unready: dict[int, int] = {}
-        for m in msgs:
-            err = m.error()
-            if err is not None:
-                self._consumer_error(err)
-                continue
-            p, offset = m.partition(), m.offset()
-            if p is None or offset is None:
-                continue
-            if p not in self.owned:  # not restored yet: read again once it is
-                unready.setdefault(p, offset)
-                continue
-            _, ts = m.timestamp()
-            records.append(Record(p, offset, ts, m.key(), m.value() or b""))
-            starts.setdefault(p, offset)
-            ends[p] = offset + 1
-        for p, offset in unready.items():
-            self.consumer.seek(TopicPartition(self.topics.commands, p, offset))
-        return records, starts, ends
-
-    def _consumer_error(self, err: KafkaError) -> None:
-        # A consumer's fatal error arrives as an error event coded _FATAL (fatal() is not set
-        # on it): a static member fenced by its own rejoin after a coordinator stall
-        # (KAFKA-20985; Kafka Streams shuts down on it). The consumer is dead: a new one
-        # rejoins (``_rejoin``).
-        if is_fatal(err):
-            raise ConsumerFenced(f"consumer: {err}")
-        if err.code() != KafkaError._PARTITION_EOF:
-            log.warning(
-                "consumer error",
-                extra={"action": "consume_error", "error": err, "transient": is_transient(err)},
-            )
-
-    def _write(self, out: BatchResult, offsets: dict[int, int]) -> None:
-        rows: dict[int, list[tuple[str, bytes | None, int | None, int | None]]] = {}
-        marks: dict[int, MarkerChanges] = {}
-        for job_id, w in out.writes.items():
-            rows.setdefault(w.partition, []).append((job_id, w.value, w.deadline_ms, w.ready_ms))
-        for (p, key), value in out.markers.items():
-            marks.setdefault(p, {})[(p, key)] = value
-        for p in rows.keys() | marks.keys():
-            store = self.stores.get(p)
-            if store is not None:
-                store.write(
-                    rows.get(p, []), offsets.get(p), marks.get(p), before=out.markers_before
-                )
+    # The folder's reads: what is decided but not committed first (the pipeline's overlay).
 
     def _load(self, partition: int, job_id: str) -> bytes | None:
+        found, value = self.pipeline.record(partition, job_id)
+        if found:
+            return value
         store = self.stores.get(partition)
         return store.get(job_id) if store is not None else None
 
     def _load_marker(self, partition: int, key: str) -> bytes | None:
+        found, value = self.pipeline.marker(partition, key)
+        if found:
+            return value
         store = self.stores.get(partition)
         return store.marker(key) if store is not None else None
 
     def _expiring(self, partition: int, upto: int, most: int) -> list[tuple[int, str]]:
         store = self.stores.get(partition)
-        return store.expiring(upto, most) if store is not None else []
+        if store is None:
+            return []
+        return self.pipeline.expiring(partition, lambda n: store.expiring(upto, n), upto, most)
 
     # -- assignment --------------------------------------------------------------------------
 
@@ -337,6 +232,7 @@ class FoldRuntime:
             with contextlib.suppress(KafkaException):
                 consumer.incremental_unassign(partitions)
             return
+        self._settle(seek=True)  # what was decided for them is dropped, the rest read again
         self._forget(gone)
         consumer.incremental_unassign(partitions)
         metrics.ownership("revoked", len(gone))
@@ -448,6 +344,7 @@ class FoldRuntime:
             for store in self.stores.values():
                 store.close()
             self.stores.clear()
+            self.pipeline.shutdown()
 
     def owned_partitions(self) -> list[int]:
         """Return the partitions this process folds now (for the ticker)."""

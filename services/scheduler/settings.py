@@ -25,7 +25,16 @@ class SchedulerSettings(KafkaSettings):
             ``state/scheduler-<instance_id>``.
         tick_interval_s: seconds between the Ticks this process appends to each partition it
             owns. Default 1.
-        batch_size: most command records folded per batch (one transaction). Default 5000.
+        batch_size: most command records in one transaction (several decide passes may go
+            into one). Default 5000.
+        commit_interval_ms: how long a transaction stays open under load, ms (env
+            ``CRONLOG_COMMIT_INTERVAL_MS``): while one commits, the fold decides the next;
+            that one commits once the first returned and it has been open this long, or at
+            once when the consumer has nothing more to give (idle: latency stays low). Kafka
+            Streams' ``commit.interval.ms`` under exactly-once. Default 100; 0 commits as
+            soon as the previous commit returns.
+        commit_max_bytes: most output bytes (messages and job records) in one transaction;
+            a full one is committed without waiting for the interval. Default 16 MiB.
         state_cache: decoded job records kept in memory (``topology/fold/state_cache.py``), jobs;
             0 turns it off. Default 50,000.
         tick_slice: most due jobs one Tick decides; the rest continue on a Tick the fold
@@ -72,6 +81,8 @@ class SchedulerSettings(KafkaSettings):
     state_dir: str = ""
     tick_interval_s: float = Field(default=1.0, gt=0)
     batch_size: int = Field(default=5000, ge=1, le=100_000)
+    commit_interval_ms: int = Field(default=100, ge=0, le=60_000)
+    commit_max_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     tick_slice: int = Field(default=250, ge=1)
     state_cache: int = Field(default=DEFAULT_CAPACITY, ge=0)
     transaction_timeout_s: float = Field(default=10.0, ge=1.0, le=900.0)

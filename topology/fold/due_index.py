@@ -2,8 +2,10 @@
 
 In memory only: rebuilt from the store after every restore, dropped for revoked partitions,
 updated by the fold after each command. An entry is stale when the job's recorded deadline
-has moved; stale entries are skipped when popped. A batch whose transaction aborts undoes
-its changes (``begin`` / ``rollback``), so a retried batch pops the same jobs.
+has moved; stale entries are skipped when popped. Each open transaction records its changes
+(``begin``): while one commits the fold decides the next (``services/scheduler/pipeline.py``),
+so ``commit`` keeps the oldest's changes and ``rollback`` undoes every uncommitted one, so a
+retried batch pops the same jobs.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ class DueIndex:
         self._heaps: dict[int, list[tuple[int, str]]] = {}
         self._deadline: dict[str, int] = {}
         self._partition: dict[str, int] = {}
-        self._journal: dict[str, int | None] | None = None
-        """job_id → its deadline before the batch's first change (None: it had none)."""
+        self._journals: list[dict[str, int | None]] = []
+        """One per uncommitted transaction, oldest first: job_id → its deadline before that
+        transaction's first change (None: it had none)."""
 
     def __len__(self) -> int:
         return len(self._deadline)
@@ -65,28 +68,32 @@ class DueIndex:
         return sorted(self._heaps)
 
     def begin(self) -> None:
-        """Start recording changes, so ``rollback`` can undo them (one batch)."""
-        self._journal = {}
+        """Start recording a transaction's changes, so ``rollback`` can undo them."""
+        self._journals.append({})
 
     def commit(self) -> None:
-        """Keep the changes since ``begin``."""
-        self._journal = None
+        """Keep the changes of the oldest transaction since its ``begin`` (it committed)."""
+        if self._journals:
+            self._journals.pop(0)
 
     def rollback(self) -> None:
-        """Undo every change since ``begin`` (the batch's transaction aborted)."""
-        journal, self._journal = self._journal or {}, None
-        for job_id, before in journal.items():
-            if before is None:
-                self._deadline.pop(job_id, None)
-                continue
-            self._deadline[job_id] = before
-            heap = self._heaps.get(self._partition.get(job_id, -1))
-            if heap is not None:
+        """Undo every change of every uncommitted transaction (one aborted: all after it go).
+
+        Jobs of a partition dropped meanwhile (revoked) are not restored.
+        """
+        journals, self._journals = self._journals, []
+        for journal in reversed(journals):
+            for job_id, before in journal.items():
+                heap = self._heaps.get(self._partition.get(job_id, -1))
+                if before is None or heap is None:
+                    self._deadline.pop(job_id, None)
+                    continue
+                self._deadline[job_id] = before
                 heapq.heappush(heap, (before, job_id))
 
     def _remember(self, job_id: str) -> None:
-        if self._journal is not None and job_id not in self._journal:
-            self._journal[job_id] = self._deadline.get(job_id)
+        if self._journals and job_id not in (journal := self._journals[-1]):
+            journal[job_id] = self._deadline.get(job_id)
 
     def set(self, partition: int, job_id: str, deadline_ms: int | None) -> None:
         """Record the job's next deadline (None: nothing due ever, until a command says so)."""
