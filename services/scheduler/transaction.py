@@ -5,7 +5,9 @@ offsets are produced in one transaction (Kafka Streams' EOS v2, KIP-447: the off
 the consumer's group metadata, so a zombie whose group generation is over cannot commit).
 Transient failures are retried with backoff; the group moving on aborts the batch (the caller
 folds it again once it knows what it owns); a fenced producer is renewed; a call that blocks
-past its own timeout ends the process (``topology.kafka.watchdog``).
+past its own timeout ends the process (``topology.kafka.watchdog``), except
+``send_offsets_to_transaction``, which librdkafka can leave blocked for good after a broker
+restart: past its deadline the producer is abandoned and a new one takes over (``abandon``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,12 @@ COMMIT_BACKOFF_S = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 ABORT_TRIES = 3
 """Calls of ``abort_transaction`` (each CALL_TIMEOUT_S) before the process gives up."""
 """Waits between attempts to commit a batch through transient broker errors, seconds."""
+OFFSETS_TIMEOUT_S = 10.0
+"""``send_offsets_to_transaction``'s own timeout, seconds."""
+OFFSETS_DEADLINE_S = OFFSETS_TIMEOUT_S + 5.0
+"""How long ``send_offsets_to_transaction`` is waited for before it is taken as stuck:
+librdkafka checks its timeout only once the request is sent, so a call waiting for a group
+coordinator connection after a broker restart can block for good (librdkafka #5456, #5511)."""
 FENCED_LIMIT = 5
 """Producer renewals after a fence allowed per minute before the process gives up."""
 GROUP_ERRORS = frozenset(
@@ -52,6 +60,36 @@ process's now. The transaction is aborted and the loop polls (and is told of the
 class Fenced(Exception):
     """This process may no longer write: its producer was fenced too often (another live
     process has its transactional.id) or its consumer failed fatally. The process must end."""
+
+
+class CallStuck(Exception):
+    """A transactional call did not return by its deadline (librdkafka #5456, #5511)."""
+
+
+def _call_with_deadline(call: Callable[[], None], deadline_s: float, what: str) -> None:
+    """Run ``call`` on a daemon thread and wait for it at most ``deadline_s`` seconds.
+
+    Raises:
+        CallStuck: it had not returned by then (the thread is left to it: a daemon, so it
+            never holds the process's exit).
+        KafkaException: what ``call`` raised.
+    """
+    done = threading.Event()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # handed to the waiting thread
+            failure.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"txn-{what}", daemon=True).start()
+    if not done.wait(deadline_s):
+        raise CallStuck(f"{what} did not return in {deadline_s:.0f}s")
+    if failure:
+        raise failure[0]
 
 
 class BatchTransactions:
@@ -87,6 +125,9 @@ class BatchTransactions:
         self.producer = self._new_producer()
         self.fenced_at: list[float] = []
         """When the producer was last renewed after being fenced (a bound on how often)."""
+        self.abandoned: list[Producer] = []
+        """Producers left inside a stuck call: kept referenced, since destroying a client
+        while one of its calls runs is undefined in librdkafka."""
         self.member_fenced: KafkaError | None = None
         """Set when the group refused a batch's offsets as from a fenced static member
         (FENCED_INSTANCE_ID): the consumer is dead too; the fold rejoins and clears it."""
@@ -172,13 +213,19 @@ class BatchTransactions:
                 if out.sends or out.writes:
                     self.faults.reached("before_commit")
                 offsets = [TopicPartition(self.topics.commands, p, o) for p, o in ends.items()]
-                with guard("send_offsets_to_transaction", CALL_TIMEOUT_S):
-                    self.producer.send_offsets_to_transaction(
-                        offsets, group or self.consumer.consumer_group_metadata(), CALL_TIMEOUT_S
-                    )
+                meta = group or self.consumer.consumer_group_metadata()
+                producer = self.producer
+                _call_with_deadline(
+                    lambda: producer.send_offsets_to_transaction(offsets, meta, OFFSETS_TIMEOUT_S),
+                    OFFSETS_DEADLINE_S,
+                    "send_offsets_to_transaction",
+                )
                 with guard("commit_transaction", CALL_TIMEOUT_S):
                     self.producer.commit_transaction(CALL_TIMEOUT_S)
                 return changelog
+            except CallStuck as exc:  # nothing of the batch is visible; fold it again
+                self.abandon(exc)
+                return None
             except KafkaException as exc:
                 err = exc.args[0]
                 if err.fatal():  # fenced: nothing of the batch is visible; fold it again
@@ -198,6 +245,29 @@ class BatchTransactions:
                     return None
         return None
 
+    def abandon(self, exc: CallStuck) -> None:
+        """A call of the producer is stuck inside librdkafka: leave that producer where it
+        is and start a new one of the same transactional.id, whose ``init_transactions``
+        fences the old one and aborts its open transaction (the batch is folded again).
+        Kafka Streams' rule for a zombie producer, applied to one that cannot answer. Counted
+        with the fences against ``FENCED_LIMIT``.
+
+        Raises:
+            Fenced: renewed too often in a minute.
+            Stopped: SIGTERM while waiting for the broker.
+        """
+        now = time.monotonic()
+        self.fenced_at = [t for t in self.fenced_at if now - t < 60.0] + [now]
+        if len(self.fenced_at) > FENCED_LIMIT:
+            raise Fenced(f"producer renewed {len(self.fenced_at)} times in a minute: {exc}")
+        log.warning(
+            "a transactional call is stuck; a new producer takes over",
+            extra={"action": "producer_abandoned", "error": str(exc)},
+        )
+        self.abandoned.append(self.producer)
+        self.producer = self._new_producer()
+        self.init()
+
     def abort(self) -> bool:
         """Abort the open transaction; False when the producer had to be renewed.
 
@@ -205,11 +275,11 @@ class BatchTransactions:
         ``abort_transaction`` again to resume it (any other transactional call fails with
         ``_CONFLICT`` until then, which once kept a scheduler retrying for minutes without
         folding). After ABORT_TRIES timed-out calls the transaction coordinator is taken as
-        lost for this client (librdkafka #5456): the process ends (exit 70), and its restart's
-        ``init_transactions`` fences the producer and aborts the transaction.
+        lost for this client (librdkafka #5456): the producer is abandoned and a new one's
+        ``init_transactions`` fences it and aborts the transaction (``abandon``).
 
         Raises:
-            Fenced: the abort did not complete after ABORT_TRIES calls.
+            Fenced: renewed too often in a minute (``abandon``).
         """
         err: KafkaError | None = None
         for _ in range(ABORT_TRIES):
@@ -225,10 +295,13 @@ class BatchTransactions:
                 log.warning("abort failed", extra={"action": "txn_abort_failed", "error": err})
                 if not err.retriable():  # e.g. no transaction to abort: nothing to resume
                     return True
-        raise Fenced(
-            f"abort_transaction did not complete after {ABORT_TRIES} calls of "
-            f"{CALL_TIMEOUT_S:.0f}s ({err}); a restart's init_transactions aborts it"
+        self.abandon(
+            CallStuck(
+                f"abort_transaction did not complete after {ABORT_TRIES} calls of "
+                f"{CALL_TIMEOUT_S:.0f}s ({err})"
+            )
         )
+        return False
 
     def _produce(self, out: BatchResult, changelog: dict[int, int]) -> None:
         def track(err: KafkaError | None, msg: Message) -> None:

@@ -235,23 +235,17 @@ def test_a_scheduler_started_before_its_broker_waits_for_it_then_folds(tmp_path:
         broker.destroy()
 
 
-@pytest.mark.xfail(
-    reason="known, open (issue 25): after the restart the first batch's "
-    "send_offsets_to_transaction blocks past its timeout in librdkafka's coordinator request "
-    "(#5456, #5511) and the watchdog ends the scheduler (exit 70)",
-    strict=False,
-)
 def test_a_lone_scheduler_folds_on_after_its_broker_is_killed_and_restarted(
     broker: PrivateBroker, tmp_path: Path
 ) -> None:
     """Issue 25: a lone scheduler whose broker is killed with -9 and started again must fold
     on in the same process (no supervisor here) and run a job triggered after the restart.
 
-    Seen on 2026-12-03 (17:32, 17:35), librdkafka 2.16.0: no consumer was fenced; the
-    partitions were reassigned and restored, then the first batch's
+    Before the fix (2026-12-03, 17:32, 17:35, librdkafka 2.16.0) it failed every time: no
+    consumer was fenced; the partitions were reassigned and restored, then the first batch's
     ``send_offsets_to_transaction`` blocked 45-46 s, whether given 30 s or 10 s, and the
-    watchdog ended the process. A shorter timeout, or an error rule, cannot reach a call that
-    does not return."""
+    watchdog ended the process (exit 70). Now the call is waited for OFFSETS_DEADLINE_S, its
+    producer abandoned and a new one takes over (``action=producer_abandoned``)."""
     settings = KafkaSettings(
         bootstrap=broker.bootstrap, topic_prefix=f"k9{uuid.uuid4().hex[:6]}.", partitions=2
     )
