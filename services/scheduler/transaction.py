@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
@@ -214,9 +215,13 @@ class BatchTransactions:
                     self.faults.reached("before_commit")
                 offsets = [TopicPartition(self.topics.commands, p, o) for p, o in ends.items()]
                 meta = group or self.consumer.consumer_group_metadata()
-                producer = self.producer
                 _call_with_deadline(
-                    lambda: producer.send_offsets_to_transaction(offsets, meta, OFFSETS_TIMEOUT_S),
+                    partial(
+                        self.producer.send_offsets_to_transaction,
+                        offsets,
+                        meta,
+                        OFFSETS_TIMEOUT_S,
+                    ),
                     OFFSETS_DEADLINE_S,
                     "send_offsets_to_transaction",
                 )
