@@ -173,10 +173,7 @@ class BatchTransactions:
             Fenced: fenced too often.
             Stopped: SIGTERM while waiting for the broker.
         """
-        now = time.monotonic()
-        self.fenced_at = [t for t in self.fenced_at if now - t < 60.0] + [now]
-        if len(self.fenced_at) > FENCED_LIMIT:
-            raise Fenced(f"producer fenced {len(self.fenced_at)} times in a minute: {err}")
+        self._count_renewal(err)
         log.warning(
             "fenced; a new producer takes over", extra={"action": "producer_renewed", "error": err}
         )
@@ -250,6 +247,17 @@ class BatchTransactions:
                     return None
         return None
 
+    def _count_renewal(self, why: object) -> None:
+        """Count one producer renewal (a fence or a stuck call) in the last minute.
+
+        Raises:
+            Fenced: more than ``FENCED_LIMIT`` renewals in a minute.
+        """
+        now = time.monotonic()
+        self.fenced_at = [t for t in self.fenced_at if now - t < 60.0] + [now]
+        if len(self.fenced_at) > FENCED_LIMIT:
+            raise Fenced(f"producer fenced {len(self.fenced_at)} times in a minute: {why}")
+
     def abandon(self, exc: CallStuck) -> None:
         """A call of the producer is stuck inside librdkafka: leave that producer where it
         is and start a new one of the same transactional.id, whose ``init_transactions``
@@ -261,10 +269,7 @@ class BatchTransactions:
             Fenced: renewed too often in a minute.
             Stopped: SIGTERM while waiting for the broker.
         """
-        now = time.monotonic()
-        self.fenced_at = [t for t in self.fenced_at if now - t < 60.0] + [now]
-        if len(self.fenced_at) > FENCED_LIMIT:
-            raise Fenced(f"producer renewed {len(self.fenced_at)} times in a minute: {exc}")
+        self._count_renewal(exc)
         log.warning(
             "a transactional call is stuck; a new producer takes over",
             extra={"action": "producer_abandoned", "error": str(exc)},
