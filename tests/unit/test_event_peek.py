@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -12,9 +13,19 @@ from fastavro.schema import load_schema
 from fastavro.utils import generate_many
 
 from cronlog import events as ev
-from tests.unit.test_codec import EVENT
 from topology.wire.codec import SCHEMA_DIR, SINGLE_OBJECT_MAGIC, Codec, schema_fingerprint
 from topology.wire.peek import body_branches, body_index
+
+EVENT = ev.RunEvent(
+    event_id="e1",
+    job_id="job-1",
+    at=datetime(2025, 3, 30, 1, 30, tzinfo=UTC),
+    idem_key="idem-1",
+    index=0,
+    event=ev.TaskReady(
+        run_id="r1", task="main", attempt=1, scheduled_for=datetime(2025, 3, 30, 1, 30, tzinfo=UTC)
+    ),
+)
 
 VERSIONS = [SCHEMA_DIR, *sorted(p for p in (SCHEMA_DIR / "history").iterdir() if p.is_dir())]
 CODEC = Codec()
