@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -377,33 +378,21 @@ def test_thread_isolated_calls_reuse_the_workers_threads_and_a_kill_ends_the_wai
 ) -> None:
     threads = Threads("call")
     spec = _threaded("echo_context")
-    for _ in range(3):
-        run = execution_for(
-            spec.action(),
-            (),
-            CONTEXT,
-            reach=LOCAL,
-            timeout_s=20,
-            grace_s=1,
-            pool=pool,
-            threads=threads,
+
+    def make(action: Any) -> Any:
+        return execution_for(
+            action, (), CONTEXT, reach=LOCAL, timeout_s=20, grace_s=1, pool=pool, threads=threads
         )
+
+    for _ in range(3):
+        run = make(spec.action())
         assert run.run().exit_code == 0
         deadline = time.monotonic() + 10
         while threads.idle() != 1 and time.monotonic() < deadline:
             time.sleep(0.005)  # the call's thread is back before the next call comes
     assert threads.started == 1
     slow = _threaded("sleep_then_write")
-    execution = execution_for(
-        slow.action(),
-        (),
-        CONTEXT,
-        reach=LOCAL,
-        timeout_s=20,
-        grace_s=1,
-        pool=pool,
-        threads=threads,
-    )
+    execution = make(slow.action())
     result: list[Outcome] = []
     waiting = threading.Thread(target=lambda: result.append(execution.run()))
     waiting.start()
